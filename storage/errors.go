@@ -1,0 +1,60 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors of package storage. Methods document which they return;
+// test for them with errors.Is.
+var (
+	// ErrCorrupt marks data on disk that is damaged in a way a crash cannot
+	// explain: a complete batch with a bad checksum followed by valid data,
+	// offsets that are not contiguous, a damaged stamp. It is reported, never
+	// repaired.
+	ErrCorrupt = errors.New("storage: corrupt")
+	// ErrOffsetOutOfRange means an offset below the log start or above the
+	// log end.
+	ErrOffsetOutOfRange = errors.New("storage: offset out of range")
+	// ErrNotBatchBoundary means a truncation point inside a batch.
+	ErrNotBatchBoundary = errors.New("storage: offset is not a batch boundary")
+	// ErrOffsetMismatch means a replica append whose base offset is not the
+	// log end offset.
+	ErrOffsetMismatch = errors.New("storage: batch base offset is not the log end offset")
+	// ErrEpochRegression means an append stamped with a leader epoch lower
+	// than the last epoch in the log.
+	ErrEpochRegression = errors.New("storage: leader epoch lower than the log's last epoch")
+	// ErrBatchTooLarge means a batch larger than the log's MaxBatchBytes.
+	ErrBatchTooLarge = errors.New("storage: batch too large")
+	// ErrInvalidBatch means bytes that are not a valid batch.
+	ErrInvalidBatch = errors.New("storage: invalid batch")
+	// ErrTruncated means the bytes of an append were cut off by TruncateTo
+	// before they became durable; the append did not happen.
+	ErrTruncated = errors.New("storage: append truncated before it was durable")
+	// ErrClosed means the log or root was closed.
+	ErrClosed = errors.New("storage: closed")
+	// ErrFailed means an earlier write or fsync of the log failed. The log
+	// refuses all further appends until it is reopened, because after a failed
+	// fsync the state of the page cache is unknown.
+	ErrFailed = errors.New("storage: log failed")
+	// ErrStampMismatch means a storage root that belongs to another broker
+	// or cluster.
+	ErrStampMismatch = errors.New("storage: root belongs to another broker or cluster")
+	// ErrInvalidTopicName means a topic name that may not become a path.
+	ErrInvalidTopicName = errors.New("storage: invalid topic name")
+	// ErrInvalidPartition means a negative partition number.
+	ErrInvalidPartition = errors.New("storage: invalid partition")
+)
+
+// corruptError wraps an error so that it matches ErrCorrupt while keeping
+// its own chain.
+type corruptError struct{ err error }
+
+func (e corruptError) Error() string { return "storage: corrupt: " + e.err.Error() }
+func (e corruptError) Unwrap() []error {
+	return []error{ErrCorrupt, e.err}
+}
+
+func markCorrupt(err error) error { return corruptError{err} }
+
+func corruptf(format string, args ...any) error { return markCorrupt(fmt.Errorf(format, args...)) }

@@ -1,0 +1,682 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"gostream/record"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultSegmentBytes       = 128 << 20
+	DefaultSegmentAge         = 7 * 24 * time.Hour
+	DefaultIndexIntervalBytes = 4096
+	DefaultMaxBatchBytes      = 4 << 20
+	maxSegmentBytes           = 1 << 30 // index positions are uint32
+)
+
+// Options configures a Log. Zero values take the defaults above; retention
+// is off unless set.
+type Options struct {
+	// SegmentBytes rolls the active segment when the next batch would make
+	// it larger (a single larger batch still gets a segment of its own).
+	SegmentBytes int64
+	// SegmentAge rolls the active segment when its first batch is older.
+	SegmentAge time.Duration
+	// IndexIntervalBytes is the spacing of sparse index entries.
+	IndexIntervalBytes int64
+	// MaxBatchBytes bounds one batch.
+	MaxBatchBytes int
+	// RetentionBytes deletes the oldest whole segments while the rest still
+	// hold at least this many bytes. Zero or negative keeps everything.
+	RetentionBytes int64
+	// RetentionAge deletes whole segments whose newest batch is older. Zero
+	// keeps everything.
+	RetentionAge time.Duration
+	// Logger receives lifecycle and recovery messages.
+	Logger hclog.Logger
+	// Now is the clock used for append times and ages; time.Now by default.
+	Now func() time.Time
+}
+
+func (o *Options) setDefaults() error {
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = DefaultSegmentBytes
+	}
+	if o.SegmentBytes < record.HeaderSize || o.SegmentBytes > maxSegmentBytes {
+		return fmt.Errorf("storage: segment bytes %d outside [%d, %d]", o.SegmentBytes, record.HeaderSize, maxSegmentBytes)
+	}
+	if o.SegmentAge <= 0 {
+		o.SegmentAge = DefaultSegmentAge
+	}
+	if o.IndexIntervalBytes <= 0 {
+		o.IndexIntervalBytes = DefaultIndexIntervalBytes
+	}
+	if o.MaxBatchBytes <= 0 {
+		o.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if int64(o.MaxBatchBytes) > maxSegmentBytes {
+		return fmt.Errorf("storage: max batch bytes %d above %d", o.MaxBatchBytes, maxSegmentBytes)
+	}
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return nil
+}
+
+// Log is the append-only log of one partition replica: a directory of
+// segments. It is safe for concurrent use.
+//
+// Appends are durable when they return: concurrent appenders share one
+// fsync (group commit). Readers see only durable batches.
+//
+// Lock order: appendMu before mu; syncMu is never held with either.
+type Log struct {
+	dir    string
+	opts   Options
+	logger hclog.Logger
+
+	// appendMu serializes everything that writes the log's files: appends,
+	// rolls, truncation, retention, close.
+	appendMu sync.Mutex
+
+	// syncMu elects the one appender that runs the next fsync.
+	syncMu struct {
+		sync.Mutex
+		syncing bool
+		done    chan struct{} // closed when the running fsync finishes
+	}
+
+	mu struct {
+		sync.RWMutex
+		segments  []*segment // sorted by base; the last is active
+		next      int64      // log end offset: after the last written batch
+		durable   int64      // offsets below this are fsync'd
+		lastEpoch int32      // epoch of the last batch, -1 when empty
+		gen       uint64     // bumped by every truncation
+		changed   chan struct{}
+		closed    bool
+		failed    error
+	}
+}
+
+// Open opens the log in dir, creating dir and an empty first segment when
+// there is none, and recovers it:
+//
+//   - an incomplete or damaged batch at the very end of the newest segment,
+//     with no valid batch after it, is a torn write: it is cut off (its bytes
+//     copied to quarantine/ first) and logged;
+//   - anything else that does not check out (a damaged batch followed by a
+//     valid one, offsets that are not contiguous, epochs that go backward,
+//     a damaged older segment) is corruption: Open returns an error matching
+//     ErrCorrupt and changes nothing.
+func Open(dir string, opts Options) (*Log, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create log dir: %w", err)
+	}
+	l := &Log{dir: dir, opts: opts, logger: opts.Logger}
+	l.mu.changed = make(chan struct{})
+	l.mu.lastEpoch = -1
+	bases, err := listSegments(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list segments: %w", err)
+	}
+	if len(bases) == 0 {
+		s, err := openSegmentFile(dir, 0, true)
+		if err != nil {
+			return nil, err
+		}
+		if err := syncDir(dir); err != nil {
+			s.f.Close()
+			return nil, err
+		}
+		l.mu.segments = []*segment{s}
+		return l, nil
+	}
+	if err := l.recover(bases); err != nil {
+		for _, s := range l.mu.segments {
+			s.f.Close()
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
+// recover opens and checks every segment; see Open.
+func (l *Log) recover(bases []int64) error {
+	next, epoch := bases[0], int32(-1)
+	for i, base := range bases {
+		s, err := openSegmentFile(l.dir, base, false)
+		if err != nil {
+			return err
+		}
+		l.mu.segments = append(l.mu.segments, s)
+		if base != next {
+			return corruptf("%s: segment starts at offset %d, previous segment ends at %d", s.path, base, next)
+		}
+		fi, err := s.f.Stat()
+		if err != nil {
+			return err
+		}
+		if i < len(bases)-1 {
+			if next, epoch, err = l.checkClosedSegment(s, fi.Size(), epoch); err != nil {
+				return err
+			}
+			continue
+		}
+		res, err := s.scan(0, base, epoch, l.opts.MaxBatchBytes, l.opts.IndexIntervalBytes)
+		if err != nil {
+			return err
+		}
+		if res.stopErr != nil {
+			later, err := validBatchAfter(s.path, res.end, l.opts.MaxBatchBytes)
+			if err != nil {
+				return err
+			}
+			if later {
+				return corruptf("%s: %v, and valid data follows it", s.path, res.stopErr)
+			}
+			if err := l.cutTornTail(s, res, fi.Size()); err != nil {
+				return err
+			}
+		}
+		next, epoch = res.next, res.epoch
+	}
+	l.mu.next, l.mu.durable, l.mu.lastEpoch = next, next, epoch
+	return nil
+}
+
+// checkClosedSegment checks a segment that was fsync'd whole before the next
+// one was created: its index, its last batches, and that it ends exactly at
+// the end of the file. Any flaw is corruption, since no crash explains it.
+func (l *Log) checkClosedSegment(s *segment, fileSize int64, epoch int32) (int64, int32, error) {
+	s.size = fileSize
+	if fileSize == 0 {
+		return 0, 0, corruptf("%s: closed segment is empty", s.path)
+	}
+	from, next := int64(0), s.base
+	if s.loadIndex() {
+		last := s.index[len(s.index)-1]
+		from, next = int64(last.pos), s.base+int64(last.rel)
+		s.index = s.index[:len(s.index)-1] // re-noted by the scan below
+		if len(s.index) > 0 {
+			s.indexedAt = int64(s.index[len(s.index)-1].pos)
+		} else {
+			s.indexedAt = -1
+		}
+		h, err := readHeader(s.f, 0, l.opts.MaxBatchBytes)
+		if err != nil {
+			return 0, 0, corruptf("%s: first batch: %v", s.path, err)
+		}
+		if h.base != s.base {
+			return 0, 0, corruptf("%s: first batch has base offset %d, want %d", s.path, h.base, s.base)
+		}
+		s.firstTime = h.appendTime
+		epoch = max(epoch, h.epoch) // the epochs of the skipped middle are not rechecked
+	} else {
+		s.index, s.indexedAt = nil, -1
+	}
+	res, err := s.scan(from, next, epoch, l.opts.MaxBatchBytes, l.opts.IndexIntervalBytes)
+	if err != nil {
+		return 0, 0, err
+	}
+	if res.stopErr != nil || res.end != fileSize {
+		return 0, 0, corruptf("%s: closed segment damaged at position %d: %v", s.path, res.end, res.stopErr)
+	}
+	return res.next, res.epoch, nil
+}
+
+// cutTornTail quarantines and removes the bytes after the last valid batch
+// of the newest segment.
+func (l *Log) cutTornTail(s *segment, res scanResult, fileSize int64) error {
+	torn := fileSize - res.end
+	name := fmt.Sprintf("torn-%s-%d.bin", segmentName(res.next), l.opts.Now().UnixNano())
+	if err := l.quarantine(name, []quarantineRange{{s, res.end, fileSize}}); err != nil {
+		return err
+	}
+	if err := s.f.Truncate(res.end); err != nil {
+		return fmt.Errorf("truncate torn tail: %w", err)
+	}
+	if err := s.f.Sync(); err != nil {
+		return fmt.Errorf("sync after torn tail: %w", err)
+	}
+	s.size = res.end
+	l.logger.Warn("cut a torn write off the end of the log", "segment", filepath.Base(s.path),
+		"offset", res.next, "position", res.end, "bytes", torn, "reason", res.stopErr, "quarantined", name)
+	return nil
+}
+
+// Append stamps batch with the next offset, epoch and the current time, and
+// appends it. It returns once the batch is durable. The batch's header is
+// rewritten in place.
+//
+// It returns ErrInvalidBatch, ErrBatchTooLarge, ErrEpochRegression,
+// ErrClosed, ErrFailed, ErrTruncated, or the context's error (in which case
+// the batch may still become durable).
+func (l *Log) Append(ctx context.Context, batch record.Batch, epoch int32) (AppendResult, error) {
+	if err := l.checkBatch(batch); err != nil {
+		return AppendResult{}, err
+	}
+	if epoch < 0 {
+		return AppendResult{}, fmt.Errorf("%w: negative epoch %d", ErrInvalidBatch, epoch)
+	}
+	l.appendMu.Lock()
+	res, gen, err := l.writeLocked(batch, func(next int64, lastEpoch int32) error {
+		if epoch < lastEpoch {
+			return fmt.Errorf("%w: %d < %d", ErrEpochRegression, epoch, lastEpoch)
+		}
+		batch.Stamp(next, epoch, l.opts.Now().UnixMilli())
+		return nil
+	})
+	l.appendMu.Unlock()
+	if err != nil {
+		return AppendResult{}, err
+	}
+	return res, l.waitDurable(ctx, res.NextOffset, gen)
+}
+
+// AppendExact appends a batch exactly as a leader stamped it: its base
+// offset must be the log end offset (ErrOffsetMismatch otherwise) and its
+// epoch no lower than the log's last epoch (ErrEpochRegression). It returns
+// once the batch is durable, and the other errors of Append.
+func (l *Log) AppendExact(ctx context.Context, batch record.Batch) (AppendResult, error) {
+	if err := l.checkBatch(batch); err != nil {
+		return AppendResult{}, err
+	}
+	l.appendMu.Lock()
+	res, gen, err := l.writeLocked(batch, func(next int64, lastEpoch int32) error {
+		if batch.BaseOffset() != next {
+			return fmt.Errorf("%w: batch at %d, log ends at %d", ErrOffsetMismatch, batch.BaseOffset(), next)
+		}
+		if batch.LeaderEpoch() < lastEpoch {
+			return fmt.Errorf("%w: %d < %d", ErrEpochRegression, batch.LeaderEpoch(), lastEpoch)
+		}
+		return nil
+	})
+	l.appendMu.Unlock()
+	if err != nil {
+		return AppendResult{}, err
+	}
+	return res, l.waitDurable(ctx, res.NextOffset, gen)
+}
+
+// AppendResult says where an appended batch landed.
+type AppendResult struct {
+	BaseOffset  int64
+	NextOffset  int64 // offset after the batch's last record
+	LeaderEpoch int32
+	AppendTime  int64 // Unix milliseconds
+}
+
+func (l *Log) checkBatch(batch record.Batch) error {
+	if len(batch) > l.opts.MaxBatchBytes {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrBatchTooLarge, len(batch), l.opts.MaxBatchBytes)
+	}
+	if err := batch.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidBatch, err)
+	}
+	return nil
+}
+
+// writeLocked checks and stamps the batch through prepare, rolls the segment
+// if needed, and writes the batch. The caller holds appendMu.
+func (l *Log) writeLocked(batch record.Batch, prepare func(next int64, lastEpoch int32) error) (AppendResult, uint64, error) {
+	l.mu.RLock()
+	closed, failed := l.mu.closed, l.mu.failed
+	next, lastEpoch, gen := l.mu.next, l.mu.lastEpoch, l.mu.gen
+	active := l.mu.segments[len(l.mu.segments)-1]
+	size, firstTime := active.size, active.firstTime
+	l.mu.RUnlock()
+	switch {
+	case closed:
+		return AppendResult{}, 0, ErrClosed
+	case failed != nil:
+		return AppendResult{}, 0, fmt.Errorf("%w: %w", ErrFailed, failed)
+	}
+	if err := prepare(next, lastEpoch); err != nil {
+		return AppendResult{}, 0, err
+	}
+	now := l.opts.Now()
+	if size > 0 && (size+int64(len(batch)) > l.opts.SegmentBytes ||
+		now.Sub(time.UnixMilli(firstTime)) >= l.opts.SegmentAge) {
+		var err error
+		if active, err = l.rollLocked(active, next); err != nil {
+			l.fail(err)
+			return AppendResult{}, 0, err
+		}
+		size = 0
+	}
+	if _, err := active.f.WriteAt(batch, size); err != nil {
+		err = fmt.Errorf("write segment %d: %w", active.base, err)
+		l.fail(err)
+		return AppendResult{}, 0, err
+	}
+	l.mu.Lock()
+	active.noteBatch(size, batch, l.opts.IndexIntervalBytes)
+	l.mu.next = batch.NextOffset()
+	l.mu.lastEpoch = batch.LeaderEpoch()
+	l.mu.Unlock()
+	return AppendResult{
+		BaseOffset: batch.BaseOffset(), NextOffset: batch.NextOffset(),
+		LeaderEpoch: batch.LeaderEpoch(), AppendTime: batch.AppendTime(),
+	}, gen, nil
+}
+
+// rollLocked makes the active segment durable and whole, persists its index,
+// and starts a new segment at next. Because the old segment is fsync'd before
+// the new file exists, only the newest segment can ever hold a torn write.
+func (l *Log) rollLocked(old *segment, next int64) (*segment, error) {
+	if err := old.f.Sync(); err != nil {
+		return nil, fmt.Errorf("sync segment %d before roll: %w", old.base, err)
+	}
+	if err := old.writeIndex(); err != nil {
+		return nil, err
+	}
+	s, err := openSegmentFile(l.dir, next, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := syncDir(l.dir); err != nil {
+		s.f.Close()
+		return nil, err
+	}
+	l.mu.Lock()
+	l.mu.segments = append(l.mu.segments, s)
+	l.mu.Unlock()
+	l.logger.Debug("rolled segment", "offset", next, "previous", old.base)
+	return s, nil
+}
+
+// fail makes the log refuse further appends: after a failed write or fsync
+// nothing can be promised about what reached the disk.
+func (l *Log) fail(err error) {
+	l.mu.Lock()
+	if l.mu.failed == nil {
+		l.mu.failed = err
+		l.logger.Error("log failed; it refuses appends until reopened", "err", err)
+	}
+	l.notifyLocked()
+	l.mu.Unlock()
+}
+
+func (l *Log) notifyLocked() {
+	close(l.mu.changed)
+	l.mu.changed = make(chan struct{})
+}
+
+// waitDurable returns once offsets below target are fsync'd. The first
+// waiter that finds no fsync running runs one for everyone written so far.
+func (l *Log) waitDurable(ctx context.Context, target int64, gen uint64) error {
+	for {
+		l.mu.RLock()
+		durable, curGen, failed, closed := l.mu.durable, l.mu.gen, l.mu.failed, l.mu.closed
+		l.mu.RUnlock()
+		switch {
+		case curGen != gen:
+			return ErrTruncated
+		case durable >= target:
+			return nil
+		case failed != nil:
+			return fmt.Errorf("%w: %w", ErrFailed, failed)
+		case closed:
+			return ErrClosed
+		}
+		l.syncMu.Lock()
+		if !l.syncMu.syncing {
+			l.syncMu.syncing = true
+			l.syncMu.done = make(chan struct{})
+			done := l.syncMu.done
+			l.syncMu.Unlock()
+			l.syncOnce()
+			l.syncMu.Lock()
+			l.syncMu.syncing = false
+			close(done)
+			l.syncMu.Unlock()
+			continue
+		}
+		done := l.syncMu.done
+		l.syncMu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// syncOnce fsyncs the active segment and publishes everything written
+// before it started as durable. Older segments were fsync'd when they rolled.
+func (l *Log) syncOnce() {
+	l.mu.RLock()
+	active := l.mu.segments[len(l.mu.segments)-1]
+	upTo, gen := l.mu.next, l.mu.gen
+	l.mu.RUnlock()
+	err := active.f.Sync()
+	if err != nil && errors.Is(err, os.ErrClosed) {
+		return // closed, rolled away or truncated meanwhile; the waiter rechecks
+	}
+	if err != nil {
+		l.fail(fmt.Errorf("fsync segment %d: %w", active.base, err))
+		return
+	}
+	l.mu.Lock()
+	if l.mu.gen == gen && upTo > l.mu.durable {
+		l.mu.durable = upTo
+		l.notifyLocked()
+	}
+	l.mu.Unlock()
+}
+
+// Read returns whole batches starting with the one that holds offset, up to
+// about maxBytes (at least one batch, however large), from one segment, and
+// only batches whose base offset is below limit and that are durable. The
+// first batch may begin before offset; readers skip those records. At the
+// end of the readable log it returns no bytes and no error. buf, if not nil,
+// is used for the result when it is large enough.
+//
+// It returns ErrOffsetOutOfRange for an offset below the log start or above
+// the log end, and ErrClosed.
+func (l *Log) Read(ctx context.Context, offset int64, maxBytes int, limit int64, buf []byte) ([]byte, error) {
+	for attempt := 0; ; attempt++ {
+		out, err := l.readOnce(offset, maxBytes, limit, buf)
+		if errors.Is(err, os.ErrClosed) && attempt < 3 {
+			continue // the segment was deleted or truncated under us; look again
+		}
+		return out, err
+	}
+}
+
+func (l *Log) readOnce(offset int64, maxBytes int, limit int64, buf []byte) ([]byte, error) {
+	l.mu.RLock()
+	if l.mu.closed {
+		l.mu.RUnlock()
+		return nil, ErrClosed
+	}
+	start, end := l.mu.segments[0].base, min(limit, l.mu.durable)
+	if offset < start || offset > l.mu.next {
+		next := l.mu.next
+		l.mu.RUnlock()
+		return nil, fmt.Errorf("%w: offset %d, log holds [%d, %d)", ErrOffsetOutOfRange, offset, start, next)
+	}
+	if offset >= end {
+		l.mu.RUnlock()
+		return buf[:0], nil
+	}
+	i := sort.Search(len(l.mu.segments), func(i int) bool { return l.mu.segments[i].base > offset }) - 1
+	s := l.mu.segments[i]
+	pos, size := s.lookup(offset), s.size
+	l.mu.RUnlock()
+
+	// Walk batch headers from the index entry to the batch holding offset.
+	for {
+		h, err := readHeader(s.f, pos, l.opts.MaxBatchBytes)
+		if err != nil {
+			return nil, fmt.Errorf("read segment %d at %d: %w", s.base, pos, err)
+		}
+		if h.next > offset {
+			break
+		}
+		pos += h.size
+		if pos >= size {
+			return buf[:0], nil
+		}
+	}
+	n := min(int64(max(maxBytes, record.HeaderSize)), size-pos)
+	if cap(buf) < int(n) {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if _, err := s.f.ReadAt(buf, pos); err != nil {
+		return nil, fmt.Errorf("read segment %d at %d: %w", s.base, pos, err)
+	}
+	// Keep whole batches below end; read the first one whole if it is larger.
+	// The header walk above framed the first batch, so keep only grows.
+	var keep int
+	for keep < len(buf) {
+		fs, err := record.FrameSize(buf[keep:], l.opts.MaxBatchBytes)
+		if err != nil || record.Batch(buf[keep:]).BaseOffset() >= end {
+			break // a header cut by the read size, or not readable yet
+		}
+		if keep+fs > len(buf) {
+			if keep == 0 {
+				big := make([]byte, fs)
+				if _, err := s.f.ReadAt(big, pos); err != nil {
+					return nil, fmt.Errorf("read segment %d at %d: %w", s.base, pos, err)
+				}
+				return big, nil
+			}
+			break
+		}
+		keep += fs
+	}
+	return buf[:keep], nil
+}
+
+// Wait blocks until the log holds a durable record at offset, the context
+// ends, or the log is closed (ErrClosed). Long-polling readers use it.
+func (l *Log) Wait(ctx context.Context, offset int64) error {
+	for {
+		l.mu.RLock()
+		durable, closed, ch := l.mu.durable, l.mu.closed, l.mu.changed
+		l.mu.RUnlock()
+		if closed {
+			return ErrClosed
+		}
+		if durable > offset {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Changed returns a channel that is closed the next time the durable end of
+// the log moves, the log is truncated, fails or closes.
+func (l *Log) Changed() <-chan struct{} {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.mu.changed
+}
+
+// LogStartOffset is the first offset the log holds. It only moves forward,
+// by retention.
+func (l *Log) LogStartOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.mu.segments[0].base
+}
+
+// LogEndOffset is the offset the next appended record will get.
+func (l *Log) LogEndOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.mu.next
+}
+
+// DurableEndOffset is the offset below which every record is fsync'd.
+func (l *Log) DurableEndOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.mu.durable
+}
+
+// LastEpoch is the leader epoch of the last batch, or -1 for an empty log.
+func (l *Log) LastEpoch() int32 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.mu.lastEpoch
+}
+
+// Dir is the log's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// Size is the number of bytes in the log's segments.
+func (l *Log) Size() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var n int64
+	for _, s := range l.mu.segments {
+		n += s.size
+	}
+	return n
+}
+
+// SegmentCount is the number of segment files.
+func (l *Log) SegmentCount() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return len(l.mu.segments)
+}
+
+// Close fsyncs what was written and closes the files. Pending appends and
+// waiters return ErrClosed. Close is idempotent.
+func (l *Log) Close() error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	segs := l.mu.segments
+	failed := l.mu.failed
+	l.mu.Unlock()
+	var errs []error
+	if failed == nil {
+		if err := segs[len(segs)-1].f.Sync(); err != nil {
+			errs = append(errs, err)
+		} else {
+			l.mu.Lock()
+			l.mu.durable = l.mu.next
+			l.mu.Unlock()
+		}
+	}
+	l.mu.Lock()
+	l.mu.closed = true
+	l.notifyLocked()
+	l.mu.Unlock()
+	for _, s := range segs {
+		if err := s.f.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,199 @@
+package storage
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// StampFile is the name of the file in a storage root that names the broker
+// and the cluster the root belongs to.
+const StampFile = "gostream.stamp"
+
+const stampVersion = 1
+
+// topicNameRE is the set of topic names that may become directory names.
+var topicNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
+
+// ValidateTopicName reports whether name may be used as a topic name, and so
+// as a directory under the storage root. It returns an error wrapping
+// ErrInvalidTopicName when it may not.
+func ValidateTopicName(name string) error {
+	if name == "." || name == ".." || !topicNameRE.MatchString(name) {
+		return fmt.Errorf("%w: %q (want 1 to 249 of [A-Za-z0-9._-], not . or ..)", ErrInvalidTopicName, name)
+	}
+	return nil
+}
+
+// Stamp identifies the owner of a storage root.
+type Stamp struct {
+	Version   int    `json:"version"`
+	BrokerID  int32  `json:"broker_id"`
+	ClusterID string `json:"cluster_id,omitempty"`
+}
+
+// Root is one node's storage root: a directory stamped with the broker id
+// (and, once known, the cluster id) that owns it, under which every replica
+// of that broker lives. A Root never creates anything outside its directory.
+type Root struct {
+	dir    string
+	logger hclog.Logger
+	stamp  Stamp
+}
+
+// OpenRoot opens or creates the storage root dir for broker brokerID.
+//
+// A new root is stamped with brokerID and clusterID. An existing root must
+// carry the same broker id, and the same cluster id when both are known;
+// otherwise OpenRoot returns an error wrapping ErrStampMismatch and changes
+// nothing. A stamp that cannot be parsed is reported with ErrCorrupt and is
+// never rewritten.
+func OpenRoot(dir string, brokerID int32, clusterID string, logger hclog.Logger) (*Root, error) {
+	if brokerID <= 0 {
+		return nil, fmt.Errorf("storage: broker id must be positive, got %d", brokerID)
+	}
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("storage root %q: %w", dir, err)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, fmt.Errorf("create storage root: %w", err)
+	}
+	r := &Root{dir: abs, logger: logger}
+	path := filepath.Join(abs, StampFile)
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		r.stamp = Stamp{Version: stampVersion, BrokerID: brokerID, ClusterID: clusterID}
+		if err := r.writeStamp(); err != nil {
+			return nil, err
+		}
+		logger.Info("stamped new storage root", "dir", abs, "node", brokerID, "cluster", clusterID)
+		return r, nil
+	case err != nil:
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	var st Stamp
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, markCorrupt(fmt.Errorf("stamp %s: %v", path, err))
+	}
+	if st.Version != stampVersion || st.BrokerID <= 0 {
+		return nil, markCorrupt(fmt.Errorf("stamp %s: unsupported version %d or broker id %d", path, st.Version, st.BrokerID))
+	}
+	if st.BrokerID != brokerID {
+		return nil, fmt.Errorf("%w: %s belongs to broker %d, not broker %d", ErrStampMismatch, abs, st.BrokerID, brokerID)
+	}
+	if st.ClusterID != "" && clusterID != "" && st.ClusterID != clusterID {
+		return nil, fmt.Errorf("%w: %s belongs to cluster %q, not %q", ErrStampMismatch, abs, st.ClusterID, clusterID)
+	}
+	r.stamp = st
+	if st.ClusterID == "" && clusterID != "" {
+		if err := r.SetClusterID(clusterID); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// Dir returns the absolute path of the root.
+func (r *Root) Dir() string { return r.dir }
+
+// Stamp returns the root's stamp.
+func (r *Root) Stamp() Stamp { return r.stamp }
+
+// SetClusterID records the cluster id in a root that did not know it yet. It
+// returns ErrStampMismatch if the root already names another cluster.
+func (r *Root) SetClusterID(id string) error {
+	if r.stamp.ClusterID == id {
+		return nil
+	}
+	if r.stamp.ClusterID != "" {
+		return fmt.Errorf("%w: %s belongs to cluster %q, not %q", ErrStampMismatch, r.dir, r.stamp.ClusterID, id)
+	}
+	r.stamp.ClusterID = id
+	return r.writeStamp()
+}
+
+func (r *Root) writeStamp() error {
+	data, err := json.MarshalIndent(r.stamp, "", "  ")
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(filepath.Join(r.dir, StampFile), append(data, '\n'))
+}
+
+// ReplicaDir returns the directory of one partition replica under the root.
+// The topic name is validated first, so the path never leaves the root.
+func (r *Root) ReplicaDir(topic string, partition int32) (string, error) {
+	if err := ValidateTopicName(topic); err != nil {
+		return "", err
+	}
+	if partition < 0 {
+		return "", fmt.Errorf("%w: partition %d", ErrInvalidPartition, partition)
+	}
+	return filepath.Join(r.dir, "topics", topic, "partition-"+strconv.Itoa(int(partition))), nil
+}
+
+// OpenLog opens (creating if needed) the log of one partition replica.
+func (r *Root) OpenLog(topic string, partition int32, opts Options) (*Log, error) {
+	dir, err := r.ReplicaDir(topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = r.logger.Named("log").With("topic", topic, "partition", partition)
+	}
+	return Open(dir, opts)
+}
+
+// Close releases the root. Logs opened from it are closed by their owners.
+func (r *Root) Close() error { return nil }
+
+// WriteFileAtomic replaces path with data so that a crash leaves either the
+// old or the new content: it writes a temporary file, fsyncs it, renames it
+// over path and fsyncs the directory.
+func WriteFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after a successful rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("rename %s: %w", path, err)
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open dir %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync dir %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,266 @@
+package storage
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gostream/record"
+)
+
+const (
+	logSuffix   = ".log"
+	indexSuffix = ".index"
+	nameDigits  = 20
+	indexEntrySize = 8 // u32 relative offset, u32 position
+)
+
+// segment is one file of a log, holding the batches from base up to next.
+// Its mutable fields are guarded by the owning Log's mu; f is only written
+// under the Log's appendMu and read with ReadAt by anyone holding a
+// reference.
+type segment struct {
+	base int64
+	path string
+	f    *os.File
+
+	size      int64        // bytes of whole batches in the file
+	next      int64        // offset after the last batch
+	index     []indexEntry // sparse: relative offset -> file position
+	indexedAt int64        // position of the last indexed batch, -1 for none
+	firstTime int64        // append time of the first batch, ms; 0 when empty
+	lastTime  int64        // append time of the last batch, ms
+}
+
+type indexEntry struct {
+	rel uint32
+	pos uint32
+}
+
+func segmentName(base int64) string {
+	return fmt.Sprintf("%0*d", nameDigits, base)
+}
+
+// listSegments returns the base offsets of the segment files in dir, sorted.
+func listSegments(dir string) ([]int64, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var bases []int64
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() || !strings.HasSuffix(name, logSuffix) || len(name) != nameDigits+len(logSuffix) {
+			continue
+		}
+		base, err := strconv.ParseInt(strings.TrimSuffix(name, logSuffix), 10, 64)
+		if err != nil || base < 0 {
+			continue
+		}
+		bases = append(bases, base)
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	return bases, nil
+}
+
+// noteBatch records a batch written at pos in the segment's summary and
+// sparse index. Callers hold the Log's mu (or own the segment exclusively).
+func (s *segment) noteBatch(pos int64, b record.Batch, interval int64) {
+	if s.indexedAt < 0 || pos-s.indexedAt >= interval {
+		s.index = append(s.index, indexEntry{rel: uint32(b.BaseOffset() - s.base), pos: uint32(pos)})
+		s.indexedAt = pos
+	}
+	if s.firstTime == 0 {
+		s.firstTime = b.AppendTime()
+	}
+	s.lastTime = b.AppendTime()
+	s.size = pos + int64(len(b))
+	s.next = b.NextOffset()
+}
+
+// lookup returns the position of the last indexed batch whose base offset is
+// at most offset.
+func (s *segment) lookup(offset int64) int64 {
+	rel := offset - s.base
+	i := sort.Search(len(s.index), func(i int) bool { return int64(s.index[i].rel) > rel })
+	if i == 0 {
+		return 0
+	}
+	return int64(s.index[i-1].pos)
+}
+
+// batchHeader is the part of a batch header that reads need.
+type batchHeader struct {
+	base, next int64
+	size       int64
+	epoch      int32
+	appendTime int64
+}
+
+// readHeader reads the batch header at pos without checking the checksum.
+func readHeader(f *os.File, pos int64, maxSize int) (batchHeader, error) {
+	var buf [record.HeaderSize]byte
+	if _, err := f.ReadAt(buf[:], pos); err != nil {
+		return batchHeader{}, err
+	}
+	n, err := record.FrameSize(buf[:], maxSize)
+	if err != nil {
+		return batchHeader{}, err
+	}
+	b := record.Batch(buf[:])
+	return batchHeader{
+		base: b.BaseOffset(), next: b.NextOffset(), size: int64(n),
+		epoch: b.LeaderEpoch(), appendTime: b.AppendTime(),
+	}, nil
+}
+
+// writeIndex persists the sparse index of s next to its log file. The index
+// is a cache: a missing or damaged index is rebuilt from the log.
+func (s *segment) writeIndex() error {
+	buf := make([]byte, len(s.index)*indexEntrySize)
+	for i, e := range s.index {
+		binary.BigEndian.PutUint32(buf[i*indexEntrySize:], e.rel)
+		binary.BigEndian.PutUint32(buf[i*indexEntrySize+4:], e.pos)
+	}
+	return WriteFileAtomic(indexPath(s.path), buf)
+}
+
+func indexPath(logPath string) string {
+	return strings.TrimSuffix(logPath, logSuffix) + indexSuffix
+}
+
+// loadIndex reads the persisted index of a closed segment and checks that
+// it is plausible: sorted, inside the file, first entry at the start.
+func (s *segment) loadIndex() bool {
+	buf, err := os.ReadFile(indexPath(s.path))
+	if err != nil || len(buf) == 0 || len(buf)%indexEntrySize != 0 {
+		return false
+	}
+	idx := make([]indexEntry, len(buf)/indexEntrySize)
+	for i := range idx {
+		idx[i] = indexEntry{
+			rel: binary.BigEndian.Uint32(buf[i*indexEntrySize:]),
+			pos: binary.BigEndian.Uint32(buf[i*indexEntrySize+4:]),
+		}
+		if i == 0 && (idx[0].rel != 0 || idx[0].pos != 0) {
+			return false
+		}
+		if i > 0 && (idx[i].rel <= idx[i-1].rel || idx[i].pos <= idx[i-1].pos) {
+			return false
+		}
+		if int64(idx[i].pos) >= s.size {
+			return false
+		}
+	}
+	s.index = idx
+	s.indexedAt = int64(idx[len(idx)-1].pos)
+	return true
+}
+
+// scanResult says how a scan of a segment ended.
+type scanResult struct {
+	end     int64 // position after the last valid batch
+	next    int64 // offset after the last valid batch
+	epoch   int32 // epoch of the last valid batch, or the starting epoch
+	stopErr error // nil at a clean end of file; otherwise why the scan stopped
+}
+
+// scan reads and fully validates the batches of s from position pos, where
+// a batch with base offset next is expected, noting each in the segment.
+// It stops at the end of the file or at the first batch that is not valid.
+func (s *segment) scan(pos, next int64, epoch int32, maxSize int, interval int64) (scanResult, error) {
+	if _, err := s.f.Seek(pos, io.SeekStart); err != nil {
+		return scanResult{}, err
+	}
+	r := bufio.NewReaderSize(s.f, 1<<20)
+	var buf []byte
+	res := scanResult{end: pos, next: next, epoch: epoch}
+	for {
+		prefix, err := r.Peek(record.LengthPrefix)
+		if errors.Is(err, io.EOF) && len(prefix) == 0 {
+			return res, nil
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return res, err
+		}
+		n, ferr := record.FrameSize(prefix, maxSize)
+		if ferr != nil {
+			res.stopErr = fmt.Errorf("batch at position %d: %w", res.end, ferr)
+			return res, nil
+		}
+		if cap(buf) < n {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
+		if _, err := io.ReadFull(r, buf); err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+				res.stopErr = fmt.Errorf("batch at position %d: %w", res.end, record.ErrShort)
+				return res, nil
+			}
+			return res, err
+		}
+		b := record.Batch(buf)
+		if verr := b.Validate(); verr != nil {
+			res.stopErr = fmt.Errorf("batch at position %d: %w", res.end, verr)
+			return res, nil
+		}
+		if b.BaseOffset() != res.next {
+			return res, corruptf("%s: batch at position %d has base offset %d, want %d", s.path, res.end, b.BaseOffset(), res.next)
+		}
+		if b.LeaderEpoch() < res.epoch {
+			return res, corruptf("%s: batch at position %d has leader epoch %d after epoch %d", s.path, res.end, b.LeaderEpoch(), res.epoch)
+		}
+		s.noteBatch(res.end, b, interval)
+		res.end += int64(n)
+		res.next = b.NextOffset()
+		res.epoch = b.LeaderEpoch()
+	}
+}
+
+// validBatchAfter reports whether any valid batch starts anywhere in the
+// file after position from. A crash can only damage bytes that were never
+// fsync'd, which form a suffix of the file; a valid batch after a damaged
+// one means the damage is not such a suffix.
+func validBatchAfter(path string, from int64, maxSize int) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return false, err
+	}
+	rest, err := io.ReadAll(f)
+	if err != nil {
+		return false, err
+	}
+	for i := 1; i+record.HeaderSize <= len(rest); i++ {
+		if rest[i+20] != record.Magic || rest[i+21] != 0 { // cheap filter before framing
+			continue
+		}
+		if _, _, err := record.Frame(rest[i:], maxSize); err == nil {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func openSegmentFile(dir string, base int64, create bool) (*segment, error) {
+	path := filepath.Join(dir, segmentName(base)+logSuffix)
+	flag := os.O_RDWR
+	if create {
+		flag |= os.O_CREATE | os.O_EXCL
+	}
+	f, err := os.OpenFile(path, flag, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open segment %d: %w", base, err)
+	}
+	return &segment{base: base, path: path, f: f, next: base, indexedAt: -1}, nil
+}

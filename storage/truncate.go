@@ -1,0 +1,189 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// QuarantineDir is the directory under a replica's log directory that keeps
+// every byte cut off the log, by TruncateTo or by torn-tail recovery.
+const QuarantineDir = "quarantine"
+
+type quarantineRange struct {
+	s        *segment
+	from, to int64 // file positions
+}
+
+// quarantine copies the given byte ranges, in order, into one new file under
+// quarantine/ and makes it durable before anything is cut.
+func (l *Log) quarantine(name string, ranges []quarantineRange) error {
+	qdir := filepath.Join(l.dir, QuarantineDir)
+	if err := os.MkdirAll(qdir, 0o755); err != nil {
+		return fmt.Errorf("create quarantine: %w", err)
+	}
+	if err := syncDir(l.dir); err != nil {
+		return err
+	}
+	path := filepath.Join(qdir, name)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("create quarantine file: %w", err)
+	}
+	for _, r := range ranges {
+		if _, err := io.Copy(f, io.NewSectionReader(r.s.f, r.from, r.to-r.from)); err != nil {
+			f.Close()
+			return fmt.Errorf("copy to quarantine: %w", err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync quarantine file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return syncDir(qdir)
+}
+
+// TruncateTo removes every record at or after offset, so that the log ends
+// at offset. The removed bytes are first copied to a file under quarantine/
+// named by the offsets they held, and made durable there. Appends that were
+// cut off before they became durable return ErrTruncated.
+//
+// offset must be a batch boundary (ErrNotBatchBoundary) between the log
+// start and end (ErrOffsetOutOfRange). Truncating to the log end does
+// nothing.
+func (l *Log) TruncateTo(ctx context.Context, offset int64) error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	l.mu.RLock()
+	closed, next := l.mu.closed, l.mu.next
+	segs := append([]*segment(nil), l.mu.segments...)
+	l.mu.RUnlock()
+	if closed {
+		return ErrClosed
+	}
+	if offset < segs[0].base || offset > next {
+		return fmt.Errorf("%w: truncate to %d, log holds [%d, %d]", ErrOffsetOutOfRange, offset, segs[0].base, next)
+	}
+	if offset == next {
+		return nil
+	}
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].base > offset }) - 1
+	s := segs[i]
+	pos, epoch, lastTime, err := l.boundary(s, offset)
+	if err != nil {
+		return err
+	}
+	if epoch < 0 && i > 0 {
+		if _, epoch, _, err = l.boundary(segs[i-1], offset); err != nil {
+			return err
+		}
+	}
+
+	ranges := []quarantineRange{{s, pos, s.size}}
+	for _, later := range segs[i+1:] {
+		ranges = append(ranges, quarantineRange{later, 0, later.size})
+	}
+	name := fmt.Sprintf("%s-%s-%d.log", segmentName(offset), segmentName(next), l.opts.Now().UnixNano())
+	if err := l.quarantine(name, ranges); err != nil {
+		return err
+	}
+
+	// Cut from the newest file back, so that a crash part way leaves a
+	// shorter but contiguous log.
+	l.mu.Lock()
+	l.mu.segments = segs[:i+1]
+	l.mu.next = offset
+	l.mu.durable = min(l.mu.durable, offset)
+	l.mu.lastEpoch = epoch
+	l.mu.gen++
+	s.size, s.next, s.lastTime = pos, offset, lastTime
+	if pos == 0 {
+		s.firstTime = 0
+	}
+	for len(s.index) > 0 && int64(s.index[len(s.index)-1].pos) >= pos {
+		s.index = s.index[:len(s.index)-1]
+	}
+	s.indexedAt = -1
+	if len(s.index) > 0 {
+		s.indexedAt = int64(s.index[len(s.index)-1].pos)
+	}
+	l.notifyLocked()
+	l.mu.Unlock()
+
+	for j := len(segs) - 1; j > i; j-- {
+		if err := l.removeSegment(segs[j]); err != nil {
+			l.fail(err)
+			return err
+		}
+	}
+	if err := s.f.Truncate(pos); err != nil {
+		err = fmt.Errorf("truncate segment %d: %w", s.base, err)
+		l.fail(err)
+		return err
+	}
+	if err := s.f.Sync(); err != nil {
+		err = fmt.Errorf("sync segment %d: %w", s.base, err)
+		l.fail(err)
+		return err
+	}
+	l.mu.Lock()
+	l.mu.durable = offset
+	l.mu.Unlock()
+	// The active segment's index is rebuilt on open; drop a stale one.
+	if err := os.Remove(indexPath(s.path)); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	l.logger.Warn("truncated log", "offset", offset, "previous_end", next, "quarantined", name)
+	return nil
+}
+
+// boundary finds the batch that starts at offset in s. It returns its file
+// position (s.size when offset is s.next), and the epoch and append time of
+// the batch before it (-1 and 0 when there is none in s).
+func (l *Log) boundary(s *segment, offset int64) (pos int64, epoch int32, lastTime int64, err error) {
+	if offset == s.base {
+		return 0, -1, 0, nil
+	}
+	// Start from the index entry at or before the batch before offset.
+	l.mu.RLock()
+	pos, size := s.lookup(offset-1), s.size
+	l.mu.RUnlock()
+	epoch = -1
+	for pos < size {
+		h, err := readHeader(s.f, pos, l.opts.MaxBatchBytes)
+		if err != nil {
+			return 0, 0, 0, fmt.Errorf("read segment %d at %d: %w", s.base, pos, err)
+		}
+		if h.base == offset {
+			return pos, epoch, lastTime, nil
+		}
+		if h.next > offset {
+			return 0, 0, 0, fmt.Errorf("%w: offset %d is inside the batch [%d, %d)", ErrNotBatchBoundary, offset, h.base, h.next)
+		}
+		epoch, lastTime = h.epoch, h.appendTime
+		pos += h.size
+	}
+	return pos, epoch, lastTime, nil // offset is the segment's end
+}
+
+// removeSegment closes and deletes a segment's files and makes the deletion
+// durable.
+func (l *Log) removeSegment(s *segment) error {
+	s.f.Close()
+	if err := os.Remove(s.path); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("remove segment %d: %w", s.base, err)
+	}
+	if err := os.Remove(indexPath(s.path)); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("remove index %d: %w", s.base, err)
+	}
+	return syncDir(l.dir)
+}
