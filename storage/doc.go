@@ -1,0 +1,45 @@
+// Package storage is the segmented, fsync'd, CRC-checked append-only log
+// that every partition replica of a gostream node writes to, and the
+// node's storage root that holds those logs.
+//
+// # Layout
+//
+// A storage root is a directory stamped with the broker id and cluster id
+// that own it (StampFile). A root refuses to open for another broker or
+// cluster. Each replica's log lives under topics/<topic>/partition-<n>/; the
+// topic name is validated (ValidateTopicName) before it becomes a path, so
+// nothing is created outside the root.
+//
+// A log is a directory of segments named by their base offset
+// (00000000000000000000.log), each with a sparse index (.index) mapping a
+// relative offset to a file position every IndexIntervalBytes. The log holds
+// batches in the format of package record, exactly as the leader stamped
+// them. A cut from the log (TruncateTo, or a torn tail found on open) is
+// first copied to quarantine/ under the log directory.
+//
+// # Promises
+//
+//   - Durability: Append and AppendExact return only after the batch is
+//     fsync'd. Concurrent appenders share fsyncs (group commit): whoever finds
+//     no fsync running runs one that covers everything written so far.
+//   - Readers never see a byte that is not durable: Read and Wait work on the
+//     durable end of the log, and readers get whole batches only.
+//   - Offsets are contiguous from the log start; a batch's epoch is never
+//     lower than the batch before it.
+//   - Only the newest segment can hold a torn write: a segment is fsync'd
+//     whole before the next one is created. On open, a damaged tail of the
+//     newest segment with no valid batch after it is cut and logged. Anything
+//     else that does not check out is corruption (ErrCorrupt): reported,
+//     never repaired, and the files are left as they were.
+//   - After a failed write or fsync the log refuses appends (ErrFailed)
+//     until it is reopened and recovered.
+//   - The log start offset moves only forward (ApplyRetention deletes whole
+//     old segments, never the active one). TruncateTo only cuts at batch
+//     boundaries and never below the log start.
+//
+// # Concurrency
+//
+// A Log is safe for concurrent use. Appends, truncation, retention and close
+// are serialized by one mutex; readers take a read lock only to find a
+// segment and then read with pread, so they never wait on disk writes.
+package storage
