@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -30,7 +31,8 @@ type Options struct {
 	// SegmentBytes rolls the active segment when the next batch would make
 	// it larger (a single larger batch still gets a segment of its own).
 	SegmentBytes int64
-	// SegmentAge rolls the active segment when its first batch is older.
+	// SegmentAge rolls the active segment when its first batch is older
+	// than this, by the append time of the batch being appended.
 	SegmentAge time.Duration
 	// IndexIntervalBytes is the spacing of sparse index entries.
 	IndexIntervalBytes int64
@@ -46,6 +48,8 @@ type Options struct {
 	Logger hclog.Logger
 	// Now is the clock used for append times and ages; time.Now by default.
 	Now func() time.Time
+	// OnSync, if set, is told how long each group-commit fsync took.
+	OnSync func(time.Duration)
 }
 
 func (o *Options) setDefaults() error {
@@ -106,6 +110,7 @@ type Log struct {
 		durable   int64      // offsets below this are fsync'd
 		lastEpoch int32      // epoch of the last batch, -1 when empty
 		gen       uint64     // bumped by every truncation
+		cuts      []int64    // offset of each truncation; len(cuts) == gen
 		changed   chan struct{}
 		closed    bool
 		failed    error
@@ -209,7 +214,7 @@ func (l *Log) checkClosedSegment(s *segment, fileSize int64, epoch int32) (int64
 	if fileSize == 0 {
 		return 0, 0, corruptf("%s: closed segment is empty", s.path)
 	}
-	from, next := int64(0), s.base
+	from, next, prevEpoch := int64(0), s.base, epoch
 	if s.loadIndex() {
 		last := s.index[len(s.index)-1]
 		from, next = int64(last.pos), s.base+int64(last.rel)
@@ -232,6 +237,14 @@ func (l *Log) checkClosedSegment(s *segment, fileSize int64, epoch int32) (int64
 		s.index, s.indexedAt = nil, -1
 	}
 	res, err := s.scan(from, next, epoch, l.opts.MaxBatchBytes, l.opts.IndexIntervalBytes)
+	if from > 0 && (err != nil || res.stopErr != nil || res.end != fileSize) {
+		// The index is a cache, and a wrong last entry sends the scan into
+		// the middle of a batch: only a scan of the whole segment can tell
+		// a damaged index from a damaged segment.
+		l.logger.Warn("index does not match its segment; checking the whole segment", "segment", filepath.Base(s.path))
+		s.index, s.indexedAt, s.firstTime = nil, -1, 0
+		res, err = s.scan(0, s.base, prevEpoch, l.opts.MaxBatchBytes, l.opts.IndexIntervalBytes)
+	}
 	if err != nil {
 		return 0, 0, err
 	}
@@ -269,11 +282,28 @@ func (l *Log) cutTornTail(s *segment, res scanResult, fileSize int64) error {
 // ErrClosed, ErrFailed, ErrTruncated, or the context's error (in which case
 // the batch may still become durable).
 func (l *Log) Append(ctx context.Context, batch record.Batch, epoch int32) (AppendResult, error) {
-	if err := l.checkBatch(batch); err != nil {
+	res, durable, err := l.Write(batch, epoch)
+	if err != nil {
 		return AppendResult{}, err
 	}
+	return res, durable(ctx)
+}
+
+// Durable waits until an append is durable. It returns nil once it is,
+// ErrTruncated if the append was cut off first, ErrFailed or ErrClosed, or
+// the context's error.
+type Durable func(ctx context.Context) error
+
+// Write is Append without the wait: it writes the batch in log order and
+// returns before the fsync, with a Durable to wait on. A server that
+// pipelines appends writes them in order with Write and waits for them
+// concurrently; they still share fsyncs.
+func (l *Log) Write(batch record.Batch, epoch int32) (AppendResult, Durable, error) {
+	if err := l.checkBatch(batch); err != nil {
+		return AppendResult{}, nil, err
+	}
 	if epoch < 0 {
-		return AppendResult{}, fmt.Errorf("%w: negative epoch %d", ErrInvalidBatch, epoch)
+		return AppendResult{}, nil, fmt.Errorf("%w: negative epoch %d", ErrInvalidBatch, epoch)
 	}
 	l.appendMu.Lock()
 	res, gen, err := l.writeLocked(batch, func(next int64, lastEpoch int32) error {
@@ -285,9 +315,9 @@ func (l *Log) Append(ctx context.Context, batch record.Batch, epoch int32) (Appe
 	})
 	l.appendMu.Unlock()
 	if err != nil {
-		return AppendResult{}, err
+		return AppendResult{}, nil, err
 	}
-	return res, l.waitDurable(ctx, res.NextOffset, gen)
+	return res, l.durable(res.NextOffset, gen), nil
 }
 
 // AppendExact appends a batch exactly as a leader stamped it: its base
@@ -295,8 +325,17 @@ func (l *Log) Append(ctx context.Context, batch record.Batch, epoch int32) (Appe
 // epoch no lower than the log's last epoch (ErrEpochRegression). It returns
 // once the batch is durable, and the other errors of Append.
 func (l *Log) AppendExact(ctx context.Context, batch record.Batch) (AppendResult, error) {
-	if err := l.checkBatch(batch); err != nil {
+	res, durable, err := l.WriteExact(batch)
+	if err != nil {
 		return AppendResult{}, err
+	}
+	return res, durable(ctx)
+}
+
+// WriteExact is AppendExact without the wait, as Write is to Append.
+func (l *Log) WriteExact(batch record.Batch) (AppendResult, Durable, error) {
+	if err := l.checkBatch(batch); err != nil {
+		return AppendResult{}, nil, err
 	}
 	l.appendMu.Lock()
 	res, gen, err := l.writeLocked(batch, func(next int64, lastEpoch int32) error {
@@ -310,9 +349,13 @@ func (l *Log) AppendExact(ctx context.Context, batch record.Batch) (AppendResult
 	})
 	l.appendMu.Unlock()
 	if err != nil {
-		return AppendResult{}, err
+		return AppendResult{}, nil, err
 	}
-	return res, l.waitDurable(ctx, res.NextOffset, gen)
+	return res, l.durable(res.NextOffset, gen), nil
+}
+
+func (l *Log) durable(target int64, gen uint64) Durable {
+	return func(ctx context.Context) error { return l.waitDurable(ctx, target, gen) }
 }
 
 // AppendResult says where an appended batch landed.
@@ -351,9 +394,11 @@ func (l *Log) writeLocked(batch record.Batch, prepare func(next int64, lastEpoch
 	if err := prepare(next, lastEpoch); err != nil {
 		return AppendResult{}, 0, err
 	}
-	now := l.opts.Now()
+	// Age is measured in append times, not by the local clock: a replica
+	// copying batches its leader appended long ago must not roll a segment
+	// for every batch. For the leader's own Append both are its clock.
 	if size > 0 && (size+int64(len(batch)) > l.opts.SegmentBytes ||
-		now.Sub(time.UnixMilli(firstTime)) >= l.opts.SegmentAge) {
+		batch.AppendTime()-firstTime >= l.opts.SegmentAge.Milliseconds()) {
 		var err error
 		if active, err = l.rollLocked(active, next); err != nil {
 			l.fail(err)
@@ -424,10 +469,12 @@ func (l *Log) notifyLocked() {
 func (l *Log) waitDurable(ctx context.Context, target int64, gen uint64) error {
 	for {
 		l.mu.RLock()
-		durable, curGen, failed, closed := l.mu.durable, l.mu.gen, l.mu.failed, l.mu.closed
+		durable, failed, closed := l.mu.durable, l.mu.failed, l.mu.closed
+		// Truncations since the write cut it off only if one went below it.
+		cut := l.mu.gen != gen && target > slices.Min(l.mu.cuts[gen:])
 		l.mu.RUnlock()
 		switch {
-		case curGen != gen:
+		case cut:
 			return ErrTruncated
 		case durable >= target:
 			return nil
@@ -459,14 +506,25 @@ func (l *Log) waitDurable(ctx context.Context, target int64, gen uint64) error {
 	}
 }
 
+// syncHook, when set by a test, is called at the start of every group
+// commit fsync.
+var syncHook func()
+
 // syncOnce fsyncs the active segment and publishes everything written
 // before it started as durable. Older segments were fsync'd when they rolled.
 func (l *Log) syncOnce() {
+	if syncHook != nil {
+		syncHook()
+	}
 	l.mu.RLock()
 	active := l.mu.segments[len(l.mu.segments)-1]
 	upTo, gen := l.mu.next, l.mu.gen
 	l.mu.RUnlock()
+	start := time.Now()
 	err := active.f.Sync()
+	if l.opts.OnSync != nil && err == nil {
+		l.opts.OnSync(time.Since(start))
+	}
 	if err != nil && errors.Is(err, os.ErrClosed) {
 		return // closed, rolled away or truncated meanwhile; the waiter rechecks
 	}
@@ -519,12 +577,17 @@ func (l *Log) readOnce(offset int64, maxBytes int, limit int64, buf []byte) ([]b
 	}
 	i := sort.Search(len(l.mu.segments), func(i int) bool { return l.mu.segments[i].base > offset }) - 1
 	s := l.mu.segments[i]
-	pos, size := s.lookup(offset), s.size
+	pos, indexed := s.lookup(offset)
+	size := s.size
 	l.mu.RUnlock()
 
 	// Walk batch headers from the index entry to the batch holding offset.
-	for {
+	for first := true; ; first = false {
 		h, err := readHeader(s.f, pos, l.opts.MaxBatchBytes)
+		if first && indexMiss(pos, h, err, indexed) {
+			pos = 0 // a wrong index entry; walk from the segment's start
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("read segment %d at %d: %w", s.base, pos, err)
 		}

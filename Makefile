@@ -1,0 +1,63 @@
+# gostream: `make run` starts a local cluster, `make test` checks everything.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+
+GO       ?= go
+BIN      ?= bin
+VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X main.version=$(VERSION)
+# The whole test run, race detector included, must finish within this.
+TEST_TIMEOUT ?= 15m
+# Each fuzz target's time: short in `make test`, longer in `make fuzz`.
+TEST_FUZZTIME ?= 10s
+FUZZTIME      ?= 60s
+# Benchmark repetitions; compare two runs with benchstat (see `make bench`).
+BENCHCOUNT ?= 5
+BENCHTIME  ?= 1s
+
+.PHONY: all build test fuzz run bench fmt lint clean
+
+all: build
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/gostream-node ./cmd/node
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/gostream-ctl ./cmd/ctl
+
+# In order: vet, all tests under the race detector, a short pass of every
+# fuzz target.
+test:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	FUZZTIME=$(TEST_FUZZTIME) GO=$(GO) scripts/fuzz.sh
+
+fuzz:
+	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
+
+# One node today (node 1 of CLI.md, data in ./data/node1), in the foreground.
+run: build
+	BIN=$(BIN) scripts/run-cluster.sh
+
+# Storage benchmarks. To compare two versions, save each run's output and
+#   benchstat old.txt new.txt   (go install golang.org/x/perf/cmd/benchstat@latest)
+bench:
+	@mkdir -p $(BIN)
+	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./storage/ | tee $(BIN)/bench.txt
+	@echo "bench: results in $(BIN)/bench.txt; compare two runs with: benchstat old.txt new.txt"
+
+fmt:
+	gofmt -w .
+
+lint:
+	$(GO) vet ./...
+	@unformatted=$$(gofmt -l .); \
+	if [ -n "$$unformatted" ]; then \
+		echo "lint: these files need gofmt (run 'make fmt'):"; echo "$$unformatted"; exit 1; \
+	fi
+	@if command -v staticcheck >/dev/null 2>&1; then staticcheck ./...; \
+	else echo "lint: staticcheck not installed, skipped"; fi
+
+# Removes build output only; ./data (the nodes' storage) is kept.
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"gostream/cmd/internal/exitcode"
+	"gostream/httpapi"
+)
+
+// healthResult is what gostream-ctl health prints, one per node asked.
+type healthResult struct {
+	Address string `json:"address"`
+	Status  string `json:"status"`
+	Node    int32  `json:"node"`
+}
+
+func healthCommand() *cli.Command {
+	return leaf("health", "ask one node's HTTP surface whether it is alive (GET /api/health)",
+		"", args(0, 0), healthAction,
+		&cli.StringFlag{Name: "http", Usage: "the node's HTTP address `HOST:PORT`", Value: "127.0.0.1:9402"},
+	)
+}
+
+func healthAction(c *cli.Context) error {
+	g := globalsOf(c)
+	addr := strings.TrimSpace(c.String("http"))
+	if err := checkHostPort(addr); err != nil {
+		return exitcode.Usagef("InvalidFlag", "--http %q: want HOST:PORT", addr)
+	}
+	ctx, cancel := context.WithTimeout(c.Context, g.timeout)
+	defer cancel()
+	h, err := getHealth(ctx, addr)
+	if err != nil {
+		return err
+	}
+	res := healthResult{Address: addr, Status: h.Status, Node: h.Node}
+	if g.output == outputJSON {
+		return json.NewEncoder(c.App.Writer).Encode(res)
+	}
+	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ADDRESS\tNODE\tSTATUS")
+	fmt.Fprintf(tw, "%s\t%d\t%s\n", res.Address, res.Node, res.Status)
+	return tw.Flush()
+}
+
+// getHealth asks the node at addr for GET /api/health. Its errors are named:
+// Timeout, Unreachable, Unhealthy (an answer other than 200) and
+// BadResponse (a 200 that is not a health object).
+func getHealth(ctx context.Context, addr string) (httpapi.Health, error) {
+	url := "http://" + addr + httpapi.HealthPath
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return httpapi.Health{}, exitcode.Usagef("InvalidFlag", "--http %q: %v", addr, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return httpapi.Health{}, exitcode.Fail("Timeout", fmt.Errorf("GET %s: no answer within --timeout", url))
+	case err != nil:
+		return httpapi.Health{}, exitcode.Fail("Unreachable", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return httpapi.Health{}, exitcode.Fail("Unreachable", fmt.Errorf("GET %s: read body: %w", url, err))
+	}
+	if resp.StatusCode != http.StatusOK {
+		return httpapi.Health{}, exitcode.Fail("Unhealthy",
+			fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(body))))
+	}
+	var h httpapi.Health
+	if err := json.Unmarshal(body, &h); err != nil || h.Status == "" {
+		return httpapi.Health{}, exitcode.Fail("BadResponse", fmt.Errorf("GET %s: not a health object: %.200q", url, body))
+	}
+	return h, nil
+}

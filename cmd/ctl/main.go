@@ -1,0 +1,194 @@
+// Command gostream-ctl administers a gostream cluster from a shell: status,
+// topics, produce and consume, failover, recovery, verify, bench. Its
+// commands, flags and exit statuses are the contract of CLI.md; see
+// gostream-ctl --help.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"gostream/cmd/internal/exitcode"
+)
+
+// version is the release this binary was built from, set at build time with
+// -ldflags "-X main.version=...".
+var version = "dev"
+
+// Global flag names. They may come before or after the command (hoistFlags).
+const (
+	flagBootstrap = "bootstrap"
+	flagOutput    = "output"
+	flagTimeout   = "timeout"
+)
+
+// Output formats of -o.
+const (
+	outputTable = "table"
+	outputJSON  = "json"
+)
+
+func main() {
+	os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run runs the command line args and returns the exit status.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	context.AfterFunc(ctx, stop)
+
+	app := newApp(stdin, stdout, stderr)
+	args, err := hoistFlags(app, args)
+	if err == nil {
+		err = app.RunContext(ctx, args)
+	}
+	return exitcode.Report(stderr, err)
+}
+
+func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
+	app := &cli.App{
+		Name:      "gostream-ctl",
+		Usage:     "administer a gostream cluster",
+		UsageText: "gostream-ctl [global options] command [command options] [arguments...]",
+		Description: "Global options may come before or after the command, as in kubectl:\n" +
+			"`gostream-ctl topic describe orders -o json` is `gostream-ctl -o json topic describe orders`.\n\n" +
+			"Exit status: 0 done; 1 bad usage; 2 the cluster refused or the operation failed.\n" +
+			"Errors go to stderr and start with the error's name.",
+		Version:         version,
+		HideHelpCommand: true,
+		Reader:          stdin,
+		Writer:          stdout,
+		ErrWriter:       stderr,
+		Flags: []cli.Flag{
+			&cli.StringFlag{
+				Name:    flagBootstrap,
+				Usage:   "RPC addresses `HOST:PORT,...` of nodes to ask first",
+				Value:   "127.0.0.1:9400",
+				EnvVars: []string{"GOSTREAM_BOOTSTRAP"},
+			},
+			&cli.StringFlag{
+				Name:    flagOutput,
+				Aliases: []string{"o"},
+				Usage:   "output `FORMAT`: table or json",
+				Value:   outputTable,
+			},
+			&cli.DurationFlag{
+				Name:  flagTimeout,
+				Usage: "give up on the command after `DURATION`",
+				Value: 10 * time.Second,
+			},
+		},
+		Before:         checkGlobals,
+		Action:         parentAction,
+		Commands:       commands(),
+		OnUsageError:   onUsageError,
+		ExitErrHandler: func(*cli.Context, error) {}, // run reports errors and picks the exit status
+	}
+	forEachCommand(app.Commands, func(c *cli.Command) {
+		c.OnUsageError = onUsageError
+		c.HideHelpCommand = true
+	})
+	return app
+}
+
+func forEachCommand(cmds []*cli.Command, fn func(*cli.Command)) {
+	for _, c := range cmds {
+		fn(c)
+		forEachCommand(c.Subcommands, fn)
+	}
+}
+
+// onUsageError names the errors urfave/cli finds while parsing flags.
+func onUsageError(c *cli.Context, err error, _ bool) error {
+	if strings.HasPrefix(err.Error(), "flag provided but not defined") {
+		return exitcode.Usagef("UnknownFlag", "%v (see %s --help)", err, helpName(c))
+	}
+	return exitcode.Usagef("InvalidFlag", "%v", err)
+}
+
+func errFlagNeedsValue(flag string) error {
+	return exitcode.Usagef("InvalidFlag", "flag needs an argument: %s", flag)
+}
+
+// helpName returns the command line that names c's command, such as
+// "gostream-ctl topic create".
+func helpName(c *cli.Context) string {
+	if c.Command != nil && c.Command.HelpName != "" {
+		return c.Command.HelpName
+	}
+	return c.App.Name
+}
+
+// checkGlobals validates the global flags once, before any command runs.
+func checkGlobals(c *cli.Context) error {
+	switch out := c.String(flagOutput); out {
+	case outputTable, outputJSON:
+	default:
+		return exitcode.Usagef("InvalidFlag", "--output %q: want table or json", out)
+	}
+	if d := c.Duration(flagTimeout); d <= 0 {
+		return exitcode.Usagef("InvalidFlag", "--timeout %s: want a positive duration", d)
+	}
+	bootstrap := c.String(flagBootstrap)
+	for _, addr := range strings.Split(bootstrap, ",") {
+		if err := checkHostPort(strings.TrimSpace(addr)); err != nil {
+			return exitcode.Usagef("InvalidFlag", "--bootstrap %q: want HOST:PORT,...", bootstrap)
+		}
+	}
+	return nil
+}
+
+func checkHostPort(addr string) error {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return err
+	}
+	return nil
+}
+
+// parentAction runs when a command that only groups others (or the app
+// itself) is given no known subcommand: help without arguments, a usage
+// error with one.
+func parentAction(c *cli.Context) error {
+	if c.Args().Present() {
+		return exitcode.Usagef("UnknownCommand", "%q is not a command of %s (see %s --help)",
+			c.Args().First(), helpName(c), helpName(c))
+	}
+	if c.Command != nil && c.Command.HelpName != "" && c.Command.HelpName != c.App.Name {
+		return cli.ShowSubcommandHelp(c)
+	}
+	return cli.ShowAppHelp(c)
+}
+
+// globals are the global flags as one command sees them.
+type globals struct {
+	bootstrap []string
+	output    string
+	timeout   time.Duration
+}
+
+func globalsOf(c *cli.Context) globals {
+	var g globals
+	for _, addr := range strings.Split(c.String(flagBootstrap), ",") {
+		g.bootstrap = append(g.bootstrap, strings.TrimSpace(addr))
+	}
+	g.output = c.String(flagOutput)
+	g.timeout = c.Duration(flagTimeout)
+	return g
+}
+
+// notImplemented is the action of every command of CLI.md that a later
+// issue brings.
+func notImplemented(c *cli.Context) error {
+	name := strings.TrimPrefix(helpName(c), c.App.Name+" ")
+	return exitcode.Fail("NotImplemented", fmt.Errorf("%s arrives with a later issue", name))
+}

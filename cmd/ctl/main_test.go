@@ -1,0 +1,327 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"gostream/httpapi"
+)
+
+// testVersion is stamped into the binary under test.
+const testVersion = "v0.0.0-test"
+
+// ctlBin is the gostream-ctl binary TestMain builds once for all tests.
+var ctlBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "gostream-ctl-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	ctlBin = filepath.Join(dir, "gostream-ctl")
+	args := []string{"build", "-o", ctlBin, "-ldflags", "-X main.version=" + testVersion}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build gostream-ctl: %v\n%s", err, out)
+		return 1
+	}
+	return m.Run()
+}
+
+// runCtl runs gostream-ctl to completion with args and, on top of an
+// environment without any GOSTREAM_ variable, env.
+func runCtl(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, ctlBin, args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GOSTREAM_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, raceEnv()...)
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stdin = strings.NewReader("")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	require.NoError(t, ctx.Err(), "gostream-ctl %s did not finish", strings.Join(args, " "))
+	if err != nil {
+		var exitErr *exec.ExitError
+		require.ErrorAs(t, err, &exitErr)
+	}
+	t.Logf("$ %s gostream-ctl %s  -> exit %d\nstdout: %s\nstderr: %s",
+		strings.Join(env, " "), strings.Join(args, " "), cmd.ProcessState.ExitCode(), out.String(), errOut.String())
+	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
+}
+
+// healthServer serves a node's real HTTP surface for node id.
+func healthServer(t *testing.T, id int32) string {
+	logger := hclog.New(&hclog.LoggerOptions{
+		Level:  hclog.Debug,
+		Output: logWriter{t},
+	})
+	srv := httptest.NewServer(httpapi.New(httpapi.Config{NodeID: id, Logger: logger}))
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String()
+}
+
+// logWriter sends what it is given to t.Log.
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+func TestVersion(t *testing.T) {
+	code, stdout, _ := runCtl(t, nil, "--version")
+	assert.Equal(t, 0, code)
+	assert.Equal(t, "gostream-ctl version "+testVersion+"\n", stdout)
+}
+
+// TestHelpShowsTheContract checks --help against the gostream-ctl part of
+// CLI.md: every command, the global flags, and each command's flags.
+func TestHelpShowsTheContract(t *testing.T) {
+	code, stdout, _ := runCtl(t, nil, "--help")
+	require.Equal(t, 0, code)
+	for _, want := range []string{
+		"cluster", "broker", "topic", "produce", "consume", "catch-up", "failover",
+		"recover", "verify", "group", "bench", "health",
+		"--bootstrap", "$GOSTREAM_BOOTSTRAP", `"127.0.0.1:9400"`,
+		"--output", "-o", "--timeout",
+	} {
+		assert.Contains(t, stdout, want)
+	}
+
+	tests := []struct {
+		command string
+		want    []string // in the command's --help
+	}{
+		{"cluster", []string{"status"}},
+		{"broker", []string{"list"}},
+		{"topic", []string{"create", "list", "describe", "delete", "seal"}},
+		{"topic create", []string{"NAME", "--partitions", "--replication-factor"}},
+		{"topic describe", []string{"NAME"}},
+		{"topic delete", []string{"NAME"}},
+		{"topic seal", []string{"NAME"}},
+		{"produce", []string{"TOPIC", "VALUE", "--key", "--partition"}},
+		{"consume", []string{"TOPIC", "--partition", "--offset", "--from-beginning", "--from-end",
+			"--max", "--follow", "--group"}},
+		{"catch-up", []string{"--topic", "--partition", "--broker"}},
+		{"failover", []string{"--topic", "--partition", "--broker", "--dry-run"}},
+		{"recover", []string{"--topic", "--partition", "--broker"}},
+		{"verify", []string{"--topic"}},
+		{"group", []string{"list", "describe", "reset-offsets"}},
+		{"bench", []string{"produce", "consume"}},
+		{"health", []string{"--http", `"127.0.0.1:9402"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.command, func(t *testing.T) {
+			code, stdout, _ := runCtl(t, nil, append(strings.Fields(tt.command), "--help")...)
+			require.Equal(t, 0, code)
+			for _, want := range tt.want {
+				assert.Contains(t, stdout, want)
+			}
+		})
+	}
+}
+
+// TestHealthWithGlobalFlagsAnywhere runs the one working command with the
+// global flags in every position a user may put them.
+func TestHealthWithGlobalFlagsAnywhere(t *testing.T) {
+	addr := healthServer(t, 4)
+	wantJSON := fmt.Sprintf(`{"address":%q,"status":"ok","node":4}`, addr)
+
+	t.Run("table", func(t *testing.T) {
+		code, stdout, stderr := runCtl(t, nil, "health", "--http", addr)
+		require.Equal(t, 0, code, stderr)
+		lines := strings.Split(strings.TrimSpace(stdout), "\n")
+		require.Len(t, lines, 2)
+		assert.Equal(t, []string{"ADDRESS", "NODE", "STATUS"}, strings.Fields(lines[0]))
+		assert.Equal(t, []string{addr, "4", "ok"}, strings.Fields(lines[1]))
+	})
+	for _, args := range [][]string{
+		{"-o", "json", "health", "--http", addr},
+		{"health", "--http", addr, "-o", "json"},
+		{"health", "-o", "json", "--http", addr},
+		{"--output=json", "health", "--http=" + addr},
+		{"health", "--http", addr, "--output", "json", "--timeout", "5s"},
+		{"--timeout", "5s", "health", "-o=json", "--http", addr},
+		{"-o", "table", "health", "--http", addr, "-o", "json"}, // the last one wins
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			code, stdout, stderr := runCtl(t, nil, args...)
+			require.Equal(t, 0, code, stderr)
+			assert.JSONEq(t, wantJSON, stdout)
+		})
+	}
+}
+
+func TestHealthFailuresExitTwo(t *testing.T) {
+	t.Run("unreachable", func(t *testing.T) {
+		code, _, stderr := runCtl(t, nil, "health", "--http", freeAddr(t))
+		assert.Equal(t, 2, code)
+		assert.True(t, strings.HasPrefix(stderr, "Unreachable: "), stderr)
+	})
+	t.Run("unhealthy", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		}))
+		t.Cleanup(srv.Close)
+		code, _, stderr := runCtl(t, nil, "health", "--http", srv.Listener.Addr().String())
+		assert.Equal(t, 2, code)
+		assert.True(t, strings.HasPrefix(stderr, "Unhealthy: "), stderr)
+		assert.Contains(t, stderr, "503")
+	})
+	// A node that never answers: --timeout bounds the wait, whether it comes
+	// before or after the command (the default, 10s, would fail the check).
+	hang := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+	}))
+	t.Cleanup(hang.Close)
+	for _, args := range [][]string{
+		{"--timeout", "300ms", "health", "--http", hang.Listener.Addr().String()},
+		{"health", "--http", hang.Listener.Addr().String(), "--timeout", "300ms"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			start := time.Now()
+			code, _, stderr := runCtl(t, nil, args...)
+			assert.Equal(t, 2, code)
+			assert.True(t, strings.HasPrefix(stderr, "Timeout: "), stderr)
+			assert.Less(t, time.Since(start), 8*time.Second, "--timeout was ignored")
+		})
+	}
+}
+
+// TestUnimplementedCommandsExitTwo runs every command of CLI.md that a later
+// issue brings, with valid arguments and flags: each is understood (no usage
+// error) and fails with NotImplemented.
+func TestUnimplementedCommandsExitTwo(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{"cluster status", nil},
+		{"broker list", nil},
+		{"topic create", []string{"orders", "--partitions", "3", "--replication-factor", "2"}},
+		{"topic list", nil},
+		{"topic describe", []string{"orders"}},
+		{"topic delete", []string{"orders"}},
+		{"topic seal", []string{"orders"}},
+		{"produce", []string{"orders", "--key", "k", "--partition", "1", "v1", "v2"}},
+		{"produce", []string{"orders"}},
+		{"consume", []string{"orders", "--partition", "0", "--offset", "5", "--max", "10", "--follow", "--group", "g"}},
+		{"consume", []string{"orders", "--from-beginning"}},
+		{"catch-up", []string{"--topic", "orders", "--partition", "0", "--broker", "2"}},
+		{"failover", []string{"--topic", "orders", "--partition", "0", "--dry-run"}},
+		{"failover", []string{"--broker", "2"}},
+		{"recover", []string{"--topic", "orders", "--partition", "0", "--broker", "2"}},
+		{"verify", []string{"--topic", "orders"}},
+		{"group list", nil},
+		{"group describe", []string{"g"}},
+		{"group reset-offsets", []string{"g"}},
+		{"bench produce", nil},
+		{"bench consume", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name+" "+strings.Join(tt.args, " "), func(t *testing.T) {
+			args := append(strings.Fields(tt.name), tt.args...)
+			args = append(args, "-o", "json", "--bootstrap", "127.0.0.1:9400,127.0.0.1:9410")
+			code, stdout, stderr := runCtl(t, nil, args...)
+			assert.Equal(t, 2, code)
+			assert.Equal(t, "NotImplemented: "+tt.name+" arrives with a later issue\n", stderr)
+			assert.Empty(t, stdout)
+		})
+	}
+}
+
+func TestBadUsageExitsOne(t *testing.T) {
+	tests := []struct {
+		args []string
+		env  []string
+		want string // prefix of the one stderr line
+	}{
+		{args: []string{"frob"}, want: `UnknownCommand: "frob" is not a command of gostream-ctl`},
+		{args: []string{"topic", "frob"}, want: `UnknownCommand: "frob" is not a command of gostream-ctl topic`},
+		{args: []string{"topic", "list", "--bogus"}, want: "UnknownFlag: flag provided but not defined: -bogus"},
+		{args: []string{"--bogus", "topic", "list"}, want: "UnknownFlag: flag provided but not defined: -bogus"},
+		{args: []string{"topic", "create"}, want: "MissingArgument: usage: gostream-ctl topic create NAME"},
+		{args: []string{"produce"}, want: "MissingArgument: usage: gostream-ctl produce TOPIC [VALUE ...]"},
+		{args: []string{"topic", "describe", "a", "b"}, want: `UnexpectedArgument: "b"`},
+		{args: []string{"cluster", "status", "x"}, want: `UnexpectedArgument: "x"`},
+		{args: []string{"topic", "create", "x", "--partitions", "many"}, want: "InvalidFlag: "},
+		{args: []string{"topic", "list", "-o"}, want: "InvalidFlag: flag needs an argument: -o"},
+		// Global flags are checked wherever they are typed.
+		{args: []string{"-o", "yaml", "topic", "list"}, want: `InvalidFlag: --output "yaml": want table or json`},
+		{args: []string{"topic", "list", "-o", "yaml"}, want: `InvalidFlag: --output "yaml": want table or json`},
+		{args: []string{"topic", "list", "--timeout", "0s"}, want: "InvalidFlag: --timeout 0s: want a positive duration"},
+		{args: []string{"topic", "list", "--timeout", "soon"}, want: "InvalidFlag: "},
+		{args: []string{"topic", "list", "--bootstrap", "nope"}, want: `InvalidFlag: --bootstrap "nope": want HOST:PORT,...`},
+		{args: []string{"health", "--http", "nope"}, want: `InvalidFlag: --http "nope": want HOST:PORT`},
+		// The environment twin of --bootstrap is checked too.
+		{args: []string{"topic", "list"}, env: []string{"GOSTREAM_BOOTSTRAP=nope"},
+			want: `InvalidFlag: --bootstrap "nope": want HOST:PORT,...`},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(append(tt.env, tt.args...), " "), func(t *testing.T) {
+			code, _, stderr := runCtl(t, tt.env, tt.args...)
+			assert.Equal(t, 1, code)
+			assert.True(t, strings.HasPrefix(stderr, tt.want), "stderr %q should start with %q", stderr, tt.want)
+			assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+		})
+	}
+}
+
+func TestBootstrapFlagBeatsVariable(t *testing.T) {
+	// The variable alone is invalid (exit 1); the flag, typed after the
+	// command, replaces it, so the command is understood (NotImplemented).
+	env := []string{"GOSTREAM_BOOTSTRAP=nope"}
+	code, _, _ := runCtl(t, env, "topic", "list")
+	require.Equal(t, 1, code)
+	code, _, stderr := runCtl(t, env, "topic", "list", "--bootstrap", "127.0.0.1:9400")
+	assert.Equal(t, 2, code)
+	assert.True(t, strings.HasPrefix(stderr, "NotImplemented: "), stderr)
+}
+
+func TestNoCommandShowsHelp(t *testing.T) {
+	for _, args := range [][]string{nil, {"topic"}} {
+		code, stdout, stderr := runCtl(t, nil, args...)
+		assert.Equal(t, 0, code)
+		assert.Contains(t, stdout, "USAGE:")
+		assert.Empty(t, stderr)
+	}
+}

@@ -1,0 +1,254 @@
+// Command gostream-node runs one gostream broker node. Its flags, their
+// environment twins and its exit statuses are the contract of CLI.md; see
+// gostream-node --help.
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/urfave/cli/v2"
+
+	"gostream/cmd/internal/exitcode"
+	"gostream/node"
+	"gostream/storage"
+)
+
+// version is the release this binary was built from, set at build time with
+// -ldflags "-X main.version=...".
+var version = "dev"
+
+// Flag names. Each has the environment twin envName(name).
+const (
+	flagID         = "id"
+	flagDataDir    = "data-dir"
+	flagListen     = "listen"
+	flagAdvertise  = "advertise"
+	flagGossip     = "gossip"
+	flagJoin       = "join"
+	flagHTTP       = "http"
+	flagController = "controller"
+	flagLogLevel   = "log-level"
+	flagLogFormat  = "log-format"
+)
+
+// configFlag maps node.Config field names (as node.FieldError reports them)
+// to the flag that sets the field.
+var configFlag = map[string]string{
+	"ID":          flagID,
+	"DataDir":     flagDataDir,
+	"Listen":      flagListen,
+	"Advertise":   flagAdvertise,
+	"Gossip":      flagGossip,
+	"Join":        flagJoin,
+	"HTTP":        flagHTTP,
+	"Controllers": flagController,
+}
+
+var logLevels = []string{"trace", "debug", "info", "warn", "error"}
+
+func main() {
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+// run runs the command line args and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// After the first signal, a second one kills the process at once.
+	context.AfterFunc(ctx, stop)
+
+	err := newApp(stdout, stderr).RunContext(ctx, args)
+	return exitcode.Report(stderr, err)
+}
+
+// envName returns the environment twin of a flag: GOSTREAM_ + the name in
+// upper snake case.
+func envName(flag string) string {
+	return "GOSTREAM_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+func stringFlag(name, usage, value, defaultText string) *cli.StringFlag {
+	return &cli.StringFlag{
+		Name:        name,
+		Usage:       usage,
+		Value:       value,
+		DefaultText: defaultText,
+		EnvVars:     []string{envName(name)},
+	}
+}
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	return &cli.App{
+		Name:      "gostream-node",
+		Usage:     "run one broker of a gostream cluster",
+		UsageText: "gostream-node --id N --data-dir PATH [flags]",
+		Description: "Every flag has an environment twin: GOSTREAM_ + the flag name in upper\n" +
+			"snake case (--data-dir is GOSTREAM_DATA_DIR). A flag beats its variable.\n\n" +
+			"Exit status: 0 stopped cleanly (SIGINT or SIGTERM); 1 bad flags;\n" +
+			"2 the node could not start or failed.",
+		Version:         version,
+		HideHelpCommand: true,
+		Writer:          stdout,
+		ErrWriter:       stderr,
+		Flags: []cli.Flag{
+			stringFlag(flagID, "broker id `N`, a positive integer (required)", "", ""),
+			stringFlag(flagDataDir, "storage root `PATH`, owned by this node alone (required)", "", ""),
+			stringFlag(flagListen, "RPC address `HOST:PORT` (clients and peers)", node.DefaultListen, ""),
+			stringFlag(flagAdvertise, "RPC address `HOST:PORT` given to others", "", "the --listen address"),
+			stringFlag(flagGossip, "memberlist address `HOST:PORT` (TCP and UDP)", node.DefaultGossip, ""),
+			stringFlag(flagJoin, "gossip seeds `HOST:PORT,...`", "", "none"),
+			stringFlag(flagHTTP, "`HOST:PORT` for health, metrics and status", node.DefaultHTTP, ""),
+			stringFlag(flagController, "the controller `ID@HOST:PORT`; the node with that id runs it",
+				"", "this node, a cluster of one"),
+			stringFlag(flagLogLevel, "log `LEVEL`, one of "+strings.Join(logLevels, ", "), "info", ""),
+			stringFlag(flagLogFormat, "log `FORMAT`, text or json", "text", ""),
+		},
+		Action:         runNodeAction,
+		OnUsageError:   onUsageError,
+		ExitErrHandler: func(*cli.Context, error) {}, // run reports errors and picks the exit status
+	}
+}
+
+// onUsageError names the errors urfave/cli finds while parsing flags.
+func onUsageError(_ *cli.Context, err error, _ bool) error {
+	if strings.HasPrefix(err.Error(), "flag provided but not defined") {
+		return exitcode.Usagef("UnknownFlag", "%v (see gostream-node --help)", err)
+	}
+	return exitcode.Usagef("InvalidFlag", "%v", err)
+}
+
+func runNodeAction(c *cli.Context) error {
+	if c.Args().Present() {
+		return exitcode.Usagef("UnexpectedArgument", "%q: gostream-node takes flags only (see gostream-node --help)", c.Args().First())
+	}
+	cfg, err := configFromFlags(c)
+	if err != nil {
+		return err
+	}
+	logger, err := loggerFromFlags(c)
+	if err != nil {
+		return err
+	}
+	cfg.Logger = logger
+	if err := node.Run(c.Context, cfg); err != nil {
+		return nameRunError(err)
+	}
+	return nil
+}
+
+// configFromFlags builds and validates the node's Config. Every error it
+// returns is a usage error naming the flag at fault.
+func configFromFlags(c *cli.Context) (node.Config, error) {
+	for _, name := range []string{flagID, flagDataDir} {
+		if strings.TrimSpace(c.String(name)) == "" {
+			return node.Config{}, exitcode.Usagef("MissingFlag", "--%s is required (or set %s)", name, envName(name))
+		}
+	}
+	idText := strings.TrimSpace(c.String(flagID))
+	id, err := strconv.ParseInt(idText, 10, 32)
+	if err != nil || id <= 0 {
+		return node.Config{}, invalidFlag(flagID, idText, "want a positive integer")
+	}
+	cfg := node.Config{
+		ID:        int32(id),
+		DataDir:   c.String(flagDataDir),
+		Listen:    strings.TrimSpace(c.String(flagListen)),
+		Advertise: strings.TrimSpace(c.String(flagAdvertise)),
+		Gossip:    strings.TrimSpace(c.String(flagGossip)),
+		HTTP:      strings.TrimSpace(c.String(flagHTTP)),
+	}
+	if cfg.Join, err = splitList(c.String(flagJoin)); err != nil {
+		return node.Config{}, invalidFlag(flagJoin, c.String(flagJoin), err.Error())
+	}
+	if cfg.Controllers, err = node.ParseControllers(c.String(flagController)); err != nil {
+		return node.Config{}, configError(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return node.Config{}, configError(err)
+	}
+	return cfg, nil
+}
+
+// splitList splits a comma-separated list, trimming spaces. An empty string
+// is an empty list; an empty entry is an error.
+func splitList(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			return nil, errors.New("want HOST:PORT,... without empty entries")
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func invalidFlag(flag, value, reason string) error {
+	return exitcode.Usagef("InvalidFlag", "--%s %q: %s", flag, value, reason)
+}
+
+// configError turns a node.FieldError into a usage error naming the flag.
+func configError(err error) error {
+	var fe *node.FieldError
+	if errors.As(err, &fe) {
+		if flag, ok := configFlag[fe.Field]; ok {
+			return invalidFlag(flag, fe.Value, fe.Reason)
+		}
+	}
+	return exitcode.Usagef("InvalidFlag", "%v", err)
+}
+
+// loggerFromFlags creates the process's one root logger, writing to stderr.
+func loggerFromFlags(c *cli.Context) (hclog.Logger, error) {
+	levelText := strings.ToLower(strings.TrimSpace(c.String(flagLogLevel)))
+	level := hclog.NoLevel
+	for _, l := range logLevels {
+		if levelText == l {
+			level = hclog.LevelFromString(l)
+		}
+	}
+	if level == hclog.NoLevel {
+		return nil, invalidFlag(flagLogLevel, c.String(flagLogLevel), "want one of "+strings.Join(logLevels, ", "))
+	}
+	var jsonFormat bool
+	switch strings.ToLower(strings.TrimSpace(c.String(flagLogFormat))) {
+	case "text":
+	case "json":
+		jsonFormat = true
+	default:
+		return nil, invalidFlag(flagLogFormat, c.String(flagLogFormat), "want text or json")
+	}
+	return hclog.New(&hclog.LoggerOptions{
+		Name:       "gostream-node",
+		Level:      level,
+		JSONFormat: jsonFormat,
+		Output:     c.App.ErrWriter,
+	}), nil
+}
+
+// nameRunError gives an error from node.Run the name it is reported under.
+// All of them are failures (exit status 2): the flags were fine.
+func nameRunError(err error) error {
+	switch {
+	case errors.Is(err, storage.ErrStampMismatch):
+		return exitcode.Fail("StampMismatch", err)
+	case errors.Is(err, storage.ErrCorrupt):
+		return exitcode.Fail("Corrupt", err)
+	case errors.Is(err, node.ErrCannotListen):
+		return exitcode.Fail("CannotListen", err)
+	case errors.Is(err, node.ErrInvalidConfig):
+		return configError(err)
+	}
+	return exitcode.Fail("NodeFailed", err)
+}

@@ -1,0 +1,102 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// HealthPath is the path of the liveness check.
+const HealthPath = "/api/health"
+
+// Config is what the HTTP surface needs to know about its node.
+type Config struct {
+	// NodeID is the broker id the node reports.
+	NodeID int32
+	// Logger receives the per-request Debug lines; nil discards them.
+	Logger hclog.Logger
+	// Metrics serves GET /metrics (Prometheus text format); nil answers 404.
+	Metrics http.Handler
+	// Status returns the body of GET /api/status, marshaled as JSON; nil
+	// answers 404.
+	Status func() any
+}
+
+// Paths of the HTTP surface besides HealthPath.
+const (
+	MetricsPath = "/metrics"
+	StatusPath  = "/api/status"
+)
+
+// Health is the body of GET /api/health.
+type Health struct {
+	// Status is "ok" whenever the node answers.
+	Status string `json:"status"`
+	// Node is the broker id of the node that answered.
+	Node int32 `json:"node"`
+}
+
+// New returns the handler for one node's HTTP surface.
+func New(cfg Config) http.Handler {
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	mux := http.NewServeMux()
+	// A GET pattern also serves HEAD; ServeMux answers other methods with
+	// 405 and an Allow header, and unknown paths with 404.
+	mux.HandleFunc("GET "+HealthPath, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, Health{Status: "ok", Node: cfg.NodeID})
+	})
+	if cfg.Metrics != nil {
+		mux.Handle("GET "+MetricsPath, cfg.Metrics)
+	}
+	if cfg.Status != nil {
+		mux.HandleFunc("GET "+StatusPath, func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, cfg.Status())
+		})
+	}
+	return logRequests(cfg.Logger, mux)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		// Only our own response types reach here; they always marshal.
+		panic("httpapi: marshal response: " + err.Error())
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(append(body, '\n'))
+}
+
+// logRequests logs every request at Debug once it has been answered.
+func logRequests(log hclog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !log.IsDebug() {
+			next.ServeHTTP(w, r)
+			return
+		}
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status,
+			"remote", r.RemoteAddr, "duration", time.Since(start))
+	})
+}
+
+// statusRecorder remembers the status code a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -1,0 +1,265 @@
+package metadata
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+
+	"gostream/storage"
+)
+
+// Sentinel errors of package metadata.
+var (
+	// ErrInvalid means metadata that breaks an invariant.
+	ErrInvalid = errors.New("metadata: invalid")
+	// ErrCorrupt means a metadata file that cannot be loaded.
+	ErrCorrupt = errors.New("metadata: corrupt")
+	// ErrUnknownTopic means a topic that does not exist.
+	ErrUnknownTopic = errors.New("metadata: unknown topic")
+	// ErrTopicExists means creating a topic that exists.
+	ErrTopicExists = errors.New("metadata: topic exists")
+	// ErrNotEnoughBrokers means a replication factor above the broker count.
+	ErrNotEnoughBrokers = errors.New("metadata: not enough brokers")
+)
+
+// FormatVersion is the version of the metadata file format.
+const FormatVersion = 1
+
+// MaxPartitions bounds the partition count of one topic.
+const MaxPartitions = 10000
+
+// Cluster is the whole cluster metadata.
+type Cluster struct {
+	Version      int      `json:"version"`
+	ClusterID    string   `json:"cluster_id"`
+	Epoch        int64    `json:"epoch"` // bumped by every change
+	ControllerID int32    `json:"controller_id"`
+	Brokers      []Broker `json:"brokers"` // sorted by id
+	Topics       []Topic  `json:"topics"`  // sorted by name
+}
+
+// Broker is a registered broker and its addresses.
+type Broker struct {
+	ID     int32  `json:"id"`
+	Addr   string `json:"addr"`
+	HTTP   string `json:"http,omitempty"`
+	Gossip string `json:"gossip,omitempty"`
+}
+
+// Topic is one topic.
+type Topic struct {
+	Name              string      `json:"name"`
+	ReplicationFactor int         `json:"replication_factor"`
+	Sealed            bool        `json:"sealed,omitempty"`
+	Partitions        []Partition `json:"partitions"`
+}
+
+// Partition is one partition's assignment and leadership.
+type Partition struct {
+	Replicas    []int32 `json:"replicas"` // assigned, leader first at creation; never recomputed
+	Active      []int32 `json:"active"`   // the replicas a write must reach
+	Leader      int32   `json:"leader"`
+	LeaderEpoch int32   `json:"leader_epoch"`
+}
+
+// Clone returns a deep copy of c.
+func (c *Cluster) Clone() *Cluster {
+	n := *c
+	n.Brokers = slices.Clone(c.Brokers)
+	n.Topics = make([]Topic, len(c.Topics))
+	for i, t := range c.Topics {
+		n.Topics[i] = t
+		n.Topics[i].Partitions = make([]Partition, len(t.Partitions))
+		for j, p := range t.Partitions {
+			n.Topics[i].Partitions[j] = Partition{
+				Replicas: slices.Clone(p.Replicas), Active: slices.Clone(p.Active),
+				Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
+			}
+		}
+	}
+	return &n
+}
+
+// Broker returns the broker with id, if registered.
+func (c *Cluster) Broker(id int32) (Broker, bool) {
+	i, ok := slices.BinarySearchFunc(c.Brokers, id, func(b Broker, id int32) int { return int(b.ID - id) })
+	if !ok {
+		return Broker{}, false
+	}
+	return c.Brokers[i], true
+}
+
+// Topic returns the named topic, or nil.
+func (c *Cluster) Topic(name string) *Topic {
+	i, ok := slices.BinarySearchFunc(c.Topics, name, func(t Topic, n string) int {
+		switch {
+		case t.Name < n:
+			return -1
+		case t.Name > n:
+			return 1
+		}
+		return 0
+	})
+	if !ok {
+		return nil
+	}
+	return &c.Topics[i]
+}
+
+// BrokerIDs returns the registered broker ids, ascending.
+func (c *Cluster) BrokerIDs() []int32 {
+	ids := make([]int32, len(c.Brokers))
+	for i, b := range c.Brokers {
+		ids[i] = b.ID
+	}
+	return ids
+}
+
+// PutBroker registers b or updates its addresses. It does not bump the
+// epoch; callers that persist a change do.
+func (c *Cluster) PutBroker(b Broker) {
+	i, ok := slices.BinarySearchFunc(c.Brokers, b.ID, func(x Broker, id int32) int { return int(x.ID - id) })
+	if ok {
+		c.Brokers[i] = b
+		return
+	}
+	c.Brokers = slices.Insert(c.Brokers, i, b)
+}
+
+// AddTopic adds a topic with replicas placed by Place over the registered
+// brokers. Leader epochs start at 0 and every assigned replica is active.
+func (c *Cluster) AddTopic(name string, partitions, replicationFactor int) (*Topic, error) {
+	if err := storage.ValidateTopicName(name); err != nil {
+		return nil, err
+	}
+	if c.Topic(name) != nil {
+		return nil, fmt.Errorf("%w: %q", ErrTopicExists, name)
+	}
+	placement, err := Place(c.BrokerIDs(), partitions, replicationFactor)
+	if err != nil {
+		return nil, err
+	}
+	t := Topic{Name: name, ReplicationFactor: replicationFactor, Partitions: make([]Partition, partitions)}
+	for p, replicas := range placement {
+		t.Partitions[p] = Partition{Replicas: replicas, Active: slices.Clone(replicas), Leader: replicas[0]}
+	}
+	c.Topics = append(c.Topics, t)
+	sort.Slice(c.Topics, func(i, j int) bool { return c.Topics[i].Name < c.Topics[j].Name })
+	return c.Topic(name), nil
+}
+
+// RemoveTopic removes the named topic.
+func (c *Cluster) RemoveTopic(name string) error {
+	for i := range c.Topics {
+		if c.Topics[i].Name == name {
+			c.Topics = slices.Delete(c.Topics, i, i+1)
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %q", ErrUnknownTopic, name)
+}
+
+// Place assigns replicas to partitions deterministically, round robin over
+// brokers in ascending id order: partition p's leader is the (p mod n)-th
+// broker and its followers the next ones. It is computed once, at topic
+// creation, and never again.
+func Place(brokers []int32, partitions, replicationFactor int) ([][]int32, error) {
+	if partitions < 1 || partitions > MaxPartitions {
+		return nil, fmt.Errorf("%w: partition count %d outside [1, %d]", ErrInvalid, partitions, MaxPartitions)
+	}
+	if replicationFactor < 1 {
+		return nil, fmt.Errorf("%w: replication factor %d below 1", ErrInvalid, replicationFactor)
+	}
+	if replicationFactor > len(brokers) {
+		return nil, fmt.Errorf("%w: replication factor %d needs %d brokers, %d registered", ErrNotEnoughBrokers, replicationFactor, replicationFactor, len(brokers))
+	}
+	ids := slices.Clone(brokers)
+	slices.Sort(ids)
+	out := make([][]int32, partitions)
+	for p := range out {
+		out[p] = make([]int32, replicationFactor)
+		for r := range out[p] {
+			out[p][r] = ids[(p+r)%len(ids)]
+		}
+	}
+	return out, nil
+}
+
+// Validate checks every invariant of the package documentation.
+func (c *Cluster) Validate() error {
+	if c.Version != FormatVersion {
+		return fmt.Errorf("%w: format version %d, want %d", ErrInvalid, c.Version, FormatVersion)
+	}
+	if c.ClusterID == "" {
+		return fmt.Errorf("%w: empty cluster id", ErrInvalid)
+	}
+	if c.Epoch < 0 {
+		return fmt.Errorf("%w: negative epoch %d", ErrInvalid, c.Epoch)
+	}
+	if c.ControllerID <= 0 {
+		return fmt.Errorf("%w: controller id %d", ErrInvalid, c.ControllerID)
+	}
+	for i, b := range c.Brokers {
+		if b.ID <= 0 {
+			return fmt.Errorf("%w: broker id %d", ErrInvalid, b.ID)
+		}
+		if i > 0 && c.Brokers[i-1].ID >= b.ID {
+			return fmt.Errorf("%w: brokers not sorted by unique id at %d", ErrInvalid, b.ID)
+		}
+		if b.Addr == "" {
+			return fmt.Errorf("%w: broker %d has no address", ErrInvalid, b.ID)
+		}
+	}
+	for i, t := range c.Topics {
+		if err := storage.ValidateTopicName(t.Name); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		if i > 0 && c.Topics[i-1].Name >= t.Name {
+			return fmt.Errorf("%w: topics not sorted by unique name at %q", ErrInvalid, t.Name)
+		}
+		if err := c.validateTopic(&t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) validateTopic(t *Topic) error {
+	if len(t.Partitions) < 1 || len(t.Partitions) > MaxPartitions {
+		return fmt.Errorf("%w: topic %q has %d partitions", ErrInvalid, t.Name, len(t.Partitions))
+	}
+	if t.ReplicationFactor < 1 {
+		return fmt.Errorf("%w: topic %q has replication factor %d", ErrInvalid, t.Name, t.ReplicationFactor)
+	}
+	for p, part := range t.Partitions {
+		where := fmt.Sprintf("partition %s/%d", t.Name, p)
+		if len(part.Replicas) != t.ReplicationFactor {
+			return fmt.Errorf("%w: %s has %d replicas, replication factor %d", ErrInvalid, where, len(part.Replicas), t.ReplicationFactor)
+		}
+		seen := map[int32]bool{}
+		for _, r := range part.Replicas {
+			if seen[r] {
+				return fmt.Errorf("%w: %s lists broker %d twice", ErrInvalid, where, r)
+			}
+			seen[r] = true
+			if _, ok := c.Broker(r); !ok {
+				return fmt.Errorf("%w: %s names unregistered broker %d", ErrInvalid, where, r)
+			}
+		}
+		activeSeen := map[int32]bool{}
+		for _, a := range part.Active {
+			if !seen[a] || activeSeen[a] {
+				return fmt.Errorf("%w: %s has active replica %d that is not assigned or repeated", ErrInvalid, where, a)
+			}
+			activeSeen[a] = true
+		}
+		if !activeSeen[part.Leader] {
+			return fmt.Errorf("%w: %s leader %d is not in the active set %v", ErrInvalid, where, part.Leader, part.Active)
+		}
+		if part.LeaderEpoch < 0 {
+			return fmt.Errorf("%w: %s has leader epoch %d", ErrInvalid, where, part.LeaderEpoch)
+		}
+	}
+	return nil
+}

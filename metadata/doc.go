@@ -1,0 +1,17 @@
+// Package metadata is the cluster metadata of gostream: the model (cluster
+// id, brokers, topics, and per partition its assigned replicas, active set,
+// leader and leader epoch), its validation, the deterministic placement of
+// replicas, and the durable store the controller keeps it in.
+//
+// Invariants that Validate checks and every change keeps:
+//   - broker ids are positive and unique; topic names are valid paths;
+//   - a topic has at least one partition, and each partition exactly
+//     ReplicationFactor distinct assigned replicas, all registered brokers;
+//   - the active set is a subset of the assigned replicas and holds the
+//     leader;
+//   - the metadata epoch and every leader epoch only increase.
+//
+// The Store writes atomically (temp file, fsync, rename, fsync of the
+// directory) and never rewrites a file it could not load: damaged metadata
+// is reported with the file and the reason.
+package metadata

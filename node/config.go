@@ -1,0 +1,239 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"gostream/storage"
+	"gostream/transport"
+)
+
+// The addresses a node uses when its Config leaves them empty. They are the
+// ones of node 1 in CLI.md, so that gostream-ctl with no flags reaches a
+// node started with no flags.
+const (
+	// DefaultListen is the RPC address.
+	DefaultListen = "127.0.0.1:9400"
+	// DefaultGossip is the memberlist address.
+	DefaultGossip = "127.0.0.1:9401"
+	// DefaultHTTP is the address of the HTTP surface.
+	DefaultHTTP = "127.0.0.1:9402"
+)
+
+// ErrInvalidConfig is matched by every error that Config.Validate and
+// ParseControllers return; the concrete error is a *FieldError.
+var ErrInvalidConfig = errors.New("node: invalid config")
+
+// FieldError reports one invalid Config field. Field is the Go name of the
+// field ("DataDir", "Controllers"), Value the offending value as text, and
+// Reason says what a valid value looks like, for example "want HOST:PORT".
+type FieldError struct {
+	// Field is the Go name of the Config field.
+	Field string
+	// Value is the offending value, as text.
+	Value string
+	// Reason says what a valid value looks like.
+	Reason string
+}
+
+// Error returns a one-line description naming the field.
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("node: config %s %q: %s", e.Field, e.Value, e.Reason)
+}
+
+// Unwrap returns ErrInvalidConfig.
+func (e *FieldError) Unwrap() error { return ErrInvalidConfig }
+
+// ControllerAddr names a controller (today the one controller, later one
+// candidate among several): the broker id of the node that runs it and that
+// node's RPC address.
+type ControllerAddr struct {
+	// ID is the broker id of the node that runs the controller.
+	ID int32
+	// Addr is that node's RPC address, HOST:PORT.
+	Addr string
+}
+
+// String returns the address in the form ParseControllers reads, ID@HOST:PORT.
+func (c ControllerAddr) String() string {
+	return strconv.FormatInt(int64(c.ID), 10) + "@" + c.Addr
+}
+
+// ParseControllers reads a comma-separated list of ID@HOST:PORT entries, the
+// syntax of the --controller flag. Spaces around entries are ignored. An
+// empty string gives an empty list. Any malformed entry, and an id listed
+// twice, gives a *FieldError (matching ErrInvalidConfig) whose Value is the
+// entry at fault.
+func ParseControllers(s string) ([]ControllerAddr, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []ControllerAddr
+	for _, entry := range strings.Split(s, ",") {
+		c, err := parseControllerAddr(strings.TrimSpace(entry))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	if err := checkControllers(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func parseControllerAddr(s string) (ControllerAddr, error) {
+	bad := func(reason string) (ControllerAddr, error) {
+		return ControllerAddr{}, &FieldError{Field: "Controllers", Value: s, Reason: reason}
+	}
+	idText, addr, ok := strings.Cut(s, "@")
+	if !ok {
+		return bad("want ID@HOST:PORT")
+	}
+	id, err := strconv.ParseInt(idText, 10, 32)
+	if err != nil || id <= 0 {
+		return bad("want ID@HOST:PORT with ID a positive integer")
+	}
+	if reason := checkHostPort(addr); reason != "" {
+		return bad(controllerReason(reason))
+	}
+	return ControllerAddr{ID: int32(id), Addr: addr}, nil
+}
+
+func checkControllers(cs []ControllerAddr) error {
+	seen := make(map[int32]bool, len(cs))
+	for _, c := range cs {
+		if c.ID <= 0 {
+			return &FieldError{Field: "Controllers", Value: c.String(), Reason: "want ID@HOST:PORT with ID a positive integer"}
+		}
+		if reason := checkHostPort(c.Addr); reason != "" {
+			return &FieldError{Field: "Controllers", Value: c.String(), Reason: controllerReason(reason)}
+		}
+		if seen[c.ID] {
+			return &FieldError{Field: "Controllers", Value: c.String(), Reason: "controller id listed twice"}
+		}
+		seen[c.ID] = true
+	}
+	return nil
+}
+
+// controllerReason turns a reason of checkHostPort into one about an
+// ID@HOST:PORT entry.
+func controllerReason(hostPortReason string) string {
+	return strings.Replace(hostPortReason, "want HOST:PORT", "want ID@HOST:PORT", 1)
+}
+
+// checkHostPort returns why addr is not a HOST:PORT address, or "" if it is.
+// An empty host (":9400") and port 0 are allowed, as for net.Listen.
+func checkHostPort(addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "want HOST:PORT"
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return "want HOST:PORT with PORT a number from 0 to 65535"
+	}
+	return ""
+}
+
+// Config is everything one node needs to run. The command line (cmd/node)
+// builds it from flags; tests build it directly.
+type Config struct {
+	// ID is this node's broker id, a positive integer. Required.
+	ID int32
+	// DataDir is the storage root this node alone owns. Required.
+	DataDir string
+	// Listen is the RPC address to bind (clients and peers). Empty means
+	// DefaultListen.
+	Listen string
+	// Advertise is the RPC address given to others. Empty means Listen.
+	Advertise string
+	// Gossip is the memberlist address (TCP and UDP). Empty means
+	// DefaultGossip.
+	Gossip string
+	// Join lists gossip seeds, HOST:PORT each. Empty means none.
+	Join []string
+	// HTTP is the address of the HTTP surface (health, later metrics and
+	// status). Empty means DefaultHTTP.
+	HTTP string
+	// Controllers names the controller. Empty means this node, at its
+	// Advertise address: a cluster of one.
+	Controllers []ControllerAddr
+	// Logger is the root logger of the process; nil discards logs.
+	Logger hclog.Logger
+	// MaxFrameBytes bounds one RPC frame. Zero means
+	// transport.DefaultMaxFrameBytes.
+	MaxFrameBytes int
+	// Log configures every partition replica's log (segment size,
+	// retention). Its zero value takes the storage package's defaults:
+	// 128 MiB segments, retention off.
+	Log storage.Options
+	// RetentionInterval is how often retention runs. Zero means a minute.
+	RetentionInterval time.Duration
+}
+
+// Validate reports the first invalid field as a *FieldError, which matches
+// ErrInvalidConfig, or nil. Empty optional fields are valid: they stand for
+// the defaults documented on each field.
+func (c Config) Validate() error {
+	if c.ID <= 0 {
+		return &FieldError{Field: "ID", Value: strconv.FormatInt(int64(c.ID), 10), Reason: "want a positive integer"}
+	}
+	if strings.TrimSpace(c.DataDir) == "" {
+		return &FieldError{Field: "DataDir", Value: c.DataDir, Reason: "want a directory path"}
+	}
+	for _, f := range []struct{ name, value string }{
+		{"Listen", c.Listen},
+		{"Advertise", c.Advertise},
+		{"Gossip", c.Gossip},
+		{"HTTP", c.HTTP},
+	} {
+		if f.value == "" {
+			continue
+		}
+		if reason := checkHostPort(f.value); reason != "" {
+			return &FieldError{Field: f.name, Value: f.value, Reason: reason}
+		}
+	}
+	for _, seed := range c.Join {
+		if reason := checkHostPort(seed); reason != "" {
+			return &FieldError{Field: "Join", Value: seed, Reason: reason}
+		}
+	}
+	return checkControllers(c.Controllers)
+}
+
+// withDefaults returns c with its empty optional fields filled in.
+func (c Config) withDefaults() Config {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Advertise == "" {
+		c.Advertise = c.Listen
+	}
+	if c.Gossip == "" {
+		c.Gossip = DefaultGossip
+	}
+	if c.HTTP == "" {
+		c.HTTP = DefaultHTTP
+	}
+	if len(c.Controllers) == 0 {
+		c.Controllers = []ControllerAddr{{ID: c.ID, Addr: c.Advertise}}
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.MaxFrameBytes <= 0 {
+		c.MaxFrameBytes = transport.DefaultMaxFrameBytes
+	}
+	if c.RetentionInterval <= 0 {
+		c.RetentionInterval = time.Minute
+	}
+	return c
+}

@@ -1,0 +1,119 @@
+package node
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseControllers(t *testing.T) {
+	type bad struct{ value, reason string } // the FieldError expected
+	tests := []struct {
+		in   string
+		want []ControllerAddr
+		bad  *bad
+	}{
+		{in: "", want: nil},
+		{in: "  ", want: nil},
+		{in: "1@127.0.0.1:9400", want: []ControllerAddr{{1, "127.0.0.1:9400"}}},
+		{in: "1@a:1, 2@b:2 ,3@[::1]:3", want: []ControllerAddr{{1, "a:1"}, {2, "b:2"}, {3, "[::1]:3"}}},
+		{in: "12@:9400", want: []ControllerAddr{{12, ":9400"}}},
+		{in: "x", bad: &bad{"x", "want ID@HOST:PORT"}},
+		{in: "1@a:1,x", bad: &bad{"x", "want ID@HOST:PORT"}},
+		{in: "1@a:1,", bad: &bad{"", "want ID@HOST:PORT"}},
+		{in: "@a:1", bad: &bad{"@a:1", "positive integer"}},
+		{in: "0@a:1", bad: &bad{"0@a:1", "positive integer"}},
+		{in: "-1@a:1", bad: &bad{"-1@a:1", "positive integer"}},
+		{in: "one@a:1", bad: &bad{"one@a:1", "positive integer"}},
+		{in: "99999999999@a:1", bad: &bad{"99999999999@a:1", "positive integer"}},
+		{in: "1@a", bad: &bad{"1@a", "want ID@HOST:PORT"}},
+		{in: "1@a:port", bad: &bad{"1@a:port", "PORT a number"}},
+		{in: "1@a:65536", bad: &bad{"1@a:65536", "PORT a number"}},
+		{in: "1@", bad: &bad{"1@", "want ID@HOST:PORT"}},
+		{in: "1@a:1,1@b:2", bad: &bad{"1@b:2", "listed twice"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseControllers(tt.in)
+			if tt.bad == nil {
+				require.NoError(t, err)
+				assert.Equal(t, tt.want, got)
+				return
+			}
+			require.Error(t, err)
+			assert.Nil(t, got)
+			assert.ErrorIs(t, err, ErrInvalidConfig)
+			var fe *FieldError
+			require.ErrorAs(t, err, &fe)
+			assert.Equal(t, "Controllers", fe.Field)
+			assert.Equal(t, tt.bad.value, fe.Value)
+			assert.Contains(t, fe.Reason, tt.bad.reason)
+		})
+	}
+}
+
+func TestParseControllersRoundTrips(t *testing.T) {
+	cs := []ControllerAddr{{1, "127.0.0.1:9400"}, {2, "host:9410"}}
+	text := cs[0].String() + "," + cs[1].String()
+	assert.Equal(t, "1@127.0.0.1:9400,2@host:9410", text)
+	got, err := ParseControllers(text)
+	require.NoError(t, err)
+	assert.Equal(t, cs, got)
+}
+
+func TestConfigValidate(t *testing.T) {
+	valid := Config{ID: 1, DataDir: "/tmp/x"}
+	tests := []struct {
+		name      string
+		mutate    func(*Config)
+		wantField string // "" means valid
+	}{
+		{"minimal", func(*Config) {}, ""},
+		{"all set", func(c *Config) {
+			c.Listen, c.Advertise, c.Gossip, c.HTTP = "0.0.0.0:9400", "node1:9400", ":9401", "127.0.0.1:0"
+			c.Join = []string{"a:1", "b:2"}
+			c.Controllers = []ControllerAddr{{1, "node1:9400"}}
+		}, ""},
+		{"zero id", func(c *Config) { c.ID = 0 }, "ID"},
+		{"negative id", func(c *Config) { c.ID = -3 }, "ID"},
+		{"no data dir", func(c *Config) { c.DataDir = "" }, "DataDir"},
+		{"blank data dir", func(c *Config) { c.DataDir = "  " }, "DataDir"},
+		{"bad listen", func(c *Config) { c.Listen = "9400" }, "Listen"},
+		{"bad advertise", func(c *Config) { c.Advertise = "host" }, "Advertise"},
+		{"bad gossip", func(c *Config) { c.Gossip = "a:b" }, "Gossip"},
+		{"bad http", func(c *Config) { c.HTTP = "a:70000" }, "HTTP"},
+		{"bad join", func(c *Config) { c.Join = []string{"a:1", "nope"} }, "Join"},
+		{"bad controller id", func(c *Config) { c.Controllers = []ControllerAddr{{0, "a:1"}} }, "Controllers"},
+		{"bad controller addr", func(c *Config) { c.Controllers = []ControllerAddr{{1, "a"}} }, "Controllers"},
+		{"duplicate controller", func(c *Config) { c.Controllers = []ControllerAddr{{1, "a:1"}, {1, "b:1"}} }, "Controllers"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := valid
+			tt.mutate(&c)
+			err := c.Validate()
+			if tt.wantField == "" {
+				assert.NoError(t, err)
+				return
+			}
+			var fe *FieldError
+			require.ErrorAs(t, err, &fe)
+			assert.Equal(t, tt.wantField, fe.Field)
+			assert.ErrorIs(t, err, ErrInvalidConfig)
+		})
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	c := Config{ID: 4, DataDir: "d"}.withDefaults()
+	assert.Equal(t, DefaultListen, c.Listen)
+	assert.Equal(t, DefaultListen, c.Advertise, "advertise defaults to listen")
+	assert.Equal(t, DefaultGossip, c.Gossip)
+	assert.Equal(t, DefaultHTTP, c.HTTP)
+	assert.Equal(t, []ControllerAddr{{4, DefaultListen}}, c.Controllers, "a cluster of one")
+	assert.NotNil(t, c.Logger)
+
+	c = Config{ID: 2, DataDir: "d", Listen: "0.0.0.0:9410", Advertise: "node2:9410"}.withDefaults()
+	assert.Equal(t, []ControllerAddr{{2, "node2:9410"}}, c.Controllers, "this node at its advertised address")
+}

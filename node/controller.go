@@ -1,0 +1,147 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+
+	"gostream/metadata"
+	"gostream/transport"
+)
+
+// controller keeps the cluster metadata on disk and carries out admin
+// changes. Every change is validated, persisted, and only then applied and
+// reported done. Changes are serialized by mu; the persisted file is the
+// truth, and mu.meta is the last version persisted.
+type controller struct {
+	store  *metadata.Store
+	logger hclog.Logger
+	// apply pushes persisted metadata to the brokers (today: this node).
+	apply func(*metadata.Cluster) error
+
+	mu struct {
+		sync.Mutex
+		meta *metadata.Cluster
+	}
+}
+
+// openController loads the metadata, or creates a new cluster with this
+// broker as its only member when there is none. Damaged metadata stops the
+// node with the file and the reason: it is never rewritten.
+func openController(dataDir string, self metadata.Broker, logger hclog.Logger, apply func(*metadata.Cluster) error) (*controller, error) {
+	c := &controller{
+		store:  metadata.NewStore(filepath.Join(dataDir, "controller", "metadata.json")),
+		logger: logger,
+		apply:  apply,
+	}
+	meta, err := c.store.Load()
+	switch {
+	case errors.Is(err, metadata.ErrNotFound):
+		id := make([]byte, 8)
+		if _, err := rand.Read(id); err != nil {
+			return nil, err
+		}
+		meta = &metadata.Cluster{Version: metadata.FormatVersion, ClusterID: hex.EncodeToString(id), ControllerID: self.ID}
+		logger.Info("creating a new cluster", "cluster", meta.ClusterID, "metadata", c.store.Path())
+	case err != nil:
+		return nil, fmt.Errorf("controller metadata: %w", err)
+	}
+	if meta.ControllerID != self.ID {
+		return nil, fmt.Errorf("controller metadata %s names controller %d, but this is broker %d", c.store.Path(), meta.ControllerID, self.ID)
+	}
+	if old, ok := meta.Broker(self.ID); !ok || old != self {
+		meta.PutBroker(self)
+		meta.Epoch++
+		if err := c.persist(meta); err != nil {
+			return nil, err
+		}
+	}
+	c.mu.meta = meta
+	return c, nil
+}
+
+func (c *controller) persist(meta *metadata.Cluster) error {
+	if err := ensureDir(filepath.Dir(c.store.Path())); err != nil {
+		return err
+	}
+	if err := c.store.Save(meta); err != nil {
+		return fmt.Errorf("persist metadata: %w", err)
+	}
+	return nil
+}
+
+// Metadata returns the current metadata (do not modify it).
+func (c *controller) Metadata() *metadata.Cluster {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.meta
+}
+
+// change runs fn on a copy of the metadata, then persists and applies the
+// copy if fn succeeded. Nothing changes unless every step succeeds.
+func (c *controller) change(ctx context.Context, what string, fn func(*metadata.Cluster) error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	next := c.mu.meta.Clone()
+	if err := fn(next); err != nil {
+		return err
+	}
+	next.Epoch++
+	if err := c.persist(next); err != nil {
+		return err
+	}
+	c.mu.meta = next
+	c.logger.Info("metadata changed", "change", what, "metadata_epoch", next.Epoch)
+	if err := c.apply(next); err != nil {
+		return fmt.Errorf("%s: persisted but not yet applied: %w", what, err)
+	}
+	return nil
+}
+
+func (c *controller) createTopic(ctx context.Context, req *transport.CreateTopicRequest) (*metadata.Topic, error) {
+	if req.Partitions < 1 || req.Partitions > metadata.MaxPartitions {
+		return nil, fmt.Errorf("%w: partition count %d outside [1, %d]", transport.ErrInvalidPartitions, req.Partitions, metadata.MaxPartitions)
+	}
+	if req.ReplicationFactor < 1 {
+		return nil, fmt.Errorf("%w: replication factor %d below 1", transport.ErrInvalidReplication, req.ReplicationFactor)
+	}
+	var created metadata.Topic
+	err := c.change(ctx, "create topic "+req.Name, func(m *metadata.Cluster) error {
+		t, err := m.AddTopic(req.Name, int(req.Partitions), int(req.ReplicationFactor))
+		if err != nil {
+			return err
+		}
+		created = *t
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &created, nil
+}
+
+func (c *controller) deleteTopic(ctx context.Context, name string) error {
+	return c.change(ctx, "delete topic "+name, func(m *metadata.Cluster) error {
+		return m.RemoveTopic(name)
+	})
+}
+
+func (c *controller) sealTopic(ctx context.Context, name string) error {
+	return c.change(ctx, "seal topic "+name, func(m *metadata.Cluster) error {
+		t := m.Topic(name)
+		if t == nil {
+			return fmt.Errorf("%w: %q", metadata.ErrUnknownTopic, name)
+		}
+		t.Sealed = true
+		return nil
+	})
+}

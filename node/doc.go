@@ -1,0 +1,28 @@
+// Package node is the composition root of one gostream process: it wires the
+// parts a broker is made of for one node and owns every goroutine it starts.
+// cmd/node turns flags into a Config and calls Run; tests may do the same
+// in-process.
+//
+// Run promises:
+//
+//   - It refuses to start, and returns an error, when the Config is invalid
+//     (ErrInvalidConfig), when the storage root belongs to another broker or
+//     cluster (an error matching storage.ErrStampMismatch), when the root is
+//     damaged (storage.ErrCorrupt), or when it cannot bind an address
+//     (ErrCannotListen). On that path nothing is left running and the root
+//     is closed again.
+//   - Once started it logs "node started" at Info and serves until ctx is
+//     canceled. Then it stops: in-flight HTTP requests get up to
+//     ShutdownTimeout to finish, the storage root is closed, and every
+//     goroutine Run started has returned before Run returns. A clean stop
+//     returns nil.
+//   - If a server fails while running, the whole node stops and Run returns
+//     that error.
+//
+// Today a node is a cluster of one: it is its own controller (the metadata
+// lives in <data-dir>/controller/metadata.json), hosts every replica, serves
+// the RPC API of package transport on Listen (topics, produce, fetch,
+// offsets, metadata) and GET /api/health, /api/status and /metrics on its
+// HTTP address. Joining other nodes, gossip and replication arrive with the
+// cluster issue.
+package node

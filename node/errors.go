@@ -1,0 +1,57 @@
+package node
+
+import (
+	"context"
+	"errors"
+
+	"gostream/metadata"
+	"gostream/replication"
+	"gostream/storage"
+	"gostream/transport"
+)
+
+// wireErrors is the one table that maps the sentinels of the packages below
+// to the codes clients see. The first match wins, so more specific errors
+// come first.
+var wireErrors = []struct {
+	err  error
+	wire *transport.Error
+}{
+	{storage.ErrInvalidTopicName, transport.ErrInvalidTopicName},
+	{storage.ErrInvalidPartition, transport.ErrUnknownPartition},
+	{storage.ErrOffsetOutOfRange, transport.ErrOffsetOutOfRange},
+	{storage.ErrBatchTooLarge, transport.ErrMessageTooLarge},
+	{storage.ErrInvalidBatch, transport.ErrInvalidBatch},
+	{storage.ErrEpochRegression, transport.ErrStaleEpoch},
+	{storage.ErrCorrupt, transport.ErrStorageFailed},
+	{storage.ErrFailed, transport.ErrStorageFailed},
+	{storage.ErrClosed, transport.ErrShuttingDown},
+	{replication.ErrNotLeader, transport.ErrNotLeader},
+	{replication.ErrStaleEpoch, transport.ErrStaleEpoch},
+	{replication.ErrOffsetOutOfRange, transport.ErrOffsetOutOfRange},
+	{metadata.ErrUnknownTopic, transport.ErrUnknownTopic},
+	{metadata.ErrTopicExists, transport.ErrTopicExists},
+	{metadata.ErrNotEnoughBrokers, transport.ErrInvalidReplication},
+	{metadata.ErrInvalid, transport.ErrInvalidRequest},
+	{transport.ErrMalformed, transport.ErrInvalidRequest},
+	{context.DeadlineExceeded, transport.ErrTimeout},
+	{context.Canceled, transport.ErrShuttingDown},
+}
+
+// wireError gives err the code of the first sentinel it matches, keeping its
+// text. Errors that already carry a code keep it.
+func wireError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var te *transport.Error
+	if errors.As(err, &te) {
+		return err
+	}
+	for _, m := range wireErrors {
+		if errors.Is(err, m.err) {
+			return &transport.Error{Code: m.wire.Code, Retriable: m.wire.Retriable, Message: m.wire.Code.String() + ": " + err.Error()}
+		}
+	}
+	return err
+}

@@ -1,0 +1,264 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gostream/metadata"
+	"gostream/record"
+	"gostream/transport"
+)
+
+// Bounds on what a request may ask for.
+const (
+	maxWaitMs       = 5 * 60 * 1000
+	maxProduceWait  = 5 * time.Minute
+	defaultAckWait  = 30 * time.Second
+	minFetchBytes   = 1
+	fetchFrameSlack = 1 << 10
+)
+
+// rpcHandler serves the RPC API of a node.
+type rpcHandler struct {
+	n *Node
+}
+
+// Handle implements transport.Handler: decoding, validation and appends
+// happen here, in arrival order; waiting happens in the Reply.
+func (h *rpcHandler) Handle(ctx context.Context, req *transport.Request) transport.Reply {
+	start := time.Now()
+	api := transport.API(req.API)
+	if req.Version != transport.Version1 {
+		return h.fail(api, start, fmt.Errorf("%w: %s version %d (this node speaks version %d)", transport.ErrUnsupportedVersion, api, req.Version, transport.Version1))
+	}
+	var reply transport.Reply
+	switch api {
+	case transport.APIProduce:
+		reply = h.produce(req)
+	case transport.APIFetch:
+		reply = h.fetch(req)
+	case transport.APIListOffsets:
+		reply = h.listOffsets(req)
+	case transport.APIMetadata:
+		reply = h.metadata(req)
+	case transport.APICreateTopic:
+		reply = h.createTopic(req)
+	case transport.APIDeleteTopic:
+		reply = h.deleteTopic(req)
+	case transport.APISealTopic:
+		reply = h.sealTopic(req)
+	default:
+		return h.fail(api, start, fmt.Errorf("%w: unknown API %d", transport.ErrUnsupportedVersion, req.API))
+	}
+	return func(ctx context.Context) (transport.Message, error) {
+		m, err := reply(ctx)
+		err = wireError(err)
+		h.n.metrics.observeRequest(api, start, err)
+		if err != nil {
+			h.n.logger.Debug("request failed", "api", api.String(), "peer", req.RemoteAddr, "err", err)
+		}
+		return m, err
+	}
+}
+
+func (h *rpcHandler) fail(api transport.API, start time.Time, err error) transport.Reply {
+	h.n.metrics.observeRequest(api, start, err)
+	return transport.Immediate(nil, err)
+}
+
+func decode(req *transport.Request, m transport.Message) error {
+	if err := transport.Unmarshal(req.Body, m); err != nil {
+		return fmt.Errorf("%w: %s: %v", transport.ErrInvalidRequest, transport.API(req.API), err)
+	}
+	return nil
+}
+
+func (h *rpcHandler) produce(req *transport.Request) transport.Reply {
+	var r transport.ProduceRequest
+	if err := decode(req, &r); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	t, rep, err := h.n.broker.lookup(r.Topic, r.Partition)
+	if err != nil {
+		return transport.Immediate(nil, err)
+	}
+	if t.Sealed {
+		return transport.Immediate(nil, fmt.Errorf("%w: topic %q is sealed: it takes no more records, reads go on", transport.ErrTopicSealed, r.Topic))
+	}
+	if rep == nil {
+		return transport.Immediate(nil, notLeader(t, r.Partition))
+	}
+	if r.TimeoutMs < 0 {
+		return transport.Immediate(nil, fmt.Errorf("%w: negative timeout %d ms", transport.ErrInvalidRequest, r.TimeoutMs))
+	}
+	wait, err := rep.part.Produce(record.Batch(r.Batch))
+	if err != nil {
+		return transport.Immediate(nil, err)
+	}
+	size := len(r.Batch)
+	timeout := defaultAckWait
+	if r.TimeoutMs > 0 {
+		timeout = min(time.Duration(r.TimeoutMs)*time.Millisecond, maxProduceWait)
+	}
+	return func(ctx context.Context) (transport.Message, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		ack, err := wait(ctx)
+		if err != nil {
+			return nil, err
+		}
+		h.n.metrics.bytesIn.Add(float64(size))
+		h.n.metrics.recordsIn.Add(float64(ack.NextOffset - ack.BaseOffset))
+		return &transport.ProduceResponse{
+			Partition: r.Partition, BaseOffset: ack.BaseOffset, NextOffset: ack.NextOffset,
+			LeaderID: h.n.cfg.ID, LeaderEpoch: ack.LeaderEpoch, AppendTime: ack.AppendTime, Replicas: ack.Replicas,
+		}, nil
+	}
+}
+
+func notLeader(t *metadata.Topic, partition int32) error {
+	p := t.Partitions[partition]
+	return fmt.Errorf("%w: partition %s/%d is led by broker %d", transport.ErrNotLeader, t.Name, partition, p.Leader)
+}
+
+func (h *rpcHandler) fetch(req *transport.Request) transport.Reply {
+	var r transport.FetchRequest
+	if err := decode(req, &r); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	t, rep, err := h.n.broker.lookup(r.Topic, r.Partition)
+	if err != nil {
+		return transport.Immediate(nil, err)
+	}
+	if rep == nil {
+		return transport.Immediate(nil, notLeader(t, r.Partition))
+	}
+	switch {
+	case r.Offset < 0:
+		return transport.Immediate(nil, fmt.Errorf("%w: negative offset %d", transport.ErrOffsetOutOfRange, r.Offset))
+	case r.MaxBytes < minFetchBytes:
+		return transport.Immediate(nil, fmt.Errorf("%w: max bytes %d below %d", transport.ErrInvalidRequest, r.MaxBytes, minFetchBytes))
+	case r.MaxWaitMs < 0 || r.MaxWaitMs > maxWaitMs:
+		return transport.Immediate(nil, fmt.Errorf("%w: max wait %d ms outside [0, %d]", transport.ErrInvalidRequest, r.MaxWaitMs, maxWaitMs))
+	}
+	maxBytes := min(int(r.MaxBytes), h.n.cfg.MaxFrameBytes-fetchFrameSlack)
+	return func(ctx context.Context) (transport.Message, error) {
+		res, err := rep.part.Fetch(ctx, r.Offset, maxBytes, time.Duration(r.MaxWaitMs)*time.Millisecond)
+		if err != nil {
+			return nil, err
+		}
+		h.n.metrics.bytesOut.Add(float64(len(res.Batches)))
+		return &transport.FetchResponse{HighWatermark: res.HighWatermark, LogStartOffset: res.LogStartOffset, Batches: res.Batches}, nil
+	}
+}
+
+func (h *rpcHandler) listOffsets(req *transport.Request) transport.Reply {
+	var r transport.ListOffsetsRequest
+	if err := decode(req, &r); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	t, rep, err := h.n.broker.lookup(r.Topic, r.Partition)
+	if err != nil {
+		return transport.Immediate(nil, err)
+	}
+	if rep == nil || rep.part.State().Leader != h.n.cfg.ID {
+		return transport.Immediate(nil, notLeader(t, r.Partition))
+	}
+	start, hw, end := rep.part.Offsets()
+	return transport.Immediate(&transport.ListOffsetsResponse{LogStartOffset: start, HighWatermark: hw, LogEndOffset: end}, nil)
+}
+
+func (h *rpcHandler) metadata(req *transport.Request) transport.Reply {
+	var r transport.MetadataRequest
+	if err := decode(req, &r); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	meta := h.n.broker.metadata()
+	if meta == nil {
+		return transport.Immediate(nil, fmt.Errorf("%w: this node has no metadata yet", transport.ErrControllerUnavailable))
+	}
+	resp := &transport.MetadataResponse{ClusterID: meta.ClusterID, ControllerID: meta.ControllerID, MetadataEpoch: meta.Epoch}
+	for _, b := range meta.Brokers {
+		resp.Brokers = append(resp.Brokers, transport.BrokerInfo{ID: b.ID, Addr: b.Addr, HTTP: b.HTTP, Gossip: b.Gossip})
+	}
+	if len(r.Topics) == 0 {
+		for i := range meta.Topics {
+			resp.Topics = append(resp.Topics, topicInfo(&meta.Topics[i]))
+		}
+	} else {
+		for _, name := range r.Topics {
+			t := meta.Topic(name)
+			if t == nil {
+				return transport.Immediate(nil, fmt.Errorf("%w: %q", transport.ErrUnknownTopic, name))
+			}
+			resp.Topics = append(resp.Topics, topicInfo(t))
+		}
+	}
+	return transport.Immediate(resp, nil)
+}
+
+func topicInfo(t *metadata.Topic) transport.TopicInfo {
+	ti := transport.TopicInfo{Name: t.Name, ReplicationFactor: int16(t.ReplicationFactor), Sealed: t.Sealed}
+	for p, part := range t.Partitions {
+		ti.Partitions = append(ti.Partitions, transport.PartitionInfo{
+			Partition: int32(p), Leader: part.Leader, LeaderEpoch: part.LeaderEpoch,
+			Replicas: part.Replicas, Active: part.Active,
+		})
+	}
+	return ti
+}
+
+func (h *rpcHandler) controller() (*controller, error) {
+	if h.n.controller == nil {
+		return nil, fmt.Errorf("%w: broker %d is not the controller", transport.ErrNotController, h.n.cfg.ID)
+	}
+	return h.n.controller, nil
+}
+
+func (h *rpcHandler) createTopic(req *transport.Request) transport.Reply {
+	var r transport.CreateTopicRequest
+	if err := decode(req, &r); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	c, err := h.controller()
+	if err != nil {
+		return transport.Immediate(nil, err)
+	}
+	return func(ctx context.Context) (transport.Message, error) {
+		t, err := c.createTopic(ctx, &r)
+		if err != nil {
+			return nil, err
+		}
+		ti := topicInfo(t)
+		return &ti, nil
+	}
+}
+
+func (h *rpcHandler) deleteTopic(req *transport.Request) transport.Reply {
+	var r transport.TopicRequest
+	if err := decode(req, &r); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	c, err := h.controller()
+	if err != nil {
+		return transport.Immediate(nil, err)
+	}
+	return func(ctx context.Context) (transport.Message, error) {
+		return nil, c.deleteTopic(ctx, r.Name)
+	}
+}
+
+func (h *rpcHandler) sealTopic(req *transport.Request) transport.Reply {
+	var r transport.TopicRequest
+	if err := decode(req, &r); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	c, err := h.controller()
+	if err != nil {
+		return transport.Immediate(nil, err)
+	}
+	return func(ctx context.Context) (transport.Message, error) {
+		return nil, c.sealTopic(ctx, r.Name)
+	}
+}

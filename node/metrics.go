@@ -1,0 +1,80 @@
+package node
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"gostream/transport"
+)
+
+// metrics are the node's Prometheus metrics, on a registry of its own so
+// that several nodes can live in one test process.
+type metrics struct {
+	registry *prometheus.Registry
+
+	requests        *prometheus.CounterVec
+	requestErrors   *prometheus.CounterVec
+	requestDuration *prometheus.HistogramVec
+	bytesIn         prometheus.Counter
+	bytesOut        prometheus.Counter
+	recordsIn       prometheus.Counter
+	fsyncDuration   prometheus.Histogram
+	connections     prometheus.Gauge
+	partitions      prometheus.Gauge
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gostream_requests_total", Help: "RPC requests served, by API.",
+		}, []string{"api"}),
+		requestErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gostream_request_errors_total", Help: "RPC requests that failed, by API and error code.",
+		}, []string{"api", "code"}),
+		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "gostream_request_duration_seconds", Help: "Time from reading a request to its response, by API.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18),
+		}, []string{"api"}),
+		bytesIn: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gostream_produce_bytes_total", Help: "Batch bytes acknowledged to producers.",
+		}),
+		bytesOut: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gostream_fetch_bytes_total", Help: "Batch bytes returned to fetchers.",
+		}),
+		recordsIn: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gostream_produce_records_total", Help: "Records acknowledged to producers.",
+		}),
+		fsyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "gostream_fsync_duration_seconds", Help: "Duration of log fsyncs.",
+			Buckets: prometheus.ExponentialBuckets(25e-6, 2, 16),
+		}),
+		connections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gostream_open_connections", Help: "Open RPC connections.",
+		}),
+		partitions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gostream_partitions", Help: "Partition replicas hosted by this node.",
+		}),
+	}
+	m.registry.MustRegister(m.requests, m.requestErrors, m.requestDuration, m.bytesIn, m.bytesOut,
+		m.recordsIn, m.fsyncDuration, m.connections, m.partitions,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) observeRequest(api transport.API, start time.Time, err error) {
+	name := api.String()
+	m.requests.WithLabelValues(name).Inc()
+	m.requestDuration.WithLabelValues(name).Observe(time.Since(start).Seconds())
+	if err != nil {
+		code := transport.CodeUnknown
+		var te *transport.Error
+		if errors.As(err, &te) {
+			code = te.Code
+		}
+		m.requestErrors.WithLabelValues(name, code.String()).Inc()
+	}
+}

@@ -1,0 +1,284 @@
+package transport
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+)
+
+// DefaultCallTimeout is the deadline of a call whose context has none:
+// every RPC has a deadline, so a paused peer never hangs a caller.
+const DefaultCallTimeout = 30 * time.Second
+
+// ErrConnClosed means the connection closed before the response arrived.
+// Whether the request took effect is unknown. It matches
+// ErrBrokerNotAvailable.
+var ErrConnClosed = fmt.Errorf("%w: connection closed", ErrBrokerNotAvailable)
+
+// ConnConfig configures a client connection. Zero values take defaults.
+type ConnConfig struct {
+	DialTimeout   time.Duration // default 5s
+	MaxFrameBytes int           // largest response accepted (default 8 MiB + 1 MiB)
+}
+
+// Conn is a client connection that carries many calls at once; responses
+// are matched to calls by correlation id. Each request is written whole,
+// one at a time. Concurrent calls have no order between them: Call also
+// waits for the answer, so goroutines racing into it cannot fix the order
+// in which their requests reach the wire.
+type Conn struct {
+	nc   net.Conn
+	addr string
+	cfg  ConnConfig
+	done chan struct{} // closed when the reader stops
+
+	callTimeout time.Duration // DefaultCallTimeout; tests shorten it
+
+	// wsem serializes writes. It is a channel, not a mutex, so that a call
+	// waiting behind a write stuck on a peer that does not read gives up
+	// at its own deadline.
+	wsem chan struct{}
+	bw   *bufio.Writer // guarded by wsem
+
+	mu struct {
+		sync.Mutex
+		next    uint32
+		pending map[uint32]chan callResult
+		err     error // why the connection closed
+	}
+}
+
+type callResult struct {
+	body []byte
+	err  error
+}
+
+// Dial connects to addr.
+func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 5 * time.Second
+	}
+	if cfg.MaxFrameBytes <= 0 {
+		cfg.MaxFrameBytes = DefaultMaxFrameBytes + 1<<20
+	}
+	d := net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 15 * time.Second}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: dial %s: %w", ErrBrokerNotAvailable, addr, err)
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	c := &Conn{
+		nc: nc, addr: addr, cfg: cfg, done: make(chan struct{}), callTimeout: DefaultCallTimeout,
+		wsem: make(chan struct{}, 1), bw: bufio.NewWriterSize(nc, 64<<10),
+	}
+	c.mu.pending = make(map[uint32]chan callResult)
+	go c.readLoop()
+	return c, nil
+}
+
+// Addr is the address the connection was dialed to.
+func (c *Conn) Addr() string { return c.addr }
+
+func (c *Conn) readLoop() {
+	defer close(c.done)
+	br := bufio.NewReaderSize(c.nc, 64<<10)
+	for {
+		f, err := ReadFrame(br, c.cfg.MaxFrameBytes)
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		c.mu.Lock()
+		ch, ok := c.mu.pending[f.CorrelationID]
+		delete(c.mu.pending, f.CorrelationID)
+		c.mu.Unlock()
+		if ok {
+			ch <- callResult{body: f.Body}
+		}
+		// A response nobody waits for belongs to a call that gave up.
+	}
+}
+
+// fail closes the connection and fails every pending call.
+func (c *Conn) fail(err error) {
+	c.mu.Lock()
+	if c.mu.err == nil {
+		c.mu.err = err
+	}
+	pending := c.mu.pending
+	c.mu.pending = make(map[uint32]chan callResult)
+	c.mu.Unlock()
+	c.nc.Close()
+	for _, ch := range pending {
+		ch <- callResult{err: fmt.Errorf("%w: %s: %v", ErrConnClosed, c.addr, err)}
+	}
+}
+
+// Err returns why the connection is closed, or nil while it is open.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.err
+}
+
+// Close closes the connection; calls in flight fail with ErrConnClosed.
+func (c *Conn) Close() error {
+	c.fail(net.ErrClosed)
+	<-c.done
+	return nil
+}
+
+// Call sends req as api and decodes the response into resp (which may be
+// nil for responses without fields). An error from the server comes back as
+// an *Error matching the sentinels of this package. If ctx has no deadline,
+// DefaultCallTimeout applies; when the deadline passes the call returns an
+// error matching ErrTimeout and the connection stays usable.
+func (c *Conn) Call(ctx context.Context, api API, req, resp Message) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.callTimeout)
+		defer cancel()
+	}
+	body := Marshal(make([]byte, 0, 64), req)
+	ch := make(chan callResult, 1)
+
+	if ctx.Err() != nil {
+		return c.ctxError(ctx, api) // do not send what nobody waits for
+	}
+	select {
+	case c.wsem <- struct{}{}:
+	case <-ctx.Done():
+		return c.ctxError(ctx, api)
+	}
+	c.mu.Lock()
+	if err := c.mu.err; err != nil {
+		c.mu.Unlock()
+		<-c.wsem
+		return fmt.Errorf("%w: %s: %v", ErrConnClosed, c.addr, err)
+	}
+	c.mu.next++
+	id := c.mu.next
+	c.mu.pending[id] = ch
+	c.mu.Unlock()
+	deadline, _ := ctx.Deadline()
+	c.nc.SetWriteDeadline(deadline)
+	_, err := c.bw.Write(AppendFrame(nil, Frame{API: uint16(api), Version: Version1, CorrelationID: id, Body: body}))
+	if err == nil {
+		err = c.bw.Flush()
+	}
+	<-c.wsem
+	if err != nil {
+		// A partly written frame leaves the stream unusable.
+		c.fail(fmt.Errorf("write: %w", err))
+	}
+
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return r.err
+		}
+		rest, werr, err := SplitResponse(r.body)
+		if err != nil {
+			return fmt.Errorf("%s response from %s: %w", api, c.addr, err)
+		}
+		if werr != nil {
+			return werr
+		}
+		if resp == nil {
+			resp = &Empty{}
+		}
+		if err := Unmarshal(rest, resp); err != nil {
+			return fmt.Errorf("%s response from %s: %w", api, c.addr, err)
+		}
+		return nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		delete(c.mu.pending, id)
+		c.mu.Unlock()
+		return c.ctxError(ctx, api)
+	}
+}
+
+// ctxError is the error of a call whose context ended.
+func (c *Conn) ctxError(ctx context.Context, api API) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %s to %s: no response before the deadline", ErrTimeout, api, c.addr)
+	}
+	return ctx.Err()
+}
+
+// Pool keeps one connection per address, dialing lazily and redialing after
+// a connection fails.
+type Pool struct {
+	cfg ConnConfig
+	mu  struct {
+		sync.Mutex
+		conns  map[string]*Conn
+		closed bool
+	}
+}
+
+// NewPool returns an empty pool.
+func NewPool(cfg ConnConfig) *Pool {
+	p := &Pool{cfg: cfg}
+	p.mu.conns = make(map[string]*Conn)
+	return p
+}
+
+// Get returns an open connection to addr.
+func (p *Pool) Get(ctx context.Context, addr string) (*Conn, error) {
+	p.mu.Lock()
+	if p.mu.closed {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("%w: pool closed", ErrConnClosed)
+	}
+	if c, ok := p.mu.conns[addr]; ok && c.Err() == nil {
+		p.mu.Unlock()
+		return c, nil
+	}
+	p.mu.Unlock()
+	c, err := Dial(ctx, addr, p.cfg)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.closed {
+		c.Close()
+		return nil, fmt.Errorf("%w: pool closed", ErrConnClosed)
+	}
+	if old, ok := p.mu.conns[addr]; ok && old.Err() == nil {
+		c.Close() // lost a race with another dialer
+		return old, nil
+	}
+	p.mu.conns[addr] = c
+	return c, nil
+}
+
+// Call gets a connection to addr and makes the call on it.
+func (p *Pool) Call(ctx context.Context, addr string, api API, req, resp Message) error {
+	c, err := p.Get(ctx, addr)
+	if err != nil {
+		return err
+	}
+	return c.Call(ctx, api, req, resp)
+}
+
+// Close closes every connection. It is idempotent.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	conns := p.mu.conns
+	p.mu.conns = map[string]*Conn{}
+	p.mu.closed = true
+	p.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+	return nil
+}

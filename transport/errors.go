@@ -1,0 +1,184 @@
+package transport
+
+import (
+	"errors"
+	"strings"
+)
+
+// Code is an error code on the wire.
+type Code uint16
+
+// Error codes. Their numbers are part of the protocol: never renumber.
+const (
+	CodeNone                  Code = 0
+	CodeUnknown               Code = 1
+	CodeInvalidRequest        Code = 2
+	CodeUnsupportedVersion    Code = 3
+	CodeUnknownTopic          Code = 4
+	CodeUnknownPartition      Code = 5
+	CodeTopicExists           Code = 6
+	CodeInvalidTopicName      Code = 7
+	CodeInvalidPartitions     Code = 8
+	CodeOffsetOutOfRange      Code = 9
+	CodeNotLeader             Code = 10
+	CodeStaleEpoch            Code = 11
+	CodeTopicSealed           Code = 12
+	CodeMessageTooLarge       Code = 13
+	CodeInvalidBatch          Code = 14
+	CodeTimeout               Code = 15
+	CodeReplicationFailed     Code = 16
+	CodeNotController         Code = 17
+	CodeLeaderStillAvailable  Code = 18
+	CodeNoEligibleReplica     Code = 19
+	CodeReplicaDivergence     Code = 20
+	CodeOffsetRegression      Code = 21
+	CodeControllerUnavailable Code = 22
+	CodeBrokerNotAvailable    Code = 23
+	CodeStorageFailed         Code = 24
+	CodeInvalidReplication    Code = 25
+	CodeShuttingDown          Code = 26
+)
+
+// Error is an error that crosses the wire: a code, whether retrying the same
+// request may succeed, and a message for people. Errors with the same code
+// match each other under errors.Is, so the sentinels below work on both
+// sides of a connection.
+type Error struct {
+	Code      Code
+	Retriable bool
+	Message   string
+}
+
+// Error returns the message, which starts with the code's name.
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return e.Code.String()
+	}
+	return e.Message
+}
+
+// Is reports whether target is an *Error with the same code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+type codeInfo struct {
+	name      string
+	retriable bool
+}
+
+// codes is the one table of names and retriability.
+var codes = map[Code]codeInfo{
+	CodeUnknown:               {"Unknown", false},
+	CodeInvalidRequest:        {"InvalidRequest", false},
+	CodeUnsupportedVersion:    {"UnsupportedVersion", false},
+	CodeUnknownTopic:          {"UnknownTopic", false},
+	CodeUnknownPartition:      {"UnknownPartition", false},
+	CodeTopicExists:           {"TopicExists", false},
+	CodeInvalidTopicName:      {"InvalidTopicName", false},
+	CodeInvalidPartitions:     {"InvalidPartitions", false},
+	CodeOffsetOutOfRange:      {"OffsetOutOfRange", false},
+	CodeNotLeader:             {"NotLeader", true},
+	CodeStaleEpoch:            {"StaleEpoch", false},
+	CodeTopicSealed:           {"TopicSealed", false},
+	CodeMessageTooLarge:       {"MessageTooLarge", false},
+	CodeInvalidBatch:          {"InvalidBatch", false},
+	CodeTimeout:               {"Timeout", true},
+	CodeReplicationFailed:     {"ReplicationFailed", false},
+	CodeNotController:         {"NotController", true},
+	CodeLeaderStillAvailable:  {"LeaderStillAvailable", false},
+	CodeNoEligibleReplica:     {"NoEligibleReplica", false},
+	CodeReplicaDivergence:     {"ReplicaDivergence", false},
+	CodeOffsetRegression:      {"OffsetRegression", false},
+	CodeControllerUnavailable: {"ControllerUnavailable", true},
+	CodeBrokerNotAvailable:    {"BrokerNotAvailable", true},
+	CodeStorageFailed:         {"StorageFailed", false},
+	CodeInvalidReplication:    {"InvalidReplicationFactor", false},
+	CodeShuttingDown:          {"ShuttingDown", true},
+}
+
+// String is the code's name, as printed at the start of error messages.
+func (c Code) String() string {
+	if i, ok := codes[c]; ok {
+		return i.name
+	}
+	if c == CodeNone {
+		return "None"
+	}
+	return "Code" + itoa(int(c))
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(b[i:])
+}
+
+// Retriable reports whether a request that failed with c may succeed if
+// sent again (after refreshing metadata, for NotLeader).
+func (c Code) Retriable() bool { return codes[c].retriable }
+
+func sentinel(c Code) *Error { return &Error{Code: c, Retriable: c.Retriable()} }
+
+// Sentinel errors, one per code. Wrap them with context on the server
+// (fmt.Errorf("%w: topic %q", transport.ErrUnknownTopic, name)); clients
+// test for them with errors.Is.
+var (
+	ErrUnknown               = sentinel(CodeUnknown)
+	ErrInvalidRequest        = sentinel(CodeInvalidRequest)
+	ErrUnsupportedVersion    = sentinel(CodeUnsupportedVersion)
+	ErrUnknownTopic          = sentinel(CodeUnknownTopic)
+	ErrUnknownPartition      = sentinel(CodeUnknownPartition)
+	ErrTopicExists           = sentinel(CodeTopicExists)
+	ErrInvalidTopicName      = sentinel(CodeInvalidTopicName)
+	ErrInvalidPartitions     = sentinel(CodeInvalidPartitions)
+	ErrOffsetOutOfRange      = sentinel(CodeOffsetOutOfRange)
+	ErrNotLeader             = sentinel(CodeNotLeader)
+	ErrStaleEpoch            = sentinel(CodeStaleEpoch)
+	ErrTopicSealed           = sentinel(CodeTopicSealed)
+	ErrMessageTooLarge       = sentinel(CodeMessageTooLarge)
+	ErrInvalidBatch          = sentinel(CodeInvalidBatch)
+	ErrTimeout               = sentinel(CodeTimeout)
+	ErrReplicationFailed     = sentinel(CodeReplicationFailed)
+	ErrNotController         = sentinel(CodeNotController)
+	ErrLeaderStillAvailable  = sentinel(CodeLeaderStillAvailable)
+	ErrNoEligibleReplica     = sentinel(CodeNoEligibleReplica)
+	ErrReplicaDivergence     = sentinel(CodeReplicaDivergence)
+	ErrOffsetRegression      = sentinel(CodeOffsetRegression)
+	ErrControllerUnavailable = sentinel(CodeControllerUnavailable)
+	ErrBrokerNotAvailable    = sentinel(CodeBrokerNotAvailable)
+	ErrStorageFailed         = sentinel(CodeStorageFailed)
+	ErrInvalidReplication    = sentinel(CodeInvalidReplication)
+	ErrShuttingDown          = sentinel(CodeShuttingDown)
+)
+
+// ToWire turns any error into the *Error sent to a client. An error that
+// wraps a sentinel keeps its code and its full text, prefixed with the
+// code's name if it does not already start with it; any other error is
+// CodeUnknown. Map package errors to sentinels before calling ToWire (the
+// server edge does that once, in one table).
+func ToWire(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	code := CodeUnknown
+	if errors.As(err, &e) && e.Code != CodeNone {
+		code = e.Code // CodeNone on the wire would read as success
+	}
+	msg := err.Error()
+	name := code.String()
+	if msg != name && !strings.HasPrefix(msg, name+":") {
+		msg = name + ": " + msg
+	}
+	return &Error{Code: code, Retriable: code.Retriable(), Message: msg}
+}

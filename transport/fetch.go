@@ -1,0 +1,93 @@
+package transport
+
+// FetchRequest reads whole batches from a partition starting with the one
+// that holds Offset, up to about MaxBytes, and only below the high
+// watermark. With MaxWaitMs > 0 it long-polls: the answer comes as soon as
+// there is data, or empty when the wait is over.
+type FetchRequest struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	MaxBytes  int32
+	MaxWaitMs int32
+}
+
+// Encode implements Message.
+func (r *FetchRequest) Encode(e *Encoder) {
+	e.String(r.Topic)
+	e.Int32(r.Partition)
+	e.Int64(r.Offset)
+	e.Int32(r.MaxBytes)
+	e.Int32(r.MaxWaitMs)
+}
+
+// Decode implements Message.
+func (r *FetchRequest) Decode(d *Decoder) {
+	r.Topic = d.String()
+	r.Partition = d.Int32()
+	r.Offset = d.Int64()
+	r.MaxBytes = d.Int32()
+	r.MaxWaitMs = d.Int32()
+}
+
+// FetchResponse carries zero or more whole batches. The first batch may
+// start before the requested offset; readers skip those records.
+type FetchResponse struct {
+	HighWatermark  int64
+	LogStartOffset int64
+	Batches        []byte
+}
+
+// Encode implements Message.
+func (r *FetchResponse) Encode(e *Encoder) {
+	e.Int64(r.HighWatermark)
+	e.Int64(r.LogStartOffset)
+	e.Bytes32(r.Batches)
+}
+
+// Decode implements Message.
+func (r *FetchResponse) Decode(d *Decoder) {
+	r.HighWatermark = d.Int64()
+	r.LogStartOffset = d.Int64()
+	r.Batches = d.Bytes32()
+}
+
+// ListOffsetsRequest asks for a partition's offsets.
+type ListOffsetsRequest struct {
+	Topic     string
+	Partition int32
+}
+
+// Encode implements Message.
+func (r *ListOffsetsRequest) Encode(e *Encoder) {
+	e.String(r.Topic)
+	e.Int32(r.Partition)
+}
+
+// Decode implements Message.
+func (r *ListOffsetsRequest) Decode(d *Decoder) {
+	r.Topic = d.String()
+	r.Partition = d.Int32()
+}
+
+// ListOffsetsResponse gives the earliest offset, the high watermark (the
+// latest offset a consumer can read up to) and the leader's log end.
+type ListOffsetsResponse struct {
+	LogStartOffset int64
+	HighWatermark  int64
+	LogEndOffset   int64
+}
+
+// Encode implements Message.
+func (r *ListOffsetsResponse) Encode(e *Encoder) {
+	e.Int64(r.LogStartOffset)
+	e.Int64(r.HighWatermark)
+	e.Int64(r.LogEndOffset)
+}
+
+// Decode implements Message.
+func (r *ListOffsetsResponse) Decode(d *Decoder) {
+	r.LogStartOffset = d.Int64()
+	r.HighWatermark = d.Int64()
+	r.LogEndOffset = d.Int64()
+}
