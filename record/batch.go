@@ -178,6 +178,20 @@ func Frame(buf []byte, maxSize int) (Batch, []byte, error) {
 	return b, buf[n:], nil
 }
 
+// recordCount returns the record count of b once it is known to fit the
+// bytes after the header, so that no caller loops or allocates on a claimed
+// count. Records and Decode may be handed bytes that were never framed.
+func (b Batch) recordCount() (int, error) {
+	if len(b) < HeaderSize {
+		return 0, ErrShort
+	}
+	c := binary.BigEndian.Uint32(b[offRecordCount:])
+	if c == 0 || uint64(c)*minRecordSize > uint64(len(b)-HeaderSize) {
+		return 0, fmt.Errorf("%w: record count %d does not fit %d bytes", ErrInvalid, c, len(b))
+	}
+	return int(c), nil
+}
+
 func (b Batch) checkHeader() error {
 	if b[offMagic] != Magic {
 		return fmt.Errorf("%w: magic %d", ErrInvalid, b[offMagic])
@@ -191,9 +205,9 @@ func (b Batch) checkHeader() error {
 	if b.LeaderEpoch() < 0 {
 		return fmt.Errorf("%w: negative leader epoch %d", ErrInvalid, b.LeaderEpoch())
 	}
-	c := binary.BigEndian.Uint32(b[offRecordCount:])
-	if c == 0 || uint64(c)*minRecordSize > uint64(len(b)-HeaderSize) {
-		return fmt.Errorf("%w: record count %d does not fit %d bytes", ErrInvalid, c, len(b))
+	c, err := b.recordCount()
+	if err != nil {
+		return err
 	}
 	if uint64(b.BaseOffset())+uint64(c) > math.MaxInt64 {
 		return fmt.Errorf("%w: offsets overflow", ErrInvalid)
@@ -262,16 +276,22 @@ func (b Batch) RecordCount() int32 { return int32(binary.BigEndian.Uint32(b[offR
 func (b Batch) NextOffset() int64 { return b.BaseOffset() + int64(b.RecordCount()) }
 
 // Records decodes the records of b in order and calls fn for each until fn
-// returns false. The record's slices alias b. It returns ErrInvalid if the
-// records do not exactly fill the batch.
+// returns false. The record's slices alias b. It returns ErrShort if b is
+// shorter than a batch header, and ErrInvalid if the record count does not fit
+// b or the records do not exactly fill it.
 func (b Batch) Records(fn func(*Record) bool) error {
-	count := int(b.RecordCount())
+	count, err := b.recordCount()
+	if err != nil {
+		return err
+	}
 	base, ts := b.BaseOffset(), b.AppendTime()
 	p := HeaderSize
 	var r Record
 	for i := 0; i < count; i++ {
 		var err error
-		r = Record{Offset: base + int64(i), Timestamp: ts, Headers: r.Headers[:0]}
+		// A fresh Headers slice each time: a caller that keeps a copy of *r
+		// (whose slices alias b) must not see the next record's headers.
+		r = Record{Offset: base + int64(i), Timestamp: ts}
 		if p, err = decodeRecord(b, p, &r); err != nil {
 			return fmt.Errorf("record %d: %w", i, err)
 		}
@@ -287,8 +307,12 @@ func (b Batch) Records(fn func(*Record) bool) error {
 
 // Decode returns copies of the records of b, safe to keep after b changes.
 func (b Batch) Decode() ([]Record, error) {
-	out := make([]Record, 0, b.RecordCount())
-	err := b.Records(func(r *Record) bool {
+	count, err := b.recordCount()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Record, 0, count)
+	err = b.Records(func(r *Record) bool {
 		c := Record{Offset: r.Offset, Timestamp: r.Timestamp, Value: append([]byte{}, r.Value...)}
 		if r.Key != nil {
 			c.Key = append([]byte{}, r.Key...)

@@ -16,9 +16,9 @@ import (
 )
 
 const (
-	logSuffix   = ".log"
-	indexSuffix = ".index"
-	nameDigits  = 20
+	logSuffix      = ".log"
+	indexSuffix    = ".index"
+	nameDigits     = 20
 	indexEntrySize = 8 // u32 relative offset, u32 position
 )
 
@@ -86,14 +86,23 @@ func (s *segment) noteBatch(pos int64, b record.Batch, interval int64) {
 }
 
 // lookup returns the position of the last indexed batch whose base offset is
-// at most offset.
-func (s *segment) lookup(offset int64) int64 {
+// at most offset, and the base offset the index claims for it. Callers check
+// that claim against the batch header they read there: a loaded index is a
+// cache that can be wrong (see indexMiss).
+func (s *segment) lookup(offset int64) (pos, base int64) {
 	rel := offset - s.base
 	i := sort.Search(len(s.index), func(i int) bool { return int64(s.index[i].rel) > rel })
 	if i == 0 {
-		return 0
+		return 0, s.base
 	}
-	return int64(s.index[i-1].pos)
+	return int64(s.index[i-1].pos), s.base + int64(s.index[i-1].rel)
+}
+
+// indexMiss reports whether the header read (h, err) at an index position
+// pos does not hold the batch with base offset want that the index claims.
+// Position 0 always holds the segment's first batch, which Open checked.
+func indexMiss(pos int64, h batchHeader, err error, want int64) bool {
+	return pos > 0 && (err != nil || h.base != want)
 }
 
 // batchHeader is the part of a batch header that reads need.

@@ -105,6 +105,7 @@ func (l *Log) TruncateTo(ctx context.Context, offset int64) error {
 	l.mu.durable = min(l.mu.durable, offset)
 	l.mu.lastEpoch = epoch
 	l.mu.gen++
+	l.mu.cuts = append(l.mu.cuts, offset)
 	s.size, s.next, s.lastTime = pos, offset, lastTime
 	if pos == 0 {
 		s.firstTime = 0
@@ -137,6 +138,7 @@ func (l *Log) TruncateTo(ctx context.Context, offset int64) error {
 	}
 	l.mu.Lock()
 	l.mu.durable = offset
+	l.notifyLocked() // readers waiting below offset can go on
 	l.mu.Unlock()
 	// The active segment's index is rebuilt on open; drop a stale one.
 	if err := os.Remove(indexPath(s.path)); err != nil && !os.IsNotExist(err) {
@@ -155,11 +157,16 @@ func (l *Log) boundary(s *segment, offset int64) (pos int64, epoch int32, lastTi
 	}
 	// Start from the index entry at or before the batch before offset.
 	l.mu.RLock()
-	pos, size := s.lookup(offset-1), s.size
+	pos, indexed := s.lookup(offset - 1)
+	size := s.size
 	l.mu.RUnlock()
 	epoch = -1
-	for pos < size {
+	for first := true; pos < size; first = false {
 		h, err := readHeader(s.f, pos, l.opts.MaxBatchBytes)
+		if first && indexMiss(pos, h, err, indexed) {
+			pos = 0 // a wrong index entry; walk from the segment's start
+			continue
+		}
 		if err != nil {
 			return 0, 0, 0, fmt.Errorf("read segment %d at %d: %w", s.base, pos, err)
 		}

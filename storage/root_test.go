@@ -1,0 +1,202 @@
+package storage_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"gostream/storage"
+)
+
+func readStamp(t *testing.T, dir string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, storage.StampFile))
+	require.NoError(t, err)
+	return data
+}
+
+func TestOpenRootStamps(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "root")
+	r, err := storage.OpenRoot(dir, 3, "cluster-a", testLogger(t))
+	require.NoError(t, err)
+	assert.Equal(t, storage.Stamp{Version: 1, BrokerID: 3, ClusterID: "cluster-a"}, r.Stamp())
+	assert.True(t, filepath.IsAbs(r.Dir()))
+	var st storage.Stamp
+	require.NoError(t, json.Unmarshal(readStamp(t, dir), &st))
+	assert.Equal(t, r.Stamp(), st, "the stamp is on disk")
+	require.NoError(t, r.Close())
+
+	r, err = storage.OpenRoot(dir, 3, "cluster-a", testLogger(t))
+	require.NoError(t, err, "the owner reopens its root")
+	assert.Equal(t, int32(3), r.Stamp().BrokerID)
+	r, err = storage.OpenRoot(dir, 3, "", testLogger(t))
+	require.NoError(t, err, "a node that does not know the cluster id yet may open its root")
+	assert.Equal(t, "cluster-a", r.Stamp().ClusterID)
+}
+
+func TestOpenRootRefusesAnotherOwner(t *testing.T) {
+	dir := t.TempDir()
+	_, err := storage.OpenRoot(dir, 3, "cluster-a", testLogger(t))
+	require.NoError(t, err)
+	stamp := readStamp(t, dir)
+	for _, tc := range []struct {
+		name    string
+		broker  int32
+		cluster string
+	}{
+		{"another broker", 4, "cluster-a"},
+		{"another broker, cluster unknown", 4, ""},
+		{"another cluster", 3, "cluster-b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := storage.OpenRoot(dir, tc.broker, tc.cluster, testLogger(t))
+			assert.ErrorIs(t, err, storage.ErrStampMismatch)
+			assert.Equal(t, stamp, readStamp(t, dir), "the stamp is unchanged")
+		})
+	}
+}
+
+func TestOpenRootLearnsClusterID(t *testing.T) {
+	dir := t.TempDir()
+	r, err := storage.OpenRoot(dir, 2, "", testLogger(t))
+	require.NoError(t, err)
+	assert.Empty(t, r.Stamp().ClusterID)
+	r, err = storage.OpenRoot(dir, 2, "c1", testLogger(t))
+	require.NoError(t, err)
+	assert.Equal(t, "c1", r.Stamp().ClusterID)
+	_, err = storage.OpenRoot(dir, 2, "c2", testLogger(t))
+	assert.ErrorIs(t, err, storage.ErrStampMismatch, "once learned, the cluster id is enforced")
+	assert.ErrorIs(t, r.SetClusterID("c2"), storage.ErrStampMismatch)
+	assert.NoError(t, r.SetClusterID("c1"))
+}
+
+func TestOpenRootGarbledStamp(t *testing.T) {
+	for name, content := range map[string]string{
+		"not json":         "broker 3\n",
+		"empty":            "",
+		"truncated json":   `{"version": 1, "broker_id": 3`,
+		"unknown version":  `{"version": 2, "broker_id": 3}`,
+		"no broker id":     `{"version": 1}`,
+		"negative broker":  `{"version": 1, "broker_id": -3}`,
+		"broker id string": `{"version": 1, "broker_id": "3"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, storage.StampFile)
+			require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+			_, err := storage.OpenRoot(dir, 3, "c", testLogger(t))
+			assert.ErrorIs(t, err, storage.ErrCorrupt)
+			assert.NotErrorIs(t, err, storage.ErrStampMismatch)
+			assert.Equal(t, content, string(readStamp(t, dir)), "a garbled stamp is never rewritten")
+		})
+	}
+}
+
+func TestOpenRootRejectsBadBrokerID(t *testing.T) {
+	for _, id := range []int32{0, -1} {
+		dir := filepath.Join(t.TempDir(), "root")
+		_, err := storage.OpenRoot(dir, id, "c", testLogger(t))
+		assert.Error(t, err)
+		_, statErr := os.Stat(filepath.Join(dir, storage.StampFile))
+		assert.True(t, os.IsNotExist(statErr), "no stamp for broker id %d", id)
+	}
+}
+
+func TestValidateTopicName(t *testing.T) {
+	valid := []string{"a", "orders.v1", "A_b-9", "..a", "a..", "-", "_", strings.Repeat("x", 249)}
+	invalid := []string{
+		"", ".", "..", "a/b", "/a", "a/", "../x", "x/..", `a\b`, "a b", " a", "a\n", "a\x00",
+		strings.Repeat("x", 250), "ünïcode", "主题", "a:b", "a*", "~",
+	}
+	for _, name := range valid {
+		t.Run("valid "+name[:min(len(name), 20)], func(t *testing.T) {
+			assert.NoError(t, storage.ValidateTopicName(name))
+		})
+	}
+	for _, name := range invalid {
+		t.Run("invalid "+name[:min(len(name), 20)], func(t *testing.T) {
+			assert.ErrorIs(t, storage.ValidateTopicName(name), storage.ErrInvalidTopicName)
+		})
+	}
+}
+
+func TestReplicaDirStaysInsideRoot(t *testing.T) {
+	r, err := storage.OpenRoot(t.TempDir(), 1, "c", testLogger(t))
+	require.NoError(t, err)
+	inside := func(p string) bool {
+		rel, err := filepath.Rel(r.Dir(), p)
+		return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+	}
+	for _, tc := range []struct {
+		topic     string
+		partition int32
+		ok        bool
+	}{
+		{"orders", 0, true},
+		{"orders", 7, true},
+		{"..a", 1, true},
+		{"..", 0, false},
+		{".", 0, false},
+		{"../../etc", 0, false},
+		{"a/../../b", 0, false},
+		{"/abs", 0, false},
+		{"orders", -1, false},
+	} {
+		dir, err := r.ReplicaDir(tc.topic, tc.partition)
+		if !tc.ok {
+			assert.Error(t, err, "%q/%d", tc.topic, tc.partition)
+			assert.Empty(t, dir)
+			continue
+		}
+		require.NoError(t, err)
+		assert.True(t, inside(dir), "%s is outside %s", dir, r.Dir())
+		assert.Equal(t, filepath.Clean(dir), dir)
+		assert.NotEqual(t, r.Dir(), dir)
+	}
+	_, err = r.ReplicaDir("orders", -1)
+	assert.ErrorIs(t, err, storage.ErrInvalidPartition)
+	_, err = r.ReplicaDir("a/b", 0)
+	assert.ErrorIs(t, err, storage.ErrInvalidTopicName)
+
+	// Distinct replicas get distinct directories.
+	a, _ := r.ReplicaDir("t", 1)
+	b, _ := r.ReplicaDir("t", 11)
+	c, _ := r.ReplicaDir("t1", 1)
+	assert.NotEqual(t, a, b)
+	assert.NotEqual(t, a, c)
+}
+
+func TestRootOpenLog(t *testing.T) {
+	root := t.TempDir()
+	r, err := storage.OpenRoot(root, 1, "c", testLogger(t))
+	require.NoError(t, err)
+	l, err := r.OpenLog("orders", 2, storage.Options{Logger: testLogger(t)})
+	require.NoError(t, err)
+	defer l.Close()
+	mustAppend(t, l, sizedBatch(t, 100, 'x'), 0)
+	want, _ := r.ReplicaDir("orders", 2)
+	assert.Equal(t, want, l.Dir())
+	assert.FileExists(t, filepath.Join(want, segName(0)))
+	_, err = r.OpenLog("../escape", 0, storage.Options{})
+	assert.ErrorIs(t, err, storage.ErrInvalidTopicName)
+	_, statErr := os.Stat(filepath.Join(filepath.Dir(root), "escape"))
+	assert.True(t, os.IsNotExist(statErr))
+}
+
+func TestWriteFileAtomic(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	require.NoError(t, storage.WriteFileAtomic(path, []byte("one")))
+	require.NoError(t, storage.WriteFileAtomic(path, []byte("two")))
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, "two", string(data))
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "no temporary files are left behind")
+}
