@@ -78,7 +78,7 @@ func OpenRoot(dir string, brokerID int32, clusterID string, logger hclog.Logger)
 		if err := r.writeStamp(); err != nil {
 			return nil, err
 		}
-		logger.Info("stamped new storage root", "dir", abs, "node", brokerID, "cluster", clusterID)
+		logger.Info("stamped new storage root", "dir", abs, "broker_id", brokerID, "cluster", clusterID)
 		return r, nil
 	case err != nil:
 		return nil, fmt.Errorf("read %s: %w", path, err)

@@ -1,0 +1,168 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"gostream/transport"
+)
+
+// PartitionOffsets are a partition's offsets as its leader reports them.
+type PartitionOffsets struct {
+	LogStartOffset int64 // the earliest offset still held
+	HighWatermark  int64 // consumers read below it
+	LogEndOffset   int64 // the offset the next record will get
+}
+
+// Metadata asks the cluster for its brokers and every topic, updates the
+// cache and returns what it learned.
+func (c *Client) Metadata(ctx context.Context) (Metadata, error) {
+	if err := c.RefreshMetadata(ctx); err != nil {
+		return Metadata{}, err
+	}
+	return c.state().snapshot(), nil
+}
+
+// ListTopics returns every topic, by name, as the cluster reports it now.
+func (c *Client) ListTopics(ctx context.Context) ([]TopicMetadata, error) {
+	m, err := c.Metadata(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return m.Topics, nil
+}
+
+// DescribeTopic returns a topic's metadata as the cluster reports it now.
+// It returns an error matching transport.ErrUnknownTopic for a topic the
+// cluster does not know.
+func (c *Client) DescribeTopic(ctx context.Context, name string) (TopicMetadata, error) {
+	if err := c.RefreshMetadata(ctx, name); err != nil {
+		return TopicMetadata{}, err
+	}
+	t, ok := c.state().topics[name]
+	if !ok {
+		return TopicMetadata{}, fmt.Errorf("%w: %q", transport.ErrUnknownTopic, name)
+	}
+	return t, nil
+}
+
+// CreateTopic creates a topic with partitions partitions of
+// replicationFactor replicas each, and returns its metadata. The cluster's
+// errors come back as transport sentinels: ErrTopicExists,
+// ErrInvalidTopicName, ErrInvalidPartitions, ErrInvalidReplication. If the
+// answer is lost (an error matching transport.ErrTimeout or
+// transport.ErrBrokerNotAvailable), the topic may exist.
+func (c *Client) CreateTopic(ctx context.Context, name string, partitions, replicationFactor int) (TopicMetadata, error) {
+	if partitions < 1 || partitions > math.MaxInt32 {
+		return TopicMetadata{}, fmt.Errorf("%w: %d partitions", transport.ErrInvalidPartitions, partitions)
+	}
+	if replicationFactor < 1 || replicationFactor > math.MaxInt16 {
+		return TopicMetadata{}, fmt.Errorf("%w: replication factor %d", transport.ErrInvalidReplication, replicationFactor)
+	}
+	req := &transport.CreateTopicRequest{Name: name, Partitions: int32(partitions), ReplicationFactor: int16(replicationFactor)}
+	var resp transport.TopicInfo
+	if err := c.callController(ctx, transport.APICreateTopic, req, &resp); err != nil {
+		return TopicMetadata{}, fmt.Errorf("create topic %q: %w", name, err)
+	}
+	t := topicFromWire(&resp)
+	c.updateTopic(name, &t)
+	return t, nil
+}
+
+// DeleteTopic deletes a topic and its records. It returns an error
+// matching transport.ErrUnknownTopic for a topic the cluster does not know.
+func (c *Client) DeleteTopic(ctx context.Context, name string) error {
+	if err := c.callController(ctx, transport.APIDeleteTopic, &transport.TopicRequest{Name: name}, nil); err != nil {
+		return fmt.Errorf("delete topic %q: %w", name, err)
+	}
+	c.updateTopic(name, nil)
+	return nil
+}
+
+// SealTopic makes a topic refuse further appends (transport.ErrTopicSealed)
+// for good; reads go on.
+func (c *Client) SealTopic(ctx context.Context, name string) error {
+	if err := c.callController(ctx, transport.APISealTopic, &transport.TopicRequest{Name: name}, nil); err != nil {
+		return fmt.Errorf("seal topic %q: %w", name, err)
+	}
+	if st := c.state(); st != nil {
+		if t, ok := st.topics[name]; ok {
+			t.Sealed = true
+			c.updateTopic(name, &t)
+		}
+	}
+	return nil
+}
+
+// ListOffsets asks a partition's leader for its log start offset, high
+// watermark and log end offset.
+func (c *Client) ListOffsets(ctx context.Context, topic string, partition int32) (PartitionOffsets, error) {
+	var resp transport.ListOffsetsResponse
+	err := c.withLeader(ctx, topic, partition, func(ctx context.Context, r route) error {
+		return c.call(ctx, r.addr, 0, transport.APIListOffsets, &transport.ListOffsetsRequest{Topic: topic, Partition: partition}, &resp)
+	})
+	if err != nil {
+		return PartitionOffsets{}, fmt.Errorf("list offsets of %s/%d: %w", topic, partition, err)
+	}
+	return PartitionOffsets{LogStartOffset: resp.LogStartOffset, HighWatermark: resp.HighWatermark, LogEndOffset: resp.LogEndOffset}, nil
+}
+
+// callController sends an admin request to the controller. Admin requests
+// change the cluster, so they are sent again only when the first attempt
+// provably did nothing: the connection could not be opened, or the broker
+// answered NotController (then the metadata is refreshed and the next
+// candidate tried).
+func (c *Client) callController(ctx context.Context, api transport.API, req, resp transport.Message) error {
+	var err error
+	for attempt := 0; attempt <= c.cfg.Retries; attempt++ {
+		if attempt > 0 {
+			if berr := c.backoff(ctx, c.cfg.RetryBackoff); berr != nil {
+				return err
+			}
+			if rerr := c.RefreshMetadata(ctx); rerr != nil {
+				if errors.Is(rerr, ErrClosed) {
+					return rerr
+				}
+				c.log.Debug("metadata refresh failed", "err", rerr)
+			}
+		}
+		for _, addr := range c.controllerCandidates() {
+			var conn *transport.Conn
+			conn, err = c.pool.Get(ctx, addr)
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				continue // never sent
+			}
+			cctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+			err = conn.Call(cctx, api, req, resp)
+			cancel()
+			if err == nil || !errors.Is(err, transport.ErrNotController) {
+				return err
+			}
+			c.log.Debug("not the controller", "peer", addr, "api", api.String())
+		}
+		if err == nil {
+			err = fmt.Errorf("%w: no broker known", transport.ErrControllerUnavailable)
+		}
+	}
+	return err
+}
+
+// controllerCandidates returns the controller's address when the metadata
+// names one, and every known address otherwise.
+func (c *Client) controllerCandidates() []string {
+	st := c.state()
+	if st != nil {
+		if b, ok := st.brokers[st.controllerID]; ok && b.Addr != "" {
+			return []string{b.Addr}
+		}
+	}
+	addrs := c.candidates()
+	slices.Sort(addrs)
+	return slices.Compact(addrs)
+}

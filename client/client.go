@@ -1,0 +1,482 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"gostream/transport"
+)
+
+// Config configures a Client. Zero values take the defaults named.
+type Config struct {
+	// Bootstrap lists broker RPC addresses (HOST:PORT) to ask for the
+	// cluster's metadata. Any one that answers is enough. Required.
+	Bootstrap []string
+	// Logger receives the client's logs; default none.
+	Logger hclog.Logger
+	// RequestTimeout bounds one request and its answer (a long poll gets
+	// its wait on top); default 30s.
+	RequestTimeout time.Duration
+	// DialTimeout bounds opening a connection; default 5s.
+	DialTimeout time.Duration
+	// Retries is how many times a read (metadata, fetch, list offsets) or an
+	// admin request that provably did nothing is tried again after a stale
+	// route; default 3, negative for none.
+	Retries int
+	// RetryBackoff is the wait before such a retry; default 100ms.
+	RetryBackoff time.Duration
+	// MaxFrameBytes bounds a response frame; default transport's client
+	// default (a little above the server's frame limit).
+	MaxFrameBytes int
+}
+
+func (c *Config) setDefaults() error {
+	if len(c.Bootstrap) == 0 {
+		return fmt.Errorf("%w: no bootstrap address", ErrInvalidConfig)
+	}
+	for _, a := range c.Bootstrap {
+		if a == "" {
+			return fmt.Errorf("%w: empty bootstrap address", ErrInvalidConfig)
+		}
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 30 * time.Second
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = 5 * time.Second
+	}
+	switch {
+	case c.Retries == 0:
+		c.Retries = 3
+	case c.Retries < 0:
+		c.Retries = 0
+	}
+	if c.RetryBackoff <= 0 {
+		c.RetryBackoff = 100 * time.Millisecond
+	}
+	if c.MaxFrameBytes <= 0 {
+		c.MaxFrameBytes = transport.DefaultMaxFrameBytes + 1<<20
+	}
+	return nil
+}
+
+// Broker is one broker as registered with the controller.
+type Broker struct {
+	ID     int32
+	Addr   string // RPC address
+	HTTP   string
+	Gossip string
+}
+
+// PartitionMetadata is one partition's replicas and leadership.
+type PartitionMetadata struct {
+	Partition   int32
+	Leader      int32
+	LeaderEpoch int32
+	Replicas    []int32 // assigned, leader first at creation
+	Active      []int32 // the replicas a write must reach
+}
+
+// TopicMetadata is one topic's metadata.
+type TopicMetadata struct {
+	Name              string
+	ReplicationFactor int
+	Sealed            bool
+	Partitions        []PartitionMetadata
+}
+
+// Metadata is the cluster as one broker described it.
+type Metadata struct {
+	ClusterID    string
+	ControllerID int32
+	Epoch        int64 // metadata epoch; every change bumps it
+	Brokers      []Broker
+	Topics       []TopicMetadata // by name
+}
+
+// clusterState is an immutable snapshot of the cached metadata.
+type clusterState struct {
+	clusterID    string
+	controllerID int32
+	epoch        int64
+	brokers      map[int32]Broker
+	topics       map[string]TopicMetadata
+}
+
+// route is where a partition's requests go.
+type route struct {
+	leader int32
+	epoch  int32
+	addr   string
+}
+
+// Client holds the cluster's metadata and the connections to its brokers.
+// It is safe for concurrent use.
+type Client struct {
+	cfg   Config
+	log   hclog.Logger
+	pool  *transport.Pool
+	pipes *pipePool
+	next  atomic.Uint32 // rotates the first broker asked for metadata
+
+	mu struct {
+		sync.Mutex
+		state   *clusterState
+		flights map[string]*flight
+		closed  bool
+	}
+}
+
+// flight is a metadata refresh that concurrent callers share.
+type flight struct {
+	done chan struct{}
+	err  error
+}
+
+// New returns a Client that has read the cluster's metadata from one of
+// cfg.Bootstrap, tried in order. It returns ErrInvalidConfig for a bad
+// config, and an error matching transport.ErrBrokerNotAvailable (with every
+// address's error) when no bootstrap address answers.
+func New(ctx context.Context, cfg Config) (*Client, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	c := &Client{
+		cfg:   cfg,
+		log:   cfg.Logger.Named("client"),
+		pool:  transport.NewPool(transport.ConnConfig{DialTimeout: cfg.DialTimeout, MaxFrameBytes: cfg.MaxFrameBytes}),
+		pipes: newPipePool(cfg.DialTimeout, cfg.MaxFrameBytes),
+	}
+	c.mu.flights = make(map[string]*flight)
+	if err := c.RefreshMetadata(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("bootstrap: %w", err)
+	}
+	st := c.state()
+	c.log.Debug("bootstrapped", "cluster", st.clusterID, "brokers", len(st.brokers), "topics", len(st.topics))
+	return c, nil
+}
+
+// Close closes every connection. Calls in flight fail. It is idempotent.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.mu.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.closed = true
+	c.mu.Unlock()
+	c.pipes.close()
+	return c.pool.Close()
+}
+
+func (c *Client) state() *clusterState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.state
+}
+
+// RefreshMetadata asks a broker for the metadata of topics (of every topic
+// when none is named) and updates the cache. Concurrent refreshes of the
+// same topics share one request. It returns an error matching
+// transport.ErrUnknownTopic when the brokers that answered do not know a
+// named topic, ErrClosed after Close, and otherwise an error matching
+// transport.ErrBrokerNotAvailable when no broker answered.
+func (c *Client) RefreshMetadata(ctx context.Context, topics ...string) error {
+	key := strings.Join(slices.Sorted(slices.Values(topics)), "\x00")
+	for {
+		c.mu.Lock()
+		if c.mu.closed {
+			c.mu.Unlock()
+			return ErrClosed
+		}
+		f, ok := c.mu.flights[key]
+		if !ok {
+			f = &flight{done: make(chan struct{})}
+			c.mu.flights[key] = f
+			c.mu.Unlock()
+			f.err = c.refresh(ctx, topics)
+			c.mu.Lock()
+			delete(c.mu.flights, key)
+			c.mu.Unlock()
+			close(f.done)
+			return f.err
+		}
+		c.mu.Unlock()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		// A refresh that ended with its own caller's context says nothing
+		// about ours: make our own.
+		if f.err == nil || !isContextErr(f.err) {
+			return f.err
+		}
+	}
+}
+
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// candidates returns the addresses to ask for metadata: the known brokers,
+// then the bootstrap addresses, starting at a rotating index.
+func (c *Client) candidates() []string {
+	var addrs []string
+	if st := c.state(); st != nil {
+		ids := make([]int32, 0, len(st.brokers))
+		for id := range st.brokers {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			if a := st.brokers[id].Addr; a != "" {
+				addrs = append(addrs, a)
+			}
+		}
+	}
+	for _, a := range c.cfg.Bootstrap {
+		if !slices.Contains(addrs, a) {
+			addrs = append(addrs, a)
+		}
+	}
+	if n := len(addrs); n > 1 {
+		k := int(c.next.Add(1) % uint32(n))
+		addrs = append(addrs[k:], addrs[:k]...)
+	}
+	return addrs
+}
+
+func (c *Client) refresh(ctx context.Context, topics []string) error {
+	var errs []error
+	answered := false
+	for _, addr := range c.candidates() {
+		var resp transport.MetadataResponse
+		cctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+		err := c.pool.Call(cctx, addr, transport.APIMetadata, &transport.MetadataRequest{Topics: topics}, &resp)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			c.log.Debug("metadata request failed", "peer", addr, "err", err)
+			errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+			continue
+		}
+		if c.apply(&resp, topics) {
+			return nil
+		}
+		c.log.Debug("ignored older metadata", "peer", addr, "epoch", resp.MetadataEpoch)
+		answered = true
+	}
+	if answered {
+		return nil // every answer was older than what we hold
+	}
+	if len(errs) == 0 {
+		return fmt.Errorf("metadata: no broker to ask: %w", transport.ErrBrokerNotAvailable)
+	}
+	for _, err := range errs {
+		if errors.Is(err, transport.ErrUnknownTopic) {
+			c.forget(topics)
+			return fmt.Errorf("metadata of %q: %w", topics, err)
+		}
+	}
+	if !errors.Is(errs[0], transport.ErrBrokerNotAvailable) {
+		errs = append(errs, transport.ErrBrokerNotAvailable)
+	}
+	return fmt.Errorf("metadata: no broker answered: %w", errors.Join(errs...))
+}
+
+// apply merges resp into the cache unless it is older than the cache. A
+// response for named topics replaces those topics only.
+func (c *Client) apply(resp *transport.MetadataResponse, topics []string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.mu.state
+	if old != nil && resp.MetadataEpoch < old.epoch {
+		return false
+	}
+	st := &clusterState{
+		clusterID:    resp.ClusterID,
+		controllerID: resp.ControllerID,
+		epoch:        resp.MetadataEpoch,
+		brokers:      make(map[int32]Broker, len(resp.Brokers)),
+		topics:       make(map[string]TopicMetadata),
+	}
+	for _, b := range resp.Brokers {
+		st.brokers[b.ID] = Broker{ID: b.ID, Addr: b.Addr, HTTP: b.HTTP, Gossip: b.Gossip}
+	}
+	if len(topics) > 0 && old != nil {
+		for name, t := range old.topics {
+			st.topics[name] = t
+		}
+	}
+	for i := range resp.Topics {
+		t := topicFromWire(&resp.Topics[i])
+		st.topics[t.Name] = t
+	}
+	c.mu.state = st
+	return true
+}
+
+// forget drops topics from the cache.
+func (c *Client) forget(topics []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.mu.state
+	if old == nil {
+		return
+	}
+	st := *old
+	st.topics = make(map[string]TopicMetadata, len(old.topics))
+	for name, t := range old.topics {
+		if !slices.Contains(topics, name) {
+			st.topics[name] = t
+		}
+	}
+	c.mu.state = &st
+}
+
+// updateTopic replaces or removes (t == nil) one topic in the cache.
+func (c *Client) updateTopic(name string, t *TopicMetadata) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.mu.state
+	if old == nil {
+		return
+	}
+	st := *old
+	st.topics = make(map[string]TopicMetadata, len(old.topics)+1)
+	for n, ot := range old.topics {
+		if n != name {
+			st.topics[n] = ot
+		}
+	}
+	if t != nil {
+		st.topics[name] = *t
+	}
+	c.mu.state = &st
+}
+
+func topicFromWire(t *transport.TopicInfo) TopicMetadata {
+	tm := TopicMetadata{Name: t.Name, ReplicationFactor: int(t.ReplicationFactor), Sealed: t.Sealed}
+	tm.Partitions = make([]PartitionMetadata, len(t.Partitions))
+	for i, p := range t.Partitions {
+		tm.Partitions[i] = PartitionMetadata{
+			Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
+			Replicas: slices.Clone(p.Replicas), Active: slices.Clone(p.Active),
+		}
+	}
+	// Look partitions up by index even if a broker lists them out of order.
+	slices.SortFunc(tm.Partitions, func(a, b PartitionMetadata) int { return int(a.Partition - b.Partition) })
+	return tm
+}
+
+func (st *clusterState) snapshot() Metadata {
+	m := Metadata{ClusterID: st.clusterID, ControllerID: st.controllerID, Epoch: st.epoch}
+	for _, b := range st.brokers {
+		m.Brokers = append(m.Brokers, b)
+	}
+	slices.SortFunc(m.Brokers, func(a, b Broker) int { return int(a.ID - b.ID) })
+	for _, t := range st.topics {
+		m.Topics = append(m.Topics, t)
+	}
+	slices.SortFunc(m.Topics, func(a, b TopicMetadata) int { return strings.Compare(a.Name, b.Name) })
+	return m
+}
+
+// topic returns a topic's metadata from the cache, asking the cluster when
+// the cache does not hold it.
+func (c *Client) topic(ctx context.Context, name string) (TopicMetadata, error) {
+	if st := c.state(); st != nil {
+		if t, ok := st.topics[name]; ok {
+			return t, nil
+		}
+	}
+	if err := c.RefreshMetadata(ctx, name); err != nil {
+		return TopicMetadata{}, err
+	}
+	if t, ok := c.state().topics[name]; ok {
+		return t, nil
+	}
+	return TopicMetadata{}, fmt.Errorf("%w: %q", transport.ErrUnknownTopic, name)
+}
+
+// leader returns where a partition's requests go, from the cache (asking
+// the cluster when the topic is not cached). It returns
+// transport.ErrUnknownPartition for a partition the topic does not have
+// and ErrNoLeader when no leader with a known address is named.
+func (c *Client) leader(ctx context.Context, topic string, partition int32) (route, error) {
+	t, err := c.topic(ctx, topic)
+	if err != nil {
+		return route{}, err
+	}
+	if partition < 0 || int(partition) >= len(t.Partitions) {
+		return route{}, fmt.Errorf("%w: topic %q has %d partitions, not %d", transport.ErrUnknownPartition, topic, len(t.Partitions), partition)
+	}
+	p := t.Partitions[partition]
+	b, ok := c.state().brokers[p.Leader]
+	if p.Leader < 0 || !ok || b.Addr == "" {
+		return route{}, fmt.Errorf("%w: partition %s/%d (leader %d)", ErrNoLeader, topic, partition, p.Leader)
+	}
+	return route{leader: p.Leader, epoch: p.LeaderEpoch, addr: b.Addr}, nil
+}
+
+// backoff waits RetryBackoff or until ctx ends.
+func (c *Client) backoff(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// withLeader calls fn with the partition's leader, and after an error that
+// suggests a stale route refreshes the metadata and calls it again, up to
+// Retries times. fn must be safe to repeat: it is for reads only.
+func (c *Client) withLeader(ctx context.Context, topic string, partition int32, fn func(ctx context.Context, r route) error) error {
+	for attempt := 0; ; attempt++ {
+		r, err := c.leader(ctx, topic, partition)
+		if err == nil {
+			if err = fn(ctx, r); err == nil {
+				return nil
+			}
+		}
+		if !staleRoute(err) || attempt >= c.cfg.Retries || ctx.Err() != nil || errors.Is(err, ErrClosed) {
+			return err
+		}
+		c.log.Debug("retrying after stale route", "topic", topic, "partition", partition, "err", err)
+		if berr := c.backoff(ctx, c.cfg.RetryBackoff); berr != nil {
+			return err
+		}
+		if rerr := c.RefreshMetadata(ctx, topic); rerr != nil {
+			if errors.Is(rerr, transport.ErrUnknownTopic) || errors.Is(rerr, ErrClosed) {
+				return rerr
+			}
+			c.log.Debug("metadata refresh failed", "topic", topic, "err", rerr)
+		}
+	}
+}
+
+// call makes one request to addr with the client's request timeout plus
+// extra.
+func (c *Client) call(ctx context.Context, addr string, extra time.Duration, api transport.API, req, resp transport.Message) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout+extra)
+	defer cancel()
+	return c.pool.Call(ctx, addr, api, req, resp)
+}

@@ -1,0 +1,159 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"gostream/record"
+	"gostream/transport"
+)
+
+// ConsumerConfig configures a Consumer. Zero values take the defaults named.
+type ConsumerConfig struct {
+	// MaxBytes is about how many bytes of batches one fetch returns; a
+	// batch larger than it still comes whole. Default 1 MiB.
+	MaxBytes int
+}
+
+// Consumer reads one partition from its leader, from a position it keeps.
+// Poll, SeekTo, SeekToBeginning and SeekToEnd are for one goroutine at a
+// time; Position and HighWatermark may be read from any goroutine. A
+// Consumer starts at offset 0 and owns no goroutine or connection.
+type Consumer struct {
+	c         *Client
+	topic     string
+	partition int32
+	cfg       ConsumerConfig
+	position  atomic.Int64
+	hw        atomic.Int64
+}
+
+// NewConsumer returns a Consumer of partition partition of topic that
+// fetches through c. It returns ErrInvalidConfig for a negative partition
+// or MaxBytes beyond what a request can ask for.
+func NewConsumer(c *Client, topic string, partition int32, cfg ConsumerConfig) (*Consumer, error) {
+	if partition < 0 {
+		return nil, fmt.Errorf("%w: partition %d", ErrInvalidConfig, partition)
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = 1 << 20
+	}
+	if cfg.MaxBytes > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: MaxBytes %d", ErrInvalidConfig, cfg.MaxBytes)
+	}
+	cons := &Consumer{c: c, topic: topic, partition: partition, cfg: cfg}
+	cons.hw.Store(-1)
+	return cons, nil
+}
+
+// Position is the offset of the next record Poll returns.
+func (c *Consumer) Position() int64 { return c.position.Load() }
+
+// HighWatermark is the high watermark the partition's leader reported last,
+// or -1 before any answer.
+func (c *Consumer) HighWatermark() int64 { return c.hw.Load() }
+
+// SeekTo moves the position to offset. Poll returns an error matching
+// transport.ErrOffsetOutOfRange if the partition does not hold it. (It is
+// not called Seek, which go vet reserves for io.Seeker's signature.)
+func (c *Consumer) SeekTo(offset int64) { c.position.Store(offset) }
+
+// SeekToBeginning moves the position to the partition's log start offset.
+func (c *Consumer) SeekToBeginning(ctx context.Context) error {
+	offs, err := c.c.ListOffsets(ctx, c.topic, c.partition)
+	if err != nil {
+		return err
+	}
+	c.hw.Store(offs.HighWatermark)
+	c.position.Store(offs.LogStartOffset)
+	return nil
+}
+
+// SeekToEnd moves the position to the partition's high watermark, so that
+// Poll returns only records appended from now on.
+func (c *Consumer) SeekToEnd(ctx context.Context) error {
+	offs, err := c.c.ListOffsets(ctx, c.topic, c.partition)
+	if err != nil {
+		return err
+	}
+	c.hw.Store(offs.HighWatermark)
+	c.position.Store(offs.HighWatermark)
+	return nil
+}
+
+// Poll returns the records from the position on, waiting up to maxWait for
+// some when there are none below the high watermark (nil and no error when
+// the wait ends empty), and moves the position past them. It follows the
+// partition's leader across leader changes. Every batch is verified: when
+// one fails, Poll returns the records before it, and the next Poll returns
+// an error matching ErrCorruptBatch with the position left on it. An
+// offset the partition does not hold gives an error matching
+// transport.ErrOffsetOutOfRange.
+func (c *Consumer) Poll(ctx context.Context, maxWait time.Duration) ([]record.Record, error) {
+	pos := c.position.Load()
+	deadline := time.Now().Add(maxWait)
+	var resp transport.FetchResponse
+	err := c.c.withLeader(ctx, c.topic, c.partition, func(ctx context.Context, r route) error {
+		var wait time.Duration
+		if maxWait > 0 {
+			// A retry after a leader change waits only what is left.
+			wait = max(time.Until(deadline), time.Millisecond)
+		}
+		req := &transport.FetchRequest{
+			Topic:     c.topic,
+			Partition: c.partition,
+			Offset:    pos,
+			MaxBytes:  int32(c.cfg.MaxBytes),
+			MaxWaitMs: int32(min(wait.Milliseconds(), math.MaxInt32)),
+		}
+		resp = transport.FetchResponse{}
+		return c.c.call(ctx, r.addr, wait, transport.APIFetch, req, &resp)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fetch %s/%d at offset %d: %w", c.topic, c.partition, pos, err)
+	}
+	c.hw.Store(resp.HighWatermark)
+	recs, next, err := decodeFetched(resp.Batches, pos)
+	if len(recs) > 0 {
+		c.position.Store(next)
+		return recs, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s/%d at offset %d: %w", ErrCorruptBatch, c.topic, c.partition, pos, err)
+	}
+	return nil, nil
+}
+
+// decodeFetched verifies and decodes the batches in buf and returns the
+// records from pos on, and the offset after the last one. It stops at the
+// first batch that fails verification, returning what came before it and
+// the error.
+func decodeFetched(buf []byte, pos int64) ([]record.Record, int64, error) {
+	var out []record.Record
+	next, prevEnd := pos, int64(-1)
+	for len(buf) > 0 {
+		b, rest, err := record.Frame(buf, record.MaxBatchSize)
+		if err != nil {
+			return out, next, fmt.Errorf("batch after offset %d: %w", max(prevEnd, pos), err)
+		}
+		if prevEnd >= 0 && b.BaseOffset() < prevEnd {
+			return out, next, fmt.Errorf("%w: batch at offset %d overlaps the one ending at %d", record.ErrInvalid, b.BaseOffset(), prevEnd)
+		}
+		recs, err := b.Decode()
+		if err != nil {
+			return out, next, fmt.Errorf("batch at offset %d: %w", b.BaseOffset(), err)
+		}
+		for _, r := range recs {
+			if r.Offset >= next {
+				out = append(out, r)
+			}
+		}
+		next = max(next, b.NextOffset())
+		prevEnd = b.NextOffset()
+		buf = rest
+	}
+	return out, next, nil
+}

@@ -1,0 +1,59 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+
+	"gostream/transport"
+)
+
+// Sentinel errors of the client. Errors from the cluster keep their
+// transport sentinels (transport.ErrNotLeader, transport.ErrUnknownTopic,
+// ...): test for both with errors.Is.
+var (
+	// ErrClosed means the Client or Producer is closed.
+	ErrClosed = errors.New("client: closed")
+	// ErrInvalidConfig means a Config or ProducerConfig that cannot work.
+	ErrInvalidConfig = errors.New("client: invalid config")
+	// ErrNotAppended marks a produce error that proves the record is not in
+	// the log: sending it again cannot duplicate it.
+	ErrNotAppended = errors.New("client: not appended")
+	// ErrUnknownOutcome marks a produce error after which the record may or
+	// may not be in the log. The client never resends such a record.
+	ErrUnknownOutcome = errors.New("client: outcome unknown")
+	// ErrBufferFull means a record could not be buffered before its context
+	// ended (Send) or ProducerConfig.MaxBlock passed (SendAsync) because
+	// ProducerConfig.BufferBytes were taken.
+	ErrBufferFull = errors.New("client: producer buffer full")
+	// ErrCorruptBatch means a fetched batch failed verification: its
+	// checksum, framing, record layout or offsets. It also matches the
+	// record package's error (record.ErrChecksum or record.ErrInvalid).
+	ErrCorruptBatch = errors.New("client: corrupt batch")
+	// ErrNoLeader means the metadata names no reachable leader for a
+	// partition. It matches transport.ErrBrokerNotAvailable.
+	ErrNoLeader = fmt.Errorf("client: no leader known: %w", transport.ErrBrokerNotAvailable)
+)
+
+// notSentError marks an error raised before any byte of a request was
+// written: the request cannot have taken effect.
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string { return e.err.Error() }
+func (e *notSentError) Unwrap() error { return e.err }
+
+func notSent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &notSentError{err: err}
+}
+
+// staleRoute reports whether err suggests the cached metadata sent a
+// request to the wrong broker, so that refreshing it may help.
+func staleRoute(err error) bool {
+	return errors.Is(err, transport.ErrNotLeader) ||
+		errors.Is(err, transport.ErrUnknownTopic) ||
+		errors.Is(err, transport.ErrUnknownPartition) ||
+		errors.Is(err, transport.ErrBrokerNotAvailable) ||
+		errors.Is(err, transport.ErrShuttingDown)
+}

@@ -1,0 +1,530 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"gostream/record"
+	"gostream/transport"
+)
+
+// pending is a record waiting for its outcome.
+type pending struct {
+	seq    uint64 // order of arrival in its partition
+	rec    record.Record
+	size   int
+	cb     func(Ack, error)
+	direct bool // cb is quick and runs on the partition goroutine (Send)
+}
+
+// outcome classifies the answer to one attempt to produce a batch.
+type outcome int
+
+const (
+	appended    outcome = iota // acknowledged
+	notAppended                // provably not appended, and worth retrying after a refresh
+	rejected                   // provably not appended, and retrying will not help
+	unknown                    // may or may not be appended
+)
+
+func classify(err error) outcome {
+	var ns *notSentError
+	switch {
+	case err == nil:
+		return appended
+	case errors.Is(err, ErrClosed):
+		return rejected
+	case errors.As(err, &ns),
+		errors.Is(err, transport.ErrNotLeader),
+		errors.Is(err, transport.ErrUnknownTopic),
+		errors.Is(err, transport.ErrUnknownPartition):
+		return notAppended
+	case errors.Is(err, transport.ErrTopicSealed),
+		errors.Is(err, transport.ErrMessageTooLarge),
+		errors.Is(err, transport.ErrInvalidBatch),
+		errors.Is(err, transport.ErrInvalidRequest),
+		errors.Is(err, transport.ErrUnsupportedVersion):
+		return rejected
+	default:
+		return unknown
+	}
+}
+
+// batch is a sealed batch of one partition.
+type batch struct {
+	records  []pending
+	data     []byte // the encoded batch, as AppendBatch made it
+	attempts int
+	final    bool // the outcome below is final; the batch waits in the queue only to finish in order
+
+	// The latest attempt, once answered.
+	done    bool
+	resp    transport.ProduceResponse
+	err     error
+	outcome outcome
+}
+
+// attemptResult is the answer to one attempt, from its waiter goroutine.
+type attemptResult struct {
+	b    *batch
+	resp transport.ProduceResponse
+	err  error
+}
+
+type flushWaiter struct {
+	target uint64 // done when every record with a lower seq is finished
+	done   chan struct{}
+}
+
+// partitionProducer batches and sends the records of one partition. Its
+// state has one owner, the run goroutine; records and flush requests reach
+// it through mu.
+type partitionProducer struct {
+	p       *Producer
+	tp      topicPartition
+	log     hclog.Logger
+	wake    chan struct{}      // cap 1: something arrived in mu
+	results chan attemptResult // cap MaxInFlightPerPartition, so waiters never block
+	waiters sync.WaitGroup     // goroutines waiting for answers
+
+	mu struct {
+		sync.Mutex
+		incoming []pending
+		flushes  []flushWaiter
+		nextSeq  uint64
+		closing  bool // Close began: take no more records
+		stopped  bool // run returned
+	}
+
+	// Owned by run.
+	building      []pending
+	buildingBytes int // encoded size of building, batch header included
+	linger        *time.Timer
+	lingerC       <-chan time.Time
+	queue         []*batch // to send, oldest first
+	inflight      []*batch // sent, in send order, not yet finished
+	draining      bool     // a batch will be sent again: send nothing new
+	retryTimer    *time.Timer
+	retryC        <-chan time.Time
+	refresh       bool      // refresh metadata before the next send
+	conn          *pipeConn // the connection of the batches in flight
+	flushWaiters  []flushWaiter
+	pulledSeq     uint64 // every record with a lower seq has been pulled
+}
+
+func newPartitionProducer(p *Producer, tp topicPartition) *partitionProducer {
+	return &partitionProducer{
+		p:       p,
+		tp:      tp,
+		log:     p.log.With("topic", tp.topic, "partition", tp.partition),
+		wake:    make(chan struct{}, 1),
+		results: make(chan attemptResult, p.cfg.MaxInFlightPerPartition),
+	}
+}
+
+func (pp *partitionProducer) signal() {
+	select {
+	case pp.wake <- struct{}{}:
+	default:
+	}
+}
+
+// add hands a record to the partition. It returns false once Close began.
+func (pp *partitionProducer) add(r pending) bool {
+	pp.mu.Lock()
+	if pp.mu.closing {
+		pp.mu.Unlock()
+		return false
+	}
+	r.seq = pp.mu.nextSeq
+	pp.mu.nextSeq++
+	pp.mu.incoming = append(pp.mu.incoming, r)
+	pp.mu.Unlock()
+	pp.signal()
+	return true
+}
+
+// flush returns a channel closed once every record added before it is
+// finished and its callback has run.
+func (pp *partitionProducer) flush() <-chan struct{} {
+	done := make(chan struct{})
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	if pp.mu.stopped {
+		close(done)
+		return done
+	}
+	pp.mu.flushes = append(pp.mu.flushes, flushWaiter{target: pp.mu.nextSeq, done: done})
+	pp.signal()
+	return done
+}
+
+// close makes add refuse records.
+func (pp *partitionProducer) close() {
+	pp.mu.Lock()
+	pp.mu.closing = true
+	pp.mu.Unlock()
+}
+
+func (pp *partitionProducer) run(stop <-chan struct{}) {
+	defer pp.shutdown()
+	for {
+		pp.sendReady()
+		pp.checkFlushes()
+		select {
+		case <-pp.wake:
+			pp.pull()
+		case <-pp.lingerC:
+			pp.linger, pp.lingerC = nil, nil
+			pp.seal()
+		case r := <-pp.results:
+			pp.answered(r.b, r.resp, r.err)
+		case <-pp.retryC:
+			pp.retryTimer, pp.retryC = nil, nil
+			pp.draining = false
+		case <-stop:
+			return
+		}
+	}
+}
+
+// pull takes the records and flush requests that arrived and batches the
+// records.
+func (pp *partitionProducer) pull() {
+	pp.mu.Lock()
+	in, fl := pp.mu.incoming, pp.mu.flushes
+	pp.mu.incoming, pp.mu.flushes = nil, nil
+	pp.pulledSeq = pp.mu.nextSeq
+	pp.mu.Unlock()
+	limit := min(pp.p.cfg.BatchBytes, pp.p.cfg.maxBatchBytes())
+	for _, r := range in {
+		if len(pp.building) > 0 && pp.buildingBytes+r.size > limit {
+			pp.seal()
+		}
+		if len(pp.building) == 0 {
+			pp.buildingBytes = record.HeaderSize
+		}
+		pp.building = append(pp.building, r)
+		pp.buildingBytes += r.size
+		if pp.buildingBytes >= limit {
+			pp.seal()
+		}
+	}
+	switch {
+	case len(fl) > 0 || pp.p.cfg.Linger < 0:
+		pp.seal()
+	case len(pp.building) > 0 && pp.linger == nil:
+		pp.linger = time.NewTimer(pp.p.cfg.Linger)
+		pp.lingerC = pp.linger.C
+	}
+	pp.flushWaiters = append(pp.flushWaiters, fl...)
+}
+
+// seal closes the batch being built and queues it.
+func (pp *partitionProducer) seal() {
+	if pp.linger != nil {
+		pp.linger.Stop()
+		pp.linger, pp.lingerC = nil, nil
+	}
+	if len(pp.building) == 0 {
+		return
+	}
+	recs := make([]record.Record, len(pp.building))
+	for i := range pp.building {
+		recs[i] = pp.building[i].rec
+	}
+	data, err := record.AppendBatch(make([]byte, 0, pp.buildingBytes), recs)
+	if err != nil {
+		// enqueue bounds every record, and a batch is never empty.
+		panic(fmt.Sprintf("client: encode batch of %d records, %d bytes: %v", len(recs), pp.buildingBytes, err))
+	}
+	pp.queue = append(pp.queue, &batch{records: pp.building, data: data})
+	pp.building, pp.buildingBytes = nil, 0
+}
+
+// sendReady sends queued batches while the in-flight window has room and
+// no retry is pending. The batches in flight all share one connection: when
+// the leader (or the connection to it) changes, the next batch waits until
+// those on the old connection are answered, so the leader's per-connection
+// order is the only order that matters.
+func (pp *partitionProducer) sendReady() {
+	for !pp.draining && len(pp.queue) > 0 && len(pp.inflight) < pp.p.cfg.MaxInFlightPerPartition {
+		b := pp.queue[0]
+		if b.final {
+			// Its outcome is known; it waited only to finish in order.
+			pp.queue = pp.queue[1:]
+			pp.inflight = append(pp.inflight, b)
+			pp.settle()
+			continue
+		}
+		if pp.refresh {
+			pp.refresh = false
+			pp.refreshMetadata()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), pp.p.cfg.RequestTimeout)
+		conn, err := pp.connect(ctx)
+		if err == nil && len(pp.inflight) > 0 && conn != pp.conn {
+			cancel()
+			return
+		}
+		pp.queue = pp.queue[1:]
+		pp.inflight = append(pp.inflight, b)
+		b.attempts++
+		b.done = false
+		if err != nil {
+			cancel()
+			pp.answered(b, transport.ProduceResponse{}, err)
+			continue
+		}
+		pp.conn = conn
+		pp.send(ctx, cancel, conn, b)
+	}
+}
+
+func (pp *partitionProducer) refreshMetadata() {
+	ctx, cancel := context.WithTimeout(context.Background(), pp.p.cfg.RequestTimeout)
+	defer cancel()
+	if err := pp.p.c.RefreshMetadata(ctx, pp.tp.topic); err != nil {
+		pp.log.Debug("metadata refresh failed", "err", err)
+	}
+}
+
+// connect returns the connection to the partition's leader. Its errors
+// mean nothing was sent.
+func (pp *partitionProducer) connect(ctx context.Context) (*pipeConn, error) {
+	r, err := pp.p.c.leader(ctx, pp.tp.topic, pp.tp.partition)
+	if err != nil {
+		return nil, notSent(err)
+	}
+	conn, err := pp.p.c.pipes.get(ctx, r.addr)
+	if err != nil {
+		return nil, notSent(err)
+	}
+	return conn, nil
+}
+
+// send makes one attempt to produce b on conn. The request is written
+// before send returns, so batches go on the wire in the order send is
+// called; the answer comes back on results. cancel ends ctx, the attempt's
+// deadline.
+func (pp *partitionProducer) send(ctx context.Context, cancel context.CancelFunc, conn *pipeConn, b *batch) {
+	// The broker gets most of the time for replication, so that its own
+	// Timeout answer usually arrives before our deadline.
+	brokerTimeout := max(pp.p.cfg.RequestTimeout*8/10, time.Millisecond)
+	req := &transport.ProduceRequest{
+		Topic:     pp.tp.topic,
+		Partition: pp.tp.partition,
+		TimeoutMs: int32(min(brokerTimeout.Milliseconds(), math.MaxInt32)),
+		Batch:     b.data,
+	}
+	deadline, _ := ctx.Deadline()
+	call, err := conn.send(transport.APIProduce, req, deadline)
+	if err != nil {
+		cancel()
+		pp.answered(b, transport.ProduceResponse{}, err)
+		return
+	}
+	pp.waiters.Add(1)
+	go func() {
+		defer pp.waiters.Done()
+		defer cancel()
+		var resp transport.ProduceResponse
+		err := call.wait(ctx, &resp)
+		pp.results <- attemptResult{b: b, resp: resp, err: err}
+	}()
+}
+
+// answered records the answer to b's latest attempt.
+func (pp *partitionProducer) answered(b *batch, resp transport.ProduceResponse, err error) {
+	b.done, b.resp, b.err, b.outcome = true, resp, err, classify(err)
+	switch b.outcome {
+	case notAppended:
+		pp.refresh = true
+		if b.attempts <= pp.p.cfg.Retries {
+			pp.draining = true
+		}
+	case unknown:
+		pp.refresh = true
+	}
+	pp.settle()
+}
+
+// settle finishes the in-flight batches whose outcome is final, in send
+// order. While a retry is pending it waits for every in-flight batch, then
+// decides which to send again: see the package documentation.
+func (pp *partitionProducer) settle() {
+	if !pp.draining {
+		for len(pp.inflight) > 0 && pp.inflight[0].done {
+			b := pp.inflight[0]
+			pp.inflight = pp.inflight[1:]
+			pp.finish(b, "")
+		}
+		return
+	}
+	if pp.retryC != nil {
+		return
+	}
+	for _, b := range pp.inflight {
+		if !b.done {
+			return
+		}
+	}
+	// The longest run at the end in which nothing was appended.
+	tail := len(pp.inflight)
+	for tail > 0 && (pp.inflight[tail-1].outcome == notAppended || pp.inflight[tail-1].outcome == rejected) {
+		tail--
+	}
+	first := -1 // the first batch to send again
+	for i := tail; i < len(pp.inflight); i++ {
+		b := pp.inflight[i]
+		if b.outcome == notAppended && b.attempts <= pp.p.cfg.Retries {
+			if first < 0 {
+				first = i
+			}
+		} else {
+			b.final = true
+		}
+	}
+	end := len(pp.inflight)
+	if first >= 0 {
+		end = first
+	}
+	for i, b := range pp.inflight[:end] {
+		reason := ""
+		if i < tail && b.outcome == notAppended {
+			reason = " (not sent again: a batch sent after it was or may have been appended)"
+		}
+		pp.finish(b, reason)
+	}
+	if first < 0 {
+		pp.inflight = nil
+		pp.draining = false
+		return
+	}
+	again := pp.inflight[first:]
+	pp.inflight = nil
+	pp.queue = append(slices.Clone(again), pp.queue...)
+	resend := 0
+	for _, b := range again {
+		if !b.final {
+			resend++
+		}
+	}
+	pp.log.Warn("sending batches again", "batches", resend, "attempt", again[0].attempts+1, "err", again[0].err)
+	pp.retryTimer = time.NewTimer(pp.p.cfg.RetryBackoff)
+	pp.retryC = pp.retryTimer.C
+}
+
+// finish gives every record of b its outcome and returns its buffer room.
+func (pp *partitionProducer) finish(b *batch, reason string) {
+	size := 0
+	for i := range b.records {
+		size += b.records[i].size
+	}
+	pp.p.budget.release(size)
+	var err error
+	switch b.outcome {
+	case notAppended, rejected:
+		err = fmt.Errorf("produce to %s/%d%s: %w: %w", pp.tp.topic, pp.tp.partition, reason, ErrNotAppended, b.err)
+	case unknown:
+		err = fmt.Errorf("produce to %s/%d: %w: %w", pp.tp.topic, pp.tp.partition, ErrUnknownOutcome, b.err)
+	}
+	tp, resp := pp.tp, b.resp
+	ack := func(i int) Ack {
+		if err != nil {
+			return Ack{Topic: tp.topic, Partition: tp.partition, Offset: -1}
+		}
+		return Ack{Topic: tp.topic, Partition: tp.partition, Offset: resp.BaseOffset + int64(i),
+			LeaderID: resp.LeaderID, LeaderEpoch: resp.LeaderEpoch, Timestamp: resp.AppendTime}
+	}
+	queued := false
+	for i := range b.records {
+		if r := &b.records[i]; r.direct {
+			r.cb(ack(i), err)
+		} else {
+			queued = true
+		}
+	}
+	if queued {
+		records := b.records
+		pp.p.callbacks.push(func() {
+			for i := range records {
+				if !records[i].direct {
+					records[i].cb(ack(i), err)
+				}
+			}
+		})
+	}
+}
+
+// checkFlushes releases the flush requests whose records are all finished.
+func (pp *partitionProducer) checkFlushes() {
+	if len(pp.flushWaiters) == 0 {
+		return
+	}
+	low := pp.pulledSeq // the oldest record not finished
+	switch {
+	case len(pp.inflight) > 0:
+		low = pp.inflight[0].records[0].seq
+	case len(pp.queue) > 0:
+		low = pp.queue[0].records[0].seq
+	case len(pp.building) > 0:
+		low = pp.building[0].seq
+	}
+	keep := pp.flushWaiters[:0]
+	for _, w := range pp.flushWaiters {
+		if w.target <= low {
+			done := w.done
+			pp.p.callbacks.push(func() { close(done) }) // after the callbacks before it
+		} else {
+			keep = append(keep, w)
+		}
+	}
+	pp.flushWaiters = keep
+}
+
+// shutdown fails whatever is left (nothing, after Close's flush, unless
+// the Producer is being closed while a batch is stuck) and releases the
+// flush requests.
+func (pp *partitionProducer) shutdown() {
+	pp.mu.Lock()
+	pp.mu.stopped, pp.mu.closing = true, true
+	pp.mu.Unlock()
+	pp.pull()
+	pp.seal()
+	pp.waiters.Wait()
+	for drained := false; !drained; {
+		select {
+		case r := <-pp.results:
+			r.b.done, r.b.resp, r.b.err, r.b.outcome = true, r.resp, r.err, classify(r.err)
+		default:
+			drained = true
+		}
+	}
+	for _, t := range []*time.Timer{pp.linger, pp.retryTimer} {
+		if t != nil {
+			t.Stop()
+		}
+	}
+	// Every attempt is answered now. What is left either was never sent
+	// or has a final outcome already.
+	for _, b := range append(pp.inflight, pp.queue...) {
+		if !b.done {
+			b.outcome, b.err = rejected, ErrClosed
+		}
+		pp.finish(b, "")
+	}
+	pp.inflight, pp.queue = nil, nil
+	for _, w := range pp.flushWaiters {
+		done := w.done
+		pp.p.callbacks.push(func() { close(done) })
+	}
+	pp.flushWaiters = nil
+}

@@ -1,0 +1,75 @@
+package testcluster
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+)
+
+// Binaries are the paths of the built gostream binaries.
+type Binaries struct {
+	Node string
+	Ctl  string
+}
+
+var (
+	buildOnce sync.Once
+	built     Binaries
+	buildErr  error
+)
+
+// moduleRoot finds the directory holding go.mod, from this source file.
+func moduleRoot() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", fmt.Errorf("testcluster: cannot locate source")
+	}
+	dir := filepath.Dir(file)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("testcluster: go.mod not found above %s", file)
+		}
+		dir = parent
+	}
+}
+
+// Build builds gostream-node and gostream-ctl once per process into a
+// temporary directory, with the race detector when race is true, and returns
+// their paths. Later calls return the same binaries.
+func Build(race bool) (Binaries, error) {
+	buildOnce.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "gostream-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		b := Binaries{Node: filepath.Join(dir, "gostream-node"), Ctl: filepath.Join(dir, "gostream-ctl")}
+		for _, t := range []struct{ out, pkg string }{{b.Node, "./cmd/node"}, {b.Ctl, "./cmd/ctl"}} {
+			args := []string{"build", "-o", t.out, "-ldflags", "-X main.version=testcluster"}
+			if race {
+				args = append(args, "-race")
+			}
+			cmd := exec.Command("go", append(args, t.pkg)...)
+			cmd.Dir = root
+			if out, err := cmd.CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("go build %s: %v\n%s", t.pkg, err, strings.TrimSpace(string(out)))
+				return
+			}
+		}
+		built = b
+	})
+	return built, buildErr
+}

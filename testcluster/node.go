@@ -1,0 +1,277 @@
+package testcluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Node is one gostream-node process slot: its id, addresses and data
+// directory stay the same across restarts.
+type Node struct {
+	ID      int32
+	DataDir string
+	RPC     string
+	Gossip  string
+	HTTP    string
+	// Args are extra flags given at every start.
+	Args []string
+
+	bin     string
+	logPath string
+	logf    func(format string, args ...any)
+
+	mu struct {
+		sync.Mutex
+		cmd  *exec.Cmd
+		done chan struct{}
+		err  error // the exit status of the last run
+	}
+}
+
+// freeAddr returns a loopback address whose port was free a moment ago.
+func freeAddr(host string) (string, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// freeAddrUDP returns an address free for both TCP and UDP, for gossip.
+func freeAddrUDP(host string) (string, error) {
+	for i := 0; i < 50; i++ {
+		addr, err := freeAddr(host)
+		if err != nil {
+			return "", err
+		}
+		pc, err := net.ListenPacket("udp", addr)
+		if err == nil {
+			pc.Close()
+			return addr, nil
+		}
+	}
+	return "", errors.New("testcluster: no free tcp+udp port")
+}
+
+// Running reports whether the process is running (or paused).
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.mu.cmd == nil {
+		return false
+	}
+	select {
+	case <-n.mu.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Start starts the process. Its output is appended to its log file.
+func (n *Node) Start(controller string, join []string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.mu.cmd != nil {
+		select {
+		case <-n.mu.done:
+		default:
+			return fmt.Errorf("testcluster: node %d already running", n.ID)
+		}
+	}
+	args := []string{
+		"--id", strconv.Itoa(int(n.ID)), "--data-dir", n.DataDir,
+		"--listen", n.RPC, "--gossip", n.Gossip, "--http", n.HTTP,
+		"--log-level", "debug",
+	}
+	if controller != "" {
+		args = append(args, "--controller", controller)
+	}
+	if len(join) > 0 {
+		args = append(args, "--join", strings.Join(join, ","))
+	}
+	args = append(args, n.Args...)
+	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(logf, "=== start %s %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(args, " "))
+	cmd := exec.Command(n.bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(cleanEnv(), "GORACE=atexit_sleep_ms=0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // so SIGSTOP reaches the whole group
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start node %d: %w", n.ID, err)
+	}
+	done := make(chan struct{})
+	n.mu.cmd, n.mu.done = cmd, done
+	go func() {
+		err := cmd.Wait()
+		logf.Close()
+		n.mu.Lock()
+		n.mu.err = err
+		n.mu.Unlock()
+		close(done)
+	}()
+	n.logf("node %d started (pid %d) rpc=%s http=%s", n.ID, cmd.Process.Pid, n.RPC, n.HTTP)
+	return nil
+}
+
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GOSTREAM_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func (n *Node) signal(sig syscall.Signal) error {
+	n.mu.Lock()
+	cmd := n.mu.cmd
+	n.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return fmt.Errorf("testcluster: node %d not started", n.ID)
+	}
+	return syscall.Kill(-cmd.Process.Pid, sig)
+}
+
+// Wait waits for the process to exit and returns its exit error.
+func (n *Node) Wait(ctx context.Context) error {
+	n.mu.Lock()
+	done := n.mu.done
+	n.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return n.mu.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Kill sends SIGKILL to the process group and waits for it to exit.
+func (n *Node) Kill() error {
+	if !n.Running() {
+		return nil
+	}
+	n.signal(syscall.SIGCONT) // a paused process must be able to die
+	if err := n.signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n.Wait(ctx)
+	n.logf("node %d killed", n.ID)
+	return ctx.Err()
+}
+
+// Stop sends SIGTERM and waits for a clean exit, killing it after timeout.
+// It returns the process's exit error.
+func (n *Node) Stop(timeout time.Duration) error {
+	if !n.Running() {
+		return nil
+	}
+	n.signal(syscall.SIGCONT)
+	if err := n.signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := n.Wait(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		n.Kill()
+		return fmt.Errorf("testcluster: node %d did not stop within %s", n.ID, timeout)
+	}
+	n.logf("node %d stopped: %v", n.ID, err)
+	return err
+}
+
+// Pause stops the whole process group with SIGSTOP.
+func (n *Node) Pause() error { return n.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused process group with SIGCONT.
+func (n *Node) Resume() error { return n.signal(syscall.SIGCONT) }
+
+// Healthy reports whether GET /api/health answers 200.
+func (n *Node) Healthy() bool {
+	c := http.Client{Timeout: 500 * time.Millisecond}
+	resp, err := c.Get("http://" + n.HTTP + "/api/health")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// WaitHealthy polls health until it answers or the deadline passes. It fails
+// early, with the log's tail, if the process exits.
+func (n *Node) WaitHealthy(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if n.Healthy() {
+			return nil
+		}
+		if !n.Running() {
+			return fmt.Errorf("testcluster: node %d exited: %v\n%s", n.ID, n.Wait(context.Background()), n.LogTail(30))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("testcluster: node %d not healthy after %s\n%s", n.ID, timeout, n.LogTail(30))
+}
+
+// HTTPGet returns the body of GET path on the node's HTTP address.
+func (n *Node) HTTPGet(path string) ([]byte, error) {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + n.HTTP + path)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return body, fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return body, nil
+}
+
+// LogPath is the file the process's output goes to.
+func (n *Node) LogPath() string { return n.logPath }
+
+// LogTail returns the last lines of the node's log.
+func (n *Node) LogTail(lines int) string {
+	data, _ := os.ReadFile(n.logPath)
+	all := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return string(bytes.Join(all, []byte("\n")))
+}
+
+// ReplicaDir is the directory of one partition replica in the node's root.
+func (n *Node) ReplicaDir(topic string, partition int32) string {
+	return filepath.Join(n.DataDir, "topics", topic, "partition-"+strconv.Itoa(int(partition)))
+}
