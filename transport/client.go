@@ -134,6 +134,12 @@ func (c *Conn) Close() error {
 	return nil
 }
 
+// ErrNotSent marks a request that was never handed to the server: the
+// connection was closed or the context ended before it was written, or the
+// write failed part way (a server never handles a partial frame). Retrying
+// such a request cannot duplicate it. It matches ErrBrokerNotAvailable.
+var ErrNotSent = fmt.Errorf("%w: request not sent", ErrBrokerNotAvailable)
+
 // Call sends req as api and decodes the response into resp (which may be
 // nil for responses without fields). An error from the server comes back as
 // an *Error matching the sentinels of this package. If ctx has no deadline,
@@ -145,41 +151,81 @@ func (c *Conn) Call(ctx context.Context, api API, req, resp Message) error {
 		ctx, cancel = context.WithTimeout(ctx, c.callTimeout)
 		defer cancel()
 	}
-	body := Marshal(make([]byte, 0, 64), req)
-	ch := make(chan callResult, 1)
+	p, err := c.Send(ctx, api, req)
+	if err != nil {
+		return err
+	}
+	return p.Wait(ctx, resp)
+}
 
+// Pending is a request that was written and whose response has not been
+// read yet.
+type Pending struct {
+	c   *Conn
+	id  uint32
+	api API
+	ch  chan callResult
+}
+
+// Send writes req as api and returns once it is written, without waiting
+// for the response: Wait collects it. Requests are written in the order
+// their Sends run, so a caller that needs order (a pipelining producer)
+// calls Send for them one after the other from one goroutine. An error from
+// Send matches ErrNotSent: the server did not get the request. Every
+// Pending must be waited for or canceled.
+func (c *Conn) Send(ctx context.Context, api API, req Message) (*Pending, error) {
+	body := Marshal(make([]byte, 0, 64), req)
 	if ctx.Err() != nil {
-		return c.ctxError(ctx, api) // do not send what nobody waits for
+		return nil, fmt.Errorf("%w: %w", ErrNotSent, c.ctxError(ctx, api)) // do not send what nobody waits for
 	}
 	select {
 	case c.wsem <- struct{}{}:
 	case <-ctx.Done():
-		return c.ctxError(ctx, api)
+		return nil, fmt.Errorf("%w: %w", ErrNotSent, c.ctxError(ctx, api))
 	}
 	c.mu.Lock()
 	if err := c.mu.err; err != nil {
 		c.mu.Unlock()
 		<-c.wsem
-		return fmt.Errorf("%w: %s: %v", ErrConnClosed, c.addr, err)
+		return nil, fmt.Errorf("%w: %s: connection closed: %v", ErrNotSent, c.addr, err)
 	}
 	c.mu.next++
-	id := c.mu.next
-	c.mu.pending[id] = ch
+	p := &Pending{c: c, id: c.mu.next, api: api, ch: make(chan callResult, 1)}
+	c.mu.pending[p.id] = p.ch
 	c.mu.Unlock()
-	deadline, _ := ctx.Deadline()
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(c.callTimeout)
+	}
 	c.nc.SetWriteDeadline(deadline)
-	_, err := c.bw.Write(AppendFrame(nil, Frame{API: uint16(api), Version: Version1, CorrelationID: id, Body: body}))
+	_, err := c.bw.Write(AppendFrame(nil, Frame{API: uint16(api), Version: Version1, CorrelationID: p.id, Body: body}))
 	if err == nil {
 		err = c.bw.Flush()
 	}
 	<-c.wsem
 	if err != nil {
-		// A partly written frame leaves the stream unusable.
+		// A partly written frame leaves the stream unusable, and the server
+		// never handles a partial frame.
 		c.fail(fmt.Errorf("write: %w", err))
+		p.Cancel()
+		return nil, fmt.Errorf("%w: %s: write: %v", ErrNotSent, c.addr, err)
 	}
+	return p, nil
+}
 
+// Wait waits for the response and decodes it into resp (which may be nil).
+// If ctx ends first it returns an error matching ErrTimeout (deadline) or
+// the context's error, and the request's outcome is unknown. A connection
+// that closes first gives ErrConnClosed, also with an unknown outcome.
+func (p *Pending) Wait(ctx context.Context, resp Message) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.c.callTimeout)
+		defer cancel()
+	}
+	c, api := p.c, p.api
 	select {
-	case r := <-ch:
+	case r := <-p.ch:
 		if r.err != nil {
 			return r.err
 		}
@@ -198,11 +244,16 @@ func (c *Conn) Call(ctx context.Context, api API, req, resp Message) error {
 		}
 		return nil
 	case <-ctx.Done():
-		c.mu.Lock()
-		delete(c.mu.pending, id)
-		c.mu.Unlock()
+		p.Cancel()
 		return c.ctxError(ctx, api)
 	}
+}
+
+// Cancel forgets the request: a response that arrives later is dropped.
+func (p *Pending) Cancel() {
+	p.c.mu.Lock()
+	delete(p.c.mu.pending, p.id)
+	p.c.mu.Unlock()
 }
 
 // ctxError is the error of a call whose context ended.

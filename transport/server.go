@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -279,18 +280,42 @@ func (c *serverConn) serve() {
 			return
 		}
 		req := &Request{Frame: f, RemoteAddr: c.nc.RemoteAddr().String()}
-		reply := c.s.handler.Handle(c.ctx, req)
+		reply := c.handle(req, log)
 		c.inFlight.Add(1)
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
 			defer func() { <-c.sem }()
-			m, err := reply(c.ctx)
+			m, err := c.runReply(reply, req, log)
 			c.respond(req, m, err, log)
 			c.lastReply.Store(time.Now().UnixNano())
 			c.inFlight.Add(-1) // after lastReply: see deadlineReader
 		}()
 	}
+}
+
+// handle calls the handler. A panic in it is a bug of ours, never the
+// peer's doing: it is logged with its stack and answered with an Unknown
+// error, and the node goes on serving.
+func (c *serverConn) handle(req *Request, log hclog.Logger) (reply Reply) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("handler panicked; answering Unknown", "api", API(req.API).String(), "panic", r, "stack", string(debug.Stack()))
+			reply = Immediate(nil, fmt.Errorf("%w: internal error serving %s", ErrUnknown, API(req.API)))
+		}
+	}()
+	return c.s.handler.Handle(c.ctx, req)
+}
+
+// runReply runs a Reply, recovering from a panic as handle does.
+func (c *serverConn) runReply(reply Reply, req *Request, log hclog.Logger) (m Message, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("reply panicked; answering Unknown", "api", API(req.API).String(), "panic", r, "stack", string(debug.Stack()))
+			m, err = nil, fmt.Errorf("%w: internal error serving %s", ErrUnknown, API(req.API))
+		}
+	}()
+	return reply(c.ctx)
 }
 
 func (c *serverConn) respond(req *Request, m Message, err error, log hclog.Logger) {
