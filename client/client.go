@@ -127,8 +127,8 @@ type Client struct {
 	cfg   Config
 	log   hclog.Logger
 	pool  *transport.Pool
-	pipes *pipePool
-	next  atomic.Uint32 // rotates the first broker asked for metadata
+	pipes *transport.Pool // the producer's connections, kept apart from pool
+	next  atomic.Uint32   // rotates the first broker asked for metadata
 
 	mu struct {
 		sync.Mutex
@@ -152,11 +152,12 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
+	connCfg := transport.ConnConfig{DialTimeout: cfg.DialTimeout, MaxFrameBytes: cfg.MaxFrameBytes}
 	c := &Client{
 		cfg:   cfg,
 		log:   cfg.Logger.Named("client"),
-		pool:  transport.NewPool(transport.ConnConfig{DialTimeout: cfg.DialTimeout, MaxFrameBytes: cfg.MaxFrameBytes}),
-		pipes: newPipePool(cfg.DialTimeout, cfg.MaxFrameBytes),
+		pool:  transport.NewPool(connCfg),
+		pipes: transport.NewPool(connCfg),
 	}
 	c.mu.flights = make(map[string]*flight)
 	if err := c.RefreshMetadata(ctx); err != nil {
@@ -177,8 +178,14 @@ func (c *Client) Close() error {
 	}
 	c.mu.closed = true
 	c.mu.Unlock()
-	c.pipes.close()
+	c.pipes.Close()
 	return c.pool.Close()
+}
+
+func (c *Client) closed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.closed
 }
 
 func (c *Client) state() *clusterState {

@@ -69,8 +69,9 @@
 //   - the broker answered NotLeader, UnknownTopic or UnknownPartition (it
 //     checks those before appending);
 //   - no leader was known, or the connection to the leader could not be
-//     opened, or it was already closed before the request was written (the
-//     request never left the client).
+//     opened, or the request was never written whole (the connection was
+//     already closed, or the write failed part way, which the broker
+//     discards): the broker never got it (transport.ErrNotSent).
 //
 // When one of those happens the partition stops sending and waits until
 // every batch it has in flight is answered. Then it looks at the in-flight

@@ -34,20 +34,6 @@ var (
 	ErrNoLeader = fmt.Errorf("client: no leader known: %w", transport.ErrBrokerNotAvailable)
 )
 
-// notSentError marks an error raised before any byte of a request was
-// written: the request cannot have taken effect.
-type notSentError struct{ err error }
-
-func (e *notSentError) Error() string { return e.err.Error() }
-func (e *notSentError) Unwrap() error { return e.err }
-
-func notSent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &notSentError{err: err}
-}
-
 // staleRoute reports whether err suggests the cached metadata sent a
 // request to the wrong broker, so that refreshing it may help.
 func staleRoute(err error) bool {

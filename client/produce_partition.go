@@ -35,13 +35,12 @@ const (
 )
 
 func classify(err error) outcome {
-	var ns *notSentError
 	switch {
 	case err == nil:
 		return appended
 	case errors.Is(err, ErrClosed):
 		return rejected
-	case errors.As(err, &ns),
+	case errors.Is(err, transport.ErrNotSent),
 		errors.Is(err, transport.ErrNotLeader),
 		errors.Is(err, transport.ErrUnknownTopic),
 		errors.Is(err, transport.ErrUnknownPartition):
@@ -113,8 +112,8 @@ type partitionProducer struct {
 	draining      bool     // a batch will be sent again: send nothing new
 	retryTimer    *time.Timer
 	retryC        <-chan time.Time
-	refresh       bool      // refresh metadata before the next send
-	conn          *pipeConn // the connection of the batches in flight
+	refresh       bool            // refresh metadata before the next send
+	conn          *transport.Conn // the connection of the batches in flight
 	flushWaiters  []flushWaiter
 	pulledSeq     uint64 // every record with a lower seq has been pulled
 }
@@ -296,25 +295,28 @@ func (pp *partitionProducer) refreshMetadata() {
 	}
 }
 
-// connect returns the connection to the partition's leader. Its errors
-// mean nothing was sent.
-func (pp *partitionProducer) connect(ctx context.Context) (*pipeConn, error) {
+// connect returns the connection to the partition's leader. Nothing was
+// sent when it fails: its errors match transport.ErrNotSent, or are
+// ErrClosed once the Client is closed.
+func (pp *partitionProducer) connect(ctx context.Context) (*transport.Conn, error) {
 	r, err := pp.p.c.leader(ctx, pp.tp.topic, pp.tp.partition)
-	if err != nil {
-		return nil, notSent(err)
+	if err == nil {
+		var conn *transport.Conn
+		if conn, err = pp.p.c.pipes.Get(ctx, r.addr); err == nil {
+			return conn, nil
+		}
+		if pp.p.c.closed() {
+			return nil, ErrClosed // so is the pool: retrying cannot help
+		}
 	}
-	conn, err := pp.p.c.pipes.get(ctx, r.addr)
-	if err != nil {
-		return nil, notSent(err)
-	}
-	return conn, nil
+	return nil, fmt.Errorf("%w: %w", transport.ErrNotSent, err)
 }
 
 // send makes one attempt to produce b on conn. The request is written
 // before send returns, so batches go on the wire in the order send is
 // called; the answer comes back on results. cancel ends ctx, the attempt's
 // deadline.
-func (pp *partitionProducer) send(ctx context.Context, cancel context.CancelFunc, conn *pipeConn, b *batch) {
+func (pp *partitionProducer) send(ctx context.Context, cancel context.CancelFunc, conn *transport.Conn, b *batch) {
 	// The broker gets most of the time for replication, so that its own
 	// Timeout answer usually arrives before our deadline.
 	brokerTimeout := max(pp.p.cfg.RequestTimeout*8/10, time.Millisecond)
@@ -324,8 +326,7 @@ func (pp *partitionProducer) send(ctx context.Context, cancel context.CancelFunc
 		TimeoutMs: int32(min(brokerTimeout.Milliseconds(), math.MaxInt32)),
 		Batch:     b.data,
 	}
-	deadline, _ := ctx.Deadline()
-	call, err := conn.send(transport.APIProduce, req, deadline)
+	call, err := conn.Send(ctx, transport.APIProduce, req)
 	if err != nil {
 		cancel()
 		pp.answered(b, transport.ProduceResponse{}, err)
@@ -336,7 +337,7 @@ func (pp *partitionProducer) send(ctx context.Context, cancel context.CancelFunc
 		defer pp.waiters.Done()
 		defer cancel()
 		var resp transport.ProduceResponse
-		err := call.wait(ctx, &resp)
+		err := call.Wait(ctx, &resp)
 		pp.results <- attemptResult{b: b, resp: resp, err: err}
 	}()
 }

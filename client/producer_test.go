@@ -555,3 +555,26 @@ func TestProducerKeepsInFlightBatchesOnOneConnection(t *testing.T) {
 	assert.Equal(t, 2, fc.count(1, transport.APIProduce))
 	assert.Equal(t, 1, fc.count(2, transport.APIProduce))
 }
+
+func TestClassifyTellsNeverSentFromUnknown(t *testing.T) {
+	dial := fmt.Errorf("%w: dial 127.0.0.1:1: connection refused", transport.ErrBrokerNotAvailable)
+	tests := []struct {
+		name string
+		err  error
+		want outcome
+	}{
+		{"answered", nil, appended},
+		{"Send refused: connection closed", fmt.Errorf("%w: 127.0.0.1:1: connection closed: EOF", transport.ErrNotSent), notAppended},
+		{"Send refused: deadline before the write", fmt.Errorf("%w: %w", transport.ErrNotSent, transport.ErrTimeout), notAppended},
+		{"dial failure, as connect returns it", fmt.Errorf("%w: %w", transport.ErrNotSent, dial), notAppended},
+		{"Wait: connection closed", fmt.Errorf("%w: 127.0.0.1:1: EOF", transport.ErrConnClosed), unknown},
+		{"Wait: deadline", fmt.Errorf("%w: Produce: no response before the deadline", transport.ErrTimeout), unknown},
+		{"broker answered BrokerNotAvailable", transport.ToWire(transport.ErrBrokerNotAvailable), unknown},
+		{"broker answered NotLeader", transport.ToWire(transport.ErrNotLeader), notAppended},
+		{"broker answered TopicSealed", transport.ToWire(transport.ErrTopicSealed), rejected},
+		{"client closed", ErrClosed, rejected},
+	}
+	for _, tc := range tests {
+		assert.Equal(t, tc.want, classify(tc.err), tc.name)
+	}
+}
