@@ -25,6 +25,12 @@ type broker struct {
 	logOpts storage.Options
 	logger  hclog.Logger
 	metrics *metrics
+	// peers reaches other brokers; set before the first metadata applies.
+	peers replication.Peers
+	// cache keeps the last metadata on disk, so a node serves at once after
+	// a restart even while the controller is down. Nil on the controller,
+	// whose own file is the truth.
+	cache *metadata.Store
 
 	mu struct {
 		sync.RWMutex
@@ -59,8 +65,16 @@ func (b *broker) applyMetadata(meta *metadata.Cluster) error {
 	if b.mu.meta != nil && meta.Epoch < b.mu.meta.Epoch {
 		return nil
 	}
+	if b.mu.meta != nil && meta.ClusterID != b.mu.meta.ClusterID {
+		return fmt.Errorf("%w: metadata of cluster %q, this node is in cluster %q", storage.ErrStampMismatch, meta.ClusterID, b.mu.meta.ClusterID)
+	}
 	if err := b.root.SetClusterID(meta.ClusterID); err != nil {
 		return err
+	}
+	if b.cache != nil && (b.mu.meta == nil || meta.Epoch > b.mu.meta.Epoch) {
+		if err := b.cache.Save(meta); err != nil {
+			return fmt.Errorf("cache metadata: %w", err)
+		}
 	}
 	var errs []error
 	want := map[topicPartition]bool{}
@@ -89,6 +103,7 @@ func (b *broker) applyMetadata(meta *metadata.Cluster) error {
 		if want[tp] {
 			continue
 		}
+		r.part.Close()
 		if err := r.log.Close(); err != nil {
 			b.logger.Warn("close log of deleted topic", "topic", tp.topic, "partition", tp.partition, "err", err)
 		}
@@ -110,7 +125,11 @@ func (b *broker) openReplicaLocked(tp topicPartition) (*replica, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open replica %s/%d: %w", tp.topic, tp.partition, err)
 	}
-	part := replication.NewPartition(tp.topic, tp.partition, b.id, log, b.logger.Named("replication"))
+	part := replication.NewPartition(tp.topic, tp.partition, b.id, log, b.logger.Named("replication"), replication.Options{
+		Peers:        b.peers,
+		EpochFile:    filepath.Join(log.Dir(), "leader-epoch"),
+		OnStaleEpoch: b.metrics.staleEpochs.Inc,
+	})
 	r := &replica{log: log, part: part}
 	b.mu.replicas[tp] = r
 	return r, nil
@@ -172,6 +191,7 @@ func (b *broker) close() error {
 	defer b.mu.Unlock()
 	var errs []error
 	for tp, r := range b.mu.replicas {
+		r.part.Close()
 		errs = append(errs, r.log.Close())
 		delete(b.mu.replicas, tp)
 	}

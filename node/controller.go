@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -22,8 +23,11 @@ import (
 type controller struct {
 	store  *metadata.Store
 	logger hclog.Logger
-	// apply pushes persisted metadata to the brokers (today: this node).
+	// apply hands persisted metadata to this node's broker.
 	apply func(*metadata.Cluster) error
+	// push sends persisted metadata to every other registered broker and
+	// returns when each has answered or the context ends.
+	push func(ctx context.Context, meta *metadata.Cluster)
 
 	mu struct {
 		sync.Mutex
@@ -34,11 +38,12 @@ type controller struct {
 // openController loads the metadata, or creates a new cluster with this
 // broker as its only member when there is none. Damaged metadata stops the
 // node with the file and the reason: it is never rewritten.
-func openController(dataDir string, self metadata.Broker, logger hclog.Logger, apply func(*metadata.Cluster) error) (*controller, error) {
+func openController(dataDir string, self metadata.Broker, logger hclog.Logger, apply func(*metadata.Cluster) error, push func(context.Context, *metadata.Cluster)) (*controller, error) {
 	c := &controller{
 		store:  metadata.NewStore(filepath.Join(dataDir, "controller", "metadata.json")),
 		logger: logger,
 		apply:  apply,
+		push:   push,
 	}
 	meta, err := c.store.Load()
 	switch {
@@ -83,8 +88,16 @@ func (c *controller) Metadata() *metadata.Cluster {
 	return c.mu.meta
 }
 
-// change runs fn on a copy of the metadata, then persists and applies the
-// copy if fn succeeded. Nothing changes unless every step succeeds.
+// errNoChange tells change that fn found nothing to change.
+var errNoChange = errors.New("no change")
+
+// pushTimeout bounds how long a change waits for brokers to take the new
+// metadata; a broker that misses it catches up by polling.
+const pushTimeout = 5 * time.Second
+
+// change runs fn on a copy of the metadata, then persists the copy, applies
+// it here and pushes it to the other brokers, if fn succeeded. Nothing
+// changes unless fn succeeds and the copy is persisted.
 func (c *controller) change(ctx context.Context, what string, fn func(*metadata.Cluster) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -93,6 +106,9 @@ func (c *controller) change(ctx context.Context, what string, fn func(*metadata.
 	}
 	next := c.mu.meta.Clone()
 	if err := fn(next); err != nil {
+		if errors.Is(err, errNoChange) {
+			return nil
+		}
 		return err
 	}
 	next.Epoch++
@@ -104,7 +120,35 @@ func (c *controller) change(ctx context.Context, what string, fn func(*metadata.
 	if err := c.apply(next); err != nil {
 		return fmt.Errorf("%s: persisted but not yet applied: %w", what, err)
 	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pushTimeout)
+	defer cancel()
+	c.push(pctx, next)
 	return nil
+}
+
+// register records a broker's addresses (persisted only when they changed)
+// and returns the metadata. A broker whose root names another cluster is
+// refused.
+func (c *controller) register(ctx context.Context, req *transport.RegisterBrokerRequest) (*metadata.Cluster, error) {
+	if req.ID <= 0 || req.Addr == "" {
+		return nil, fmt.Errorf("%w: broker id %d, address %q", transport.ErrInvalidRequest, req.ID, req.Addr)
+	}
+	cur := c.Metadata()
+	if req.ClusterID != "" && req.ClusterID != cur.ClusterID {
+		return nil, fmt.Errorf("%w: broker %d's storage belongs to cluster %q, this is cluster %q", transport.ErrStampMismatch, req.ID, req.ClusterID, cur.ClusterID)
+	}
+	b := metadata.Broker{ID: req.ID, Addr: req.Addr, HTTP: req.HTTP, Gossip: req.Gossip}
+	err := c.change(ctx, fmt.Sprintf("register broker %d", req.ID), func(m *metadata.Cluster) error {
+		if old, ok := m.Broker(b.ID); ok && old == b {
+			return errNoChange
+		}
+		m.PutBroker(b)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c.Metadata(), nil
 }
 
 func (c *controller) createTopic(ctx context.Context, req *transport.CreateTopicRequest) (*metadata.Topic, error) {

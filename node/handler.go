@@ -48,6 +48,20 @@ func (h *rpcHandler) Handle(ctx context.Context, req *transport.Request) transpo
 		reply = h.deleteTopic(req)
 	case transport.APISealTopic:
 		reply = h.sealTopic(req)
+	case transport.APIReplicate:
+		reply = h.replicate(req)
+	case transport.APIReplicaState:
+		reply = h.replicaState(req)
+	case transport.APIRegisterBroker:
+		reply = h.registerBroker(req)
+	case transport.APIUpdateMetadata:
+		reply = h.updateMetadata(req)
+	case transport.APIFetchMetadata:
+		reply = h.fetchMetadata(req)
+	case transport.APIDescribeCluster:
+		reply = h.describeCluster(req)
+	case transport.APICatchUp:
+		reply = h.catchUp(req)
 	default:
 		return h.fail(api, start, fmt.Errorf("%w: unknown API %d", transport.ErrUnsupportedVersion, req.API))
 	}
@@ -92,6 +106,7 @@ func (h *rpcHandler) produce(req *transport.Request) transport.Reply {
 	if r.TimeoutMs < 0 {
 		return transport.Immediate(nil, fmt.Errorf("%w: negative timeout %d ms", transport.ErrInvalidRequest, r.TimeoutMs))
 	}
+	start := time.Now()
 	wait, err := rep.part.Produce(record.Batch(r.Batch))
 	if err != nil {
 		return transport.Immediate(nil, err)
@@ -107,6 +122,9 @@ func (h *rpcHandler) produce(req *transport.Request) transport.Reply {
 		ack, err := wait(ctx)
 		if err != nil {
 			return nil, err
+		}
+		if len(ack.Replicas) > 1 {
+			h.n.metrics.replication.Observe(time.Since(start).Seconds())
 		}
 		h.n.metrics.bytesIn.Add(float64(size))
 		h.n.metrics.recordsIn.Add(float64(ack.NextOffset - ack.BaseOffset))
@@ -211,7 +229,7 @@ func topicInfo(t *metadata.Topic) transport.TopicInfo {
 
 func (h *rpcHandler) controller() (*controller, error) {
 	if h.n.controller == nil {
-		return nil, fmt.Errorf("%w: broker %d is not the controller", transport.ErrNotController, h.n.cfg.ID)
+		return nil, fmt.Errorf("%w: broker %d is not the controller; the controller is %s", transport.ErrNotController, h.n.cfg.ID, h.n.cfg.Controllers[0])
 	}
 	return h.n.controller, nil
 }

@@ -24,6 +24,8 @@ type metrics struct {
 	fsyncDuration   prometheus.Histogram
 	connections     prometheus.Gauge
 	partitions      prometheus.Gauge
+	staleEpochs     prometheus.Counter
+	replication     prometheus.Histogram
 }
 
 func newMetrics() *metrics {
@@ -58,9 +60,16 @@ func newMetrics() *metrics {
 		partitions: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "gostream_partitions", Help: "Partition replicas hosted by this node.",
 		}),
+		staleEpochs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gostream_stale_epoch_rejections_total", Help: "Replica requests refused because they carried an older leader epoch.",
+		}),
+		replication: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "gostream_replication_duration_seconds", Help: "Time from a leader's append to every active replica holding the batch, for partitions with followers.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18),
+		}),
 	}
 	m.registry.MustRegister(m.requests, m.requestErrors, m.requestDuration, m.bytesIn, m.bytesOut,
-		m.recordsIn, m.fsyncDuration, m.connections, m.partitions,
+		m.recordsIn, m.fsyncDuration, m.connections, m.partitions, m.staleEpochs, m.replication,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

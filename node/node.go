@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -26,20 +28,22 @@ const ShutdownTimeout = 10 * time.Second
 // permission).
 var ErrCannotListen = errors.New("node: cannot listen")
 
-// ErrMultiNode is returned for a --controller that names another node:
-// joining a multi-node cluster arrives with the cluster issue.
-var ErrMultiNode = errors.New("node: joining another controller is not supported yet")
-
 // Node is one running gostream process: its storage root, its replicas, the
-// controller when it is the controller, and its RPC and HTTP servers.
+// controller when it is the controller, and its RPC, gossip and HTTP
+// servers.
 type Node struct {
 	cfg        Config
 	logger     hclog.Logger
 	root       *storage.Root
 	metrics    *metrics
 	broker     *broker
+	pool       *transport.Pool
 	controller *controller // nil unless this node is the controller
+	gossip     *gossip
 }
+
+// isController reports whether this node runs the controller.
+func (n *Node) isController() bool { return n.cfg.Controllers[0].ID == n.cfg.ID }
 
 // Run runs one node until ctx is canceled; see the package documentation for
 // what it promises. It returns nil after a clean stop.
@@ -49,18 +53,19 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	cfg = cfg.withDefaults()
 	log := cfg.Logger.With("node", cfg.ID)
-	if cfg.Controllers[0].ID != cfg.ID {
-		return fmt.Errorf("%w: --controller names broker %d; today every node is a cluster of one", ErrMultiNode, cfg.Controllers[0].ID)
-	}
 
 	root, err := storage.OpenRoot(cfg.DataDir, cfg.ID, "", log.Named("storage"))
 	if err != nil {
 		return fmt.Errorf("open storage root %s: %w", cfg.DataDir, err)
 	}
-	n := &Node{cfg: cfg, logger: log, root: root, metrics: newMetrics()}
+	n := &Node{cfg: cfg, logger: log, root: root, metrics: newMetrics(),
+		pool: transport.NewPool(transport.ConnConfig{MaxFrameBytes: cfg.MaxFrameBytes + 1<<20})}
 	logOpts := cfg.Log
 	logOpts.OnSync = func(d time.Duration) { n.metrics.fsyncDuration.Observe(d.Seconds()) }
 	n.broker = newBroker(cfg.ID, root, logOpts, log.Named("broker"), n.metrics)
+	ps := &peers{pool: n.pool, broker: n.broker}
+	n.broker.peers = ps.peer
+	n.metrics.registry.MustRegister(newReplicationCollector(n.broker))
 
 	err = n.start()
 	if err == nil {
@@ -69,6 +74,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cerr := n.broker.close(); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("close logs: %w", cerr))
 	}
+	n.pool.Close()
 	if cerr := root.Close(); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("close storage root: %w", cerr))
 	}
@@ -79,15 +85,123 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-// start loads the metadata (as controller) and opens this node's replicas.
+// start loads the metadata: as controller, its own file; otherwise the
+// cached copy, if any, so the node serves at once while it registers.
 func (n *Node) start() error {
-	self := metadata.Broker{ID: n.cfg.ID, Addr: n.cfg.Advertise, HTTP: n.cfg.HTTP, Gossip: n.cfg.Gossip}
-	c, err := openController(n.cfg.DataDir, self, n.logger.Named("controller"), n.broker.applyMetadata)
+	if n.isController() {
+		self := metadata.Broker{ID: n.cfg.ID, Addr: n.cfg.Advertise, HTTP: n.cfg.HTTP, Gossip: n.cfg.Gossip}
+		c, err := openController(n.cfg.DataDir, self, n.logger.Named("controller"), n.broker.applyMetadata, n.pushMetadata)
+		if err != nil {
+			return err
+		}
+		n.controller = c
+		return n.broker.applyMetadata(c.Metadata())
+	}
+	n.broker.cache = metadata.NewStore(filepath.Join(n.cfg.DataDir, "metadata.json"))
+	meta, err := n.broker.cache.Load()
+	switch {
+	case errors.Is(err, metadata.ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("cached metadata: %w", err)
+	}
+	return n.broker.applyMetadata(meta)
+}
+
+// pushMetadata sends meta to every other registered broker at once and
+// waits for their answers or ctx.
+func (n *Node) pushMetadata(ctx context.Context, meta *metadata.Cluster) {
+	blob, err := metadata.Marshal(meta)
+	if err != nil {
+		n.logger.Error("encode metadata", "err", err)
+		return
+	}
+	var wg sync.WaitGroup
+	for _, b := range meta.Brokers {
+		if b.ID == n.cfg.ID {
+			continue
+		}
+		wg.Add(1)
+		go func(b metadata.Broker) {
+			defer wg.Done()
+			if err := n.pool.Call(ctx, b.Addr, transport.APIUpdateMetadata, &transport.MetadataBlob{Metadata: blob}, nil); err != nil {
+				n.logger.Warn("broker did not take new metadata; it will catch up by polling", "peer", b.ID, "metadata_epoch", meta.Epoch, "err", err)
+			}
+		}(b)
+	}
+	wg.Wait()
+}
+
+// followController registers this broker with the controller, retrying
+// until it is accepted, then polls for metadata it may have missed. It
+// returns an error only when the controller refuses this broker for good.
+func (n *Node) followController(ctx context.Context) error {
+	ctrl := n.cfg.Controllers[0]
+	req := &transport.RegisterBrokerRequest{ID: n.cfg.ID, Addr: n.cfg.Advertise, HTTP: n.cfg.HTTP, Gossip: n.cfg.Gossip,
+		ClusterID: n.root.Stamp().ClusterID}
+	backoff := 200 * time.Millisecond
+	warned := false
+	for {
+		var blob transport.MetadataBlob
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := n.pool.Call(cctx, ctrl.Addr, transport.APIRegisterBroker, req, &blob)
+		cancel()
+		if err == nil {
+			err = n.applyBlob(blob.Metadata, "controller "+ctrl.String())
+			if err == nil {
+				n.logger.Info("registered with the controller", "controller", ctrl.String())
+				break
+			}
+		}
+		if errors.Is(err, transport.ErrStampMismatch) || errors.Is(err, storage.ErrStampMismatch) {
+			return fmt.Errorf("the controller refused this broker: %w", err)
+		}
+		if !warned {
+			n.logger.Warn("cannot register with the controller yet; retrying", "controller", ctrl.String(), "err", err)
+			warned = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+	t := time.NewTicker(3 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		known := int64(-1)
+		if m := n.broker.metadata(); m != nil {
+			known = m.Epoch
+		}
+		var blob transport.MetadataBlob
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err := n.pool.Call(cctx, ctrl.Addr, transport.APIFetchMetadata, &transport.FetchMetadataRequest{KnownEpoch: known}, &blob)
+		cancel()
+		if err == nil && len(blob.Metadata) > 0 {
+			err = n.applyBlob(blob.Metadata, "controller "+ctrl.String())
+		}
+		if err != nil && ctx.Err() == nil {
+			n.logger.Debug("metadata poll failed", "err", err)
+		}
+	}
+}
+
+// applyBlob parses, validates and applies metadata that came over the wire.
+func (n *Node) applyBlob(blob []byte, source string) error {
+	meta, err := metadata.Parse(blob, source)
 	if err != nil {
 		return err
 	}
-	n.controller = c
-	return n.broker.applyMetadata(c.Metadata())
+	if meta.ControllerID != n.cfg.Controllers[0].ID {
+		return fmt.Errorf("%w: metadata from %s names controller %d, this node follows %d", transport.ErrInvalidRequest, source, meta.ControllerID, n.cfg.Controllers[0].ID)
+	}
+	return n.broker.applyMetadata(meta)
 }
 
 // serve binds the node's servers and runs them until ctx is canceled or one
@@ -120,7 +234,30 @@ func (n *Node) serve(ctx context.Context) error {
 		ErrorLog:          httpLog.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}
 
+	gs, err := startGossip(cfg, log.Named("gossip"))
+	if err != nil {
+		rpcLn.Close()
+		httpLn.Close()
+		return err
+	}
+	n.gossip = gs
+
 	g := newGroup(ctx)
+	g.run(func(ctx context.Context) error {
+		backoff := time.Second
+		for len(cfg.Join) > 0 && gs.join(cfg.Join) == 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 10*time.Second)
+		}
+		return nil
+	})
+	if !n.isController() {
+		g.run(n.followController)
+	}
 	g.run(func(context.Context) error {
 		if err := rpc.Serve(rpcLn); err != nil {
 			return fmt.Errorf("rpc server on %s: %w", rpcLn.Addr(), err)
@@ -148,6 +285,7 @@ func (n *Node) serve(ctx context.Context) error {
 	g.run(func(ctx context.Context) error {
 		<-ctx.Done()
 		log.Info("node stopping", "reason", context.Cause(ctx))
+		gs.leave()
 		rpc.Close()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
 		defer cancel()
@@ -159,9 +297,13 @@ func (n *Node) serve(ctx context.Context) error {
 		return nil
 	})
 
-	meta := n.broker.metadata()
+	clusterID := "(not registered yet)"
+	if meta := n.broker.metadata(); meta != nil {
+		clusterID = meta.ClusterID
+	}
 	log.Info("node started",
-		"cluster", meta.ClusterID,
+		"cluster", clusterID,
+		"gossip", cfg.Gossip,
 		"data_dir", n.root.Dir(),
 		"rpc", rpcLn.Addr().String(),
 		"http", httpLn.Addr().String(),

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +15,7 @@ import (
 
 	"gostream/record"
 	"gostream/storage"
+	"gostream/transport"
 )
 
 // Sentinel errors of package replication.
@@ -23,12 +27,25 @@ var (
 	ErrStaleEpoch = errors.New("replication: stale leader epoch")
 	// ErrOffsetOutOfRange means a fetch offset outside the log.
 	ErrOffsetOutOfRange = errors.New("replication: offset out of range")
+	// ErrReplicationFailed means an active follower did not store a batch.
+	// The error names the brokers; the leader's copy stays.
+	ErrReplicationFailed = errors.New("replication: replication failed")
+	// ErrReplicaDivergence means a follower's log is not a prefix of the
+	// leader's. It is left as it is for the operator to recover.
+	ErrReplicaDivergence = errors.New("replication: replica diverged")
+	// ErrNotReady means a new leader that does not yet know its followers'
+	// positions, and so its high watermark. It is retriable.
+	ErrNotReady = errors.New("replication: leader not ready")
 )
 
 // Log is what a Partition needs of its replica's log.
 type Log interface {
 	Write(batch record.Batch, epoch int32) (storage.AppendResult, storage.Durable, error)
+	WriteExact(batch record.Batch) (storage.AppendResult, storage.Durable, error)
 	Read(ctx context.Context, offset int64, maxBytes int, limit int64, buf []byte) ([]byte, error)
+	Wait(ctx context.Context, offset int64) error
+	LastBatches(n int) ([]storage.BatchInfo, error)
+	BatchAt(offset int64) (storage.BatchInfo, bool, error)
 	LogStartOffset() int64
 	LogEndOffset() int64
 	DurableEndOffset() int64
@@ -42,49 +59,169 @@ type State struct {
 	Active      []int32
 }
 
-// Partition is one partition replica on this broker.
+// Options configure a Partition beyond its log.
+type Options struct {
+	// Peers reaches the other brokers; needed to lead with followers.
+	Peers Peers
+	// EpochFile persists the highest leader epoch the replica has seen.
+	// Empty keeps it in memory only (tests).
+	EpochFile string
+	// ReplicationTimeout bounds one round of replication to a follower
+	// (default 10s); a producer's own deadline still applies first.
+	ReplicationTimeout time.Duration
+	// OnStaleEpoch is called for every request refused for its old epoch.
+	OnStaleEpoch func()
+	Logger       hclog.Logger
+}
+
+// Partition is one partition replica on this broker, leader or follower.
 type Partition struct {
 	Topic    string
 	Index    int32
 	brokerID int32
 	log      Log
 	logger   hclog.Logger
+	opts     Options
 
+	// produceMu orders a leader's log writes with the queues of its
+	// followers, so every follower receives batches in log order.
+	produceMu sync.Mutex
+	// epochMu serializes persisting the fenced epoch.
+	epochMu sync.Mutex
+
+	// Lock order: mu before any follower's mu.
 	mu struct {
 		sync.Mutex
 		state     State
+		fenced    int32 // highest leader epoch seen, persisted
+		steppedDn bool  // a follower knows a newer epoch: stop leading
 		hw        int64
+		hwKnown   bool
 		hwChanged chan struct{}
+		followers map[int32]*follower
 	}
 }
 
 // NewPartition wraps the log of a replica on broker brokerID. Until SetState
-// is called it leads nothing.
-func NewPartition(topic string, index, brokerID int32, log Log, logger hclog.Logger) *Partition {
+// is called it leads nothing. The fenced epoch is loaded from
+// opts.EpochFile.
+func NewPartition(topic string, index, brokerID int32, log Log, logger hclog.Logger, opts ...Options) *Partition {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
 	p := &Partition{Topic: topic, Index: index, brokerID: brokerID, log: log,
 		logger: logger.With("topic", topic, "partition", index)}
+	if len(opts) > 0 {
+		p.opts = opts[0]
+	}
+	if p.opts.ReplicationTimeout <= 0 {
+		p.opts.ReplicationTimeout = 10 * time.Second
+	}
+	if p.opts.OnStaleEpoch == nil {
+		p.opts.OnStaleEpoch = func() {}
+	}
 	p.mu.hwChanged = make(chan struct{})
 	p.mu.hw = log.LogStartOffset()
+	p.mu.state.Leader = -1
+	p.mu.fenced = max(log.LastEpoch(), 0)
+	if p.opts.EpochFile != "" {
+		if data, err := os.ReadFile(p.opts.EpochFile); err == nil {
+			if e, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 32); err == nil && int32(e) > p.mu.fenced {
+				p.mu.fenced = int32(e)
+			}
+		}
+	}
 	return p
 }
 
-// SetState applies the controller's leadership state. A state with an
-// older epoch than the one held is refused with ErrStaleEpoch. When this
-// broker leads with no other active replica, everything durable in its log
-// is committed, so the HW moves to the durable end.
-func (p *Partition) SetState(s State) error {
+// fenceTo records epoch as the highest seen, durably, before the replica
+// acts on it. An older epoch is refused with ErrStaleEpoch.
+func (p *Partition) fenceTo(epoch int32) error {
+	p.epochMu.Lock()
+	defer p.epochMu.Unlock()
+	p.mu.Lock()
+	fenced := p.mu.fenced
+	p.mu.Unlock()
+	switch {
+	case epoch < fenced:
+		p.opts.OnStaleEpoch()
+		return fmt.Errorf("%w: partition %s/%d has seen epoch %d, request carries %d", ErrStaleEpoch, p.Topic, p.Index, fenced, epoch)
+	case epoch == fenced:
+		return nil
+	}
+	if p.opts.EpochFile != "" {
+		if err := storage.WriteFileAtomic(p.opts.EpochFile, []byte(strconv.Itoa(int(epoch))+"\n")); err != nil {
+			return fmt.Errorf("persist leader epoch: %w", err)
+		}
+	}
+	p.mu.Lock()
+	p.mu.fenced = max(p.mu.fenced, epoch)
+	p.mu.Unlock()
+	return nil
+}
+
+// FencedEpoch is the highest leader epoch this replica has seen.
+func (p *Partition) FencedEpoch() int32 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.mu.fenced
+}
+
+// SetState applies the controller's leadership state. A state with an
+// older epoch than the replica has seen is refused with ErrStaleEpoch. As
+// leader it starts a sender per active follower; as follower it stops them.
+func (p *Partition) SetState(s State) error {
+	if err := p.fenceTo(s.LeaderEpoch); err != nil {
+		return err
+	}
+	p.mu.Lock()
 	if s.LeaderEpoch < p.mu.state.LeaderEpoch {
+		p.mu.Unlock()
 		return fmt.Errorf("%w: partition %s/%d at epoch %d, asked for %d", ErrStaleEpoch, p.Topic, p.Index, p.mu.state.LeaderEpoch, s.LeaderEpoch)
 	}
+	prev := p.mu.state
 	p.mu.state = State{Leader: s.Leader, LeaderEpoch: s.LeaderEpoch, Active: slices.Clone(s.Active)}
-	if s.Leader == p.brokerID && len(s.Active) == 1 && s.Active[0] == p.brokerID {
-		p.advanceHWLocked(p.log.DurableEndOffset())
+	if s.LeaderEpoch > prev.LeaderEpoch {
+		p.mu.steppedDn = false
 	}
+	var stop []*follower
+	var start []*follower
+	leading := s.Leader == p.brokerID
+	want := map[int32]bool{}
+	if leading {
+		for _, id := range s.Active {
+			if id != p.brokerID {
+				want[id] = true
+			}
+		}
+	}
+	epochChanged := s.LeaderEpoch != prev.LeaderEpoch
+	for id, f := range p.mu.followers {
+		if !want[id] || epochChanged {
+			stop = append(stop, f)
+			delete(p.mu.followers, id)
+		}
+	}
+	if leading {
+		if p.mu.followers == nil {
+			p.mu.followers = map[int32]*follower{}
+		}
+		for id := range want {
+			if _, ok := p.mu.followers[id]; !ok {
+				f := newFollower(p, id, s.LeaderEpoch)
+				p.mu.followers[id] = f
+				start = append(start, f)
+			}
+		}
+	}
+	p.mu.Unlock()
+	for _, f := range stop {
+		f.stop()
+	}
+	for _, f := range start {
+		f.start()
+	}
+	p.recomputeHW()
 	return nil
 }
 
@@ -97,6 +234,17 @@ func (p *Partition) State() State {
 	return s
 }
 
+// Close stops the partition's follower senders.
+func (p *Partition) Close() {
+	p.mu.Lock()
+	fs := p.mu.followers
+	p.mu.followers = nil
+	p.mu.Unlock()
+	for _, f := range fs {
+		f.stop()
+	}
+}
+
 func (p *Partition) advanceHWLocked(hw int64) {
 	if hw > p.mu.hw {
 		p.mu.hw = hw
@@ -105,12 +253,45 @@ func (p *Partition) advanceHWLocked(hw int64) {
 	}
 }
 
+// recomputeHW sets the HW, as leader, to what every active replica holds
+// durably, once every follower's position is known.
+func (p *Partition) recomputeHW() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.state.Leader != p.brokerID {
+		p.mu.hwKnown = false
+		return
+	}
+	hw := p.log.DurableEndOffset()
+	for _, f := range p.mu.followers {
+		acked, ok := f.acked()
+		if !ok {
+			return
+		}
+		hw = min(hw, acked)
+	}
+	p.mu.hwKnown = true
+	p.advanceHWLocked(hw)
+}
+
 // HighWatermark is the offset below which every active replica holds the
 // records.
 func (p *Partition) HighWatermark() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.mu.hw
+}
+
+// stepDown makes a leader that learned of a newer epoch stop leading until
+// new metadata says otherwise.
+func (p *Partition) stepDown(epoch int32) {
+	p.fenceTo(epoch)
+	p.mu.Lock()
+	if !p.mu.steppedDn {
+		p.logger.Warn("a follower knows a newer leader epoch; no longer leading", "epoch", p.mu.state.LeaderEpoch, "newer", epoch)
+	}
+	p.mu.steppedDn = true
+	p.mu.Unlock()
 }
 
 // Ack is the acknowledgement of a produced batch.
@@ -122,30 +303,113 @@ type Ack struct {
 	Replicas    []int32 // the replicas that hold the batch durably
 }
 
-// Produce appends batch as leader, in the order Produce is called, and
-// returns a function that waits until every active replica holds it. The
-// batch's header is restamped in place. It returns ErrNotLeader when this
-// replica does not lead, and the log's errors.
+// ReplicationError names the followers that did not store a batch.
+type ReplicationError struct {
+	Failures map[int32]error
+}
+
+func (e *ReplicationError) Error() string {
+	ids := make([]int32, 0, len(e.Failures))
+	for id := range e.Failures {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = fmt.Sprintf("broker %d: %v", id, e.Failures[id])
+	}
+	return "replication failed on " + strings.Join(parts, "; ") + " (the leader keeps the batch; the follower lags until caught up)"
+}
+
+// Is makes a ReplicationError match ErrReplicationFailed, and
+// ErrReplicaDivergence when a follower diverged.
+func (e *ReplicationError) Is(target error) bool {
+	if target == ErrReplicationFailed {
+		return true
+	}
+	if target == ErrReplicaDivergence {
+		for _, err := range e.Failures {
+			if errors.Is(err, ErrReplicaDivergence) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Brokers returns the failed brokers, ascending.
+func (e *ReplicationError) Brokers() []int32 {
+	ids := make([]int32, 0, len(e.Failures))
+	for id := range e.Failures {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Produce appends batch as leader, in the order Produce is called, hands
+// the same bytes to every active follower, and returns a function that
+// waits until every active replica holds it durably. The batch's header is
+// restamped in place. It returns ErrNotLeader when this replica does not
+// lead, and the log's errors; the wait returns a *ReplicationError naming
+// the followers that failed.
 func (p *Partition) Produce(batch record.Batch) (func(ctx context.Context) (Ack, error), error) {
+	p.produceMu.Lock()
 	p.mu.Lock()
-	st := p.mu.state
+	st, stepped := p.mu.state, p.mu.steppedDn
+	followers := make([]*follower, 0, len(p.mu.followers))
+	for _, f := range p.mu.followers {
+		followers = append(followers, f)
+	}
 	p.mu.Unlock()
-	if st.Leader != p.brokerID {
+	if st.Leader != p.brokerID || stepped {
+		p.produceMu.Unlock()
 		return nil, fmt.Errorf("%w: partition %s/%d is led by broker %d", ErrNotLeader, p.Topic, p.Index, st.Leader)
 	}
 	res, durable, err := p.log.Write(batch, st.LeaderEpoch)
 	if err != nil {
+		p.produceMu.Unlock()
 		return nil, err
 	}
+	items := make([]*item, len(followers))
+	for i, f := range followers {
+		items[i] = f.enqueue(batch, res.NextOffset)
+	}
+	p.produceMu.Unlock()
+
 	return func(ctx context.Context) (Ack, error) {
-		if err := durable(ctx); err != nil {
-			return Ack{}, err
+		derr := durable(ctx)
+		var rerr *ReplicationError
+		for i, it := range items {
+			var err error
+			select {
+			case err = <-it.done:
+			case <-ctx.Done():
+				err = fmt.Errorf("no acknowledgement before the deadline (%v)", ctx.Err())
+			}
+			if err != nil {
+				if rerr == nil {
+					rerr = &ReplicationError{Failures: map[int32]error{}}
+				}
+				rerr.Failures[followers[i].id] = err
+			}
+		}
+		if derr != nil {
+			return Ack{}, derr
+		}
+		if rerr != nil {
+			return Ack{}, rerr
 		}
 		p.mu.Lock()
 		p.advanceHWLocked(res.NextOffset)
 		p.mu.Unlock()
+		replicas := []int32{p.brokerID}
+		for _, f := range followers {
+			replicas = append(replicas, f.id)
+		}
+		slices.Sort(replicas)
 		return Ack{BaseOffset: res.BaseOffset, NextOffset: res.NextOffset, LeaderEpoch: res.LeaderEpoch,
-			AppendTime: res.AppendTime, Replicas: []int32{p.brokerID}}, nil
+			AppendTime: res.AppendTime, Replicas: replicas}, nil
 	}, nil
 }
 
@@ -158,8 +422,10 @@ type FetchResult struct {
 
 // Fetch reads whole batches from offset below the HW, up to about maxBytes.
 // With maxWait > 0 it waits until there is something to return or the wait
-// is over. It returns ErrNotLeader when this replica does not lead, and
-// ErrOffsetOutOfRange for an offset below the log start or above the log end.
+// is over. It returns ErrNotLeader when this replica does not lead,
+// ErrNotReady while a new leader does not know its HW yet, and
+// ErrOffsetOutOfRange for an offset below the log start or above the log
+// end.
 func (p *Partition) Fetch(ctx context.Context, offset int64, maxBytes int, maxWait time.Duration) (FetchResult, error) {
 	var timer <-chan time.Time
 	if maxWait > 0 {
@@ -169,10 +435,13 @@ func (p *Partition) Fetch(ctx context.Context, offset int64, maxBytes int, maxWa
 	}
 	for {
 		p.mu.Lock()
-		st, hw, changed := p.mu.state, p.mu.hw, p.mu.hwChanged
+		st, hw, known, changed := p.mu.state, p.mu.hw, p.mu.hwKnown, p.mu.hwChanged
 		p.mu.Unlock()
 		if st.Leader != p.brokerID {
 			return FetchResult{}, fmt.Errorf("%w: partition %s/%d is led by broker %d", ErrNotLeader, p.Topic, p.Index, st.Leader)
+		}
+		if !known {
+			return FetchResult{}, fmt.Errorf("%w: partition %s/%d is waiting to hear from its followers", ErrNotReady, p.Topic, p.Index)
 		}
 		start, end := p.log.LogStartOffset(), p.log.LogEndOffset()
 		if offset < start || offset > end {
@@ -204,4 +473,94 @@ func (p *Partition) Fetch(ctx context.Context, offset int64, maxBytes int, maxWa
 // Offsets returns the log start, the HW and the log end.
 func (p *Partition) Offsets() (start, hw, end int64) {
 	return p.log.LogStartOffset(), p.HighWatermark(), p.log.LogEndOffset()
+}
+
+// FollowerStatus is what a leader knows of one follower.
+type FollowerStatus struct {
+	Broker       int32
+	LogEndOffset int64 // -1 when unknown
+	State        string
+	Err          string
+}
+
+// Followers reports the leader's view of its followers.
+func (p *Partition) Followers() []FollowerStatus {
+	p.mu.Lock()
+	fs := make([]*follower, 0, len(p.mu.followers))
+	for _, f := range p.mu.followers {
+		fs = append(fs, f)
+	}
+	p.mu.Unlock()
+	out := make([]FollowerStatus, 0, len(fs))
+	for _, f := range fs {
+		out = append(out, f.status())
+	}
+	slices.SortFunc(out, func(a, b FollowerStatus) int { return int(a.Broker - b.Broker) })
+	return out
+}
+
+// CatchUp brings one active follower up to the leader's log end now. It
+// returns the follower's log end before and after.
+func (p *Partition) CatchUp(ctx context.Context, broker int32) (from, to int64, err error) {
+	p.mu.Lock()
+	f := p.mu.followers[broker]
+	st := p.mu.state
+	p.mu.Unlock()
+	if st.Leader != p.brokerID {
+		return 0, 0, fmt.Errorf("%w: partition %s/%d is led by broker %d", ErrNotLeader, p.Topic, p.Index, st.Leader)
+	}
+	if f == nil {
+		return 0, 0, fmt.Errorf("%w: broker %d is not an active follower of %s/%d (active %v)", ErrNotLeader, broker, p.Topic, p.Index, st.Active)
+	}
+	return f.catchUpNow(ctx)
+}
+
+// Replicate is the follower side of replication, called in the order the
+// leader's requests arrive: it checks the epoch, appends the leader's bytes
+// exactly, and returns a function that waits for them to be durable and
+// gives the log end.
+func (p *Partition) Replicate(req *transport.ReplicateRequest) (func(ctx context.Context) (int64, error), error) {
+	if err := p.fenceTo(req.LeaderEpoch); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	st := p.mu.state
+	p.mu.Unlock()
+	if st.Leader == p.brokerID && st.LeaderEpoch == req.LeaderEpoch {
+		return nil, fmt.Errorf("%w: broker %d leads %s/%d in epoch %d; broker %d claims to", ErrStaleEpoch, p.brokerID, p.Topic, p.Index, st.LeaderEpoch, req.LeaderID)
+	}
+	res, durable, err := p.log.WriteExact(record.Batch(req.Batch))
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (int64, error) {
+		if err := durable(ctx); err != nil {
+			return 0, err
+		}
+		return res.NextOffset, nil
+	}, nil
+}
+
+// ReplicaState reports this replica's position; a request with an epoch
+// fences the replica at it first.
+func (p *Partition) ReplicaState(req *transport.ReplicaStateRequest) (*transport.ReplicaStateResponse, error) {
+	if req.LeaderEpoch > 0 {
+		if err := p.fenceTo(req.LeaderEpoch); err != nil {
+			return nil, err
+		}
+	}
+	resp := &transport.ReplicaStateResponse{
+		LogStartOffset: p.log.LogStartOffset(), LogEndOffset: p.log.LogEndOffset(),
+		HighWatermark: p.HighWatermark(), LastEpoch: p.log.LastEpoch(), FencedEpoch: p.FencedEpoch(),
+	}
+	if req.TailBatches > 0 {
+		tail, err := p.log.LastBatches(int(min(req.TailBatches, 64)))
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range tail {
+			resp.Tail = append(resp.Tail, transport.BatchID{BaseOffset: b.BaseOffset, NextOffset: b.NextOffset, LeaderEpoch: b.LeaderEpoch, CRC: b.CRC})
+		}
+	}
+	return resp, nil
 }

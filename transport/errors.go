@@ -37,6 +37,8 @@ const (
 	CodeStorageFailed         Code = 24
 	CodeInvalidReplication    Code = 25
 	CodeShuttingDown          Code = 26
+	CodeStampMismatch         Code = 27
+	CodeNotReady              Code = 28
 )
 
 // Error is an error that crosses the wire: a code, whether retrying the same
@@ -96,6 +98,8 @@ var codes = map[Code]codeInfo{
 	CodeStorageFailed:         {"StorageFailed", false},
 	CodeInvalidReplication:    {"InvalidReplicationFactor", false},
 	CodeShuttingDown:          {"ShuttingDown", true},
+	CodeStampMismatch:         {"StampMismatch", false},
+	CodeNotReady:              {"NotReady", true},
 }
 
 // String is the code's name, as printed at the start of error messages.
@@ -159,6 +163,8 @@ var (
 	ErrStorageFailed         = sentinel(CodeStorageFailed)
 	ErrInvalidReplication    = sentinel(CodeInvalidReplication)
 	ErrShuttingDown          = sentinel(CodeShuttingDown)
+	ErrStampMismatch         = sentinel(CodeStampMismatch)
+	ErrNotReady              = sentinel(CodeNotReady)
 )
 
 // ToWire turns any error into the *Error sent to a client. An error that

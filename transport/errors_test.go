@@ -46,6 +46,8 @@ var codeTable = []struct {
 	{CodeStorageFailed, 24, "StorageFailed", false, ErrStorageFailed},
 	{CodeInvalidReplication, 25, "InvalidReplicationFactor", false, ErrInvalidReplication},
 	{CodeShuttingDown, 26, "ShuttingDown", true, ErrShuttingDown},
+	{CodeStampMismatch, 27, "StampMismatch", false, ErrStampMismatch},
+	{CodeNotReady, 28, "NotReady", true, ErrNotReady},
 }
 
 func TestCodeTable(t *testing.T) {

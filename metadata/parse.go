@@ -1,0 +1,39 @@
+package metadata
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Parse decodes and fully validates metadata in the file format (JSON),
+// from a file or the wire. source names where the bytes came from, for the
+// error, which matches ErrCorrupt.
+func Parse(data []byte, source string) (*Cluster, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var c Cluster
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, source, err)
+	}
+	// Only whitespace may follow. dec.More is not enough: it reports false
+	// for a trailing '}' or ']'.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: %s: data after the metadata object", ErrCorrupt, source)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, source, err)
+	}
+	return &c, nil
+}
+
+// Marshal encodes c in the file format.
+func Marshal(c *Cluster) ([]byte, error) {
+	data, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(data, '\n'), nil
+}

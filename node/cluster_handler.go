@@ -1,0 +1,152 @@
+package node
+
+import (
+	"context"
+	"fmt"
+
+	"gostream/metadata"
+	"gostream/transport"
+)
+
+// Handlers of the cluster APIs: controller registration and metadata, and
+// replica-to-replica replication.
+
+func (h *rpcHandler) replicate(req *transport.Request) transport.Reply {
+	var r transport.ReplicateRequest
+	if err := decode(req, &r); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	_, rep, err := h.n.broker.lookup(r.Topic, r.Partition)
+	if err != nil {
+		return transport.Immediate(nil, err)
+	}
+	if rep == nil {
+		return transport.Immediate(nil, fmt.Errorf("%w: broker %d holds no replica of %s/%d", transport.ErrUnknownPartition, h.n.cfg.ID, r.Topic, r.Partition))
+	}
+	wait, err := rep.part.Replicate(&r)
+	if err != nil {
+		return transport.Immediate(nil, err)
+	}
+	return func(ctx context.Context) (transport.Message, error) {
+		end, err := wait(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return &transport.ReplicateResponse{LogEndOffset: end}, nil
+	}
+}
+
+func (h *rpcHandler) replicaState(req *transport.Request) transport.Reply {
+	var r transport.ReplicaStateRequest
+	if err := decode(req, &r); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	_, rep, err := h.n.broker.lookup(r.Topic, r.Partition)
+	if err != nil {
+		return transport.Immediate(nil, err)
+	}
+	if rep == nil {
+		return transport.Immediate(nil, fmt.Errorf("%w: broker %d holds no replica of %s/%d", transport.ErrUnknownPartition, h.n.cfg.ID, r.Topic, r.Partition))
+	}
+	// Fencing writes the epoch file, so it runs in the Reply, not in line.
+	return func(context.Context) (transport.Message, error) {
+		return rep.part.ReplicaState(&r)
+	}
+}
+
+func (h *rpcHandler) registerBroker(req *transport.Request) transport.Reply {
+	var r transport.RegisterBrokerRequest
+	if err := decode(req, &r); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	c, err := h.controller()
+	if err != nil {
+		return transport.Immediate(nil, err)
+	}
+	return func(ctx context.Context) (transport.Message, error) {
+		meta, err := c.register(ctx, &r)
+		if err != nil {
+			return nil, err
+		}
+		return metadataBlob(meta)
+	}
+}
+
+func metadataBlob(meta *metadata.Cluster) (transport.Message, error) {
+	blob, err := metadata.Marshal(meta)
+	if err != nil {
+		return nil, err
+	}
+	return &transport.MetadataBlob{Metadata: blob}, nil
+}
+
+func (h *rpcHandler) updateMetadata(req *transport.Request) transport.Reply {
+	var r transport.MetadataBlob
+	if err := decode(req, &r); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	if h.n.controller != nil {
+		return transport.Immediate(nil, fmt.Errorf("%w: broker %d is the controller; it takes no metadata from others", transport.ErrInvalidRequest, h.n.cfg.ID))
+	}
+	return func(context.Context) (transport.Message, error) {
+		return nil, h.n.applyBlob(r.Metadata, "UpdateMetadata from "+req.RemoteAddr)
+	}
+}
+
+func (h *rpcHandler) fetchMetadata(req *transport.Request) transport.Reply {
+	var r transport.FetchMetadataRequest
+	if err := decode(req, &r); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	c, err := h.controller()
+	if err != nil {
+		return transport.Immediate(nil, err)
+	}
+	meta := c.Metadata()
+	if meta.Epoch <= r.KnownEpoch {
+		return transport.Immediate(&transport.MetadataBlob{}, nil)
+	}
+	m, err := metadataBlob(meta)
+	return transport.Immediate(m, err)
+}
+
+func (h *rpcHandler) describeCluster(req *transport.Request) transport.Reply {
+	if err := decode(req, &transport.Empty{}); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	resp := &transport.DescribeClusterResponse{NodeID: h.n.cfg.ID}
+	if meta := h.n.broker.metadata(); meta != nil {
+		blob, err := metadata.Marshal(meta)
+		if err != nil {
+			return transport.Immediate(nil, err)
+		}
+		resp.Metadata = blob
+	}
+	if h.n.gossip != nil {
+		for _, m := range h.n.gossip.members() {
+			resp.Members = append(resp.Members, transport.Member{BrokerID: m.BrokerID, Gossip: m.Gossip, State: m.State})
+		}
+	}
+	return transport.Immediate(resp, nil)
+}
+
+func (h *rpcHandler) catchUp(req *transport.Request) transport.Reply {
+	var r transport.CatchUpRequest
+	if err := decode(req, &r); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	t, rep, err := h.n.broker.lookup(r.Topic, r.Partition)
+	if err != nil {
+		return transport.Immediate(nil, err)
+	}
+	if rep == nil || rep.part.State().Leader != h.n.cfg.ID {
+		return transport.Immediate(nil, notLeader(t, r.Partition))
+	}
+	return func(ctx context.Context) (transport.Message, error) {
+		from, to, err := rep.part.CatchUp(ctx, r.Broker)
+		if err != nil {
+			return nil, err
+		}
+		return &transport.CatchUpResponse{FromOffset: from, ToOffset: to}, nil
+	}
+}

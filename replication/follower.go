@@ -1,0 +1,345 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"gostream/record"
+	"gostream/transport"
+)
+
+// tailCheck is how many of a follower's last batches catch-up compares, by
+// content, with the leader's before copying anything.
+const tailCheck = 8
+
+// catchUpRetry is how often a lagging follower is retried with no writes
+// to push it.
+const catchUpRetry = time.Second
+
+// item is one batch queued for a follower, and where its outcome goes.
+type item struct {
+	batch   []byte // nil for an operator's catch-up request
+	next    int64
+	done    chan error // buffered: the sender never blocks on it
+	settled bool       // done was sent to; only the sender goroutine touches it
+}
+
+// follower is a leader's sender to one active follower. It owns one
+// goroutine that replicates queued batches in log order. After any failure
+// it is lagging: before it sends anything else it checks, by content, that
+// the follower's log is a prefix of the leader's and copies what is missing
+// from the log (catch-up). A follower whose log is not a prefix is
+// diverged, and stays so: nothing is written to it.
+type follower struct {
+	id    int32
+	p     *Partition
+	epoch int32
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+	kick   chan struct{} // buffered 1
+
+	mu struct {
+		sync.Mutex
+		queue    []*item
+		ackedEnd int64 // the follower's durable log end, as last acknowledged
+		known    bool  // ackedEnd is current: the follower is in sync
+		diverged error
+		lastErr  error
+	}
+}
+
+func newFollower(p *Partition, id, epoch int32) *follower {
+	f := &follower{id: id, p: p, epoch: epoch, done: make(chan struct{}), kick: make(chan struct{}, 1)}
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	return f
+}
+
+func (f *follower) start() { go f.run() }
+
+// stop ends the sender and fails what is still queued. It waits for the
+// goroutine to return.
+func (f *follower) stop() {
+	f.cancel()
+	<-f.done
+	f.mu.Lock()
+	q := f.mu.queue
+	f.mu.queue = nil
+	f.mu.Unlock()
+	for _, it := range q {
+		it.done <- fmt.Errorf("%w: leadership of %s/%d changed", ErrNotLeader, f.p.Topic, f.p.Index)
+	}
+}
+
+func (f *follower) enqueue(batch []byte, next int64) *item {
+	it := &item{batch: batch, next: next, done: make(chan error, 1)}
+	f.mu.Lock()
+	f.mu.queue = append(f.mu.queue, it)
+	f.mu.Unlock()
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+	return it
+}
+
+func (f *follower) acked() (int64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mu.ackedEnd, f.mu.known
+}
+
+func (f *follower) status() FollowerStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := FollowerStatus{Broker: f.id, LogEndOffset: -1, State: "lagging"}
+	switch {
+	case f.mu.diverged != nil:
+		s.State, s.Err = "diverged", f.mu.diverged.Error()
+	case f.mu.known:
+		s.State, s.LogEndOffset = "in-sync", f.mu.ackedEnd
+	case f.mu.lastErr != nil:
+		s.Err = f.mu.lastErr.Error()
+	}
+	return s
+}
+
+func (f *follower) run() {
+	defer close(f.done)
+	log := f.p.logger.With("peer", f.id)
+	retry := time.NewTimer(0) // a new leader learns its followers at once
+	defer retry.Stop()
+	for {
+		select {
+		case <-f.ctx.Done():
+			return
+		case <-f.kick:
+		case <-retry.C:
+		}
+		f.mu.Lock()
+		items := f.mu.queue
+		f.mu.queue = nil
+		inSync, diverged := f.mu.known, f.mu.diverged
+		f.mu.Unlock()
+
+		control := false
+		for _, it := range items {
+			control = control || it.batch == nil
+		}
+		var err error
+		switch {
+		case diverged != nil:
+			err = diverged
+		case inSync && len(items) > 0 && !control:
+			err = f.replicate(items)
+		case !inSync || control:
+			target := f.p.log.LogEndOffset()
+			if len(items) > 0 {
+				target = max(target, items[len(items)-1].next)
+			}
+			_, _, err = f.catchUp(target)
+		}
+		for _, it := range items {
+			if !it.settled {
+				it.done <- err
+			}
+		}
+		if err != nil {
+			f.mu.Lock()
+			f.mu.known = false
+			f.mu.lastErr = err
+			f.mu.Unlock()
+			if f.ctx.Err() == nil && diverged == nil {
+				log.Debug("follower lags", "err", err)
+			}
+			retry.Reset(catchUpRetry)
+		}
+		f.p.recomputeHW()
+	}
+}
+
+// peer resolves the follower's address now: it may change between rounds.
+func (f *follower) peer() (Peer, error) {
+	if f.p.opts.Peers == nil {
+		return nil, errors.New("no way to reach other brokers")
+	}
+	return f.p.opts.Peers(f.id)
+}
+
+func (f *follower) request(batch []byte) *transport.ReplicateRequest {
+	return &transport.ReplicateRequest{
+		Topic: f.p.Topic, Partition: f.p.Index, LeaderEpoch: f.epoch, LeaderID: f.p.brokerID,
+		HighWatermark: f.p.HighWatermark(), Batch: batch,
+	}
+}
+
+// replicate sends items in order, pipelined on one connection, and waits
+// for each acknowledgement in order. Items are marked done as they are
+// acknowledged; on the first failure the rest fail with it.
+func (f *follower) replicate(items []*item) error {
+	peer, err := f.peer()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(f.ctx, f.p.opts.ReplicationTimeout)
+	defer cancel()
+	waits := make([]func(context.Context) (int64, error), 0, len(items))
+	for _, it := range items {
+		w, err := peer.SendReplicate(ctx, f.request(it.batch))
+		if err != nil {
+			break
+		}
+		waits = append(waits, w)
+	}
+	for i, it := range items {
+		if i >= len(waits) {
+			return fmt.Errorf("send to broker %d failed", f.id)
+		}
+		end, err := waits[i](ctx)
+		if err != nil {
+			for _, w := range waits[i+1:] {
+				w(ctx) // drain, so the connection's calls end; outcomes are moot
+			}
+			return f.classify(err)
+		}
+		if end != it.next {
+			return fmt.Errorf("broker %d acknowledged log end %d for a batch ending at %d", f.id, end, it.next)
+		}
+		f.mu.Lock()
+		f.mu.ackedEnd, f.mu.known = end, true
+		f.mu.Unlock()
+		it.done <- nil
+		it.settled = true
+	}
+	return nil
+}
+
+// classify turns a follower's StaleEpoch answer into a step-down.
+func (f *follower) classify(err error) error {
+	if errors.Is(err, transport.ErrStaleEpoch) {
+		f.p.stepDown(f.epoch + 1)
+		return fmt.Errorf("%w: broker %d knows a newer leader epoch than %d: %v", ErrNotLeader, f.id, f.epoch, err)
+	}
+	return err
+}
+
+// catchUpNow runs catch-up on behalf of an operator, outside the sender's
+// loop: it kicks the sender and waits for it to report in sync.
+func (f *follower) catchUpNow(ctx context.Context) (from, to int64, err error) {
+	before, _ := f.acked()
+	it := f.enqueue(nil, f.p.log.LogEndOffset())
+	select {
+	case err = <-it.done:
+	case <-ctx.Done():
+		return before, before, ctx.Err()
+	}
+	after, _ := f.acked()
+	return before, after, err
+}
+
+// catchUp checks that the follower's log is a prefix of the leader's, by
+// content, and copies the leader's batches from the follower's log end up
+// to target. A follower that is not a prefix is marked diverged and left
+// untouched.
+func (f *follower) catchUp(target int64) (from, to int64, err error) {
+	peer, err := f.peer()
+	if err != nil {
+		return 0, 0, err
+	}
+	ctx, cancel := context.WithTimeout(f.ctx, f.p.opts.ReplicationTimeout)
+	defer cancel()
+	st, err := peer.ReplicaState(ctx, &transport.ReplicaStateRequest{
+		Topic: f.p.Topic, Partition: f.p.Index, LeaderEpoch: f.epoch, TailBatches: tailCheck,
+	})
+	if err != nil {
+		return 0, 0, f.classify(err)
+	}
+	if st.FencedEpoch > f.epoch {
+		f.p.stepDown(st.FencedEpoch)
+		return 0, 0, fmt.Errorf("%w: broker %d has seen epoch %d", ErrNotLeader, f.id, st.FencedEpoch)
+	}
+	if err := f.checkPrefix(st); err != nil {
+		f.mu.Lock()
+		f.mu.diverged = err
+		f.mu.Unlock()
+		f.p.logger.Error("follower diverged from the leader; recover it", "peer", f.id, "err", err)
+		return 0, 0, err
+	}
+	from = st.LogEndOffset
+	off := from
+	for off < target {
+		if err := f.p.log.Wait(ctx, off); err != nil {
+			return from, off, err
+		}
+		data, err := f.p.log.Read(ctx, off, 1<<20, target, nil)
+		if err != nil {
+			return from, off, err
+		}
+		var waits []func(context.Context) (int64, error)
+		var ends []int64
+		err = record.Batches(data, func(b record.Batch) bool {
+			w, err2 := peer.SendReplicate(ctx, f.request(b))
+			if err2 != nil {
+				return false
+			}
+			waits = append(waits, w)
+			ends = append(ends, b.NextOffset())
+			return true
+		})
+		if err != nil {
+			return from, off, err
+		}
+		if len(waits) == 0 {
+			return from, off, fmt.Errorf("send to broker %d failed", f.id)
+		}
+		for i, w := range waits {
+			end, err := w(ctx)
+			if err != nil {
+				return from, off, f.classify(err)
+			}
+			if end != ends[i] {
+				return from, off, fmt.Errorf("broker %d acknowledged log end %d, want %d", f.id, end, ends[i])
+			}
+			off = end
+		}
+	}
+	f.mu.Lock()
+	f.mu.ackedEnd, f.mu.known, f.mu.lastErr = off, true, nil
+	f.mu.Unlock()
+	if off > from {
+		f.p.logger.Info("caught up follower", "peer", f.id, "from", from, "to", off)
+	}
+	return from, off, nil
+}
+
+// checkPrefix compares the follower's last batches with the leader's: the
+// same base offset, end, epoch and CRC, which covers every byte of a batch.
+func (f *follower) checkPrefix(st *transport.ReplicaStateResponse) error {
+	leaderEnd := f.p.log.LogEndOffset()
+	if st.LogEndOffset > leaderEnd {
+		return fmt.Errorf("%w: broker %d holds up to offset %d, the leader only %d", ErrReplicaDivergence, f.id, st.LogEndOffset, leaderEnd)
+	}
+	if st.LogEndOffset < f.p.log.LogStartOffset() {
+		return fmt.Errorf("broker %d ends at %d, before the leader's log start %d: recover it", f.id, st.LogEndOffset, f.p.log.LogStartOffset())
+	}
+	for _, b := range st.Tail {
+		if b.NextOffset <= f.p.log.LogStartOffset() {
+			continue
+		}
+		mine, ok, err := f.p.log.BatchAt(b.BaseOffset)
+		if err != nil {
+			return err
+		}
+		if !ok || mine.NextOffset != b.NextOffset || mine.LeaderEpoch != b.LeaderEpoch || mine.CRC != b.CRC {
+			return fmt.Errorf("%w: broker %d's batch at offset %d (epoch %d, crc %08x) differs from the leader's", ErrReplicaDivergence, f.id, b.BaseOffset, b.LeaderEpoch, b.CRC)
+		}
+	}
+	if len(st.Tail) == 0 && st.LogEndOffset > f.p.log.LogStartOffset() {
+		return fmt.Errorf("%w: broker %d reported no batches for a non-empty log", ErrReplicaDivergence, f.id)
+	}
+	return nil
+}

@@ -1,0 +1,273 @@
+package transport
+
+// Cluster APIs: between brokers and the controller, and between replicas.
+const (
+	APIRegisterBroker  API = 20
+	APIUpdateMetadata  API = 21
+	APIFetchMetadata   API = 22
+	APIReplicate       API = 23
+	APIReplicaState    API = 24
+	APIDescribeCluster API = 25
+	APICatchUp         API = 26
+)
+
+func init() {
+	apiNames[APIRegisterBroker] = "RegisterBroker"
+	apiNames[APIUpdateMetadata] = "UpdateMetadata"
+	apiNames[APIFetchMetadata] = "FetchMetadata"
+	apiNames[APIReplicate] = "Replicate"
+	apiNames[APIReplicaState] = "ReplicaState"
+	apiNames[APIDescribeCluster] = "DescribeCluster"
+	apiNames[APICatchUp] = "CatchUp"
+}
+
+// RegisterBrokerRequest announces a broker to the controller. ClusterID is
+// the cluster named in the broker's storage stamp, empty for a new root.
+type RegisterBrokerRequest struct {
+	ID        int32
+	Addr      string
+	HTTP      string
+	Gossip    string
+	ClusterID string
+}
+
+// Encode implements Message.
+func (r *RegisterBrokerRequest) Encode(e *Encoder) {
+	e.Int32(r.ID)
+	e.String(r.Addr)
+	e.String(r.HTTP)
+	e.String(r.Gossip)
+	e.String(r.ClusterID)
+}
+
+// Decode implements Message.
+func (r *RegisterBrokerRequest) Decode(d *Decoder) {
+	r.ID = d.Int32()
+	r.Addr = d.String()
+	r.HTTP = d.String()
+	r.Gossip = d.String()
+	r.ClusterID = d.String()
+}
+
+// MetadataBlob carries the whole cluster metadata as the controller
+// persisted it (JSON, package metadata's format). Empty means "nothing
+// newer" in a FetchMetadata answer.
+type MetadataBlob struct {
+	Metadata []byte
+}
+
+// Encode implements Message.
+func (r *MetadataBlob) Encode(e *Encoder) { e.Bytes32(r.Metadata) }
+
+// Decode implements Message.
+func (r *MetadataBlob) Decode(d *Decoder) { r.Metadata = d.Bytes32() }
+
+// FetchMetadataRequest asks the controller for metadata newer than
+// KnownEpoch.
+type FetchMetadataRequest struct {
+	KnownEpoch int64
+}
+
+// Encode implements Message.
+func (r *FetchMetadataRequest) Encode(e *Encoder) { e.Int64(r.KnownEpoch) }
+
+// Decode implements Message.
+func (r *FetchMetadataRequest) Decode(d *Decoder) { r.KnownEpoch = d.Int64() }
+
+// ReplicateRequest carries one batch, exactly as the leader stored it, to a
+// follower.
+type ReplicateRequest struct {
+	Topic         string
+	Partition     int32
+	LeaderEpoch   int32
+	LeaderID      int32
+	HighWatermark int64
+	Batch         []byte
+}
+
+// Encode implements Message.
+func (r *ReplicateRequest) Encode(e *Encoder) {
+	e.String(r.Topic)
+	e.Int32(r.Partition)
+	e.Int32(r.LeaderEpoch)
+	e.Int32(r.LeaderID)
+	e.Int64(r.HighWatermark)
+	e.Bytes32(r.Batch)
+}
+
+// Decode implements Message.
+func (r *ReplicateRequest) Decode(d *Decoder) {
+	r.Topic = d.String()
+	r.Partition = d.Int32()
+	r.LeaderEpoch = d.Int32()
+	r.LeaderID = d.Int32()
+	r.HighWatermark = d.Int64()
+	r.Batch = d.Bytes32()
+}
+
+// ReplicateResponse is the follower's log end once the batch is durable.
+type ReplicateResponse struct {
+	LogEndOffset int64
+}
+
+// Encode implements Message.
+func (r *ReplicateResponse) Encode(e *Encoder) { e.Int64(r.LogEndOffset) }
+
+// Decode implements Message.
+func (r *ReplicateResponse) Decode(d *Decoder) { r.LogEndOffset = d.Int64() }
+
+// ReplicaStateRequest asks a replica for its position. A LeaderEpoch above
+// zero also fences the replica at that epoch; TailBatches asks for the
+// identity of its last batches, for the prefix check of catch-up.
+type ReplicaStateRequest struct {
+	Topic       string
+	Partition   int32
+	LeaderEpoch int32
+	TailBatches int32
+}
+
+// Encode implements Message.
+func (r *ReplicaStateRequest) Encode(e *Encoder) {
+	e.String(r.Topic)
+	e.Int32(r.Partition)
+	e.Int32(r.LeaderEpoch)
+	e.Int32(r.TailBatches)
+}
+
+// Decode implements Message.
+func (r *ReplicaStateRequest) Decode(d *Decoder) {
+	r.Topic = d.String()
+	r.Partition = d.Int32()
+	r.LeaderEpoch = d.Int32()
+	r.TailBatches = d.Int32()
+}
+
+// BatchID identifies a stored batch by content: its CRC covers its offsets,
+// epoch and records.
+type BatchID struct {
+	BaseOffset  int64
+	NextOffset  int64
+	LeaderEpoch int32
+	CRC         uint32
+}
+
+// ReplicaStateResponse is a replica's position.
+type ReplicaStateResponse struct {
+	LogStartOffset int64
+	LogEndOffset   int64
+	HighWatermark  int64
+	LastEpoch      int32 // epoch of the last batch, -1 when empty
+	FencedEpoch    int32 // highest leader epoch the replica has seen
+	Tail           []BatchID
+}
+
+// Encode implements Message.
+func (r *ReplicaStateResponse) Encode(e *Encoder) {
+	e.Int64(r.LogStartOffset)
+	e.Int64(r.LogEndOffset)
+	e.Int64(r.HighWatermark)
+	e.Int32(r.LastEpoch)
+	e.Int32(r.FencedEpoch)
+	e.Count(len(r.Tail))
+	for _, b := range r.Tail {
+		e.Int64(b.BaseOffset)
+		e.Int64(b.NextOffset)
+		e.Int32(b.LeaderEpoch)
+		e.Uint32(b.CRC)
+	}
+}
+
+// Decode implements Message.
+func (r *ReplicaStateResponse) Decode(d *Decoder) {
+	r.LogStartOffset = d.Int64()
+	r.LogEndOffset = d.Int64()
+	r.HighWatermark = d.Int64()
+	r.LastEpoch = d.Int32()
+	r.FencedEpoch = d.Int32()
+	if n := d.Count(24); n > 0 {
+		r.Tail = make([]BatchID, n)
+		for i := range r.Tail {
+			r.Tail[i] = BatchID{BaseOffset: d.Int64(), NextOffset: d.Int64(), LeaderEpoch: d.Int32(), CRC: d.Uint32()}
+		}
+	}
+}
+
+// Member is one memberlist member as a node sees it.
+type Member struct {
+	BrokerID int32
+	Gossip   string
+	State    string // alive, suspect, dead, left
+}
+
+// DescribeClusterResponse is a node's view of the cluster: the metadata it
+// holds and the gossip state of every member it knows.
+type DescribeClusterResponse struct {
+	NodeID   int32
+	Metadata []byte
+	Members  []Member
+}
+
+// Encode implements Message.
+func (r *DescribeClusterResponse) Encode(e *Encoder) {
+	e.Int32(r.NodeID)
+	e.Bytes32(r.Metadata)
+	e.Count(len(r.Members))
+	for _, m := range r.Members {
+		e.Int32(m.BrokerID)
+		e.String(m.Gossip)
+		e.String(m.State)
+	}
+}
+
+// Decode implements Message.
+func (r *DescribeClusterResponse) Decode(d *Decoder) {
+	r.NodeID = d.Int32()
+	r.Metadata = d.Bytes32()
+	if n := d.Count(8); n > 0 {
+		r.Members = make([]Member, n)
+		for i := range r.Members {
+			r.Members[i] = Member{BrokerID: d.Int32(), Gossip: d.String(), State: d.String()}
+		}
+	}
+}
+
+// CatchUpRequest asks a partition's leader to bring one active follower up
+// to date now.
+type CatchUpRequest struct {
+	Topic     string
+	Partition int32
+	Broker    int32
+}
+
+// Encode implements Message.
+func (r *CatchUpRequest) Encode(e *Encoder) {
+	e.String(r.Topic)
+	e.Int32(r.Partition)
+	e.Int32(r.Broker)
+}
+
+// Decode implements Message.
+func (r *CatchUpRequest) Decode(d *Decoder) {
+	r.Topic = d.String()
+	r.Partition = d.Int32()
+	r.Broker = d.Int32()
+}
+
+// CatchUpResponse says what catch-up copied: the follower's log end before
+// and after.
+type CatchUpResponse struct {
+	FromOffset int64
+	ToOffset   int64
+}
+
+// Encode implements Message.
+func (r *CatchUpResponse) Encode(e *Encoder) {
+	e.Int64(r.FromOffset)
+	e.Int64(r.ToOffset)
+}
+
+// Decode implements Message.
+func (r *CatchUpResponse) Decode(d *Decoder) {
+	r.FromOffset = d.Int64()
+	r.ToOffset = d.Int64()
+}
