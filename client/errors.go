@@ -41,5 +41,6 @@ func staleRoute(err error) bool {
 		errors.Is(err, transport.ErrUnknownTopic) ||
 		errors.Is(err, transport.ErrUnknownPartition) ||
 		errors.Is(err, transport.ErrBrokerNotAvailable) ||
-		errors.Is(err, transport.ErrShuttingDown)
+		errors.Is(err, transport.ErrShuttingDown) ||
+		errors.Is(err, transport.ErrNotReady)
 }
