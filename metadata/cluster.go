@@ -67,10 +67,10 @@ type Partition struct {
 func (c *Cluster) Clone() *Cluster {
 	n := *c
 	n.Brokers = slices.Clone(c.Brokers)
-	n.Topics = make([]Topic, len(c.Topics))
-	for i, t := range c.Topics {
-		n.Topics[i] = t
-		n.Topics[i].Partitions = make([]Partition, len(t.Partitions))
+	// slices.Clone keeps nil as nil, so the copy is equal to c, also in JSON.
+	n.Topics = slices.Clone(c.Topics)
+	for i, t := range n.Topics {
+		n.Topics[i].Partitions = slices.Clone(t.Partitions)
 		for j, p := range t.Partitions {
 			n.Topics[i].Partitions[j] = Partition{
 				Replicas: slices.Clone(p.Replicas), Active: slices.Clone(p.Active),

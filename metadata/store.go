@@ -1,8 +1,6 @@
 package metadata
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -37,19 +35,7 @@ func (s *Store) Load() (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read metadata %s: %w", s.path, err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var c Cluster
-	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: %s: data after the metadata object", ErrCorrupt, s.path)
-	}
-	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, err)
-	}
-	return &c, nil
+	return Parse(data, s.path)
 }
 
 // Save validates c and replaces the file atomically. A change is done only
@@ -58,9 +44,9 @@ func (s *Store) Save(c *Cluster) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	data, err := json.MarshalIndent(c, "", "  ")
+	data, err := Marshal(c)
 	if err != nil {
 		return err
 	}
-	return storage.WriteFileAtomic(s.path, append(data, '\n'))
+	return storage.WriteFileAtomic(s.path, data)
 }

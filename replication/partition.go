@@ -154,9 +154,13 @@ func (p *Partition) fenceTo(epoch int32) error {
 			return fmt.Errorf("persist leader epoch: %w", err)
 		}
 	}
+	// Under produceMu, so that no produce of the older epoch is written
+	// once the new epoch is known.
+	p.produceMu.Lock()
 	p.mu.Lock()
 	p.mu.fenced = max(p.mu.fenced, epoch)
 	p.mu.Unlock()
+	p.produceMu.Unlock()
 	return nil
 }
 
@@ -356,15 +360,22 @@ func (e *ReplicationError) Brokers() []int32 {
 func (p *Partition) Produce(batch record.Batch) (func(ctx context.Context) (Ack, error), error) {
 	p.produceMu.Lock()
 	p.mu.Lock()
-	st, stepped := p.mu.state, p.mu.steppedDn
+	// A replica that has recorded a newer epoch than the one it leads (a
+	// new leader reached it before the controller's metadata did) no longer
+	// leads.
+	st, stepped := p.mu.state, p.mu.steppedDn || p.mu.fenced > p.mu.state.LeaderEpoch
 	followers := make([]*follower, 0, len(p.mu.followers))
 	for _, f := range p.mu.followers {
 		followers = append(followers, f)
 	}
 	p.mu.Unlock()
-	if st.Leader != p.brokerID || stepped {
+	if st.Leader != p.brokerID {
 		p.produceMu.Unlock()
 		return nil, fmt.Errorf("%w: partition %s/%d is led by broker %d", ErrNotLeader, p.Topic, p.Index, st.Leader)
+	}
+	if stepped {
+		p.produceMu.Unlock()
+		return nil, fmt.Errorf("%w: broker %d no longer leads %s/%d: a newer leader epoch than %d exists; waiting for the controller's metadata", ErrNotLeader, p.brokerID, p.Topic, p.Index, st.LeaderEpoch)
 	}
 	res, durable, err := p.log.Write(batch, st.LeaderEpoch)
 	if err != nil {

@@ -1,0 +1,320 @@
+package replication_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"gostream/record"
+	"gostream/replication"
+	"gostream/storage"
+	"gostream/transport"
+)
+
+// localPeer reaches a follower Partition in this process, as the node's
+// RPC handler would: follower errors come back as the wire's sentinels.
+type localPeer struct {
+	p  *replication.Partition
+	mu sync.Mutex
+	// down, when set, fails every request as if the network did.
+	down error
+}
+
+func (lp *localPeer) setDown(err error) {
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	lp.down = err
+}
+
+func (lp *localPeer) err() error {
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	return lp.down
+}
+
+// toWire maps follower errors the way node's error table does.
+func toWire(err error) error {
+	if errors.Is(err, replication.ErrStaleEpoch) || errors.Is(err, storage.ErrEpochRegression) {
+		return fmt.Errorf("%w: %v", transport.ErrStaleEpoch, err)
+	}
+	return err
+}
+
+func (lp *localPeer) SendReplicate(ctx context.Context, req *transport.ReplicateRequest) (func(context.Context) (int64, error), error) {
+	if err := lp.err(); err != nil {
+		return nil, err
+	}
+	// The follower takes requests in the order they are sent, as on one
+	// connection; its answer comes back through the wait.
+	w, err := lp.p.Replicate(req)
+	return func(ctx context.Context) (int64, error) {
+		if err != nil {
+			return 0, toWire(err)
+		}
+		end, err := w(ctx)
+		return end, toWire(err)
+	}, nil
+}
+
+func (lp *localPeer) ReplicaState(ctx context.Context, req *transport.ReplicaStateRequest) (*transport.ReplicaStateResponse, error) {
+	if err := lp.err(); err != nil {
+		return nil, err
+	}
+	resp, err := lp.p.ReplicaState(req)
+	return resp, toWire(err)
+}
+
+var errNetwork = errors.New("connection refused")
+
+// pair is a leader (broker 1) and one follower (broker 2) of orders/0.
+type pair struct {
+	leader, follower       *replication.Partition
+	leaderLog, followerLog *storage.Log
+	peer                   *localPeer
+}
+
+func newPair(t *testing.T) *pair {
+	t.Helper()
+	pr := &pair{leaderLog: openLog(t, t.TempDir()), followerLog: openLog(t, t.TempDir())}
+	pr.follower = replication.NewPartition("orders", 0, 2, pr.followerLog, testLogger(t))
+	t.Cleanup(pr.follower.Close)
+	pr.peer = &localPeer{p: pr.follower}
+	peers := func(id int32) (replication.Peer, error) {
+		if id != 2 {
+			return nil, fmt.Errorf("no broker %d", id)
+		}
+		return pr.peer, nil
+	}
+	pr.leader = replication.NewPartition("orders", 0, self, pr.leaderLog, testLogger(t),
+		replication.Options{Peers: peers, ReplicationTimeout: 5 * time.Second})
+	t.Cleanup(pr.leader.Close)
+	return pr
+}
+
+// setState gives both replicas the same state.
+func (pr *pair) setState(t *testing.T, s replication.State) {
+	t.Helper()
+	require.NoError(t, pr.follower.SetState(s))
+	require.NoError(t, pr.leader.SetState(s))
+}
+
+// waitInSync waits until the leader reports its follower in sync at the
+// leader's log end.
+func (pr *pair) waitInSync(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		fs := pr.leader.Followers()
+		return len(fs) == 1 && fs[0].State == "in-sync" && fs[0].LogEndOffset == pr.leaderLog.LogEndOffset()
+	}, 10*time.Second, 5*time.Millisecond, "follower never in sync: %+v", pr.leader.Followers())
+}
+
+// logBytes reads a whole log.
+func logBytes(t *testing.T, l *storage.Log) []byte {
+	t.Helper()
+	var out []byte
+	ctx := ctxTimeout(t, 5*time.Second)
+	for off := l.LogStartOffset(); off < l.LogEndOffset(); {
+		b, err := l.Read(ctx, off, 1<<20, l.LogEndOffset(), nil)
+		require.NoError(t, err)
+		require.NotEmpty(t, b, "nothing durable at %d", off)
+		out = append(out, b...)
+		require.NoError(t, record.Batches(b, func(rb record.Batch) bool { off = rb.NextOffset(); return true }))
+	}
+	return out
+}
+
+func TestProduceWithFollower(t *testing.T) {
+	pr := newPair(t)
+	pr.setState(t, replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self, 2}})
+	pr.waitInSync(t)
+
+	for i, n := range []int{2, 1, 4} {
+		ack := produce(t, pr.leader, fmt.Sprint("b", i), n)
+		assert.Equal(t, []int32{1, 2}, ack.Replicas, "ack %d", i)
+		assert.Equal(t, int32(1), ack.LeaderEpoch)
+		assert.Equal(t, ack.NextOffset, pr.leader.HighWatermark())
+		assert.GreaterOrEqual(t, pr.followerLog.DurableEndOffset(), ack.NextOffset, "acked before the follower's fsync")
+	}
+	assert.Equal(t, logBytes(t, pr.leaderLog), logBytes(t, pr.followerLog), "the follower holds other bytes than the leader")
+	res, err := pr.leader.Fetch(ctxTimeout(t, 5*time.Second), 0, 1<<20, 0)
+	require.NoError(t, err)
+	assert.Len(t, decodeBatches(t, res.Batches), 3)
+}
+
+func TestProduceFollowerFailsThenCatchesUp(t *testing.T) {
+	pr := newPair(t)
+	pr.peer.setDown(errNetwork)
+	pr.setState(t, replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self, 2}})
+
+	_, err := pr.leader.Fetch(ctxTimeout(t, 5*time.Second), 0, 1<<20, 0)
+	require.ErrorIs(t, err, replication.ErrNotReady, "a leader that has not heard from its follower knows no HW")
+
+	_, err = tryProduce(pr.leader, "lost", 3)
+	require.ErrorIs(t, err, replication.ErrReplicationFailed)
+	var rerr *replication.ReplicationError
+	require.ErrorAs(t, err, &rerr)
+	assert.Equal(t, []int32{2}, rerr.Brokers())
+	assert.Contains(t, err.Error(), "broker 2")
+	assert.Equal(t, int64(3), pr.leaderLog.LogEndOffset(), "the leader keeps its copy")
+	assert.Equal(t, int64(0), pr.followerLog.LogEndOffset())
+	assert.Equal(t, int64(0), pr.leader.HighWatermark(), "HW moved past what the follower holds")
+
+	pr.peer.setDown(nil)
+	pr.waitInSync(t)
+	require.Eventually(t, func() bool { return pr.leader.HighWatermark() == 3 }, 10*time.Second, 5*time.Millisecond)
+
+	ack := produce(t, pr.leader, "after", 2)
+	assert.Equal(t, int64(3), ack.BaseOffset)
+	assert.Equal(t, []int32{1, 2}, ack.Replicas)
+	assert.Equal(t, logBytes(t, pr.leaderLog), logBytes(t, pr.followerLog))
+}
+
+func TestCatchUpOnDemand(t *testing.T) {
+	pr := newPair(t)
+	pr.setState(t, replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self, 2}})
+	pr.waitInSync(t)
+	produce(t, pr.leader, "a", 2)
+
+	pr.peer.setDown(errNetwork)
+	_, err := tryProduce(pr.leader, "b", 3)
+	require.ErrorIs(t, err, replication.ErrReplicationFailed)
+	pr.peer.setDown(nil)
+
+	from, to, err := pr.leader.CatchUp(ctxTimeout(t, 10*time.Second), 2)
+	require.NoError(t, err)
+	assert.Equal(t, int64(5), to)
+	assert.LessOrEqual(t, from, to)
+	assert.Equal(t, int64(5), pr.followerLog.LogEndOffset())
+
+	_, _, err = pr.leader.CatchUp(ctxTimeout(t, time.Second), 3)
+	require.Error(t, err, "broker 3 is no follower")
+}
+
+func TestDivergedFollowerIsLeftAlone(t *testing.T) {
+	pr := newPair(t)
+	pr.peer.setDown(errNetwork)
+	pr.setState(t, replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self, 2}})
+	_, err := tryProduce(pr.leader, "leader", 2)
+	require.ErrorIs(t, err, replication.ErrReplicationFailed)
+
+	// The follower got a different batch at the same offsets.
+	other := batch(t, "other", 2)
+	other.Stamp(0, 1, 1)
+	_, err = pr.followerLog.AppendExact(ctxTimeout(t, 5*time.Second), other)
+	require.NoError(t, err)
+	before := logBytes(t, pr.followerLog)
+
+	pr.peer.setDown(nil)
+	require.Eventually(t, func() bool {
+		fs := pr.leader.Followers()
+		return len(fs) == 1 && fs[0].State == "diverged"
+	}, 10*time.Second, 5*time.Millisecond, "%+v", pr.leader.Followers())
+
+	_, err = tryProduce(pr.leader, "next", 1)
+	require.ErrorIs(t, err, replication.ErrReplicaDivergence)
+	assert.Equal(t, before, logBytes(t, pr.followerLog), "catch-up wrote to a diverged follower")
+	assert.Equal(t, int64(0), pr.leader.HighWatermark())
+}
+
+// TestLeaderStepsDownOnNewerEpoch: a follower that has seen a newer epoch
+// refuses the old leader, which stops taking writes.
+func TestLeaderStepsDownOnNewerEpoch(t *testing.T) {
+	pr := newPair(t)
+	require.NoError(t, pr.follower.SetState(replication.State{Leader: 3, LeaderEpoch: 5, Active: []int32{3, 2}}))
+	require.NoError(t, pr.leader.SetState(replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self, 2}}))
+
+	require.Eventually(t, func() bool {
+		_, err := tryProduce(pr.leader, "x", 1)
+		return errors.Is(err, replication.ErrNotLeader)
+	}, 10*time.Second, 5*time.Millisecond)
+	assert.GreaterOrEqual(t, pr.leader.FencedEpoch(), int32(2))
+	end := pr.leaderLog.LogEndOffset()
+	_, err := pr.leader.Produce(batch(t, "y", 1))
+	require.ErrorIs(t, err, replication.ErrNotLeader)
+	assert.Equal(t, end, pr.leaderLog.LogEndOffset(), "a stepped-down leader wrote")
+	assert.Equal(t, int64(0), pr.followerLog.LogEndOffset())
+}
+
+// TestLeaderRefusesProduceAfterSeeingNewerEpoch: once a replica has recorded
+// a newer epoch (a new leader's ReplicaState or Replicate reached it before
+// the controller's metadata did), it no longer acts as leader of the old one.
+func TestLeaderRefusesProduceAfterSeeingNewerEpoch(t *testing.T) {
+	tests := []struct {
+		name   string
+		fences func(t *testing.T, p *replication.Partition, l *storage.Log)
+	}{
+		{"replica state", func(t *testing.T, p *replication.Partition, _ *storage.Log) {
+			_, err := p.ReplicaState(&transport.ReplicaStateRequest{Topic: "orders", LeaderEpoch: 2})
+			require.NoError(t, err)
+		}},
+		{"replicate", func(t *testing.T, p *replication.Partition, l *storage.Log) {
+			b := batch(t, "new-leader", 1)
+			b.Stamp(l.LogEndOffset(), 2, 1)
+			w, err := p.Replicate(&transport.ReplicateRequest{Topic: "orders", LeaderEpoch: 2, LeaderID: 3, Batch: b})
+			require.NoError(t, err)
+			_, err = w(ctxTimeout(t, 5*time.Second))
+			require.NoError(t, err)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, l := newPartition(t)
+			require.NoError(t, p.SetState(soleLeader(1)))
+			produce(t, p, "a", 1)
+
+			tt.fences(t, p, l)
+			assert.Equal(t, int32(2), p.FencedEpoch())
+			end := l.LogEndOffset()
+
+			_, err := p.Produce(batch(t, "old-epoch", 1))
+			require.ErrorIs(t, err, replication.ErrNotLeader)
+			assert.Equal(t, end, l.LogEndOffset(), "wrote as leader of an epoch it knows is over")
+
+			require.ErrorIs(t, p.SetState(soleLeader(1)), replication.ErrStaleEpoch)
+			require.NoError(t, p.SetState(soleLeader(3)))
+			ack := produce(t, p, "new-epoch", 1)
+			assert.Equal(t, int32(3), ack.LeaderEpoch)
+		})
+	}
+}
+
+func TestReplicateFencing(t *testing.T) {
+	epochFile := filepath.Join(t.TempDir(), "leader-epoch")
+	logDir := t.TempDir()
+	l := openLog(t, logDir)
+	p := replication.NewPartition("orders", 0, 2, l, testLogger(t), replication.Options{EpochFile: epochFile})
+	t.Cleanup(p.Close)
+	require.NoError(t, p.SetState(replication.State{Leader: self, LeaderEpoch: 3, Active: []int32{self, 2}}))
+	assert.Equal(t, int32(3), p.FencedEpoch())
+
+	b := batch(t, "old", 1)
+	b.Stamp(0, 2, 1)
+	_, err := p.Replicate(&transport.ReplicateRequest{Topic: "orders", LeaderEpoch: 2, LeaderID: 4, Batch: b})
+	require.ErrorIs(t, err, replication.ErrStaleEpoch)
+	assert.Equal(t, int64(0), l.LogEndOffset())
+
+	_, err = p.ReplicaState(&transport.ReplicaStateRequest{Topic: "orders", LeaderEpoch: 2})
+	require.ErrorIs(t, err, replication.ErrStaleEpoch)
+
+	b = batch(t, "current", 1)
+	b.Stamp(0, 3, 1)
+	w, err := p.Replicate(&transport.ReplicateRequest{Topic: "orders", LeaderEpoch: 3, LeaderID: self, Batch: b})
+	require.NoError(t, err)
+	end, err := w(ctxTimeout(t, 5*time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), end)
+
+	// The fenced epoch survives a restart.
+	p.Close()
+	again := replication.NewPartition("orders", 0, 2, l, testLogger(t), replication.Options{EpochFile: epochFile})
+	t.Cleanup(again.Close)
+	assert.Equal(t, int32(3), again.FencedEpoch())
+	require.ErrorIs(t, again.SetState(replication.State{Leader: self, LeaderEpoch: 2, Active: []int32{self, 2}}), replication.ErrStaleEpoch)
+}
