@@ -16,7 +16,7 @@ FUZZTIME      ?= 60s
 BENCHCOUNT ?= 5
 BENCHTIME  ?= 1s
 
-.PHONY: all build test fuzz run bench fmt lint clean
+.PHONY: all build test fuzz run demo bench fmt lint clean
 
 all: build
 
@@ -35,9 +35,16 @@ test:
 fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
 
-# One node today (node 1 of CLI.md, data in ./data/node1), in the foreground.
+# Three nodes on loopback with the ports of CLI.md (node 1 the controller),
+# data in ./data/node{1,2,3}, in the foreground; Ctrl-C stops them.
 run: build
 	BIN=$(BIN) scripts/run-cluster.sh
+
+# A one-minute tour: one node on a temporary directory, a topic, keyed
+# events produced and consumed, a partition replayed; then everything is
+# stopped and removed.
+demo: build
+	BIN=$(BIN) scripts/demo.sh
 
 # Storage benchmarks. To compare two versions, save each run's output and
 #   benchstat old.txt new.txt   (go install golang.org/x/perf/cmd/benchstat@latest)

@@ -173,4 +173,3 @@ func (metaDelegate) NotifyMsg([]byte)                {}
 func (metaDelegate) GetBroadcasts(int, int) [][]byte { return nil }
 func (metaDelegate) LocalState(bool) []byte          { return nil }
 func (metaDelegate) MergeRemoteState([]byte, bool)   {}
-

@@ -128,11 +128,19 @@ type CtlResult struct {
 	Exit           int
 }
 
+// CtlCommand returns an unstarted gostream-ctl command with the cluster's
+// bootstrap and args, for a test that reads its output while it runs (a
+// consume --follow) or signals it. ctx kills it.
+func (c *Cluster) CtlCommand(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, c.Bins.Ctl, append([]string{"--bootstrap", c.Bootstrap()}, args...)...)
+	cmd.Env = append(cleanEnv(), "GORACE=atexit_sleep_ms=0")
+	return cmd
+}
+
 // Ctl runs gostream-ctl with the cluster's bootstrap and args, feeding it
 // stdin, and returns its output and exit status.
 func (c *Cluster) Ctl(ctx context.Context, stdin string, args ...string) (CtlResult, error) {
-	cmd := exec.CommandContext(ctx, c.Bins.Ctl, append([]string{"--bootstrap", c.Bootstrap()}, args...)...)
-	cmd.Env = append(cleanEnv(), "GORACE=atexit_sleep_ms=0")
+	cmd := c.CtlCommand(ctx, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.Stdin = strings.NewReader(stdin)

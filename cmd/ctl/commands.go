@@ -15,44 +15,17 @@ GLOBAL OPTIONS (before or after the command, see gostream-ctl --help):
    --bootstrap HOST:PORT,...  -o, --output table|json  --timeout DURATION
 `
 
-// commands returns the command tree of CLI.md. Commands that a later issue
-// brings are registered with their arguments and flags, so that --help
-// shows the contract, and fail with NotImplemented.
+// commands returns the command tree of CLI.md, each group of commands
+// defined in the file of its concern (topic.go, produce.go, ...). Commands
+// that a later issue brings are registered with their arguments and flags,
+// so that --help shows the contract, and fail with NotImplemented.
 func commands() []*cli.Command {
 	return []*cli.Command{
-		parent("cluster", "the cluster as a whole",
-			leaf("status", "controller, brokers, partition health, and warnings with the command that fixes each",
-				"", args(0, 0), notImplemented),
-		),
-		parent("broker", "brokers",
-			leaf("list", "brokers with addresses and states", "", args(0, 0), notImplemented),
-		),
-		parent("topic", "create, inspect, seal and delete topics",
-			leaf("create", "create a topic", "NAME", args(1, 1), notImplemented,
-				intFlag("partitions", "the topic's number of partitions, `N`"),
-				intFlag("replication-factor", "replicas per partition, `R`"),
-			),
-			leaf("list", "list topics", "", args(0, 0), notImplemented),
-			leaf("describe", "partitions, leaders, replicas and their lag", "NAME", args(1, 1), notImplemented),
-			leaf("delete", "delete a topic", "NAME", args(1, 1), notImplemented),
-			leaf("seal", "refuse further appends; reads go on (a sealed topic stays sealed)",
-				"NAME", args(1, 1), notImplemented),
-		),
-		leaf("produce", "append one record per VALUE, or per stdin line when none is given",
-			"TOPIC [VALUE ...]", args(1, -1), notImplemented,
-			&cli.StringFlag{Name: "key", Usage: "record key `K`"},
-			&cli.IntFlag{Name: "partition", Usage: "write to partition `P`", Value: -1, DefaultText: "chosen by the key"},
-		),
-		leaf("consume", "print records; without --follow stop at the high watermark, with it tail",
-			"TOPIC", args(1, 1), notImplemented,
-			intFlag("partition", "read partition `P`"),
-			&cli.Int64Flag{Name: "offset", Usage: "start at offset `N`"},
-			&cli.BoolFlag{Name: "from-beginning", Usage: "start at the log start offset"},
-			&cli.BoolFlag{Name: "from-end", Usage: "start at the high watermark"},
-			&cli.Int64Flag{Name: "max", Usage: "stop after `N` records"},
-			&cli.BoolFlag{Name: "follow", Usage: "keep waiting for new records"},
-			&cli.StringFlag{Name: "group", Usage: "consume as consumer group `G`"},
-		),
+		clusterCommand(),
+		brokerCommand(),
+		topicCommand(),
+		produceCommand(),
+		consumeCommand(),
 		leaf("catch-up", "bring a lagging active follower up to the leader", "", args(0, 0), notImplemented,
 			topicFlag(), intFlag("partition", "partition `P`"), intFlag("broker", "the follower, broker `B`"),
 		),
@@ -72,17 +45,7 @@ func commands() []*cli.Command {
 			leaf("describe", "members, committed offsets and lag of a group", "G", args(1, 1), notImplemented),
 			leaf("reset-offsets", "move a group's committed offsets", "G ...", args(1, -1), notImplemented),
 		),
-		parent("bench", "load generator: records/s, MB/s, latency p50/p99/p999",
-			leaf("produce", "measure producing", "", args(0, 0), notImplemented,
-				&cli.StringFlag{Name: "topic", Usage: "topic `T` to write to", Value: "bench"},
-				&cli.Int64Flag{Name: "records", Usage: "number of records `N`", Value: 100000},
-				&cli.IntFlag{Name: "record-size", Usage: "value size in `BYTES`", Value: 100},
-			),
-			leaf("consume", "measure consuming", "", args(0, 0), notImplemented,
-				&cli.StringFlag{Name: "topic", Usage: "topic `T` to read", Value: "bench"},
-				&cli.Int64Flag{Name: "records", Usage: "number of records `N`", Value: 100000},
-			),
-		),
+		benchCommand(),
 		healthCommand(),
 	}
 }

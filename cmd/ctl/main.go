@@ -66,9 +66,11 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			"Errors go to stderr and start with the error's name.",
 		Version:         version,
 		HideHelpCommand: true,
-		Reader:          stdin,
-		Writer:          stdout,
-		ErrWriter:       stderr,
+		// --header k=a,b is one header whose value has a comma.
+		DisableSliceFlagSeparator: true,
+		Reader:                    stdin,
+		Writer:                    stdout,
+		ErrWriter:                 stderr,
 		Flags: []cli.Flag{
 			&cli.StringFlag{
 				Name:    flagBootstrap,
@@ -84,7 +86,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			},
 			&cli.DurationFlag{
 				Name:  flagTimeout,
-				Usage: "give up on the command after `DURATION`",
+				Usage: "give up after `DURATION`: on the whole command, or on each request for produce, consume and bench",
 				Value: 10 * time.Second,
 			},
 		},

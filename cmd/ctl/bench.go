@@ -1,0 +1,485 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"gostream/client"
+	"gostream/cmd/internal/exitcode"
+	"gostream/transport"
+)
+
+func benchCommand() *cli.Command {
+	produce := leaf("produce", "measure producing: records/s, MB/s, latency from send to acknowledgment",
+		"", args(0, 0), benchProduceAction,
+		&cli.StringFlag{Name: "topic", Usage: "topic `T` to write to (created if missing)", Value: "bench"},
+		&cli.Int64Flag{Name: "records", Usage: "number of records `N` in all", Value: 100000, DefaultText: "100000, or no limit with --duration"},
+		&cli.IntFlag{Name: "record-size", Usage: "value size in `BYTES`", Value: 1024},
+		&cli.IntFlag{Name: "producers", Usage: "`N` producers sending at once, each with its share of --records", Value: 1},
+		&cli.BoolFlag{Name: "sync", Usage: "each producer sends one record and waits for its acknowledgment"},
+		&cli.IntFlag{Name: "partitions", Usage: "partitions `P` of the topic when it has to be created", Value: 1},
+		&cli.IntFlag{Name: "replication-factor", Usage: "replicas `R` of the topic when it has to be created", Value: 1},
+		&cli.DurationFlag{Name: "linger", Usage: "how long a batch waits for more records, `DURATION`", Value: 5 * time.Millisecond, DefaultText: "5ms, none with --sync"},
+		&cli.IntFlag{Name: "batch-bytes", Usage: "close a batch at `BYTES`", Value: 256 << 10},
+		&cli.IntFlag{Name: "max-in-flight", Usage: "batches `N` of one partition awaiting their answer at once", Value: 5},
+		&cli.DurationFlag{Name: "duration", Usage: "stop sending after `DURATION` (or at --records if set, whichever is first)", DefaultText: "none"},
+	)
+	produce.Description = `Sends --records records of --record-size random bytes, without keys (round
+robin across the partitions), and measures each record from the moment it
+is given to the producer to its acknowledgment, so without --sync the
+latency includes the wait in the producer's buffer (32 MiB) behind the
+records sent before. With --sync each producer has one record in flight
+at a time.
+
+While it runs, a progress line goes to stderr about once a second. Then it
+prints a summary; -o json prints one object:
+   {"records","bytes","seconds","records_per_sec","mb_per_sec","p50_ms","p99_ms","p999_ms"}
+bytes counts record values; MB is 2^20 bytes. Ctrl-C stops sending early
+and still prints the summary. --timeout bounds each request.`
+
+	consume := leaf("consume", "measure consuming: records/s, MB/s, fetch latency",
+		"", args(0, 0), benchConsumeAction,
+		&cli.StringFlag{Name: "topic", Usage: "topic `T` to read", Value: "bench"},
+		&cli.Int64Flag{Name: "records", Usage: "stop after `N` records", DefaultText: "every record below the high watermark"},
+	)
+	consume.Description = `Reads every partition from its log start offset, all at once, as fast as
+it can, up to --records records in all or the high watermarks it found at
+start. The summary has the same fields as bench produce; bytes counts keys
+and values, and the latency percentiles are those of one fetch.`
+
+	return parent("bench", "load generator: records/s, MB/s, latency p50/p99/p999", produce, consume)
+}
+
+// benchSummary is what bench produce and bench consume print (-o json).
+type benchSummary struct {
+	Records       int64   `json:"records"`
+	Bytes         int64   `json:"bytes"`
+	Seconds       float64 `json:"seconds"`
+	RecordsPerSec float64 `json:"records_per_sec"`
+	MBPerSec      float64 `json:"mb_per_sec"`
+	P50Ms         float64 `json:"p50_ms"`
+	P99Ms         float64 `json:"p99_ms"`
+	P999Ms        float64 `json:"p999_ms"`
+}
+
+const mebibyte = 1 << 20
+
+func newBenchSummary(records, bytes int64, elapsed time.Duration, h *histogram) benchSummary {
+	s := benchSummary{Records: records, Bytes: bytes, Seconds: elapsed.Seconds()}
+	if s.Seconds > 0 {
+		s.RecordsPerSec = float64(records) / s.Seconds
+		s.MBPerSec = float64(bytes) / mebibyte / s.Seconds
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	s.P50Ms, s.P99Ms, s.P999Ms = ms(h.quantile(0.50)), ms(h.quantile(0.99)), ms(h.quantile(0.999))
+	return s
+}
+
+func printBenchSummary(w io.Writer, format, name, latency string, s benchSummary) error {
+	if format == outputJSON {
+		return writeJSON(w, s)
+	}
+	_, err := fmt.Fprintf(w, "%s: %d records (%.2f MB) in %.3f s\n"+
+		"  throughput  %.1f records/s, %.2f MB/s\n"+
+		"  latency     p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms (%s)\n",
+		name, s.Records, float64(s.Bytes)/mebibyte, s.Seconds,
+		s.RecordsPerSec, s.MBPerSec, s.P50Ms, s.P99Ms, s.P999Ms, latency)
+	return err
+}
+
+// benchCounters count what a bench has done; the progress line reads them
+// while it runs.
+type benchCounters struct {
+	records atomic.Int64
+	bytes   atomic.Int64
+}
+
+// firstError keeps the first error that several goroutines report.
+type firstError struct {
+	once sync.Once
+	err  atomic.Pointer[error]
+}
+
+func (f *firstError) set(err error) { f.once.Do(func() { f.err.Store(&err) }) }
+
+func (f *firstError) get() error {
+	if p := f.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// progress writes a line about a running bench to stderr once a second:
+// rewritten in place with \r on a terminal, one line each time otherwise.
+type progress struct {
+	w        io.Writer
+	tty      bool
+	name     string
+	counters *benchCounters
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+func startProgress(w io.Writer, name string, counters *benchCounters) *progress {
+	p := &progress{w: w, tty: isTerminal(w), name: name, counters: counters,
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go p.run()
+	return p
+}
+
+func (p *progress) run() {
+	defer close(p.done)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	start, last, lastAt := time.Now(), int64(0), time.Now()
+	for {
+		select {
+		case <-p.stop:
+			if p.tty {
+				fmt.Fprint(p.w, "\r\033[K")
+			}
+			return
+		case now := <-t.C:
+			n, b := p.counters.records.Load(), p.counters.bytes.Load()
+			rate := float64(n-last) / now.Sub(lastAt).Seconds()
+			last, lastAt = n, now
+			line := fmt.Sprintf("%s: %d records, %.1f MB, %.0f records/s now, %s elapsed",
+				p.name, n, float64(b)/mebibyte, rate, now.Sub(start).Round(time.Second))
+			if p.tty {
+				fmt.Fprintf(p.w, "\r\033[K%s", line)
+			} else {
+				fmt.Fprintln(p.w, line)
+			}
+		}
+	}
+}
+
+// close stops the progress line and waits until it is gone.
+func (p *progress) close() {
+	close(p.stop)
+	<-p.done
+}
+
+// ensureTopic creates topic with partitions and rf unless it exists.
+func ensureTopic(ctx context.Context, cl *client.Client, topic string, partitions, rf int, log io.Writer) error {
+	_, err := cl.DescribeTopic(ctx, topic)
+	if !errors.Is(err, transport.ErrUnknownTopic) {
+		return err
+	}
+	_, err = cl.CreateTopic(ctx, topic, partitions, rf)
+	switch {
+	case errors.Is(err, transport.ErrTopicExists):
+		return nil // someone else was quicker
+	case err != nil:
+		return err
+	}
+	fmt.Fprintf(log, "bench: created topic %s: %d partitions, replication factor %d\n", topic, partitions, rf)
+	return nil
+}
+
+func benchProduceAction(c *cli.Context) error {
+	g := globalsOf(c)
+	topic := c.String("topic")
+	records := c.Int64("records")
+	if c.IsSet("duration") && !c.IsSet("records") {
+		records = -1
+	}
+	size, producers := c.Int("record-size"), c.Int("producers")
+	switch {
+	case records == 0 || records < -1:
+		return exitcode.Usagef("InvalidFlag", "--records %d: want a positive number", records)
+	case size < 0:
+		return exitcode.Usagef("InvalidFlag", "--record-size %d: want 0 or more bytes", size)
+	case producers < 1:
+		return exitcode.Usagef("InvalidFlag", "--producers %d: want a positive number", producers)
+	case c.Int("partitions") < 1 || c.Int("replication-factor") < 1:
+		return exitcode.Usagef("InvalidFlag", "--partitions and --replication-factor: want positive numbers")
+	case c.Duration("duration") < 0:
+		return exitcode.Usagef("InvalidFlag", "--duration %s: want a positive duration", c.Duration("duration"))
+	}
+	syncMode := c.Bool("sync")
+	cfg := client.ProducerConfig{
+		Linger:                  c.Duration("linger"),
+		BatchBytes:              c.Int("batch-bytes"),
+		MaxInFlightPerPartition: c.Int("max-in-flight"),
+		MaxBlock:                g.timeout,
+		RequestTimeout:          g.timeout,
+	}
+	if syncMode && !c.IsSet("linger") {
+		cfg.Linger = -1 // one record at a time: waiting for more only adds latency
+	}
+
+	setup, cancelSetup := context.WithTimeout(c.Context, g.timeout)
+	defer cancelSetup()
+	cl, err := connect(setup, g)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if err := ensureTopic(setup, cl, topic, c.Int("partitions"), c.Int("replication-factor"), c.App.ErrWriter); err != nil {
+		return failed(err)
+	}
+
+	// sending ends at --duration or Ctrl-C; records in flight then finish.
+	sending := c.Context
+	if d := c.Duration("duration"); d > 0 {
+		var cancel context.CancelFunc
+		sending, cancel = context.WithTimeout(c.Context, d)
+		defer cancel()
+	}
+	value := make([]byte, size)
+	rng := rand.NewChaCha8([32]byte{})
+	rng.Read(value)
+
+	var (
+		counters benchCounters
+		fail     firstError
+		wg       sync.WaitGroup
+	)
+	bps := make([]*benchProducer, producers)
+	for i := range bps {
+		prod, err := client.NewProducer(cl, cfg)
+		if err != nil {
+			return exitcode.Usagef("InvalidFlag", "%v", err)
+		}
+		defer prod.Close()
+		bps[i] = &benchProducer{prod: prod, hist: new(histogram), counters: &counters, fail: &fail,
+			rec: client.ProducerRecord{Topic: topic, Value: value}}
+	}
+	mode := "async"
+	if syncMode {
+		mode = "sync"
+	}
+	linger := "none"
+	if cfg.Linger > 0 {
+		linger = cfg.Linger.String()
+	}
+	fmt.Fprintf(c.App.ErrWriter, "bench produce: %s records of %d bytes to %s, %d producer(s), %s, linger %s\n",
+		countText(records), size, topic, producers, mode, linger)
+	start := time.Now()
+	prog := startProgress(c.App.ErrWriter, "bench produce", &counters)
+	for i, bp := range bps {
+		quota := int64(-1)
+		if records > 0 {
+			quota = records / int64(producers)
+			if int64(i) < records%int64(producers) {
+				quota++
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if syncMode {
+				bp.runSync(c.Context, sending, quota)
+			} else {
+				bp.runAsync(sending, quota)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, bp := range bps {
+		bp.prod.Close() // waits for every outcome and callback
+	}
+	elapsed := time.Since(start)
+	prog.close()
+
+	var h histogram
+	for _, bp := range bps {
+		h.add(bp.hist)
+	}
+	sum := newBenchSummary(counters.records.Load(), counters.bytes.Load(), elapsed, &h)
+	if err := printBenchSummary(c.App.Writer, g.output, "bench produce", "send to acknowledgment", sum); err != nil {
+		return exitcode.Fail("WriteFailed", err)
+	}
+	if err := fail.get(); err != nil && !interrupted(c.Context, err) {
+		return failed(err)
+	}
+	return nil
+}
+
+func countText(n int64) string {
+	if n < 0 {
+		return "unlimited"
+	}
+	return fmt.Sprint(n)
+}
+
+// benchProducer is one of bench produce's producers. hist is written by
+// one goroutine at a time: the sender with --sync, the Producer's callback
+// goroutine otherwise; it is read after the Producer is closed.
+type benchProducer struct {
+	prod     *client.Producer
+	rec      client.ProducerRecord
+	hist     *histogram
+	counters *benchCounters
+	fail     *firstError
+}
+
+// runAsync sends quota records (no limit if negative) without waiting,
+// until sending ends or a record fails.
+func (b *benchProducer) runAsync(sending context.Context, quota int64) {
+	size := int64(len(b.rec.Value))
+	for i := int64(0); quota < 0 || i < quota; i++ {
+		if sending.Err() != nil || b.fail.get() != nil {
+			return
+		}
+		t0 := time.Now()
+		b.prod.SendAsync(b.rec, func(_ client.Ack, err error) {
+			if err != nil {
+				b.fail.set(err)
+				return
+			}
+			b.hist.record(time.Since(t0))
+			b.counters.records.Add(1)
+			b.counters.bytes.Add(size)
+		})
+	}
+}
+
+// runSync sends quota records (no limit if negative) one at a time, each
+// after the last one's acknowledgment, until sending ends or a record
+// fails. A Send still waiting when sending ends (at --duration) finishes:
+// only ctx, the command's, abandons it.
+func (b *benchProducer) runSync(ctx, sending context.Context, quota int64) {
+	size := int64(len(b.rec.Value))
+	for i := int64(0); quota < 0 || i < quota; i++ {
+		if sending.Err() != nil || b.fail.get() != nil {
+			return
+		}
+		t0 := time.Now()
+		if _, err := b.prod.Send(ctx, b.rec); err != nil {
+			b.fail.set(err)
+			return
+		}
+		b.hist.record(time.Since(t0))
+		b.counters.records.Add(1)
+		b.counters.bytes.Add(size)
+	}
+}
+
+func benchConsumeAction(c *cli.Context) error {
+	g := globalsOf(c)
+	topic := c.String("topic")
+	limit := c.Int64("records")
+	if c.IsSet("records") && limit < 1 {
+		return exitcode.Usagef("InvalidFlag", "--records %d: want a positive number", limit)
+	}
+	setup, cancelSetup := context.WithTimeout(c.Context, g.timeout)
+	defer cancelSetup()
+	cl, err := connect(setup, g)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	t, err := describeTopic(setup, cl, topic)
+	if err != nil {
+		return failed(err)
+	}
+	readers := make([]*benchReader, 0, len(t.Partitions))
+	var available int64
+	for _, p := range t.Partitions {
+		offs, err := cl.ListOffsets(setup, topic, p.Partition)
+		if err != nil {
+			return failed(err)
+		}
+		cons, err := client.NewConsumer(cl, topic, p.Partition, client.ConsumerConfig{})
+		if err != nil {
+			return failed(err)
+		}
+		cons.SeekTo(offs.LogStartOffset)
+		available += offs.HighWatermark - offs.LogStartOffset
+		readers = append(readers, &benchReader{cons: cons, stop: offs.HighWatermark, hist: new(histogram)})
+	}
+	target := available
+	if limit > 0 {
+		target = min(limit, available)
+	}
+	fmt.Fprintf(c.App.ErrWriter, "bench consume: %d records from %s, %d partitions\n", target, topic, len(readers))
+
+	ctx, cancel := context.WithCancel(c.Context)
+	defer cancel()
+	var (
+		counters benchCounters
+		fail     firstError
+		wg       sync.WaitGroup
+	)
+	start := time.Now()
+	prog := startProgress(c.App.ErrWriter, "bench consume", &counters)
+	for _, r := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.run(ctx, &counters, target); err != nil && ctx.Err() == nil {
+				fail.set(err)
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	prog.close()
+
+	var h histogram
+	for _, r := range readers {
+		h.add(r.hist)
+	}
+	sum := newBenchSummary(counters.records.Load(), counters.bytes.Load(), elapsed, &h)
+	if err := printBenchSummary(c.App.Writer, g.output, "bench consume", "one fetch", sum); err != nil {
+		return exitcode.Fail("WriteFailed", err)
+	}
+	return failed(fail.get())
+}
+
+// benchReader reads one partition for bench consume.
+type benchReader struct {
+	cons *client.Consumer
+	stop int64 // the high watermark at start
+	hist *histogram
+}
+
+// run fetches until the partition's stop offset or until the readers
+// together have taken target records, counting only records up to target.
+func (r *benchReader) run(ctx context.Context, counters *benchCounters, target int64) error {
+	for r.cons.Position() < r.stop && counters.records.Load() < target {
+		t0 := time.Now()
+		recs, err := r.cons.Poll(ctx, catchUpWait)
+		if err != nil {
+			return err
+		}
+		r.hist.record(time.Since(t0))
+		n := 0
+		for n < len(recs) && recs[n].Offset < r.stop {
+			n++
+		}
+		took := take(&counters.records, target, int64(n))
+		var size int64
+		for i := range took {
+			size += int64(len(recs[i].Key) + len(recs[i].Value))
+		}
+		counters.bytes.Add(size)
+	}
+	return nil
+}
+
+// take adds up to k to n without passing target and returns how much it
+// added.
+func take(n *atomic.Int64, target, k int64) int64 {
+	for {
+		cur := n.Load()
+		k = min(k, target-cur)
+		if k <= 0 {
+			return 0
+		}
+		if n.CompareAndSwap(cur, cur+k) {
+			return k
+		}
+	}
+}

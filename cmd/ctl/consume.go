@@ -1,0 +1,354 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"gostream/client"
+	"gostream/cmd/internal/exitcode"
+	"gostream/record"
+	"gostream/transport"
+)
+
+func consumeCommand() *cli.Command {
+	cmd := leaf("consume", "print records; without --follow stop at the high watermark, with it tail",
+		"TOPIC", args(1, 1), consumeAction,
+		&cli.IntFlag{Name: "partition", Usage: "read partition `P` only", DefaultText: "every partition"},
+		&cli.Int64Flag{Name: "offset", Usage: "start at offset `N` (needs --partition)", DefaultText: "the log start offset"},
+		&cli.BoolFlag{Name: "from-beginning", Usage: "start at the log start offset (the default)"},
+		&cli.BoolFlag{Name: "from-end", Usage: "start at the high watermark: only records appended from now on"},
+		&cli.Int64Flag{Name: "max", Usage: "stop after `N` records", DefaultText: "no limit"},
+		&cli.BoolFlag{Name: "follow", Usage: "keep waiting for new records until Ctrl-C or --max"},
+		&cli.StringFlag{Name: "group", Usage: "consume as consumer group `G` (not yet: consumer groups arrive with a later issue)"},
+	)
+	cmd.Description = `Reads every partition (one consumer each) or the one --partition names.
+It starts at the beginning of each partition unless --offset or --from-end
+says otherwise, with or without --follow (unlike Kafka's console consumer,
+which starts at the end).
+
+Without --follow it reads each partition up to the high watermark it had
+when the command started, and prints the partitions one after another,
+partition 0 first. With --follow it prints records as they arrive, from all
+partitions merged, until Ctrl-C or --max; Ctrl-C is a normal end (exit 0).
+
+Table output, one record per line, tab-separated:
+   PARTITION  OFFSET  KEY  VALUE
+A null key prints as (null), an empty one as "". Text with control
+characters is quoted Go-style; bytes that are not UTF-8 print as
+base64:<base64>.
+
+-o json, one object per line:
+   {"topic","partition","offset","timestamp","key","value","headers"}
+timestamp is the append time in RFC 3339, UTC, with milliseconds
+(2024-05-01T12:00:00.123Z); key is null for a record without one; headers
+is a list of {"key","value"}. When a key, value or header value is not
+valid UTF-8, all of that record's are base64 and it has "encoding":"base64".
+
+--timeout bounds setup and each request, not the whole read.`
+	return cmd
+}
+
+// followWait is how long one fetch long-polls for new records with
+// --follow. Without it a fetch below the high watermark answers at once;
+// catchUpWait only keeps a reader from spinning should one come back empty.
+const (
+	followWait  = time.Second
+	catchUpWait = 100 * time.Millisecond
+)
+
+// partitionBuffer is how many fetched batches of records a partition may
+// hold before they are printed.
+const partitionBuffer = 4
+
+// consumeStart is where each partition's reading starts.
+type consumeStart int
+
+const (
+	startBeginning consumeStart = iota
+	startEnd
+	startOffset
+)
+
+// consumeOptions are consume's flags, checked.
+type consumeOptions struct {
+	topic     string
+	partition int32 // -1 for every partition
+	start     consumeStart
+	offset    int64
+	max       int64 // 0 for no limit
+	follow    bool
+}
+
+func consumeOptionsOf(c *cli.Context) (consumeOptions, error) {
+	o := consumeOptions{topic: c.Args().First(), partition: -1, follow: c.Bool("follow")}
+	if c.IsSet("group") {
+		return o, exitcode.Fail("NotImplemented", errors.New("consumer groups arrive with a later issue"))
+	}
+	if c.IsSet("partition") {
+		p := c.Int("partition")
+		if p < 0 {
+			return o, exitcode.Usagef("InvalidFlag", "--partition %d: want a partition number, 0 or more", p)
+		}
+		o.partition = int32(p)
+	}
+	var starts []string
+	if c.Bool("from-beginning") {
+		starts = append(starts, "--from-beginning")
+	}
+	if c.Bool("from-end") {
+		starts = append(starts, "--from-end")
+		o.start = startEnd
+	}
+	if c.IsSet("offset") {
+		starts = append(starts, "--offset")
+		o.start, o.offset = startOffset, c.Int64("offset")
+		if o.partition < 0 {
+			return o, exitcode.Usagef("InvalidFlag", "--offset needs --partition: offsets belong to one partition")
+		}
+		if o.offset < 0 {
+			return o, exitcode.Usagef("InvalidFlag", "--offset %d: want an offset, 0 or more", o.offset)
+		}
+	}
+	if len(starts) > 1 {
+		return o, exitcode.Usagef("InvalidFlag", "%s and %s: give at most one place to start", starts[0], starts[1])
+	}
+	if c.IsSet("max") {
+		o.max = c.Int64("max")
+		if o.max < 1 {
+			return o, exitcode.Usagef("InvalidFlag", "--max %d: want a positive number", o.max)
+		}
+	}
+	return o, nil
+}
+
+// partitionReader reads one partition from start to stop (-1 with
+// --follow: no end) and hands what it reads to the printer.
+type partitionReader struct {
+	partition int32
+	cons      *client.Consumer
+	stop      int64
+	out       chan fetched
+}
+
+// fetched is records of one partition, in offset order.
+type fetched struct {
+	partition int32
+	recs      []record.Record
+}
+
+func consumeAction(c *cli.Context) error {
+	o, err := consumeOptionsOf(c)
+	if err != nil {
+		return err
+	}
+	g := globalsOf(c)
+	setup, cancelSetup := context.WithTimeout(c.Context, g.timeout)
+	defer cancelSetup()
+	cl, err := connect(setup, g)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	readers, merged, err := newPartitionReaders(setup, cl, o)
+	if err != nil {
+		if interrupted(c.Context, err) {
+			return nil
+		}
+		return failed(err)
+	}
+	cancelSetup()
+
+	ctx, cancel := context.WithCancel(c.Context)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+	)
+	for _, r := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.run(ctx, o.follow, merged == nil); err != nil && ctx.Err() == nil {
+				errOnce.Do(func() { firstErr = err })
+				cancel()
+			}
+		}()
+	}
+	// The channels the printer drains, in order: each partition's own, or
+	// one they share with --follow.
+	var sources []<-chan fetched
+	if merged != nil {
+		sources = []<-chan fetched{merged}
+		go func() {
+			wg.Wait()
+			close(merged)
+		}()
+	} else {
+		for _, r := range readers {
+			sources = append(sources, r.out)
+		}
+	}
+	printErr := printConsumed(ctx, c.App.Writer, g.output, o, sources, cancel)
+	cancel()
+	wg.Wait()
+	switch {
+	case printErr != nil:
+		return printErr
+	case firstErr != nil:
+		return failed(firstErr)
+	}
+	return nil
+}
+
+// newPartitionReaders sets every partition to read at its starting
+// position. With --follow the readers share one channel, which it returns;
+// otherwise each has its own.
+func newPartitionReaders(ctx context.Context, cl *client.Client, o consumeOptions) ([]*partitionReader, chan fetched, error) {
+	t, err := describeTopic(ctx, cl, o.topic)
+	if err != nil {
+		return nil, nil, err
+	}
+	parts := make([]int32, 0, len(t.Partitions))
+	if o.partition >= 0 {
+		if int(o.partition) >= len(t.Partitions) {
+			return nil, nil, fmt.Errorf("%w: topic %q has %d partitions, not %d",
+				transport.ErrUnknownPartition, o.topic, len(t.Partitions), o.partition)
+		}
+		parts = append(parts, o.partition)
+	} else {
+		for _, p := range t.Partitions {
+			parts = append(parts, p.Partition)
+		}
+	}
+	var merged chan fetched
+	if o.follow {
+		merged = make(chan fetched, partitionBuffer*len(parts))
+	}
+	readers := make([]*partitionReader, 0, len(parts))
+	for _, p := range parts {
+		cons, err := client.NewConsumer(cl, o.topic, p, client.ConsumerConfig{})
+		if err != nil {
+			return nil, nil, err
+		}
+		offs, err := cl.ListOffsets(ctx, o.topic, p)
+		if err != nil {
+			return nil, nil, err
+		}
+		r := &partitionReader{partition: p, cons: cons, stop: offs.HighWatermark, out: merged}
+		if o.follow {
+			r.stop = -1
+		} else {
+			r.out = make(chan fetched, partitionBuffer)
+		}
+		switch o.start {
+		case startBeginning:
+			cons.SeekTo(offs.LogStartOffset)
+		case startEnd:
+			cons.SeekTo(offs.HighWatermark)
+		case startOffset:
+			if o.offset < offs.LogStartOffset || o.offset > offs.HighWatermark {
+				return nil, nil, fmt.Errorf("%w: partition %s/%d holds offsets from %d to its high watermark %d, not %d",
+					transport.ErrOffsetOutOfRange, o.topic, p, offs.LogStartOffset, offs.HighWatermark, o.offset)
+			}
+			cons.SeekTo(o.offset)
+		}
+		readers = append(readers, r)
+	}
+	return readers, merged, nil
+}
+
+// run reads until the stop offset (or, following, until ctx ends) and
+// closes its own channel when it has one.
+func (r *partitionReader) run(ctx context.Context, follow, ownChannel bool) error {
+	if ownChannel {
+		defer close(r.out)
+	}
+	wait := catchUpWait
+	if follow {
+		wait = followWait
+	}
+	for follow || r.cons.Position() < r.stop {
+		recs, err := r.cons.Poll(ctx, wait)
+		if err != nil {
+			return err
+		}
+		if !follow {
+			// The stop is the high watermark at start; records appended
+			// since are for a later run.
+			for len(recs) > 0 && recs[len(recs)-1].Offset >= r.stop {
+				recs = recs[:len(recs)-1]
+			}
+		}
+		if len(recs) == 0 {
+			continue
+		}
+		select {
+		case r.out <- fetched{partition: r.partition, recs: recs}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// printConsumed prints what arrives on sources, each drained in turn,
+// until they are closed, --max records are printed or ctx ends. It calls
+// stop once it wants no more.
+func printConsumed(ctx context.Context, w io.Writer, format string, o consumeOptions, sources []<-chan fetched, stop func()) error {
+	bw := bufio.NewWriter(w)
+	var printed int64
+	for _, src := range sources {
+		for {
+			var f fetched
+			var ok bool
+			select {
+			case f, ok = <-src:
+			case <-ctx.Done():
+			}
+			if !ok {
+				break
+			}
+			for i := range f.recs {
+				if err := printRecord(bw, format, o.topic, f.partition, &f.recs[i]); err != nil {
+					stop()
+					return exitcode.Fail("WriteFailed", fmt.Errorf("write output: %w", err))
+				}
+				printed++
+				if o.max > 0 && printed >= o.max {
+					stop()
+					return flushOutput(bw)
+				}
+			}
+			// Flush per batch, so that a reader of --follow sees records
+			// as they arrive.
+			if err := flushOutput(bw); err != nil {
+				stop()
+				return err
+			}
+		}
+	}
+	return flushOutput(bw)
+}
+
+func flushOutput(bw *bufio.Writer) error {
+	if err := bw.Flush(); err != nil {
+		return exitcode.Fail("WriteFailed", fmt.Errorf("write output: %w", err))
+	}
+	return nil
+}
+
+func printRecord(w io.Writer, format, topic string, partition int32, r *record.Record) error {
+	if format == outputJSON {
+		return writeJSON(w, newConsumedRecord(topic, partition, r))
+	}
+	_, err := fmt.Fprintf(w, "%d\t%d\t%s\t%s\n", partition, r.Offset, tableKey(r.Key), tableText(r.Value))
+	return err
+}

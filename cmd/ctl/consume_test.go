@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"gostream/testcluster"
+)
+
+func TestConsume(t *testing.T) {
+	c := startCluster(t)
+	ctlOK(t, c, "", "topic", "create", "t", "--partitions", "2")
+	ctlOK(t, c, "", "produce", "t", "--partition", "0", "v0", "v1", "v2", "v3", "v4")
+	ctlOK(t, c, "", "produce", "t", "--partition", "1", "--key", "k", "w0", "w1", "w2")
+
+	all := []string{
+		"0\t0\t(null)\tv0", "0\t1\t(null)\tv1", "0\t2\t(null)\tv2", "0\t3\t(null)\tv3", "0\t4\t(null)\tv4",
+		"1\t0\tk\tw0", "1\t1\tk\tw1", "1\t2\tk\tw2",
+	}
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		// The default start is the beginning; partitions print in order.
+		{nil, all},
+		{[]string{"--from-beginning"}, all},
+		{[]string{"--partition", "1"}, all[5:]},
+		{[]string{"--partition", "0", "--offset", "2"}, all[2:5]},
+		{[]string{"--partition", "0", "--offset", "5"}, nil}, // the high watermark: nothing yet
+		{[]string{"--partition", "1", "--offset", "1", "--max", "1"}, all[6:7]},
+		{[]string{"--max", "3"}, all[:3]},
+		{[]string{"--max", "7"}, all[:7]},
+		{[]string{"--max", "100"}, all},
+		{[]string{"--from-end"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			out := ctlOK(t, c, "", append([]string{"consume", "t"}, tt.args...)...)
+			assert.Equal(t, tt.want, lines(out))
+		})
+	}
+
+	t.Run("json", func(t *testing.T) {
+		out := ctlOK(t, c, "", "consume", "t", "--partition", "1", "--max", "1", "-o", "json")
+		require.Len(t, lines(out), 1)
+		m := requireKeys(t, json.RawMessage(out), "topic", "partition", "offset", "timestamp", "key", "value", "headers")
+		assert.JSONEq(t, `"t"`, string(m["topic"]))
+		assert.JSONEq(t, `1`, string(m["partition"]))
+		assert.JSONEq(t, `0`, string(m["offset"]))
+		assert.JSONEq(t, `"k"`, string(m["key"]))
+		assert.JSONEq(t, `"w0"`, string(m["value"]))
+		assert.JSONEq(t, `[]`, string(m["headers"]))
+		var ts string
+		require.NoError(t, json.Unmarshal(m["timestamp"], &ts))
+		at, err := time.Parse(time.RFC3339Nano, ts)
+		require.NoError(t, err, ts)
+		assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`, ts)
+		assert.WithinDuration(t, time.Now(), at, 10*time.Minute)
+	})
+
+	t.Run("errors", func(t *testing.T) {
+		ctlFails(t, c, 2, "OffsetOutOfRange: ", "", "consume", "t", "--partition", "0", "--offset", "6")
+		ctlFails(t, c, 2, "UnknownPartition: ", "", "consume", "t", "--partition", "2")
+		ctlFails(t, c, 2, "NotImplemented: consumer groups arrive with a later issue", "", "consume", "t", "--group", "g")
+		ctlFails(t, c, 1, "InvalidFlag: ", "", "consume", "t", "--offset", "1")
+	})
+}
+
+func TestConsumeBytesAndKeys(t *testing.T) {
+	c := startCluster(t)
+	ctlOK(t, c, "", "topic", "create", "b", "--partitions", "1")
+	ctlOK(t, c, "\xff\xfe\x00ok\n", "produce", "b")                          // not UTF-8, no key
+	ctlOK(t, c, "", "produce", "b", "--key", "", "plain")                    // empty key
+	ctlOK(t, c, "", "produce", "b", "--key", "k\xc3", "v")                   // a key that is not UTF-8
+	ctlOK(t, c, "", "produce", "b", "--key", "ü", "tab\there", "-o", "json") // text with a control character
+
+	recs := decodeLines[consumed](t, ctlOK(t, c, "", "consume", "b", "-o", "json"))
+	require.Len(t, recs, 4)
+
+	assert.Equal(t, "base64", recs[0].Encoding)
+	assert.Nil(t, recs[0].Key, "null stays null")
+	v, err := base64.StdEncoding.DecodeString(recs[0].Value)
+	require.NoError(t, err)
+	assert.Equal(t, []byte("\xff\xfe\x00ok"), v)
+
+	assert.Empty(t, recs[1].Encoding)
+	require.NotNil(t, recs[1].Key)
+	assert.Equal(t, "", *recs[1].Key)
+	assert.Equal(t, "plain", recs[1].Value)
+
+	assert.Equal(t, "base64", recs[2].Encoding)
+	require.NotNil(t, recs[2].Key)
+	k, err := base64.StdEncoding.DecodeString(*recs[2].Key)
+	require.NoError(t, err)
+	assert.Equal(t, []byte("k\xc3"), k)
+	assert.Equal(t, base64.StdEncoding.EncodeToString([]byte("v")), recs[2].Value, "every byte field of the record")
+
+	assert.Empty(t, recs[3].Encoding)
+	assert.Equal(t, "ü", *recs[3].Key)
+	assert.Equal(t, "tab\there", recs[3].Value)
+
+	// The raw line carries "encoding" only where needed.
+	raw := lines(ctlOK(t, c, "", "consume", "b", "-o", "json"))
+	requireKeys(t, json.RawMessage(raw[0]), "topic", "partition", "offset", "timestamp", "key", "value", "headers", "encoding")
+	requireKeys(t, json.RawMessage(raw[1]), "topic", "partition", "offset", "timestamp", "key", "value", "headers")
+
+	// Tables keep one record per line.
+	assert.Equal(t, []string{
+		"0\t0\t(null)\tbase64:" + base64.StdEncoding.EncodeToString([]byte("\xff\xfe\x00ok")),
+		"0\t1\t\"\"\tplain",
+		"0\t2\tbase64:a8M=\tv",
+		"0\t3\tü\t\"tab\\there\"",
+	}, lines(ctlOK(t, c, "", "consume", "b")))
+}
+
+// follower is a gostream-ctl consume --follow running as a process, whose
+// stdout lines arrive on a channel.
+type follower struct {
+	cmd   *exec.Cmd
+	lines chan string // closed at the end of its output
+}
+
+func startFollower(t *testing.T, c *testcluster.Cluster, args ...string) *follower {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), ctlTimeout)
+	cmd := c.CtlCommand(ctx, append([]string{"consume", "--follow"}, args...)...)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	f := &follower{cmd: cmd, lines: make(chan string, 100)}
+	go func() {
+		defer close(f.lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			f.lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() {
+		cancel() // kills it if the test did not end it
+		for range f.lines {
+		}
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("consume --follow stderr: %s", stderr.String())
+		}
+	})
+	return f
+}
+
+// next returns the next line of output, failing the test if none comes
+// within the deadline.
+func (f *follower) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case l, ok := <-f.lines:
+		require.True(t, ok, "consume --follow ended")
+		return l
+	case <-time.After(30 * time.Second):
+		require.FailNow(t, "no line from consume --follow within 30s")
+		return ""
+	}
+}
+
+// wait waits for the process to exit and returns its exit status.
+func (f *follower) wait(t *testing.T) int {
+	t.Helper()
+	exited := make(chan error, 1)
+	go func() { exited <- f.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		require.NoError(t, err)
+		return 0
+	case <-time.After(30 * time.Second):
+		require.FailNow(t, "consume --follow did not exit within 30s")
+		return -1
+	}
+}
+
+func TestConsumeFollow(t *testing.T) {
+	c := startCluster(t)
+	ctlOK(t, c, "", "topic", "create", "f", "--partitions", "3")
+	ctlOK(t, c, "", "produce", "f", "--partition", "2", "before")
+
+	t.Run("sees records produced after it started; Ctrl-C ends it cleanly", func(t *testing.T) {
+		f := startFollower(t, c, "f")
+		assert.Equal(t, "2\t0\t(null)\tbefore", f.next(t))
+		ctlOK(t, c, "", "produce", "f", "--partition", "0", "after")
+		assert.Equal(t, "0\t0\t(null)\tafter", f.next(t))
+		ctlOK(t, c, "", "produce", "f", "--partition", "2", "--key", "k", "later")
+		assert.Equal(t, "2\t1\tk\tlater", f.next(t))
+		require.NoError(t, f.cmd.Process.Signal(os.Interrupt))
+		assert.Equal(t, 0, f.wait(t), "Ctrl-C is the normal end of --follow")
+	})
+
+	t.Run("from the end, until --max", func(t *testing.T) {
+		f := startFollower(t, c, "f", "--from-end", "--max", "2", "-o", "json")
+		// Produce until the follower has seen two records: it may start
+		// after the first of them.
+		var got []consumed
+		for i := 0; len(got) < 2; i++ {
+			require.Less(t, i, 20, "the follower saw %d records", len(got))
+			ctlOK(t, c, "", "produce", "f", "--partition", "1", "new")
+			select {
+			case l := <-f.lines:
+				got = append(got, decodeLines[consumed](t, l)...)
+			case <-time.After(5 * time.Second):
+			}
+		}
+		for _, r := range got {
+			assert.Equal(t, "new", r.Value, "--from-end skips what was there")
+		}
+		assert.Equal(t, 0, f.wait(t), "--max ends it")
+	})
+}

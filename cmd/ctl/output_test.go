@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"gostream/client"
+	"gostream/cmd/internal/exitcode"
+	"gostream/record"
+	"gostream/transport"
+)
+
+func TestTableText(t *testing.T) {
+	tests := []struct {
+		in   []byte
+		want string
+	}{
+		{[]byte("hello world"), "hello world"},
+		{[]byte(`{"a":"ü"}`), `{"a":"ü"}`},
+		{[]byte(""), `""`},
+		{[]byte("a\tb\nc"), `"a\tb\nc"`},
+		{[]byte{0xff, 0xfe}, "base64://4="},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, tableText(tt.in), "%q", tt.in)
+	}
+	assert.Equal(t, "(null)", tableKey(nil))
+	assert.Equal(t, `""`, tableKey([]byte{}))
+}
+
+func TestConsumedRecordJSON(t *testing.T) {
+	tests := []struct {
+		name string
+		rec  record.Record
+		want string
+	}{
+		{
+			name: "text without key",
+			rec:  record.Record{Offset: 7, Timestamp: 1714564800123, Value: []byte("v <&>")},
+			want: `{"topic":"t","partition":2,"offset":7,"timestamp":"2024-05-01T12:00:00.123Z","key":null,"value":"v <&>","headers":[]}`,
+		},
+		{
+			name: "empty key and value",
+			rec:  record.Record{Offset: 0, Timestamp: 0, Key: []byte{}, Value: []byte{}},
+			want: `{"topic":"t","partition":2,"offset":0,"timestamp":"1970-01-01T00:00:00.000Z","key":"","value":"","headers":[]}`,
+		},
+		{
+			name: "headers",
+			rec: record.Record{Offset: 1, Timestamp: 1000, Key: []byte("k"), Value: []byte("v"),
+				Headers: []record.Header{{Key: "a", Value: []byte("b,c")}, {Key: "a", Value: nil}}},
+			want: `{"topic":"t","partition":2,"offset":1,"timestamp":"1970-01-01T00:00:01.000Z","key":"k","value":"v","headers":[{"key":"a","value":"b,c"},{"key":"a","value":""}]}`,
+		},
+		{
+			name: "a value that is not UTF-8 makes every byte field base64",
+			rec: record.Record{Offset: 3, Timestamp: 1000, Key: []byte("k"), Value: []byte{0xff},
+				Headers: []record.Header{{Key: "h", Value: []byte("x")}}},
+			want: `{"topic":"t","partition":2,"offset":3,"timestamp":"1970-01-01T00:00:01.000Z","key":"aw==","value":"/w==","headers":[{"key":"h","value":"eA=="}],"encoding":"base64"}`,
+		},
+		{
+			name: "a header value that is not UTF-8",
+			rec: record.Record{Offset: 4, Timestamp: 1000, Value: []byte("v"),
+				Headers: []record.Header{{Key: "h", Value: []byte{0xc3}}}},
+			want: `{"topic":"t","partition":2,"offset":4,"timestamp":"1970-01-01T00:00:01.000Z","key":null,"value":"dg==","headers":[{"key":"h","value":"ww=="}],"encoding":"base64"}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			require.NoError(t, writeJSON(&buf, newConsumedRecord("t", 2, &tt.rec)))
+			assert.Equal(t, tt.want+"\n", buf.String())
+		})
+	}
+}
+
+func TestErrorNames(t *testing.T) {
+	tests := []struct {
+		err      error
+		name     string
+		wantLine string
+	}{
+		{
+			err:      fmt.Errorf("create topic %q: %w", "x", &transport.Error{Code: transport.CodeTopicExists, Message: `TopicExists: topic "x" exists`}),
+			name:     "TopicExists",
+			wantLine: `TopicExists: create topic "x": topic "x" exists`,
+		},
+		{
+			err:      fmt.Errorf("produce to t/0: %w: %w", client.ErrNotAppended, transport.ErrTopicSealed),
+			name:     "TopicSealed",
+			wantLine: "TopicSealed: produce to t/0: client: not appended: TopicSealed",
+		},
+		{err: fmt.Errorf("p: %w", client.ErrNoLeader), name: "NoLeader"},
+		{err: fmt.Errorf("p: %w: %w", client.ErrCorruptBatch, transport.ErrInvalidBatch), name: "CorruptBatch"},
+		{err: fmt.Errorf("p: %w: %w", client.ErrBufferFull, context.DeadlineExceeded), name: "BufferFull"},
+		{err: fmt.Errorf("p: %w: %w", client.ErrUnknownOutcome, context.DeadlineExceeded), name: "Timeout"},
+		{err: client.ErrClosed, name: "Closed"},
+		{err: fmt.Errorf("nothing known"), name: "Error"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.name, errorName(tt.err))
+			var buf bytes.Buffer
+			assert.Equal(t, exitcode.Failed, exitcode.Report(&buf, failed(tt.err)))
+			if tt.wantLine != "" {
+				assert.Equal(t, tt.wantLine+"\n", buf.String())
+			}
+			assert.ErrorIs(t, failed(tt.err), tt.err, "the cause stays in the chain")
+		})
+	}
+}
+
+func TestDescribedPartition(t *testing.T) {
+	p := client.PartitionMetadata{Partition: 1, Leader: 2, LeaderEpoch: 4, Replicas: []int32{2, 1, 3}, Active: []int32{2, 1}}
+	t.Run("leader answered", func(t *testing.T) {
+		offs := client.PartitionOffsets{LogStartOffset: 5, HighWatermark: 40, LogEndOffset: 42}
+		out, err := json.Marshal(describedPartitionOf(p, &offs))
+		require.NoError(t, err)
+		assert.JSONEq(t, `{"partition":1,"leader":2,"leader_epoch":4,"replicas":[2,1,3],"active":[2,1],
+			"high_watermark":40,"log_start_offset":5,"replica_status":[
+			{"broker":2,"log_end_offset":42,"lag":0,"state":"leader"},
+			{"broker":1,"log_end_offset":null,"lag":null,"state":"unknown"},
+			{"broker":3,"log_end_offset":null,"lag":null,"state":"unknown"}]}`, string(out))
+	})
+	t.Run("leader silent", func(t *testing.T) {
+		out, err := json.Marshal(describedPartitionOf(client.PartitionMetadata{Partition: 0, Leader: -1}, nil))
+		require.NoError(t, err)
+		assert.JSONEq(t, `{"partition":0,"leader":-1,"leader_epoch":0,"replicas":[],"active":[],
+			"high_watermark":null,"log_start_offset":null,"replica_status":[]}`, string(out))
+	})
+}
+
+func TestStatusOf(t *testing.T) {
+	m := client.Metadata{
+		ControllerID: 1,
+		Brokers:      []client.Broker{{ID: 1, Addr: "a:1"}, {ID: 2, Addr: "a:2"}},
+		Topics: []client.TopicMetadata{
+			{Name: "ok", Partitions: []client.PartitionMetadata{{Partition: 0, Leader: 1, Replicas: []int32{1, 2}, Active: []int32{1, 2}}}},
+			{Name: "bad", Partitions: []client.PartitionMetadata{
+				{Partition: 0, Leader: 1, Replicas: []int32{1, 2}, Active: []int32{1}},
+				{Partition: 1, Leader: 3, Replicas: []int32{3}, Active: []int32{3}},
+				{Partition: 2, Leader: -1, Replicas: []int32{2}, Active: []int32{2}},
+			}},
+		},
+	}
+	st := statusOf(m)
+	out, err := json.Marshal(st)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"controller":1,
+		"brokers":[{"id":1,"address":"a:1","registered":"registered","gossip":"unknown"},
+			{"id":2,"address":"a:2","registered":"registered","gossip":"unknown"}],
+		"partitions":{"total":4,"under_replicated":1,"offline":2},
+		"warnings":[
+			{"message":"partition bad/0 is under-replicated: its replica on broker 2 is not active","command":"gostream-ctl recover --topic bad --partition 0 --broker 2"},
+			{"message":"partition bad/1 is offline: its leader broker 3 is not available","command":"gostream-ctl failover --topic bad --partition 1"},
+			{"message":"partition bad/2 is offline: its leader (none) is not available","command":"gostream-ctl failover --topic bad --partition 2"}]}`,
+		string(out))
+
+	healthy := statusOf(client.Metadata{ControllerID: 1, Brokers: []client.Broker{{ID: 1}}})
+	out, err = json.Marshal(healthy)
+	require.NoError(t, err)
+	assert.Contains(t, string(out), `"warnings":[]`)
+}

@@ -1,0 +1,358 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/urfave/cli/v2"
+
+	"gostream/client"
+	"gostream/cmd/internal/exitcode"
+	"gostream/record"
+)
+
+func produceCommand() *cli.Command {
+	cmd := leaf("produce", "append one record per VALUE, or per stdin line when none is given",
+		"TOPIC [VALUE ...]", args(1, -1), produceAction,
+		&cli.StringFlag{Name: "key", Usage: "record key `K` (an empty key is a key too)", DefaultText: "none: round robin"},
+		&cli.IntFlag{Name: "partition", Usage: "write to partition `P`", Value: -1, DefaultText: "chosen by the key"},
+		&cli.StringSliceFlag{Name: "header", Usage: "record header `KEY=VALUE`; repeat for more"},
+	)
+	cmd.Description = `Every VALUE is one record; with no VALUE every line of stdin is one
+record (its newline, or CRLF, removed; empty lines are empty records;
+lines of any length up to the request limit, a few MiB).
+
+Records without --key go round robin across the partitions. With --key
+all go to the partition the client's Partition function picks for that
+key, so records of one key keep their order. --partition overrides both.
+
+Output: one line topic/partition@offset per record for VALUE arguments,
+one summary line for stdin; with -o json one object per record per line,
+in input order:
+   {"topic","partition","offset","leader","leader_epoch"}
+
+--timeout bounds each request, not the whole stream. If a record fails,
+no more are read; the command waits for those in flight, prints what was
+acknowledged and exits 2 with the first failure.`
+	return cmd
+}
+
+// produceWindow bounds the records sent but not yet printed: the output
+// is in input order, so acknowledgments that arrive early wait for their
+// turn, and reading stops while the window is full.
+const produceWindow = 8192
+
+// ackJSON is one record of produce -o json (CLI.md).
+type ackJSON struct {
+	Topic       string `json:"topic"`
+	Partition   int32  `json:"partition"`
+	Offset      int64  `json:"offset"`
+	Leader      int32  `json:"leader"`
+	LeaderEpoch int32  `json:"leader_epoch"`
+}
+
+func produceAction(c *cli.Context) error {
+	g := globalsOf(c)
+	topic := c.Args().First()
+	values := c.Args().Slice()[1:]
+	base := client.ProducerRecord{Topic: topic}
+	if c.IsSet("key") {
+		base.Key = []byte(c.String("key"))
+	}
+	if c.IsSet("partition") {
+		p := c.Int("partition")
+		if p < 0 {
+			return exitcode.Usagef("InvalidFlag", "--partition %d: want a partition number, 0 or more", p)
+		}
+		base.Partition, base.ManualPartition = int32(p), true
+	}
+	for _, h := range c.StringSlice("header") {
+		k, v, ok := strings.Cut(h, "=")
+		if !ok || k == "" {
+			return exitcode.Usagef("InvalidFlag", "--header %q: want KEY=VALUE", h)
+		}
+		base.Headers = append(base.Headers, record.Header{Key: k, Value: []byte(v)})
+	}
+
+	setup, cancel := context.WithTimeout(c.Context, g.timeout)
+	defer cancel()
+	cl, err := connect(setup, g)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	// Fail before reading stdin when the topic does not exist.
+	if _, err := describeTopic(setup, cl, topic); err != nil {
+		return failed(err)
+	}
+	prod, err := client.NewProducer(cl, client.ProducerConfig{MaxBlock: g.timeout, RequestTimeout: g.timeout})
+	if err != nil {
+		return failed(err)
+	}
+	defer prod.Close()
+
+	var next func() ([]byte, error)
+	fromStdin := len(values) == 0
+	if fromStdin {
+		lines := newLineReader(c.App.Reader)
+		defer lines.stop()
+		next = func() ([]byte, error) { return lines.next(c.Context) }
+	} else {
+		next = func() ([]byte, error) {
+			if len(values) == 0 {
+				return nil, io.EOF
+			}
+			v := []byte(values[0])
+			values = values[1:]
+			return v, nil
+		}
+	}
+
+	out := newAckPrinter(c.App.Writer, g.output, !fromStdin)
+	sent := 0
+	var readErr error
+	for !out.failed() {
+		v, err := next()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				readErr = err
+			}
+			break
+		}
+		if !out.reserve(c.Context) {
+			break
+		}
+		rec := base
+		rec.Value = v
+		seq := sent
+		sent++
+		prod.SendAsync(rec, func(a client.Ack, err error) { out.done(seq, a, err) })
+	}
+	// Close waits for every record's outcome and callback.
+	prod.Close()
+	if err := out.finish(); err != nil {
+		return err
+	}
+	switch {
+	case out.firstErr != nil:
+		return failed(fmt.Errorf("record %d: %w (%d of %d records acknowledged)",
+			out.firstErr.seq+1, out.firstErr.err, out.acked, sent))
+	case readErr != nil && !interrupted(c.Context, readErr):
+		return exitcode.Fail("ReadFailed", fmt.Errorf("read stdin after %d records: %w", sent, readErr))
+	}
+	if fromStdin && g.output == outputTable {
+		return out.summary(topic)
+	}
+	return nil
+}
+
+// produceResult is one record's outcome.
+type produceResult struct {
+	seq int
+	ack client.Ack
+	err error
+}
+
+// ackPrinter prints the outcomes of produced records in input order, from
+// a goroutine it owns, while the producer calls done in any order. At most
+// produceWindow records are between reserve and being printed, so the
+// results channel never blocks the producer's callbacks.
+type ackPrinter struct {
+	w         io.Writer
+	format    string
+	perRecord bool // table lines per record, rather than a summary
+
+	slots   chan struct{}
+	results chan produceResult
+	stopped chan struct{}
+	hasErr  atomic.Bool
+
+	// Written by the printer goroutine, read after finish.
+	firstErr   *produceResult
+	acked      int
+	partitions map[int32]int
+	writeErr   error
+	finishOnce sync.Once
+}
+
+func newAckPrinter(w io.Writer, format string, perRecord bool) *ackPrinter {
+	p := &ackPrinter{
+		w: w, format: format, perRecord: perRecord,
+		slots:      make(chan struct{}, produceWindow),
+		results:    make(chan produceResult, produceWindow),
+		stopped:    make(chan struct{}),
+		partitions: make(map[int32]int),
+	}
+	go p.run()
+	return p
+}
+
+// reserve waits for room in the window; false when ctx ended first.
+func (p *ackPrinter) reserve(ctx context.Context) bool {
+	select {
+	case p.slots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// done takes the outcome of record seq. It never blocks.
+func (p *ackPrinter) done(seq int, a client.Ack, err error) {
+	if err != nil {
+		p.hasErr.Store(true)
+	}
+	p.results <- produceResult{seq: seq, ack: a, err: err}
+}
+
+// failed reports whether some record has failed, so that no more are sent.
+func (p *ackPrinter) failed() bool { return p.hasErr.Load() }
+
+func (p *ackPrinter) run() {
+	defer close(p.stopped)
+	bw := bufio.NewWriter(p.w)
+	ring := make([]*produceResult, produceWindow)
+	next := 0
+	for r := range p.results {
+		ring[r.seq%produceWindow] = &r
+		for ring[next%produceWindow] != nil {
+			res := ring[next%produceWindow]
+			ring[next%produceWindow] = nil
+			next++
+			p.print(bw, res)
+			<-p.slots
+		}
+		// Flush when caught up, so that a slow stream shows each record
+		// as it is acknowledged.
+		if len(p.results) == 0 && p.writeErr == nil {
+			p.writeErr = bw.Flush()
+		}
+	}
+	if p.writeErr == nil {
+		p.writeErr = bw.Flush()
+	}
+}
+
+func (p *ackPrinter) print(w io.Writer, r *produceResult) {
+	if r.err != nil {
+		if p.firstErr == nil {
+			p.firstErr = r
+		}
+		return
+	}
+	p.acked++
+	p.partitions[r.ack.Partition]++
+	if p.writeErr != nil {
+		return
+	}
+	switch {
+	case p.format == outputJSON:
+		p.writeErr = writeJSON(w, ackJSON{Topic: r.ack.Topic, Partition: r.ack.Partition, Offset: r.ack.Offset,
+			Leader: r.ack.LeaderID, LeaderEpoch: r.ack.LeaderEpoch})
+	case p.perRecord:
+		_, p.writeErr = fmt.Fprintf(w, "%s/%d@%d\n", r.ack.Topic, r.ack.Partition, r.ack.Offset)
+	}
+}
+
+// finish waits until every outcome is printed. Call it once every
+// callback has run.
+func (p *ackPrinter) finish() error {
+	p.finishOnce.Do(func() { close(p.results) })
+	<-p.stopped
+	if p.writeErr != nil {
+		return exitcode.Fail("WriteFailed", fmt.Errorf("write output: %w", p.writeErr))
+	}
+	return nil
+}
+
+// summary prints how many records went to which partitions.
+func (p *ackPrinter) summary(topic string) error {
+	parts := make([]int32, 0, len(p.partitions))
+	for id := range p.partitions {
+		parts = append(parts, id)
+	}
+	slices.Sort(parts)
+	noun := "records"
+	if p.acked == 1 {
+		noun = "record"
+	}
+	var where string
+	switch len(parts) {
+	case 0:
+	case 1:
+		where = fmt.Sprintf(" (partition %d)", parts[0])
+	default:
+		where = fmt.Sprintf(" (partitions %s)", joinIDs(parts))
+	}
+	_, err := fmt.Fprintf(p.w, "produced %d %s to %s%s\n", p.acked, noun, topic, where)
+	return err
+}
+
+// lineReader reads lines from r on a goroutine of its own, so that Ctrl-C
+// ends the command even while the read is blocked on a terminal or a pipe.
+// A read cannot be stopped: after stop, the goroutine ends at its next
+// line or at EOF, or with the process.
+type lineReader struct {
+	lines chan lineOrErr
+	quit  chan struct{}
+	once  sync.Once
+}
+
+type lineOrErr struct {
+	line []byte
+	err  error
+}
+
+func newLineReader(r io.Reader) *lineReader {
+	lr := &lineReader{lines: make(chan lineOrErr, 64), quit: make(chan struct{})}
+	go lr.run(r)
+	return lr
+}
+
+func (lr *lineReader) run(r io.Reader) {
+	// bufio.Reader, unlike bufio.Scanner, has no line length limit:
+	// ReadBytes grows its result to the whole line, and returns a fresh
+	// slice each time, which the producer may keep.
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		var item lineOrErr
+		switch {
+		case err == nil:
+			line = bytes.TrimSuffix(line[:len(line)-1], []byte{'\r'})
+			item = lineOrErr{line: line}
+		case errors.Is(err, io.EOF) && len(line) > 0:
+			item = lineOrErr{line: bytes.TrimSuffix(line, []byte{'\r'})}
+		default:
+			item = lineOrErr{err: err}
+		}
+		select {
+		case lr.lines <- item:
+		case <-lr.quit:
+			return
+		}
+		if item.err != nil {
+			return
+		}
+	}
+}
+
+// next returns the next line, io.EOF at the end, or ctx's error.
+func (lr *lineReader) next(ctx context.Context) ([]byte, error) {
+	select {
+	case item := <-lr.lines:
+		return item.line, item.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (lr *lineReader) stop() { lr.once.Do(func() { close(lr.quit) }) }

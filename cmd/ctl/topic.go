@@ -1,0 +1,287 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/urfave/cli/v2"
+
+	"gostream/client"
+	"gostream/cmd/internal/exitcode"
+	"gostream/transport"
+)
+
+func topicCommand() *cli.Command {
+	return parent("topic", "create, inspect, seal and delete topics",
+		leaf("create", "create a topic", "NAME", args(1, 1), topicCreateAction,
+			&cli.IntFlag{Name: "partitions", Usage: "the topic's number of partitions, `N`", DefaultText: "none, required"},
+			&cli.IntFlag{Name: "replication-factor", Usage: "replicas per partition, `R`", Value: 1},
+		),
+		leaf("list", "list topics", "", args(0, 0), topicListAction),
+		leaf("describe", "partitions, leaders, replicas, offsets and replica lag", "NAME", args(1, 1), topicDescribeAction),
+		leaf("delete", "delete a topic and its records", "NAME", args(1, 1), topicDeleteAction),
+		leaf("seal", "refuse further appends; reads go on (a sealed topic stays sealed)",
+			"NAME", args(1, 1), topicSealAction),
+	)
+}
+
+// topicJSON is a topic's metadata in JSON: what topic create prints, and
+// the part of topic describe that comes from the metadata.
+type topicJSON struct {
+	Name              string `json:"name"`
+	ReplicationFactor int    `json:"replication_factor"`
+	Sealed            bool   `json:"sealed"`
+}
+
+type partitionJSON struct {
+	Partition   int32   `json:"partition"`
+	Leader      int32   `json:"leader"`
+	LeaderEpoch int32   `json:"leader_epoch"`
+	Replicas    []int32 `json:"replicas"`
+	Active      []int32 `json:"active"`
+}
+
+func newPartitionJSON(p client.PartitionMetadata) partitionJSON {
+	return partitionJSON{
+		Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
+		Replicas: orEmpty(p.Replicas), Active: orEmpty(p.Active),
+	}
+}
+
+// createdTopic is what topic create -o json prints.
+type createdTopic struct {
+	topicJSON
+	Partitions []partitionJSON `json:"partitions"`
+}
+
+// describedTopic is what topic describe -o json prints (CLI.md).
+type describedTopic struct {
+	topicJSON
+	Partitions []describedPartition `json:"partitions"`
+}
+
+type describedPartition struct {
+	partitionJSON
+	// HighWatermark and LogStartOffset are the leader's, null when the
+	// leader did not answer.
+	HighWatermark  *int64          `json:"high_watermark"`
+	LogStartOffset *int64          `json:"log_start_offset"`
+	ReplicaStatus  []replicaStatus `json:"replica_status"`
+}
+
+// replicaStatus is one replica of a partition. LogEndOffset and Lag are
+// null when the state is unknown.
+type replicaStatus struct {
+	Broker       int32  `json:"broker"`
+	LogEndOffset *int64 `json:"log_end_offset"`
+	Lag          *int64 `json:"lag"`
+	State        string `json:"state"`
+}
+
+// Replica states in topic describe.
+const (
+	// replicaLeader is the leader, which answered ListOffsets.
+	replicaLeader = "leader"
+	// replicaUnknown is a replica whose log end nobody reported.
+	replicaUnknown = "unknown"
+)
+
+func topicCreateAction(c *cli.Context) error {
+	name := c.Args().First()
+	if !c.IsSet("partitions") {
+		return exitcode.Usagef("MissingFlag", "--partitions N is required (see %s --help)", helpName(c))
+	}
+	partitions, rf := c.Int("partitions"), c.Int("replication-factor")
+	if partitions < 1 {
+		return exitcode.Usagef("InvalidFlag", "--partitions %d: want a positive number", partitions)
+	}
+	if rf < 1 {
+		return exitcode.Usagef("InvalidFlag", "--replication-factor %d: want a positive number", rf)
+	}
+	return withClient(c, func(ctx context.Context, cl *client.Client, g globals) error {
+		t, err := cl.CreateTopic(ctx, name, partitions, rf)
+		if err != nil {
+			return err
+		}
+		if g.output == outputJSON {
+			out := createdTopic{topicJSON: newTopicJSON(t), Partitions: make([]partitionJSON, 0, len(t.Partitions))}
+			for _, p := range t.Partitions {
+				out.Partitions = append(out.Partitions, newPartitionJSON(p))
+			}
+			return writeJSON(c.App.Writer, out)
+		}
+		_, err = fmt.Fprintf(c.App.Writer, "created topic %s: %d partitions, replication factor %d\n",
+			t.Name, len(t.Partitions), t.ReplicationFactor)
+		return err
+	})
+}
+
+func newTopicJSON(t client.TopicMetadata) topicJSON {
+	return topicJSON{Name: t.Name, ReplicationFactor: t.ReplicationFactor, Sealed: t.Sealed}
+}
+
+// listedTopic is one topic of topic list -o json.
+type listedTopic struct {
+	topicJSON
+	Partitions int `json:"partitions"`
+}
+
+func topicListAction(c *cli.Context) error {
+	return withClient(c, func(ctx context.Context, cl *client.Client, g globals) error {
+		topics, err := cl.ListTopics(ctx)
+		if err != nil {
+			return err
+		}
+		if g.output == outputJSON {
+			out := struct {
+				Topics []listedTopic `json:"topics"`
+			}{Topics: make([]listedTopic, 0, len(topics))}
+			for _, t := range topics {
+				out.Topics = append(out.Topics, listedTopic{topicJSON: newTopicJSON(t), Partitions: len(t.Partitions)})
+			}
+			return writeJSON(c.App.Writer, out)
+		}
+		tw := newTable(c.App.Writer)
+		fmt.Fprintln(tw, "NAME\tPARTITIONS\tREPLICATION-FACTOR\tSEALED")
+		for _, t := range topics {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", t.Name, len(t.Partitions), t.ReplicationFactor, yesNo(t.Sealed))
+		}
+		return tw.Flush()
+	})
+}
+
+// describeTopic is DescribeTopic, with a plain message for a topic that
+// does not exist: UnknownTopic: topic "x" does not exist.
+func describeTopic(ctx context.Context, cl *client.Client, name string) (client.TopicMetadata, error) {
+	t, err := cl.DescribeTopic(ctx, name)
+	if errors.Is(err, transport.ErrUnknownTopic) {
+		return t, exitcode.Fail("UnknownTopic", &namedError{msg: fmt.Sprintf("topic %q does not exist", name), err: err})
+	}
+	return t, err
+}
+
+func topicDescribeAction(c *cli.Context) error {
+	return withClient(c, func(ctx context.Context, cl *client.Client, g globals) error {
+		t, err := describeTopic(ctx, cl, c.Args().First())
+		if err != nil {
+			return err
+		}
+		d := describe(ctx, cl, t)
+		if g.output == outputJSON {
+			return writeJSON(c.App.Writer, d)
+		}
+		return printDescribed(c.App.Writer, d)
+	})
+}
+
+// maxConcurrentOffsets bounds the ListOffsets requests describe has in
+// flight at once.
+const maxConcurrentOffsets = 16
+
+// describe adds to a topic's metadata every partition's offsets, asked of
+// its leader. A partition whose leader does not answer keeps null offsets.
+func describe(ctx context.Context, cl *client.Client, t client.TopicMetadata) describedTopic {
+	d := describedTopic{topicJSON: newTopicJSON(t), Partitions: make([]describedPartition, len(t.Partitions))}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxConcurrentOffsets)
+	for i, p := range t.Partitions {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			offs, err := cl.ListOffsets(ctx, t.Name, p.Partition)
+			if err != nil {
+				d.Partitions[i] = describedPartitionOf(p, nil)
+				return
+			}
+			d.Partitions[i] = describedPartitionOf(p, &offs)
+		}()
+	}
+	wg.Wait()
+	return d
+}
+
+// describedPartitionOf joins a partition's metadata and its leader's
+// offsets (nil when the leader did not answer).
+//
+// Until replication reports followers' progress, only the leader's log end
+// is known: the leader is listed with its own log end offset and a lag of
+// 0, every other replica with state "unknown" and null log end and lag.
+func describedPartitionOf(p client.PartitionMetadata, offs *client.PartitionOffsets) describedPartition {
+	dp := describedPartition{partitionJSON: newPartitionJSON(p), ReplicaStatus: make([]replicaStatus, 0, len(p.Replicas))}
+	if offs != nil {
+		dp.HighWatermark, dp.LogStartOffset = &offs.HighWatermark, &offs.LogStartOffset
+	}
+	for _, r := range p.Replicas {
+		rs := replicaStatus{Broker: r, State: replicaUnknown}
+		if r == p.Leader && offs != nil {
+			lag := int64(0)
+			rs.LogEndOffset, rs.Lag, rs.State = &offs.LogEndOffset, &lag, replicaLeader
+		}
+		dp.ReplicaStatus = append(dp.ReplicaStatus, rs)
+	}
+	return dp
+}
+
+func printDescribed(w io.Writer, d describedTopic) error {
+	fmt.Fprintf(w, "Topic: %s   Partitions: %d   Replication factor: %d   Sealed: %s\n\n",
+		d.Name, len(d.Partitions), d.ReplicationFactor, yesNo(d.Sealed))
+	tw := newTable(w)
+	fmt.Fprintln(tw, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tACTIVE\tLOG-START\tHIGH-WATERMARK")
+	for _, p := range d.Partitions {
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\n", p.Partition, p.Leader, p.LeaderEpoch,
+			joinIDs(p.Replicas), joinIDs(p.Active), optional(p.LogStartOffset), optional(p.HighWatermark))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = newTable(w)
+	fmt.Fprintln(tw, "PARTITION\tBROKER\tLOG-END\tLAG\tSTATE")
+	for _, p := range d.Partitions {
+		for _, r := range p.ReplicaStatus {
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\n", p.Partition, r.Broker, optional(r.LogEndOffset), optional(r.Lag), r.State)
+		}
+	}
+	return tw.Flush()
+}
+
+// optional renders a number that may be unknown.
+func optional(n *int64) string {
+	if n == nil {
+		return "?"
+	}
+	return fmt.Sprint(*n)
+}
+
+func topicDeleteAction(c *cli.Context) error {
+	return withClient(c, func(ctx context.Context, cl *client.Client, g globals) error {
+		name := c.Args().First()
+		if err := cl.DeleteTopic(ctx, name); err != nil {
+			return err
+		}
+		if g.output == outputJSON {
+			return writeJSON(c.App.Writer, map[string]any{"topic": name, "deleted": true})
+		}
+		_, err := fmt.Fprintf(c.App.Writer, "deleted topic %s\n", name)
+		return err
+	})
+}
+
+func topicSealAction(c *cli.Context) error {
+	return withClient(c, func(ctx context.Context, cl *client.Client, g globals) error {
+		name := c.Args().First()
+		if err := cl.SealTopic(ctx, name); err != nil {
+			return err
+		}
+		if g.output == outputJSON {
+			return writeJSON(c.App.Writer, map[string]any{"topic": name, "sealed": true})
+		}
+		_, err := fmt.Fprintf(c.App.Writer, "sealed topic %s: it takes no more records; reads go on\n", name)
+		return err
+	})
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestTopicLifecycle(t *testing.T) {
+	c := startCluster(t)
+
+	// create, in both formats; a second create is refused.
+	out := ctlOK(t, c, "", "topic", "create", "orders", "--partitions", "3", "--replication-factor", "1")
+	assert.Equal(t, "created topic orders: 3 partitions, replication factor 1\n", out)
+	ctlFails(t, c, 2, "TopicExists: ", "", "topic", "create", "orders", "--partitions", "3")
+	out = ctlOK(t, c, "", "topic", "create", "events", "--partitions", "2", "-o", "json")
+	assert.JSONEq(t, `{"name":"events","replication_factor":1,"sealed":false,"partitions":[
+		{"partition":0,"leader":1,"leader_epoch":0,"replicas":[1],"active":[1]},
+		{"partition":1,"leader":1,"leader_epoch":0,"replicas":[1],"active":[1]}]}`, out)
+	ctlFails(t, c, 2, "InvalidTopicName: ", "", "topic", "create", "../x", "--partitions", "1")
+
+	// list
+	out = ctlOK(t, c, "", "topic", "list")
+	require.Len(t, lines(out), 3, out)
+	assert.Equal(t, []string{"NAME", "PARTITIONS", "REPLICATION-FACTOR", "SEALED"}, strings.Fields(lines(out)[0]))
+	assert.Equal(t, []string{"events", "2", "1", "no"}, strings.Fields(lines(out)[1]))
+	assert.Equal(t, []string{"orders", "3", "1", "no"}, strings.Fields(lines(out)[2]))
+	out = ctlOK(t, c, "", "topic", "list", "-o", "json")
+	assert.JSONEq(t, `{"topics":[
+		{"name":"events","replication_factor":1,"sealed":false,"partitions":2},
+		{"name":"orders","replication_factor":1,"sealed":false,"partitions":3}]}`, out)
+
+	// describe, after two records in partition 1 and one in 2.
+	ctlOK(t, c, "", "produce", "orders", "--partition", "1", "a", "b")
+	ctlOK(t, c, "", "produce", "orders", "--partition", "2", "c")
+	wantHW := []int64{0, 2, 1}
+	// Global flags before or after the command give the same answer.
+	out = ctlOK(t, c, "", "topic", "describe", "orders", "-o", "json")
+	assert.JSONEq(t, out, ctlOK(t, c, "", "-o", "json", "topic", "describe", "orders"))
+	checkDescribe(t, out, "orders", false, wantHW)
+
+	out = ctlOK(t, c, "", "topic", "describe", "orders")
+	assert.Contains(t, out, "Topic: orders   Partitions: 3   Replication factor: 1   Sealed: no")
+	rows := tableRows(out, "PARTITION", "LEADER")
+	require.Len(t, rows, 3, out)
+	for p, hw := range wantHW {
+		assert.Equal(t, []string{strconv.Itoa(p), "1", "0", "1", "1", "0", strconv.Itoa(int(hw))}, rows[p])
+	}
+	rows = tableRows(out, "PARTITION", "BROKER")
+	require.Len(t, rows, 3, out)
+	for p, hw := range wantHW {
+		assert.Equal(t, []string{strconv.Itoa(p), "1", strconv.Itoa(int(hw)), "0", "leader"}, rows[p])
+	}
+
+	// seal: describe and list show it; reads go on.
+	out = ctlOK(t, c, "", "topic", "seal", "orders")
+	assert.Equal(t, "sealed topic orders: it takes no more records; reads go on\n", out)
+	checkDescribe(t, ctlOK(t, c, "", "topic", "describe", "orders", "-o", "json"), "orders", true, wantHW)
+	assert.Contains(t, ctlOK(t, c, "", "topic", "list"), "yes")
+	assert.Len(t, lines(ctlOK(t, c, "", "consume", "orders")), 3)
+	ctlOK(t, c, "", "topic", "seal", "orders") // a sealed topic stays sealed; sealing again is fine
+
+	// delete
+	out = ctlOK(t, c, "", "topic", "delete", "orders", "-o", "json")
+	assert.JSONEq(t, `{"topic":"orders","deleted":true}`, out)
+	ctlFails(t, c, 2, "UnknownTopic: ", "", "topic", "describe", "orders")
+	ctlFails(t, c, 2, "UnknownTopic: ", "", "topic", "delete", "orders")
+	ctlFails(t, c, 2, "UnknownTopic: ", "", "topic", "seal", "orders")
+	out = ctlOK(t, c, "", "topic", "delete", "events")
+	assert.Equal(t, "deleted topic events\n", out)
+	assert.JSONEq(t, `{"topics":[]}`, ctlOK(t, c, "", "topic", "list", "-o", "json"))
+}
+
+// checkDescribe checks topic describe -o json field by field against
+// CLI.md, for a one-node cluster where broker 1 leads every partition.
+func checkDescribe(t *testing.T, out, name string, sealed bool, hw []int64) {
+	t.Helper()
+	top := requireKeys(t, json.RawMessage(out), "name", "replication_factor", "sealed", "partitions")
+	assert.JSONEq(t, `"`+name+`"`, string(top["name"]))
+	assert.JSONEq(t, `1`, string(top["replication_factor"]))
+	assert.JSONEq(t, map[bool]string{true: "true", false: "false"}[sealed], string(top["sealed"]))
+	var parts []json.RawMessage
+	require.NoError(t, json.Unmarshal(top["partitions"], &parts))
+	require.Len(t, parts, len(hw))
+	for i, raw := range parts {
+		p := requireKeys(t, raw, "partition", "leader", "leader_epoch", "replicas", "active",
+			"high_watermark", "log_start_offset", "replica_status")
+		assert.JSONEq(t, strconv.Itoa(i), string(p["partition"]))
+		assert.JSONEq(t, `1`, string(p["leader"]))
+		assert.JSONEq(t, `0`, string(p["leader_epoch"]))
+		assert.JSONEq(t, `[1]`, string(p["replicas"]))
+		assert.JSONEq(t, `[1]`, string(p["active"]))
+		assert.JSONEq(t, strconv.Itoa(int(hw[i])), string(p["high_watermark"]))
+		assert.JSONEq(t, `0`, string(p["log_start_offset"]))
+		var status []json.RawMessage
+		require.NoError(t, json.Unmarshal(p["replica_status"], &status))
+		require.Len(t, status, 1)
+		rs := requireKeys(t, status[0], "broker", "log_end_offset", "lag", "state")
+		assert.JSONEq(t, `1`, string(rs["broker"]))
+		assert.JSONEq(t, strconv.Itoa(int(hw[i])), string(rs["log_end_offset"]))
+		assert.JSONEq(t, `0`, string(rs["lag"]))
+		assert.JSONEq(t, `"leader"`, string(rs["state"]))
+	}
+}
+
+// tableRows returns the rows, split on spaces, of the table in out whose
+// header starts with the columns first and second.
+func tableRows(out, first, second string) [][]string {
+	var rows [][]string
+	in := false
+	for _, l := range lines(out) {
+		f := strings.Fields(l)
+		switch {
+		case len(f) >= 2 && f[0] == first && f[1] == second:
+			in = true
+		case len(f) == 0:
+			in = false
+		case in:
+			rows = append(rows, f)
+		}
+	}
+	return rows
+}
