@@ -93,7 +93,35 @@ func (c *Cluster) StartNode(id int32) error {
 	if err := n.Start(controller, join); err != nil {
 		return err
 	}
-	return n.WaitHealthy(60 * time.Second)
+	err := n.WaitHealthy(60 * time.Second)
+	// Ports are picked free and bound later by the node, so another process
+	// can take one in between. On a node's first start nothing refers to its
+	// addresses yet but what is computed at start, so try fresh ones.
+	for try := 0; err != nil && !n.started && try < 3 && strings.Contains(err.Error(), "CannotListen"); try++ {
+		c.cfg.Logf("node %d: a port was taken; retrying on fresh ports", id)
+		if err = c.freshAddrs(n); err != nil {
+			return err
+		}
+		if err = n.Start(controller, join); err != nil {
+			return err
+		}
+		err = n.WaitHealthy(60 * time.Second)
+	}
+	if err == nil {
+		n.started = true
+	}
+	return err
+}
+
+func (c *Cluster) freshAddrs(n *Node) error {
+	var err error
+	for _, a := range []*string{&n.RPC, &n.HTTP} {
+		if *a, err = freeAddr(c.cfg.Host); err != nil {
+			return err
+		}
+	}
+	n.Gossip, err = freeAddrUDP(c.cfg.Host)
+	return err
 }
 
 // Start starts every node.

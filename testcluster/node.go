@@ -31,6 +31,7 @@ type Node struct {
 
 	bin     string
 	logPath string
+	started bool // has been healthy once; its addresses are now known to others
 	logf    func(format string, args ...any)
 
 	mu struct {
