@@ -142,14 +142,20 @@ func decodeFetched(buf []byte, pos int64) ([]record.Record, int64, error) {
 		if prevEnd >= 0 && b.BaseOffset() < prevEnd {
 			return out, next, fmt.Errorf("%w: batch at offset %d overlaps the one ending at %d", record.ErrInvalid, b.BaseOffset(), prevEnd)
 		}
-		recs, err := b.Decode()
-		if err != nil {
-			return out, next, fmt.Errorf("batch at offset %d: %w", b.BaseOffset(), err)
+		// The response buffer belongs to this poll alone, so the records
+		// may alias it: no copy per record.
+		if out == nil {
+			out = make([]record.Record, 0, int(b.RecordCount())*max(1, len(buf)/len(b)))
 		}
-		for _, r := range recs {
+		mark := len(out)
+		err = b.Records(func(r *record.Record) bool {
 			if r.Offset >= next {
-				out = append(out, r)
+				out = append(out, *r)
 			}
+			return true
+		})
+		if err != nil {
+			return out[:mark], next, fmt.Errorf("batch at offset %d: %w", b.BaseOffset(), err)
 		}
 		next = max(next, b.NextOffset())
 		prevEnd = b.NextOffset()

@@ -38,6 +38,9 @@ type FetchResponse struct {
 	Batches        []byte
 }
 
+// EncodedSize is the size of the encoding, so a server can size its buffer.
+func (r *FetchResponse) EncodedSize() int { return 20 + len(r.Batches) }
+
 // Encode implements Message.
 func (r *FetchResponse) Encode(e *Encoder) {
 	e.Int64(r.HighWatermark)

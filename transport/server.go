@@ -3,6 +3,7 @@ package transport
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -319,19 +320,31 @@ func (c *serverConn) runReply(reply Reply, req *Request, log hclog.Logger) (m Me
 }
 
 func (c *serverConn) respond(req *Request, m Message, err error, log hclog.Logger) {
-	body := make([]byte, 0, 64)
+	// The frame is built in one buffer, header space first, sized for the
+	// message when it can say how big it is (fetch responses), so batch
+	// bytes are copied once on their way out.
+	const hdr = 4 + FrameHeaderSize
+	size := 64
+	if s, ok := m.(interface{ EncodedSize() int }); ok && err == nil {
+		size += s.EncodedSize()
+	}
+	frame := make([]byte, hdr, hdr+size)
 	if err != nil {
-		body = AppendResponseError(body, ToWire(err))
+		frame = AppendResponseError(frame, ToWire(err))
 	} else {
-		body = AppendResponseError(body, nil)
+		frame = AppendResponseError(frame, nil)
 		if m != nil {
-			body = Marshal(body, m)
+			frame = Marshal(frame, m)
 		}
 	}
-	if len(body)+FrameHeaderSize > c.s.cfg.MaxFrameBytes {
-		body = AppendResponseError(body[:0], ToWire(fmt.Errorf("%w: response of %d bytes exceeds the frame limit", ErrMessageTooLarge, len(body))))
+	if len(frame)-4 > c.s.cfg.MaxFrameBytes {
+		n := len(frame) - hdr
+		frame = AppendResponseError(frame[:hdr], ToWire(fmt.Errorf("%w: response of %d bytes exceeds the frame limit", ErrMessageTooLarge, n)))
 	}
-	frame := AppendFrame(nil, Frame{API: req.API, Version: req.Version, CorrelationID: req.CorrelationID, Body: body})
+	binary.BigEndian.PutUint32(frame[0:], uint32(len(frame)-4))
+	binary.BigEndian.PutUint16(frame[4:], req.API)
+	binary.BigEndian.PutUint16(frame[6:], req.Version)
+	binary.BigEndian.PutUint32(frame[8:], req.CorrelationID)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.wmu.failed {
