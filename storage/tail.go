@@ -1,7 +1,11 @@
 package storage
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
+	"sort"
 
 	"gostream/record"
 )
@@ -19,59 +23,152 @@ type BatchInfo struct {
 // log, oldest first, reading only batch headers. Replicas compare them to
 // check by content that one log is a prefix of another.
 func (l *Log) LastBatches(n int) ([]BatchInfo, error) {
-	if n <= 0 {
-		return nil, nil
+	return l.BatchesBefore(l.LogEndOffset(), n)
+}
+
+// BatchesBefore returns the identities of up to n batches that end at or
+// before offset before, the last ones first in the log order (oldest
+// first), reading only batch headers. Recovery walks a log backward with it
+// to find where it parts from another.
+func (l *Log) BatchesBefore(before int64, n int) ([]BatchInfo, error) {
+	var out []BatchInfo
+	for n > 0 {
+		page, segBase, err := l.batchesBeforeInSegment(before, n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(page, out...)
+		n -= len(page)
+		if segBase < 0 || segBase <= l.LogStartOffset() {
+			break
+		}
+		before = segBase
 	}
+	return out, nil
+}
+
+// batchesBeforeInSegment collects up to n batches ending at or before
+// `before` from the one segment that holds offset before-1, and returns
+// that segment's base (-1 when no segment holds it).
+func (l *Log) batchesBeforeInSegment(before int64, n int) ([]BatchInfo, int64, error) {
 	l.mu.RLock()
 	if l.mu.closed {
 		l.mu.RUnlock()
-		return nil, ErrClosed
+		return nil, -1, ErrClosed
 	}
-	segs := append([]*segment(nil), l.mu.segments...)
-	type span struct {
-		s         *segment
-		from, end int64
+	if before <= l.mu.segments[0].base || before > l.mu.next {
+		l.mu.RUnlock()
+		return nil, -1, nil
 	}
-	var spans []span
-	// Walk back over index entries (and segments) until the span from the
-	// chosen entry to the end holds at least n batches or the log is done.
-	// Each index entry is at most IndexIntervalBytes plus one batch apart.
-	need := int64(n)
-	for i := len(segs) - 1; i >= 0 && need > 0; i-- {
-		s := segs[i]
-		if s.size == 0 {
-			continue
-		}
-		from := int64(0)
-		if k := len(s.index) - int(need) - 1; k > 0 {
-			from = int64(s.index[k].pos)
-		}
-		spans = append(spans, span{s, from, s.size})
-		need -= int64(len(s.index)) // every index entry is at least one batch
+	i := sort.Search(len(l.mu.segments), func(i int) bool { return l.mu.segments[i].base >= before }) - 1
+	s := l.mu.segments[i]
+	size := s.size
+	// Start n+1 index entries back: every entry is at least one batch.
+	from := int64(0)
+	rel := before - 1 - s.base
+	k := sort.Search(len(s.index), func(j int) bool { return int64(s.index[j].rel) > rel }) - 1
+	if k-n-1 > 0 {
+		from = int64(s.index[k-n-1].pos)
 	}
 	l.mu.RUnlock()
 
-	var out []BatchInfo
-	for i := len(spans) - 1; i >= 0; i-- {
-		sp := spans[i]
-		var hdr [record.HeaderSize]byte
-		for pos := sp.from; pos < sp.end; {
-			if _, err := sp.s.f.ReadAt(hdr[:], pos); err != nil {
-				return nil, fmt.Errorf("read segment %d at %d: %w", sp.s.base, pos, err)
+	var page []BatchInfo
+	var hdr [record.HeaderSize]byte
+	for pos := from; pos < size; {
+		if _, err := s.f.ReadAt(hdr[:], pos); err != nil {
+			return nil, -1, fmt.Errorf("read segment %d at %d: %w", s.base, pos, err)
+		}
+		fs, err := record.FrameSize(hdr[:], l.opts.MaxBatchBytes)
+		if err != nil {
+			return nil, -1, corruptf("%s: batch header at %d: %v", s.path, pos, err)
+		}
+		b := record.Batch(hdr[:])
+		if b.NextOffset() > before {
+			break
+		}
+		page = append(page, BatchInfo{BaseOffset: b.BaseOffset(), NextOffset: b.NextOffset(), LeaderEpoch: b.LeaderEpoch(), CRC: b.CRC()})
+		pos += int64(fs)
+	}
+	if len(page) > n {
+		page = page[len(page)-n:]
+	}
+	return page, s.base, nil
+}
+
+// Digest sums the identities (offsets, epoch, CRC) of every batch that
+// starts in [from, to), so that two replicas can compare long ranges by
+// content in one exchange. A batch that starts in the range but ends past
+// `to` makes `to` no batch boundary: ErrNotBatchBoundary.
+func (l *Log) Digest(ctx context.Context, from, to int64) ([32]byte, int, error) {
+	h := sha256.New()
+	count := 0
+	var buf [24]byte
+	// Walk forward from `from` over headers, segment by segment.
+	l.mu.RLock()
+	if l.mu.closed {
+		l.mu.RUnlock()
+		return [32]byte{}, 0, ErrClosed
+	}
+	if from < l.mu.segments[0].base || to > l.mu.next || from > to {
+		start, next := l.mu.segments[0].base, l.mu.next
+		l.mu.RUnlock()
+		return [32]byte{}, 0, fmt.Errorf("%w: digest of [%d, %d), log holds [%d, %d)", ErrOffsetOutOfRange, from, to, start, next)
+	}
+	segs := append([]*segment(nil), l.mu.segments...)
+	type start struct {
+		s         *segment
+		pos, size int64
+	}
+	var starts []start
+	for i, s := range segs {
+		if s.next <= from || s.base >= to {
+			continue
+		}
+		pos := int64(0)
+		if i == sort.Search(len(segs), func(j int) bool { return segs[j].base > from })-1 {
+			pos, _ = s.lookup(from)
+		}
+		starts = append(starts, start{s, pos, s.size})
+	}
+	l.mu.RUnlock()
+	var hdr [record.HeaderSize]byte
+	for _, st := range starts {
+		if err := ctx.Err(); err != nil {
+			return [32]byte{}, 0, err
+		}
+		for pos := st.pos; pos < st.size; {
+			if _, err := st.s.f.ReadAt(hdr[:], pos); err != nil {
+				return [32]byte{}, 0, fmt.Errorf("read segment %d at %d: %w", st.s.base, pos, err)
 			}
-			size, err := record.FrameSize(hdr[:], l.opts.MaxBatchBytes)
+			fs, err := record.FrameSize(hdr[:], l.opts.MaxBatchBytes)
 			if err != nil {
-				return nil, corruptf("%s: batch header at %d: %v", sp.s.path, pos, err)
+				return [32]byte{}, 0, corruptf("%s: batch header at %d: %v", st.s.path, pos, err)
 			}
 			b := record.Batch(hdr[:])
-			out = append(out, BatchInfo{BaseOffset: b.BaseOffset(), NextOffset: b.NextOffset(), LeaderEpoch: b.LeaderEpoch(), CRC: b.CRC()})
-			pos += int64(size)
+			pos += int64(fs)
+			if b.NextOffset() <= from {
+				continue
+			}
+			if b.BaseOffset() < from {
+				return [32]byte{}, 0, fmt.Errorf("%w: offset %d is inside the batch [%d, %d)", ErrNotBatchBoundary, from, b.BaseOffset(), b.NextOffset())
+			}
+			if b.BaseOffset() >= to {
+				break
+			}
+			if b.NextOffset() > to {
+				return [32]byte{}, 0, fmt.Errorf("%w: offset %d is inside the batch [%d, %d)", ErrNotBatchBoundary, to, b.BaseOffset(), b.NextOffset())
+			}
+			binary.BigEndian.PutUint64(buf[0:], uint64(b.BaseOffset()))
+			binary.BigEndian.PutUint64(buf[8:], uint64(b.NextOffset()))
+			binary.BigEndian.PutUint32(buf[16:], uint32(b.LeaderEpoch()))
+			binary.BigEndian.PutUint32(buf[20:], b.CRC())
+			h.Write(buf[:24])
+			count++
 		}
 	}
-	if len(out) > n {
-		out = out[len(out)-n:]
-	}
-	return out, nil
+	var sum [32]byte
+	copy(sum[:], h.Sum(nil))
+	return sum, count, nil
 }
 
 // BatchAt returns the identity of the batch that starts exactly at offset,
