@@ -61,6 +61,11 @@ type Partition struct {
 	Active      []int32 `json:"active"`   // the replicas a write must reach
 	Leader      int32   `json:"leader"`
 	LeaderEpoch int32   `json:"leader_epoch"`
+	// ReservedEpoch is the highest leader epoch the controller has handed
+	// out or reserved for a failover in progress. A new epoch is always
+	// above it, so a failover that died part way and is run again never
+	// reuses an epoch it may have fenced replicas with.
+	ReservedEpoch int32 `json:"reserved_epoch,omitempty"`
 }
 
 // Clone returns a deep copy of c.
@@ -74,7 +79,7 @@ func (c *Cluster) Clone() *Cluster {
 		for j, p := range t.Partitions {
 			n.Topics[i].Partitions[j] = Partition{
 				Replicas: slices.Clone(p.Replicas), Active: slices.Clone(p.Active),
-				Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
+				Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, ReservedEpoch: p.ReservedEpoch,
 			}
 		}
 	}
@@ -259,6 +264,9 @@ func (c *Cluster) validateTopic(t *Topic) error {
 		}
 		if part.LeaderEpoch < 0 {
 			return fmt.Errorf("%w: %s has leader epoch %d", ErrInvalid, where, part.LeaderEpoch)
+		}
+		if part.ReservedEpoch != 0 && part.ReservedEpoch < part.LeaderEpoch {
+			return fmt.Errorf("%w: %s has reserved epoch %d below its leader epoch %d", ErrInvalid, where, part.ReservedEpoch, part.LeaderEpoch)
 		}
 	}
 	return nil

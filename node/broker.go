@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -31,6 +32,10 @@ type broker struct {
 	// a restart even while the controller is down. Nil on the controller,
 	// whose own file is the truth.
 	cache *metadata.Store
+	// awaitingController is set while a restarted broker has not yet heard
+	// from the controller: it leads nothing on the strength of its cached
+	// metadata alone, since it cannot know whether a failover happened.
+	awaitingController atomic.Bool
 
 	mu struct {
 		sync.RWMutex
@@ -94,6 +99,9 @@ func (b *broker) applyMetadata(meta *metadata.Cluster) error {
 				}
 			}
 			st := replication.State{Leader: part.Leader, LeaderEpoch: part.LeaderEpoch, Active: part.Active}
+			if st.Leader == b.id && b.awaitingController.Load() {
+				st.Leader = -1
+			}
 			if err := r.part.SetState(st); err != nil {
 				errs = append(errs, err)
 			}

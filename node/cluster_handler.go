@@ -150,3 +150,87 @@ func (h *rpcHandler) catchUp(req *transport.Request) transport.Reply {
 		return &transport.CatchUpResponse{FromOffset: from, ToOffset: to}, nil
 	}
 }
+
+// replicaOf finds this broker's replica of a partition for replica-level
+// requests.
+func (h *rpcHandler) replicaOf(topic string, partition int32) (*replica, error) {
+	_, rep, err := h.n.broker.lookup(topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	if rep == nil {
+		return nil, fmt.Errorf("%w: broker %d holds no replica of %s/%d", transport.ErrUnknownPartition, h.n.cfg.ID, topic, partition)
+	}
+	return rep, nil
+}
+
+func (h *rpcHandler) replicaDigest(req *transport.Request) transport.Reply {
+	var r transport.ReplicaDigestRequest
+	if err := decode(req, &r); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	rep, err := h.replicaOf(r.Topic, r.Partition)
+	if err != nil {
+		return transport.Immediate(nil, err)
+	}
+	return func(ctx context.Context) (transport.Message, error) {
+		sum, n, err := rep.part.Digest(ctx, r.From, r.To)
+		if err != nil {
+			return nil, err
+		}
+		return &transport.ReplicaDigestResponse{Digest: sum, Batches: int32(n)}, nil
+	}
+}
+
+func (h *rpcHandler) replicaBatches(req *transport.Request) transport.Reply {
+	var r transport.ReplicaBatchesRequest
+	if err := decode(req, &r); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	rep, err := h.replicaOf(r.Topic, r.Partition)
+	if err != nil {
+		return transport.Immediate(nil, err)
+	}
+	return func(context.Context) (transport.Message, error) {
+		bs, err := rep.part.Batches(&r)
+		if err != nil {
+			return nil, err
+		}
+		return &transport.ReplicaBatchesResponse{Batches: bs}, nil
+	}
+}
+
+func (h *rpcHandler) truncateReplica(req *transport.Request) transport.Reply {
+	var r transport.TruncateReplicaRequest
+	if err := decode(req, &r); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	rep, err := h.replicaOf(r.Topic, r.Partition)
+	if err != nil {
+		return transport.Immediate(nil, err)
+	}
+	return func(ctx context.Context) (transport.Message, error) {
+		return nil, rep.part.Truncate(ctx, &r)
+	}
+}
+
+func (h *rpcHandler) recoverReplica(req *transport.Request) transport.Reply {
+	var r transport.CatchUpRequest
+	if err := decode(req, &r); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	t, rep, err := h.n.broker.lookup(r.Topic, r.Partition)
+	if err != nil {
+		return transport.Immediate(nil, err)
+	}
+	if rep == nil || rep.part.State().Leader != h.n.cfg.ID {
+		return transport.Immediate(nil, notLeader(t, r.Partition))
+	}
+	return func(ctx context.Context) (transport.Message, error) {
+		res, err := rep.part.RecoverFollower(ctx, r.Broker)
+		if err != nil {
+			return nil, err
+		}
+		return &transport.RecoverReplicaResponse{PreviousEnd: res.PreviousEnd, CommonPrefix: res.CommonPrefix, CopiedTo: res.CopiedTo}, nil
+	}
+}

@@ -28,6 +28,11 @@ type controller struct {
 	// push sends persisted metadata to every other registered broker and
 	// returns when each has answered or the context ends.
 	push func(ctx context.Context, meta *metadata.Cluster)
+	// pool reaches brokers for failover and recovery.
+	pool *transport.Pool
+	// opMu runs one operator change (failover, recovery) at a time.
+	opMu    sync.Mutex
+	history *history
 
 	mu struct {
 		sync.Mutex
@@ -38,12 +43,14 @@ type controller struct {
 // openController loads the metadata, or creates a new cluster with this
 // broker as its only member when there is none. Damaged metadata stops the
 // node with the file and the reason: it is never rewritten.
-func openController(dataDir string, self metadata.Broker, logger hclog.Logger, apply func(*metadata.Cluster) error, push func(context.Context, *metadata.Cluster)) (*controller, error) {
+func openController(dataDir string, self metadata.Broker, logger hclog.Logger, apply func(*metadata.Cluster) error, push func(context.Context, *metadata.Cluster), pool *transport.Pool) (*controller, error) {
 	c := &controller{
-		store:  metadata.NewStore(filepath.Join(dataDir, "controller", "metadata.json")),
-		logger: logger,
-		apply:  apply,
-		push:   push,
+		store:   metadata.NewStore(filepath.Join(dataDir, "controller", "metadata.json")),
+		logger:  logger,
+		apply:   apply,
+		push:    push,
+		pool:    pool,
+		history: &history{path: filepath.Join(dataDir, "controller", "history.jsonl")},
 	}
 	meta, err := c.store.Load()
 	switch {

@@ -62,6 +62,20 @@ func (h *rpcHandler) Handle(ctx context.Context, req *transport.Request) transpo
 		reply = h.describeCluster(req)
 	case transport.APICatchUp:
 		reply = h.catchUp(req)
+	case transport.APIReplicaDigest:
+		reply = h.replicaDigest(req)
+	case transport.APIReplicaBatches:
+		reply = h.replicaBatches(req)
+	case transport.APITruncateReplica:
+		reply = h.truncateReplica(req)
+	case transport.APIRecoverReplica:
+		reply = h.recoverReplica(req)
+	case transport.APIFailover:
+		reply = h.failover(req)
+	case transport.APIRecover:
+		reply = h.recover(req)
+	case transport.APIHistory:
+		reply = h.history(req)
 	default:
 		return h.fail(api, start, fmt.Errorf("%w: unknown API %d", transport.ErrUnsupportedVersion, req.API))
 	}

@@ -90,7 +90,7 @@ func Run(ctx context.Context, cfg Config) error {
 func (n *Node) start() error {
 	if n.isController() {
 		self := metadata.Broker{ID: n.cfg.ID, Addr: n.cfg.Advertise, HTTP: n.cfg.HTTP, Gossip: n.cfg.Gossip}
-		c, err := openController(n.cfg.DataDir, self, n.logger.Named("controller"), n.broker.applyMetadata, n.pushMetadata)
+		c, err := openController(n.cfg.DataDir, self, n.logger.Named("controller"), n.broker.applyMetadata, n.pushMetadata, n.pool)
 		if err != nil {
 			return err
 		}
@@ -98,6 +98,7 @@ func (n *Node) start() error {
 		return n.broker.applyMetadata(c.Metadata())
 	}
 	n.broker.cache = metadata.NewStore(filepath.Join(n.cfg.DataDir, "metadata.json"))
+	n.broker.awaitingController.Store(true)
 	meta, err := n.broker.cache.Load()
 	switch {
 	case errors.Is(err, metadata.ErrNotFound):
@@ -147,6 +148,7 @@ func (n *Node) followController(ctx context.Context) error {
 		err := n.pool.Call(cctx, ctrl.Addr, transport.APIRegisterBroker, req, &blob)
 		cancel()
 		if err == nil {
+			n.broker.awaitingController.Store(false)
 			err = n.applyBlob(blob.Metadata, "controller "+ctrl.String())
 			if err == nil {
 				n.logger.Info("registered with the controller", "controller", ctrl.String())

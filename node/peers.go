@@ -63,3 +63,23 @@ func (p *peer) ReplicaState(ctx context.Context, req *transport.ReplicaStateRequ
 	}
 	return &resp, nil
 }
+
+func (p *peer) ReplicaBatches(ctx context.Context, req *transport.ReplicaBatchesRequest) ([]transport.BatchID, error) {
+	var resp transport.ReplicaBatchesResponse
+	if err := p.pool.Call(ctx, p.addr, transport.APIReplicaBatches, req, &resp); err != nil {
+		return nil, err
+	}
+	return resp.Batches, nil
+}
+
+func (p *peer) ReplicaDigest(ctx context.Context, req *transport.ReplicaDigestRequest) ([]byte, error) {
+	var resp transport.ReplicaDigestResponse
+	if err := p.pool.Call(ctx, p.addr, transport.APIReplicaDigest, req, &resp); err != nil {
+		return nil, err
+	}
+	return resp.Digest, nil
+}
+
+func (p *peer) TruncateReplica(ctx context.Context, req *transport.TruncateReplicaRequest) error {
+	return p.pool.Call(ctx, p.addr, transport.APITruncateReplica, req, nil)
+}

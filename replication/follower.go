@@ -270,42 +270,9 @@ func (f *follower) catchUp(target int64) (from, to int64, err error) {
 		return 0, 0, err
 	}
 	from = st.LogEndOffset
-	off := from
-	for off < target {
-		if err := f.p.log.Wait(ctx, off); err != nil {
-			return from, off, err
-		}
-		data, err := f.p.log.Read(ctx, off, 1<<20, target, nil)
-		if err != nil {
-			return from, off, err
-		}
-		var waits []func(context.Context) (int64, error)
-		var ends []int64
-		err = record.Batches(data, func(b record.Batch) bool {
-			w, err2 := peer.SendReplicate(ctx, f.request(b))
-			if err2 != nil {
-				return false
-			}
-			waits = append(waits, w)
-			ends = append(ends, b.NextOffset())
-			return true
-		})
-		if err != nil {
-			return from, off, err
-		}
-		if len(waits) == 0 {
-			return from, off, fmt.Errorf("send to broker %d failed", f.id)
-		}
-		for i, w := range waits {
-			end, err := w(ctx)
-			if err != nil {
-				return from, off, f.classify(err)
-			}
-			if end != ends[i] {
-				return from, off, fmt.Errorf("broker %d acknowledged log end %d, want %d", f.id, end, ends[i])
-			}
-			off = end
-		}
+	off, err := copyBatches(ctx, f.p, peer, f.epoch, from, target)
+	if err != nil {
+		return from, off, f.classify(err)
 	}
 	f.mu.Lock()
 	f.mu.ackedEnd, f.mu.known, f.mu.lastErr = off, true, nil
@@ -342,4 +309,50 @@ func (f *follower) checkPrefix(st *transport.ReplicaStateResponse) error {
 		return fmt.Errorf("%w: broker %d reported no batches for a non-empty log", ErrReplicaDivergence, f.id)
 	}
 	return nil
+}
+
+// copyBatches sends the leader's batches from offset from (a batch boundary
+// that the follower's log ends at) up to target, in order, pipelined, and
+// returns the follower's log end once they are durable there.
+func copyBatches(ctx context.Context, p *Partition, peer Peer, epoch int32, from, target int64) (int64, error) {
+	off := from
+	for off < target {
+		if err := p.log.Wait(ctx, off); err != nil {
+			return off, err
+		}
+		data, err := p.log.Read(ctx, off, 1<<20, target, nil)
+		if err != nil {
+			return off, err
+		}
+		var waits []func(context.Context) (int64, error)
+		var ends []int64
+		err = record.Batches(data, func(b record.Batch) bool {
+			req := &transport.ReplicateRequest{Topic: p.Topic, Partition: p.Index, LeaderEpoch: epoch, LeaderID: p.brokerID,
+				HighWatermark: p.HighWatermark(), Batch: b}
+			w, err2 := peer.SendReplicate(ctx, req)
+			if err2 != nil {
+				return false
+			}
+			waits = append(waits, w)
+			ends = append(ends, b.NextOffset())
+			return true
+		})
+		if err != nil {
+			return off, err
+		}
+		if len(waits) == 0 {
+			return off, errors.New("send failed")
+		}
+		for i, w := range waits {
+			end, err := w(ctx)
+			if err != nil {
+				return off, err
+			}
+			if end != ends[i] {
+				return off, fmt.Errorf("follower acknowledged log end %d, want %d", end, ends[i])
+			}
+			off = end
+		}
+	}
+	return off, nil
 }

@@ -45,7 +45,10 @@ type Log interface {
 	Read(ctx context.Context, offset int64, maxBytes int, limit int64, buf []byte) ([]byte, error)
 	Wait(ctx context.Context, offset int64) error
 	LastBatches(n int) ([]storage.BatchInfo, error)
+	BatchesBefore(before int64, n int) ([]storage.BatchInfo, error)
 	BatchAt(offset int64) (storage.BatchInfo, bool, error)
+	Digest(ctx context.Context, from, to int64) ([32]byte, int, error)
+	TruncateTo(ctx context.Context, offset int64) error
 	LogStartOffset() int64
 	LogEndOffset() int64
 	DurableEndOffset() int64

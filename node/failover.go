@@ -1,0 +1,527 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"gostream/metadata"
+	"gostream/transport"
+)
+
+// Operator-triggered failover and recovery, carried out by the controller
+// step by step as docs/failover.md describes.
+
+// FailoverRequest is the JSON body of a Failover request.
+type FailoverRequest struct {
+	Topic     string `json:"topic,omitempty"`
+	Partition int32  `json:"partition"`
+	Broker    int32  `json:"broker,omitempty"` // every partition this broker leads or follows
+	DryRun    bool   `json:"dry_run"`
+	Requester string `json:"requester,omitempty"`
+}
+
+// Candidate is one replica considered by a failover.
+type Candidate struct {
+	Broker       int32  `json:"broker"`
+	Reachable    bool   `json:"reachable"`
+	LastEpoch    int32  `json:"last_epoch"`
+	LogEndOffset int64  `json:"log_end_offset"`
+	Agrees       bool   `json:"agrees"`
+	Chosen       bool   `json:"chosen"`
+	Note         string `json:"note,omitempty"`
+}
+
+// ChangeResult is what a failover or recovery did (or, dry, would do) to
+// one partition.
+type ChangeResult struct {
+	Topic       string      `json:"topic"`
+	Partition   int32       `json:"partition"`
+	Action      string      `json:"action"` // failover, drop-follower, recover, none
+	DryRun      bool        `json:"dry_run,omitempty"`
+	OldLeader   int32       `json:"old_leader"`
+	NewLeader   int32       `json:"new_leader"`
+	OldEpoch    int32       `json:"old_epoch"`
+	NewEpoch    int32       `json:"new_epoch"`
+	OldActive   []int32     `json:"old_active"`
+	NewActive   []int32     `json:"new_active"`
+	Candidates  []Candidate `json:"candidates,omitempty"`
+	LostFrom    *int64      `json:"lost_from_offset,omitempty"` // records at or past this offset held only by the old leader are lost
+	Truncated   *[2]int64   `json:"truncated,omitempty"`        // recovery: the replica's log was cut from [0] back to [1]
+	CopiedTo    int64       `json:"copied_to,omitempty"`
+	Error       string      `json:"error,omitempty"`
+	ErrorName   string      `json:"error_name,omitempty"`
+}
+
+// ChangeReport is the JSON body of a Failover or Recover response.
+type ChangeReport struct {
+	Results []ChangeResult `json:"results"`
+}
+
+// HistoryEvent is one entry of the controller's audit trail.
+type HistoryEvent struct {
+	Time      time.Time `json:"time"`
+	Requester string    `json:"requester,omitempty"`
+	ChangeResult
+}
+
+const (
+	aliveTimeout = 1500 * time.Millisecond
+	fenceTimeout = 3 * time.Second
+)
+
+// call makes one RPC to a registered broker.
+func (c *controller) call(ctx context.Context, broker int32, api transport.API, req, resp transport.Message) error {
+	b, ok := c.Metadata().Broker(broker)
+	if !ok {
+		return fmt.Errorf("%w: broker %d is not registered", transport.ErrBrokerNotAvailable, broker)
+	}
+	return c.pool.Call(ctx, b.Addr, api, req, resp)
+}
+
+// answers reports whether broker answers the controller about a partition.
+func (c *controller) answers(ctx context.Context, broker int32, topic string, partition int32) bool {
+	ctx, cancel := context.WithTimeout(ctx, aliveTimeout)
+	defer cancel()
+	var st transport.ReplicaStateResponse
+	err := c.call(ctx, broker, transport.APIReplicaState, &transport.ReplicaStateRequest{Topic: topic, Partition: partition}, &st)
+	return err == nil
+}
+
+// failover runs a failover request over the partitions it names.
+func (c *controller) failover(ctx context.Context, req FailoverRequest) (ChangeReport, error) {
+	c.opMu.Lock() // one operator change at a time
+	defer c.opMu.Unlock()
+	meta := c.Metadata()
+	type target struct {
+		topic     string
+		partition int32
+		drop      bool // drop a lost follower rather than replace the leader
+	}
+	var targets []target
+	switch {
+	case req.Broker > 0:
+		for _, t := range meta.Topics {
+			for p, part := range t.Partitions {
+				switch {
+				case part.Leader == req.Broker:
+					targets = append(targets, target{t.Name, int32(p), false})
+				case slices.Contains(part.Active, req.Broker):
+					targets = append(targets, target{t.Name, int32(p), true})
+				}
+			}
+		}
+		if len(targets) == 0 {
+			return ChangeReport{Results: []ChangeResult{}}, nil
+		}
+	case req.Topic != "":
+		t := meta.Topic(req.Topic)
+		if t == nil {
+			return ChangeReport{}, fmt.Errorf("%w: %q", transport.ErrUnknownTopic, req.Topic)
+		}
+		if req.Partition < 0 || int(req.Partition) >= len(t.Partitions) {
+			return ChangeReport{}, fmt.Errorf("%w: topic %q has no partition %d", transport.ErrUnknownPartition, req.Topic, req.Partition)
+		}
+		targets = append(targets, target{req.Topic, req.Partition, false})
+	default:
+		return ChangeReport{}, fmt.Errorf("%w: name --topic and --partition, or --broker", transport.ErrInvalidRequest)
+	}
+	var rep ChangeReport
+	var firstErr error
+	for _, tg := range targets {
+		var res ChangeResult
+		var err error
+		if tg.drop {
+			res, err = c.dropFollower(ctx, tg.topic, tg.partition, req.Broker, req.DryRun)
+		} else {
+			res, err = c.failoverPartition(ctx, tg.topic, tg.partition, req.DryRun)
+		}
+		if err != nil {
+			res.Error = err.Error()
+			var te *transport.Error
+			if errors.As(wireError(err), &te) {
+				res.ErrorName = te.Code.String()
+			}
+			if firstErr == nil {
+				firstErr = err
+			}
+		} else if !req.DryRun {
+			c.record(req.Requester, res)
+		}
+		rep.Results = append(rep.Results, res)
+	}
+	if len(targets) == 1 && firstErr != nil {
+		return rep, firstErr
+	}
+	return rep, nil
+}
+
+func partitionOf(meta *metadata.Cluster, topic string, partition int32) (metadata.Partition, error) {
+	t := meta.Topic(topic)
+	if t == nil || int(partition) >= len(t.Partitions) || partition < 0 {
+		return metadata.Partition{}, fmt.Errorf("%w: %s/%d", transport.ErrUnknownPartition, topic, partition)
+	}
+	return t.Partitions[partition], nil
+}
+
+// failoverPartition replaces the leader of a partition whose leader does
+// not answer, following DESIGN.md section 7.
+func (c *controller) failoverPartition(ctx context.Context, topic string, partition int32, dry bool) (ChangeResult, error) {
+	part, err := partitionOf(c.Metadata(), topic, partition)
+	if err != nil {
+		return ChangeResult{}, err
+	}
+	res := ChangeResult{Topic: topic, Partition: partition, Action: "failover", DryRun: dry,
+		OldLeader: part.Leader, OldEpoch: part.LeaderEpoch, OldActive: slices.Clone(part.Active),
+		NewLeader: part.Leader, NewEpoch: part.LeaderEpoch, NewActive: slices.Clone(part.Active)}
+	// 1. Refuse while the leader answers.
+	if c.answers(ctx, part.Leader, topic, partition) {
+		return res, fmt.Errorf("%w: partition %s/%d is led by broker %d, which answers", transport.ErrLeaderStillAvailable, topic, partition, part.Leader)
+	}
+	// 2. The new epoch is above any handed out; persist it before using it.
+	newEpoch := max(part.LeaderEpoch, part.ReservedEpoch) + 1
+	if !dry {
+		err := c.change(ctx, fmt.Sprintf("reserve epoch %d for failover of %s/%d", newEpoch, topic, partition), func(m *metadata.Cluster) error {
+			p := &m.Topic(topic).Partitions[partition]
+			p.ReservedEpoch = max(p.ReservedEpoch, newEpoch)
+			return nil
+		})
+		if err != nil {
+			return res, err
+		}
+	}
+	// 3-4. Fence every reachable active follower with it and read its state.
+	fenceEpoch := newEpoch
+	if dry {
+		fenceEpoch = 0 // observe only
+	}
+	cands := c.probe(ctx, topic, partition, part.Active, part.Leader, fenceEpoch)
+	res.Candidates = cands
+	var chosen *Candidate
+	for i := range cands {
+		cd := &cands[i]
+		if !cd.Reachable {
+			continue
+		}
+		if chosen == nil || cd.LastEpoch > chosen.LastEpoch ||
+			cd.LastEpoch == chosen.LastEpoch && (cd.LogEndOffset > chosen.LogEndOffset ||
+				cd.LogEndOffset == chosen.LogEndOffset && cd.Broker < chosen.Broker) {
+			chosen = cd
+		}
+	}
+	if chosen == nil {
+		return res, fmt.Errorf("%w: no active follower of %s/%d answers (active %v, leader %d down)", transport.ErrNoEligibleReplica, topic, partition, part.Active, part.Leader)
+	}
+	chosen.Chosen = true
+	// 5. Every candidate must agree with the chosen one on every shared
+	// offset, by content.
+	var active []int32
+	var disagree []string
+	for i := range cands {
+		cd := &cands[i]
+		if !cd.Reachable {
+			continue
+		}
+		if cd == chosen {
+			cd.Agrees = true
+			active = append(active, cd.Broker)
+			continue
+		}
+		same, note := c.agree(ctx, topic, partition, chosen, cd)
+		cd.Agrees, cd.Note = same, note
+		if !same {
+			disagree = append(disagree, fmt.Sprintf("broker %d (%s)", cd.Broker, note))
+			continue
+		}
+		active = append(active, cd.Broker)
+	}
+	if len(disagree) > 0 {
+		return res, fmt.Errorf("%w: candidates for %s/%d disagree with broker %d: %v; nothing was promoted", transport.ErrReplicaDivergence, topic, partition, chosen.Broker, disagree)
+	}
+	slices.Sort(active)
+	lost := chosen.LogEndOffset
+	res.LostFrom = &lost
+	res.NewLeader, res.NewEpoch, res.NewActive = chosen.Broker, newEpoch, active
+	if dry {
+		return res, nil
+	}
+	// 6. Persist the new leader, epoch and active set, then tell the
+	// replicas (change pushes the metadata).
+	err = c.change(ctx, fmt.Sprintf("failover %s/%d: leader %d -> %d, epoch %d", topic, partition, part.Leader, chosen.Broker, newEpoch), func(m *metadata.Cluster) error {
+		p := &m.Topic(topic).Partitions[partition]
+		if p.Leader != part.Leader || p.LeaderEpoch != part.LeaderEpoch {
+			return fmt.Errorf("%w: partition %s/%d changed during the failover", transport.ErrInvalidRequest, topic, partition)
+		}
+		p.Leader, p.LeaderEpoch, p.Active = chosen.Broker, newEpoch, active
+		p.ReservedEpoch = max(p.ReservedEpoch, newEpoch)
+		return nil
+	})
+	return res, err
+}
+
+// probe asks every active replica but the leader for its state, fencing it
+// at epoch when epoch > 0, all at once.
+func (c *controller) probe(ctx context.Context, topic string, partition int32, active []int32, leader, epoch int32) []Candidate {
+	var out []Candidate
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, id := range active {
+		if id == leader {
+			continue
+		}
+		wg.Add(1)
+		go func(id int32) {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, fenceTimeout)
+			defer cancel()
+			var st transport.ReplicaStateResponse
+			err := c.call(cctx, id, transport.APIReplicaState, &transport.ReplicaStateRequest{Topic: topic, Partition: partition, LeaderEpoch: epoch}, &st)
+			cd := Candidate{Broker: id, LogEndOffset: -1, LastEpoch: -1}
+			if err != nil {
+				cd.Note = err.Error()
+			} else {
+				cd.Reachable, cd.LastEpoch, cd.LogEndOffset = true, st.LastEpoch, st.LogEndOffset
+			}
+			mu.Lock()
+			out = append(out, cd)
+			mu.Unlock()
+		}(id)
+	}
+	wg.Wait()
+	sort.Slice(out, func(i, j int) bool { return out[i].Broker < out[j].Broker })
+	return out
+}
+
+// agree compares two replicas over their shared offsets by digest.
+func (c *controller) agree(ctx context.Context, topic string, partition int32, a, b *Candidate) (bool, string) {
+	to := min(a.LogEndOffset, b.LogEndOffset)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var da, db transport.ReplicaDigestResponse
+	req := &transport.ReplicaDigestRequest{Topic: topic, Partition: partition, From: 0, To: to}
+	// The shared range starts at the later log start of the two.
+	for _, side := range []struct {
+		id int32
+		st *transport.ReplicaStateResponse
+	}{{a.Broker, &transport.ReplicaStateResponse{}}, {b.Broker, &transport.ReplicaStateResponse{}}} {
+		if err := c.call(ctx, side.id, transport.APIReplicaState, &transport.ReplicaStateRequest{Topic: topic, Partition: partition}, side.st); err != nil {
+			return false, err.Error()
+		}
+		req.From = max(req.From, side.st.LogStartOffset)
+	}
+	if req.From >= to {
+		return true, "no shared offsets"
+	}
+	if err := c.call(ctx, a.Broker, transport.APIReplicaDigest, req, &da); err != nil {
+		return false, fmt.Sprintf("digest of [%d, %d) on broker %d: %v", req.From, to, a.Broker, err)
+	}
+	if err := c.call(ctx, b.Broker, transport.APIReplicaDigest, req, &db); err != nil {
+		return false, fmt.Sprintf("digest of [%d, %d) on broker %d: %v", req.From, to, b.Broker, err)
+	}
+	if string(da.Digest) != string(db.Digest) {
+		return false, fmt.Sprintf("offsets [%d, %d) differ", req.From, to)
+	}
+	return true, fmt.Sprintf("offsets [%d, %d) identical", req.From, to)
+}
+
+// dropFollower takes a lost follower out of a partition's active set, so
+// writes go on with reduced redundancy.
+func (c *controller) dropFollower(ctx context.Context, topic string, partition, broker int32, dry bool) (ChangeResult, error) {
+	part, err := partitionOf(c.Metadata(), topic, partition)
+	if err != nil {
+		return ChangeResult{}, err
+	}
+	active := slices.DeleteFunc(slices.Clone(part.Active), func(id int32) bool { return id == broker })
+	res := ChangeResult{Topic: topic, Partition: partition, Action: "drop-follower", DryRun: dry,
+		OldLeader: part.Leader, NewLeader: part.Leader, OldEpoch: part.LeaderEpoch, NewEpoch: part.LeaderEpoch,
+		OldActive: slices.Clone(part.Active), NewActive: active}
+	if c.answers(ctx, broker, topic, partition) {
+		return res, fmt.Errorf("%w: broker %d, a follower of %s/%d, answers; nothing to drop", transport.ErrLeaderStillAvailable, broker, topic, partition)
+	}
+	if dry {
+		return res, nil
+	}
+	err = c.change(ctx, fmt.Sprintf("drop follower %d of %s/%d", broker, topic, partition), func(m *metadata.Cluster) error {
+		p := &m.Topic(topic).Partitions[partition]
+		p.Active = slices.DeleteFunc(p.Active, func(id int32) bool { return id == broker })
+		return nil
+	})
+	return res, err
+}
+
+// recoverReplicas brings returning replicas back: for each, the leader
+// cuts it to the common prefix, fills and verifies it; then the controller
+// adds it to the active set.
+func (c *controller) recoverReplicas(ctx context.Context, req FailoverRequest) (ChangeReport, error) {
+	c.opMu.Lock()
+	defer c.opMu.Unlock()
+	meta := c.Metadata()
+	type target struct {
+		topic     string
+		partition int32
+	}
+	var targets []target
+	if req.Topic != "" {
+		if _, err := partitionOf(meta, req.Topic, req.Partition); err != nil {
+			return ChangeReport{}, err
+		}
+		targets = append(targets, target{req.Topic, req.Partition})
+	} else {
+		for _, t := range meta.Topics {
+			for p, part := range t.Partitions {
+				if slices.Contains(part.Replicas, req.Broker) && !slices.Contains(part.Active, req.Broker) {
+					targets = append(targets, target{t.Name, int32(p)})
+				}
+			}
+		}
+	}
+	var rep ChangeReport
+	var firstErr error
+	for _, tg := range targets {
+		res, err := c.recoverReplica(ctx, tg.topic, tg.partition, req.Broker)
+		if err != nil {
+			res.Error = err.Error()
+			var te *transport.Error
+			if errors.As(wireError(err), &te) {
+				res.ErrorName = te.Code.String()
+			}
+			if firstErr == nil {
+				firstErr = err
+			}
+		} else {
+			c.record(req.Requester, res)
+		}
+		rep.Results = append(rep.Results, res)
+	}
+	if rep.Results == nil {
+		rep.Results = []ChangeResult{}
+	}
+	if len(targets) == 1 && firstErr != nil {
+		return rep, firstErr
+	}
+	return rep, nil
+}
+
+func (c *controller) recoverReplica(ctx context.Context, topic string, partition, broker int32) (ChangeResult, error) {
+	part, err := partitionOf(c.Metadata(), topic, partition)
+	if err != nil {
+		return ChangeResult{}, err
+	}
+	res := ChangeResult{Topic: topic, Partition: partition, Action: "recover",
+		OldLeader: part.Leader, NewLeader: part.Leader, OldEpoch: part.LeaderEpoch, NewEpoch: part.LeaderEpoch,
+		OldActive: slices.Clone(part.Active), NewActive: slices.Clone(part.Active)}
+	switch {
+	case !slices.Contains(part.Replicas, broker):
+		return res, fmt.Errorf("%w: broker %d holds no replica of %s/%d", transport.ErrInvalidRequest, broker, topic, partition)
+	case broker == part.Leader:
+		return res, fmt.Errorf("%w: broker %d leads %s/%d; the leader is never recovered", transport.ErrInvalidRequest, broker, topic, partition)
+	case slices.Contains(part.Active, broker):
+		return res, fmt.Errorf("%w: broker %d is already active for %s/%d; use gostream-ctl catch-up", transport.ErrInvalidRequest, broker, topic, partition)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	var rr transport.RecoverReplicaResponse
+	if err := c.call(rctx, part.Leader, transport.APIRecoverReplica, &transport.CatchUpRequest{Topic: topic, Partition: partition, Broker: broker}, &rr); err != nil {
+		return res, err
+	}
+	if rr.CommonPrefix < rr.PreviousEnd {
+		res.Truncated = &[2]int64{rr.PreviousEnd, rr.CommonPrefix}
+	}
+	res.CopiedTo = rr.CopiedTo
+	active := append(slices.Clone(part.Active), broker)
+	slices.Sort(active)
+	res.NewActive = active
+	err = c.change(ctx, fmt.Sprintf("recover broker %d into %s/%d", broker, topic, partition), func(m *metadata.Cluster) error {
+		p := &m.Topic(topic).Partitions[partition]
+		if p.Leader != part.Leader || p.LeaderEpoch != part.LeaderEpoch {
+			return fmt.Errorf("%w: partition %s/%d changed during the recovery", transport.ErrInvalidRequest, topic, partition)
+		}
+		if !slices.Contains(p.Active, broker) {
+			p.Active = append(p.Active, broker)
+			slices.Sort(p.Active)
+		}
+		return nil
+	})
+	return res, err
+}
+
+// record appends an event to the audit trail. The trail is kept beside
+// the metadata; a failure to write it is logged, not fatal to a change
+// that is already persisted.
+func (c *controller) record(requester string, res ChangeResult) {
+	ev := HistoryEvent{Time: time.Now().UTC(), Requester: requester, ChangeResult: res}
+	if err := c.history.append(ev); err != nil {
+		c.logger.Error("write audit trail", "err", err)
+	}
+}
+
+func jsonReply(v any, err error) (transport.Message, error) {
+	if err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return &transport.JSONMessage{Data: data}, nil
+}
+
+func (h *rpcHandler) failover(req *transport.Request) transport.Reply {
+	return h.operatorChange(req, func(ctx context.Context, c *controller, fr FailoverRequest) (ChangeReport, error) {
+		return c.failover(ctx, fr)
+	})
+}
+
+func (h *rpcHandler) recover(req *transport.Request) transport.Reply {
+	return h.operatorChange(req, func(ctx context.Context, c *controller, fr FailoverRequest) (ChangeReport, error) {
+		if fr.Broker <= 0 {
+			return ChangeReport{}, fmt.Errorf("%w: name the broker to recover", transport.ErrInvalidRequest)
+		}
+		return c.recoverReplicas(ctx, fr)
+	})
+}
+
+func (h *rpcHandler) operatorChange(req *transport.Request, fn func(context.Context, *controller, FailoverRequest) (ChangeReport, error)) transport.Reply {
+	var m transport.JSONMessage
+	if err := decode(req, &m); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	var fr FailoverRequest
+	if err := json.Unmarshal(m.Data, &fr); err != nil {
+		return transport.Immediate(nil, fmt.Errorf("%w: %v", transport.ErrInvalidRequest, err))
+	}
+	c, err := h.controller()
+	if err != nil {
+		return transport.Immediate(nil, err)
+	}
+	if fr.Requester == "" {
+		fr.Requester = req.RemoteAddr
+	}
+	return func(ctx context.Context) (transport.Message, error) {
+		rep, err := fn(ctx, c, fr)
+		if err != nil && len(rep.Results) == 1 {
+			// One partition: the error is the answer, with its code.
+			return nil, err
+		}
+		return jsonReply(rep, err)
+	}
+}
+
+func (h *rpcHandler) history(req *transport.Request) transport.Reply {
+	c, err := h.controller()
+	if err != nil {
+		return transport.Immediate(nil, err)
+	}
+	return func(context.Context) (transport.Message, error) {
+		evs, err := c.history.read()
+		if err != nil {
+			return nil, err
+		}
+		return jsonReply(map[string]any{"events": evs}, nil)
+	}
+}

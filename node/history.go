@@ -1,0 +1,67 @@
+package node
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
+)
+
+// history is the controller's audit trail: one JSON event per line,
+// appended and fsync'd, beside the metadata file.
+type history struct {
+	path string
+	mu   sync.Mutex
+}
+
+func (h *history) append(ev HistoryEvent) error {
+	line, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f, err := os.OpenFile(h.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// read returns every event, oldest first. A damaged line is reported, not
+// skipped silently.
+func (h *history) read() ([]HistoryEvent, error) {
+	h.mu.Lock()
+	data, err := os.ReadFile(h.path)
+	h.mu.Unlock()
+	if os.IsNotExist(err) {
+		return []HistoryEvent{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := []HistoryEvent{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	for n := 1; sc.Scan(); n++ {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		var ev HistoryEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return out, fmt.Errorf("audit trail %s line %d: %v", h.path, n, err)
+		}
+		out = append(out, ev)
+	}
+	return out, sc.Err()
+}

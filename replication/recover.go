@@ -1,0 +1,186 @@
+package replication
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+
+	"gostream/storage"
+	"gostream/transport"
+)
+
+// RecoveryPeer is what recovery needs of a returning replica beyond
+// replication: walking its log backward, digests of ranges, and
+// truncation.
+type RecoveryPeer interface {
+	Peer
+	ReplicaBatches(ctx context.Context, req *transport.ReplicaBatchesRequest) ([]transport.BatchID, error)
+	ReplicaDigest(ctx context.Context, req *transport.ReplicaDigestRequest) ([]byte, error)
+	TruncateReplica(ctx context.Context, req *transport.TruncateReplicaRequest) error
+}
+
+// RecoverResult says what recovery did to a returning replica.
+type RecoverResult struct {
+	PreviousEnd  int64 // the replica's log end before
+	CommonPrefix int64 // where its log and the leader's part; it was cut here
+	CopiedTo     int64 // the leader's log end it was filled and verified up to
+}
+
+// RecoverFollower brings a replica that is not in the active set back to an
+// exact copy of this leader's log: it fences the replica at the current
+// epoch, finds the longest common prefix of the two logs (walking the
+// replica's batches backward and comparing their identities, then checking
+// the whole prefix by digest), has the replica cut everything after it
+// (kept in its quarantine/), copies the leader's batches from there, and
+// verifies the two logs are identical by digest. The leader's log is never
+// truncated. Adding the replica back to the active set is the controller's
+// job, once this returns.
+func (p *Partition) RecoverFollower(ctx context.Context, broker int32) (RecoverResult, error) {
+	p.mu.Lock()
+	st, stepped := p.mu.state, p.mu.steppedDn
+	p.mu.Unlock()
+	if st.Leader != p.brokerID || stepped {
+		return RecoverResult{}, fmt.Errorf("%w: broker %d does not lead %s/%d", ErrNotLeader, p.brokerID, p.Topic, p.Index)
+	}
+	if broker == p.brokerID {
+		return RecoverResult{}, fmt.Errorf("%w: the leader is never recovered", ErrNotLeader)
+	}
+	if slices.Contains(st.Active, broker) {
+		return RecoverResult{}, fmt.Errorf("broker %d is already active for %s/%d; use catch-up", broker, p.Topic, p.Index)
+	}
+	peer, err := p.opts.Peers(broker)
+	if err != nil {
+		return RecoverResult{}, err
+	}
+	rp, ok := peer.(RecoveryPeer)
+	if !ok {
+		return RecoverResult{}, fmt.Errorf("broker %d cannot be recovered through this peer", broker)
+	}
+	epoch := st.LeaderEpoch
+	rs, err := rp.ReplicaState(ctx, &transport.ReplicaStateRequest{Topic: p.Topic, Partition: p.Index, LeaderEpoch: epoch})
+	if err != nil {
+		return RecoverResult{}, fmt.Errorf("broker %d: %w", broker, err)
+	}
+	if rs.FencedEpoch > epoch {
+		p.stepDown(rs.FencedEpoch)
+		return RecoverResult{}, fmt.Errorf("%w: broker %d has seen epoch %d", ErrNotLeader, broker, rs.FencedEpoch)
+	}
+	res := RecoverResult{PreviousEnd: rs.LogEndOffset}
+	start := p.log.LogStartOffset()
+	if rs.LogStartOffset > start {
+		return res, fmt.Errorf("broker %d's log starts at %d, after the leader's %d: it cannot be filled from the leader", broker, rs.LogStartOffset, start)
+	}
+
+	// The common prefix: the last batch of the replica that the leader
+	// holds identically (same offsets, epoch and CRC).
+	prefix := start
+	before := rs.LogEndOffset
+search:
+	for before > start {
+		page, err := rp.ReplicaBatches(ctx, &transport.ReplicaBatchesRequest{Topic: p.Topic, Partition: p.Index, Before: before, Max: 256})
+		if err != nil {
+			return res, fmt.Errorf("broker %d: %w", broker, err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for i := len(page) - 1; i >= 0; i-- {
+			b := page[i]
+			if b.NextOffset <= start {
+				break search
+			}
+			mine, ok, err := p.log.BatchAt(b.BaseOffset)
+			if err != nil {
+				return res, err
+			}
+			if ok && mine == (storage.BatchInfo{BaseOffset: b.BaseOffset, NextOffset: b.NextOffset, LeaderEpoch: b.LeaderEpoch, CRC: b.CRC}) {
+				prefix = b.NextOffset
+				break search
+			}
+		}
+		before = page[0].BaseOffset
+	}
+	if prefix > start {
+		same, err := p.sameRange(ctx, rp, start, prefix)
+		if err != nil {
+			return res, err
+		}
+		if !same {
+			p.logger.Warn("replica differs inside what looked like a common prefix; rebuilding it whole", "peer", broker, "prefix", prefix)
+			prefix = start
+		}
+	}
+	res.CommonPrefix = prefix
+	if prefix < rs.LogEndOffset {
+		if err := rp.TruncateReplica(ctx, &transport.TruncateReplicaRequest{Topic: p.Topic, Partition: p.Index, LeaderEpoch: epoch, Offset: prefix}); err != nil {
+			return res, fmt.Errorf("truncate broker %d to %d: %w", broker, prefix, err)
+		}
+		p.logger.Info("cut a returning replica back to its common prefix with the leader", "peer", broker, "from", rs.LogEndOffset, "to", prefix)
+	}
+	target := p.log.DurableEndOffset()
+	copied, err := copyBatches(ctx, p, peer, epoch, prefix, target)
+	res.CopiedTo = copied
+	if err != nil {
+		return res, fmt.Errorf("copy to broker %d: %w", broker, err)
+	}
+	same, err := p.sameRange(ctx, rp, start, copied)
+	if err != nil {
+		return res, err
+	}
+	if !same {
+		return res, fmt.Errorf("%w: broker %d still differs from the leader after recovery", ErrReplicaDivergence, broker)
+	}
+	return res, nil
+}
+
+// sameRange compares the digests of [from, to) on this replica and a peer.
+func (p *Partition) sameRange(ctx context.Context, rp RecoveryPeer, from, to int64) (bool, error) {
+	if to <= from {
+		return true, nil
+	}
+	mine, _, err := p.log.Digest(ctx, from, to)
+	if err != nil {
+		return false, err
+	}
+	theirs, err := rp.ReplicaDigest(ctx, &transport.ReplicaDigestRequest{Topic: p.Topic, Partition: p.Index, From: from, To: to})
+	if err != nil {
+		return false, nil // not a boundary there, or not that long: not the same
+	}
+	return bytes.Equal(mine[:], theirs), nil
+}
+
+// Batches is the replica side of ReplicaBatches.
+func (p *Partition) Batches(req *transport.ReplicaBatchesRequest) ([]transport.BatchID, error) {
+	infos, err := p.log.BatchesBefore(req.Before, int(min(max(req.Max, 1), 1024)))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]transport.BatchID, len(infos))
+	for i, b := range infos {
+		out[i] = transport.BatchID{BaseOffset: b.BaseOffset, NextOffset: b.NextOffset, LeaderEpoch: b.LeaderEpoch, CRC: b.CRC}
+	}
+	return out, nil
+}
+
+// Digest is the replica side of ReplicaDigest.
+func (p *Partition) Digest(ctx context.Context, from, to int64) ([]byte, int, error) {
+	sum, n, err := p.log.Digest(ctx, from, to)
+	return sum[:], n, err
+}
+
+// Truncate is the replica side of TruncateReplica: from the leader of the
+// request's epoch (older: ErrStaleEpoch), and never while this replica
+// leads.
+func (p *Partition) Truncate(ctx context.Context, req *transport.TruncateReplicaRequest) error {
+	if err := p.fenceTo(req.LeaderEpoch); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	st := p.mu.state
+	p.mu.Unlock()
+	if st.Leader == p.brokerID && st.LeaderEpoch >= req.LeaderEpoch {
+		return fmt.Errorf("%w: broker %d leads %s/%d and is never truncated", ErrStaleEpoch, p.brokerID, p.Topic, p.Index)
+	}
+	return p.log.TruncateTo(ctx, req.Offset)
+}

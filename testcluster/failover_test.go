@@ -1,0 +1,144 @@
+package testcluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"gostream/client"
+	"gostream/transport"
+)
+
+type changeResult struct {
+	Topic      string  `json:"topic"`
+	Partition  int32   `json:"partition"`
+	Action     string  `json:"action"`
+	OldLeader  int32   `json:"old_leader"`
+	NewLeader  int32   `json:"new_leader"`
+	OldEpoch   int32   `json:"old_epoch"`
+	NewEpoch   int32   `json:"new_epoch"`
+	NewActive  []int32 `json:"new_active"`
+	Truncated  *[2]int64
+	Candidates []struct {
+		Broker       int32 `json:"broker"`
+		Reachable    bool  `json:"reachable"`
+		LogEndOffset int64 `json:"log_end_offset"`
+		Agrees       bool  `json:"agrees"`
+		Chosen       bool  `json:"chosen"`
+	} `json:"candidates"`
+}
+
+func operator(t *testing.T, c *Cluster, api transport.API, req map[string]any) ([]changeResult, error) {
+	t.Helper()
+	data, err := json.Marshal(req)
+	require.NoError(t, err)
+	var resp transport.JSONMessage
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := call(t, c.Node(1).RPC, api, &transport.JSONMessage{Data: data}, &resp); err != nil {
+		_ = ctx
+		return nil, err
+	}
+	var rep struct {
+		Results []changeResult `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal(resp.Data, &rep))
+	return rep.Results, nil
+}
+
+// TestFailoverRefusedWhileLeaderAnswers: nothing changes.
+func TestFailoverRefusedWhileLeaderAnswers(t *testing.T) {
+	c := startCluster(t, 3)
+	cl := newClient(t, c)
+	tm := createTopic(t, cl, "fo", 1, 3)
+	_, err := operator(t, c, transport.APIFailover, map[string]any{"topic": "fo", "partition": 0})
+	require.ErrorIs(t, err, transport.ErrLeaderStillAvailable)
+	assert.Contains(t, err.Error(), fmt.Sprintf("led by broker %d, which answers", tm.Partitions[0].Leader))
+	after, err := cl.DescribeTopic(context.Background(), "fo")
+	require.NoError(t, err)
+	assert.Equal(t, tm.Partitions[0].LeaderEpoch, after.Partitions[0].LeaderEpoch)
+}
+
+// TestFailoverAwayFromDeadLeader uses a partition led by broker 2, kills
+// broker 2, fails over, writes, restarts it and recovers it.
+func TestFailoverAwayFromDeadLeader(t *testing.T) {
+	c := startCluster(t, 3)
+	cl := newClient(t, c)
+	tm := createTopic(t, cl, "fo", 2, 3)
+	p1 := tm.Partitions[1]
+	require.Equal(t, int32(2), p1.Leader, "round-robin placement")
+	acked := map[int64]string{}
+	for k, v := range produceTo(t, cl, "fo", 1, "before", 40) {
+		acked[k] = v
+	}
+	require.NoError(t, c.Node(2).Kill())
+
+	dry, err := operator(t, c, transport.APIFailover, map[string]any{"topic": "fo", "partition": 1, "dry_run": true})
+	require.NoError(t, err)
+	require.Len(t, dry, 1)
+	assert.Equal(t, int32(1), dry[0].NewLeader, "equal (last epoch, log end): the lowest broker id wins")
+	res, err := operator(t, c, transport.APIFailover, map[string]any{"topic": "fo", "partition": 1})
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	assert.Equal(t, int32(2), res[0].OldLeader)
+	assert.Greater(t, res[0].NewEpoch, res[0].OldEpoch)
+	assert.NotContains(t, res[0].NewActive, int32(2))
+	newLeader := res[0].NewLeader
+
+	for k, v := range produceTo(t, cl, "fo", 1, "after", 40) {
+		acked[k] = v
+	}
+
+	// The old leader returns as a follower, never as leader.
+	require.NoError(t, c.StartNode(2))
+	_, err = produceOne(context.Background(), c.Node(2).RPC, "fo", 1, "to the old leader")
+	require.ErrorIs(t, err, transport.ErrNotLeader)
+
+	rec, err := operator(t, c, transport.APIRecover, map[string]any{"topic": "fo", "partition": 1, "broker": 2})
+	require.NoError(t, err)
+	require.Len(t, rec, 1)
+	assert.Contains(t, rec[0].NewActive, int32(2))
+
+	for k, v := range produceTo(t, cl, "fo", 1, "recovered", 10) {
+		acked[k] = v
+	}
+	got := consumeAll(t, cl, "fo", 1)
+	for off, v := range acked {
+		assert.Equal(t, v, got[off], "acknowledged record at offset %d", off)
+	}
+	lead := replicaBytes(t, c.Node(newLeader), "fo", 1)
+	for _, r := range []int32{1, 2, 3} {
+		assert.True(t, bytes.Equal(lead, replicaBytes(t, c.Node(r), "fo", 1)), "broker %d differs", r)
+	}
+}
+
+func produceTo(t *testing.T, cl *client.Client, topic string, partition int32, prefix string, n int) map[int64]string {
+	t.Helper()
+	p, err := client.NewProducer(cl, client.ProducerConfig{})
+	require.NoError(t, err)
+	defer p.Close()
+	out := map[int64]string{}
+	for i := 0; i < n; i++ {
+		v := fmt.Sprintf("%s-%d", prefix, i)
+		var ack client.Ack
+		require.Eventually(t, func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			var err error
+			ack, err = p.Send(ctx, client.ProducerRecord{Topic: topic, Partition: partition, ManualPartition: true, Value: []byte(v)})
+			if err != nil {
+				t.Logf("send %s: %v", v, err)
+				cl.RefreshMetadata(context.Background(), topic)
+			}
+			return err == nil
+		}, 30*time.Second, 100*time.Millisecond)
+		out[ack.Offset] = v
+	}
+	return out
+}
