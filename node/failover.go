@@ -40,22 +40,22 @@ type Candidate struct {
 // ChangeResult is what a failover or recovery did (or, dry, would do) to
 // one partition.
 type ChangeResult struct {
-	Topic       string      `json:"topic"`
-	Partition   int32       `json:"partition"`
-	Action      string      `json:"action"` // failover, drop-follower, recover, none
-	DryRun      bool        `json:"dry_run,omitempty"`
-	OldLeader   int32       `json:"old_leader"`
-	NewLeader   int32       `json:"new_leader"`
-	OldEpoch    int32       `json:"old_epoch"`
-	NewEpoch    int32       `json:"new_epoch"`
-	OldActive   []int32     `json:"old_active"`
-	NewActive   []int32     `json:"new_active"`
-	Candidates  []Candidate `json:"candidates,omitempty"`
-	LostFrom    *int64      `json:"lost_from_offset,omitempty"` // records at or past this offset held only by the old leader are lost
-	Truncated   *[2]int64   `json:"truncated,omitempty"`        // recovery: the replica's log was cut from [0] back to [1]
-	CopiedTo    int64       `json:"copied_to,omitempty"`
-	Error       string      `json:"error,omitempty"`
-	ErrorName   string      `json:"error_name,omitempty"`
+	Topic      string      `json:"topic"`
+	Partition  int32       `json:"partition"`
+	Action     string      `json:"action"` // failover, drop-follower, recover, none
+	DryRun     bool        `json:"dry_run,omitempty"`
+	OldLeader  int32       `json:"old_leader"`
+	NewLeader  int32       `json:"new_leader"`
+	OldEpoch   int32       `json:"old_epoch"`
+	NewEpoch   int32       `json:"new_epoch"`
+	OldActive  []int32     `json:"old_active"`
+	NewActive  []int32     `json:"new_active"`
+	Candidates []Candidate `json:"candidates,omitempty"`
+	LostFrom   *int64      `json:"lost_from_offset,omitempty"` // records at or past this offset held only by the old leader are lost
+	Truncated  *[2]int64   `json:"truncated,omitempty"`        // recovery: the replica's log was cut from [0] back to [1]
+	CopiedTo   int64       `json:"copied_to,omitempty"`
+	Error      string      `json:"error,omitempty"`
+	ErrorName  string      `json:"error_name,omitempty"`
 }
 
 // ChangeReport is the JSON body of a Failover or Recover response.
