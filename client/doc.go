@@ -17,7 +17,11 @@
 // controller named in the metadata.
 //
 // Reads (metadata, fetch, list offsets) change nothing, so they are retried
-// after any of those errors, up to Config.Retries times. Admin requests are
+// after any of those errors, up to Config.Retries times. Catch-up
+// (CatchUp) goes to the partition's leader and is retried the same way:
+// repeating it does no harm. The calls an operator makes to look at one
+// broker (DescribeCluster, ReplicaState) go to that broker once and are not
+// retried: whether it answers is what the caller wants to know. Admin requests are
 // retried only when they provably did nothing: the connection could not be
 // opened, or the broker answered NotController.
 //

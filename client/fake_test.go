@@ -42,6 +42,9 @@ type fakeCluster struct {
 	replyDelay func() time.Duration
 	onMetadata func()
 	corrupt    map[int64]bool
+	// catchUpErr runs when broker gets a CatchUp request, before anything
+	// else, and may refuse it.
+	catchUpErr func(broker int32) error
 
 	// Observations.
 	requests     map[int32]map[transport.API]int
@@ -50,6 +53,8 @@ type fakeCluster struct {
 	inflight     int            // produce answers not yet sent
 	maxInflight  int
 	fetchWaiting int // fetches in a long poll
+	// replicaReqs are the ReplicaState requests, in arrival order.
+	replicaReqs []transport.ReplicaStateRequest
 }
 
 type fakeBroker struct {
@@ -73,6 +78,8 @@ type fakePartition struct {
 	end     int64
 	batches []record.Batch
 	changed chan struct{} // closed and replaced on every append
+	// replicas and active are nil for a partition of the leader alone.
+	replicas, active []int32
 }
 
 func newFakeCluster(t testing.TB, brokers int) *fakeCluster {
@@ -166,6 +173,15 @@ func (fc *fakeCluster) moveLeader(topic string, partition int, leader int32) {
 	p := fc.topics[topic].parts[partition]
 	p.leader = leader
 	p.epoch++
+	fc.epoch++
+}
+
+// setReplicas gives a partition its replicas and active set.
+func (fc *fakeCluster) setReplicas(topic string, partition int, replicas, active []int32) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	p := fc.topics[topic].parts[partition]
+	p.replicas, p.active = replicas, active
 	fc.epoch++
 }
 
@@ -270,6 +286,12 @@ func (b *fakeBroker) Handle(ctx context.Context, req *transport.Request) transpo
 		return b.listOffsets(req)
 	case transport.APICreateTopic, transport.APIDeleteTopic, transport.APISealTopic:
 		return b.admin(api, req)
+	case transport.APIDescribeCluster:
+		return b.describeCluster(req)
+	case transport.APIReplicaState:
+		return b.replicaState(req)
+	case transport.APICatchUp:
+		return b.catchUp(req)
 	}
 	return transport.Immediate(nil, fmt.Errorf("%w: API %d", transport.ErrUnsupportedVersion, req.API))
 }
@@ -337,9 +359,13 @@ func (b *fakeBroker) metadata(req *transport.Request) transport.Reply {
 func (fc *fakeCluster) topicInfoLocked(t *fakeTopic) transport.TopicInfo {
 	ti := transport.TopicInfo{Name: t.name, ReplicationFactor: int16(t.rf), Sealed: t.sealed}
 	for i, p := range t.parts {
+		replicas, active := p.replicas, p.active
+		if replicas == nil {
+			replicas, active = []int32{p.leader}, []int32{p.leader}
+		}
 		ti.Partitions = append(ti.Partitions, transport.PartitionInfo{
 			Partition: int32(i), Leader: p.leader, LeaderEpoch: p.epoch,
-			Replicas: []int32{p.leader}, Active: []int32{p.leader},
+			Replicas: replicas, Active: active,
 		})
 	}
 	return ti
@@ -546,6 +572,69 @@ func (b *fakeBroker) admin(api transport.API, req *transport.Request) transport.
 	}
 	fc.epoch++
 	return transport.Immediate(nil, nil)
+}
+
+// describeCluster answers with the broker's id, a metadata blob naming
+// it, and every broker as an alive gossip member.
+func (b *fakeBroker) describeCluster(req *transport.Request) transport.Reply {
+	if err := decodeReq(req, &transport.Empty{}); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	fc := b.fc
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	resp := &transport.DescribeClusterResponse{NodeID: b.id, Metadata: []byte(fmt.Sprintf(`{"from":%d}`, b.id))}
+	for _, id := range fc.brokerIDsLocked() {
+		resp.Members = append(resp.Members, transport.Member{BrokerID: id, Gossip: fc.brokers[id].addr, State: "alive"})
+	}
+	return transport.Immediate(resp, nil)
+}
+
+// replicaState answers for any broker: every replica holds the partition's
+// one log.
+func (b *fakeBroker) replicaState(req *transport.Request) transport.Reply {
+	var r transport.ReplicaStateRequest
+	if err := decodeReq(req, &r); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	fc := b.fc
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	fc.replicaReqs = append(fc.replicaReqs, r)
+	_, p, err := fc.partitionLocked(r.Topic, r.Partition)
+	if err != nil {
+		return transport.Immediate(nil, err)
+	}
+	return transport.Immediate(&transport.ReplicaStateResponse{
+		LogStartOffset: p.start, LogEndOffset: p.end, HighWatermark: p.end, LastEpoch: p.epoch, FencedEpoch: p.epoch,
+	}, nil)
+}
+
+// catchUp answers as a leader whose follower was at offset 0.
+func (b *fakeBroker) catchUp(req *transport.Request) transport.Reply {
+	var r transport.CatchUpRequest
+	if err := decodeReq(req, &r); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	fc := b.fc
+	fc.mu.Lock()
+	hook := fc.catchUpErr
+	fc.mu.Unlock()
+	if hook != nil {
+		if err := hook(b.id); err != nil {
+			return transport.Immediate(nil, err)
+		}
+	}
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	_, p, err := fc.partitionLocked(r.Topic, r.Partition)
+	if err == nil {
+		err = b.leads(p, r.Topic, r.Partition)
+	}
+	if err != nil {
+		return transport.Immediate(nil, err)
+	}
+	return transport.Immediate(&transport.CatchUpResponse{FromOffset: 0, ToOffset: p.end}, nil)
 }
 
 // testLogger routes logs to t.Log, so they show only when a test fails,

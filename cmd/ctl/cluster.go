@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"gostream/client"
+	"gostream/metadata"
 )
 
 // maxDialTimeout bounds opening one connection, below --timeout when that
@@ -60,12 +62,11 @@ func brokerCommand() *cli.Command {
 	)
 }
 
-// Broker states until the parts that know more exist. Every broker in the
-// metadata has registered with the controller; gossip state arrives with
-// gossip.
+// Registration states of a broker: in the controller's metadata, or only
+// seen in gossip.
 const (
-	stateRegistered = "registered"
-	stateUnknown    = "unknown"
+	stateRegistered   = "registered"
+	stateUnregistered = "unregistered"
 )
 
 // brokerStatus is one broker as cluster status and broker list show it.
@@ -73,7 +74,13 @@ type brokerStatus struct {
 	ID         int32  `json:"id"`
 	Address    string `json:"address"`
 	Registered string `json:"registered"`
-	Gossip     string `json:"gossip"`
+	// Gossip is the broker's gossip state as the controller sees it, or as
+	// most answering brokers see it when the controller does not answer.
+	Gossip string `json:"gossip"`
+
+	// answers is whether the broker answered the survey (tables only: the
+	// JSON of CLI.md has no field for it; warnings say it).
+	answers bool
 }
 
 // clusterStatus is what cluster status prints (CLI.md).
@@ -82,6 +89,8 @@ type clusterStatus struct {
 	Brokers    []brokerStatus  `json:"brokers"`
 	Partitions partitionHealth `json:"partitions"`
 	Warnings   []warning       `json:"warnings"`
+
+	gossipFrom string // whose view Gossip is, for tables
 }
 
 type partitionHealth struct {
@@ -91,81 +100,32 @@ type partitionHealth struct {
 }
 
 // warning is something an operator should act on, with the command that
-// does it.
+// does it when there is one.
 type warning struct {
 	Message string `json:"message"`
 	Command string `json:"command,omitempty"`
 }
 
-func brokerStatuses(m client.Metadata) []brokerStatus {
-	out := make([]brokerStatus, 0, len(m.Brokers))
-	for _, b := range m.Brokers {
-		out = append(out, brokerStatus{ID: b.ID, Address: b.Addr, Registered: stateRegistered, Gossip: stateUnknown})
-	}
-	return out
-}
-
-// statusOf judges the cluster from its metadata alone. A partition is
-// offline when its leader is none or not a registered broker, and under
-// replicated when some of its replicas are not active.
-func statusOf(m client.Metadata) clusterStatus {
-	st := clusterStatus{Controller: m.ControllerID, Brokers: brokerStatuses(m), Warnings: []warning{}}
-	registered := func(id int32) bool {
-		return slices.ContainsFunc(m.Brokers, func(b client.Broker) bool { return b.ID == id })
-	}
-	if !registered(m.ControllerID) {
-		st.Warnings = append(st.Warnings, warning{
-			Message: fmt.Sprintf("the controller, broker %d, is not among the registered brokers", m.ControllerID),
-		})
-	}
-	for _, t := range m.Topics {
-		for _, p := range t.Partitions {
-			st.Partitions.Total++
-			if p.Leader < 0 || !registered(p.Leader) {
-				st.Partitions.Offline++
-				st.Warnings = append(st.Warnings, warning{
-					Message: fmt.Sprintf("partition %s/%d is offline: its leader %s is not available", t.Name, p.Partition, leaderName(p.Leader)),
-					Command: fmt.Sprintf("gostream-ctl failover --topic %s --partition %d", t.Name, p.Partition),
-				})
-			}
-			if len(p.Active) < len(p.Replicas) {
-				st.Partitions.UnderReplicated++
-				for _, r := range p.Replicas {
-					if !slices.Contains(p.Active, r) {
-						st.Warnings = append(st.Warnings, warning{
-							Message: fmt.Sprintf("partition %s/%d is under-replicated: its replica on broker %d is not active", t.Name, p.Partition, r),
-							Command: fmt.Sprintf("gostream-ctl recover --topic %s --partition %d --broker %d", t.Name, p.Partition, r),
-						})
-					}
-				}
-			}
-		}
-	}
-	return st
-}
-
-func leaderName(id int32) string {
-	if id < 0 {
-		return "(none)"
-	}
-	return fmt.Sprintf("broker %d", id)
-}
-
 func clusterStatusAction(c *cli.Context) error {
 	return withClient(c, func(ctx context.Context, cl *client.Client, g globals) error {
-		m, err := cl.Metadata(ctx)
+		s, err := surveyCluster(ctx, cl, g, true)
 		if err != nil {
 			return err
 		}
-		st := statusOf(m)
+		st := statusOf(ctx, s, newReplicaProber(cl, g))
 		w := c.App.Writer
 		if g.output == outputJSON {
 			return writeJSON(w, st)
 		}
-		fmt.Fprintf(w, "Controller: broker %d\n\n", st.Controller)
+		answers := "answers"
+		if !s.controllerAnswered() {
+			answers = "does not answer"
+		}
+		fmt.Fprintf(w, "Controller: broker %d (%s)\n\n", st.Controller, answers)
 		if err := printBrokers(w, st.Brokers, st.Controller); err != nil {
 			return err
 		}
+		fmt.Fprintf(w, "Gossip states as seen by %s.\n", st.gossipFrom)
 		fmt.Fprintf(w, "\nPartitions: %d total, %d under-replicated, %d offline\n",
 			st.Partitions.Total, st.Partitions.UnderReplicated, st.Partitions.Offline)
 		if len(st.Warnings) == 0 {
@@ -191,26 +151,327 @@ type brokerList struct {
 
 func brokerListAction(c *cli.Context) error {
 	return withClient(c, func(ctx context.Context, cl *client.Client, g globals) error {
-		m, err := cl.Metadata(ctx)
+		s, err := surveyCluster(ctx, cl, g, false)
 		if err != nil {
 			return err
 		}
+		brokers := brokerStatuses(s)
 		if g.output == outputJSON {
-			return writeJSON(c.App.Writer, brokerList{Controller: m.ControllerID, Brokers: brokerStatuses(m)})
+			return writeJSON(c.App.Writer, brokerList{Controller: s.meta.ControllerID, Brokers: brokers})
 		}
-		return printBrokers(c.App.Writer, brokerStatuses(m), m.ControllerID)
+		if err := printBrokers(c.App.Writer, brokers, s.meta.ControllerID); err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(c.App.Writer, "Gossip states as seen by %s.\n", s.gossipFrom)
+		return err
 	})
 }
 
 func printBrokers(w io.Writer, brokers []brokerStatus, controller int32) error {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "ID\tADDRESS\tREGISTERED\tGOSSIP\tROLE")
+	fmt.Fprintln(tw, "ID\tADDRESS\tREGISTERED\tGOSSIP\tRPC\tROLE")
 	for _, b := range brokers {
 		role := "broker"
 		if b.ID == controller {
 			role = "controller"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", b.ID, b.Address, b.Registered, b.Gossip, role)
+		rpc := "answers"
+		if !b.answers {
+			rpc = "unreachable"
+		}
+		addr := b.Address
+		if addr == "" {
+			addr = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", b.ID, addr, b.Registered, b.Gossip, rpc, role)
 	}
 	return tw.Flush()
+}
+
+// brokerStatuses lists the registered brokers, then the gossip members
+// that are not registered, by id.
+func brokerStatuses(s *survey) []brokerStatus {
+	out := make([]brokerStatus, 0, len(s.meta.Brokers))
+	for _, b := range s.meta.Brokers {
+		out = append(out, brokerStatus{ID: b.ID, Address: b.Addr, Registered: stateRegistered, Gossip: s.gossipOf(b.ID), answers: s.reachable(b.ID)})
+	}
+	for _, id := range sortedKeys(s.unregisteredMembers()) {
+		out = append(out, brokerStatus{ID: id, Registered: stateUnregistered, Gossip: s.gossipOf(id)})
+	}
+	slices.SortFunc(out, func(a, b brokerStatus) int { return int(a.ID - b.ID) })
+	return out
+}
+
+// statusOf judges the cluster from a survey. Brokers come first: one that
+// does not answer, or that gossip says is gone, gets a warning. Then every
+// partition:
+//
+//   - offline: it has no leader, or its leader is not registered, does not
+//     answer, or is dead or gone by gossip;
+//   - under-replicated: its active set is smaller than its replicas, or an
+//     active follower is not in sync: it does not answer or is gone by
+//     gossip, or its leader reports it lagging or diverged (from the
+//     leader's GET /api/status; when that is not available, by comparing
+//     the replicas' log ends).
+//
+// A lagging follower's lag is its leader's log end minus its own, both
+// asked with ReplicaState after the survey.
+func statusOf(ctx context.Context, s *survey, prober replicaStater) clusterStatus {
+	st := clusterStatus{
+		Controller: s.meta.ControllerID, Brokers: brokerStatuses(s), Warnings: []warning{},
+		gossipFrom: s.gossipFrom,
+	}
+	st.Warnings = append(st.Warnings, brokerWarnings(s, st.Brokers)...)
+
+	var parts []*partitionCheck
+	for _, t := range s.meta.Topics {
+		for i, p := range t.Partitions {
+			parts = append(parts, checkPartition(s, t.Name, int32(i), p))
+		}
+	}
+	probeLags(ctx, prober, parts)
+	for _, pc := range parts {
+		st.Partitions.Total++
+		if pc.offline {
+			st.Partitions.Offline++
+		}
+		if pc.underReplicated() {
+			st.Partitions.UnderReplicated++
+		}
+		st.Warnings = append(st.Warnings, pc.warnings()...)
+	}
+	return st
+}
+
+// brokerWarnings are the warnings about brokers themselves.
+func brokerWarnings(s *survey, brokers []brokerStatus) []warning {
+	var out []warning
+	ctrl := s.meta.ControllerID
+	if _, ok := s.meta.Broker(ctrl); !ok {
+		out = append(out, warning{
+			Message: fmt.Sprintf("the controller, broker %d, is not among the registered brokers — check the nodes' --controller flags", ctrl),
+		})
+	}
+	gossipKnown := false
+	for _, v := range s.views {
+		gossipKnown = gossipKnown || (v.answered() && len(v.members) > 0)
+	}
+	for _, b := range brokers {
+		failover := fmt.Sprintf("gostream-ctl failover --broker %d", b.ID)
+		switch {
+		case b.Registered != stateRegistered:
+			if !gone(b.Gossip) {
+				out = append(out, warning{Message: fmt.Sprintf(
+					"broker %d is in gossip but not registered with the controller — check its log (a refused registration says why) and its --controller flag", b.ID)})
+			}
+		case b.ID == ctrl && !b.answers:
+			out = append(out, warning{Message: fmt.Sprintf(
+				"the controller, broker %d, does not answer (gossip: %s) — admin commands fail until it is back; produce and consume go on; restart it", b.ID, b.Gossip)})
+		case gone(b.Gossip) && !b.answers:
+			out = append(out, warning{
+				Message: fmt.Sprintf("broker %d is registered but gossip says %s and it does not answer — check the process; if it is gone for good, fail it over", b.ID, b.Gossip),
+				Command: failover,
+			})
+		case gone(b.Gossip):
+			out = append(out, warning{Message: fmt.Sprintf(
+				"broker %d answers but gossip says %s — check its gossip address and that TCP and UDP pass between the nodes", b.ID, b.Gossip)})
+		case !b.answers:
+			out = append(out, warning{
+				Message: fmt.Sprintf("broker %d is registered but does not answer (gossip: %s) — check the process and its RPC address %s; if it is gone for good, fail it over", b.ID, b.Gossip, b.Address),
+				Command: failover,
+			})
+		case b.Gossip == gossipSuspect:
+			out = append(out, warning{Message: fmt.Sprintf(
+				"gossip suspects broker %d, which answers — check the network between the nodes", b.ID)})
+		case s.disputed[b.ID]:
+			out = append(out, warning{Message: fmt.Sprintf(
+				"the answering brokers disagree on broker %d's gossip state — check the network between the nodes", b.ID)})
+		case b.Gossip == gossipUnknown && gossipKnown:
+			out = append(out, warning{Message: fmt.Sprintf(
+				"gossip does not know broker %d, which answers — check its --gossip address and --join seeds", b.ID)})
+		}
+	}
+	return out
+}
+
+// partitionCheck is what cluster status found out about one partition.
+type partitionCheck struct {
+	topic     string
+	partition int32
+	p         metadata.Partition
+
+	offline     bool
+	offlineWarn warning
+	inactive    []int32 // replicas outside the active set
+	unreachable []int32 // active followers that do not answer or are gone
+	diverged    []int32 // active followers the leader calls diverged
+	lags        []*lagCheck
+}
+
+// lagCheck is an active follower whose log end is compared with its
+// leader's.
+type lagCheck struct {
+	follower int32
+	// judge is set when the leader's own view of the follower is not
+	// available: the comparison decides whether it is in sync.
+	judge bool
+
+	lag *int64 // leader log end minus the follower's, nil when unknown
+	err error
+}
+
+// notInSync reports whether the follower is not in sync, once probed.
+func (l *lagCheck) notInSync() bool {
+	if l.judge {
+		return l.lag != nil && *l.lag != 0
+	}
+	return true
+}
+
+func (pc *partitionCheck) name() string { return fmt.Sprintf("%s/%d", pc.topic, pc.partition) }
+
+func (pc *partitionCheck) underReplicated() bool {
+	if len(pc.inactive) > 0 || len(pc.unreachable) > 0 || len(pc.diverged) > 0 {
+		return true
+	}
+	for _, l := range pc.lags {
+		if l.notInSync() {
+			return true
+		}
+	}
+	return false
+}
+
+// checkPartition judges a partition from the survey, leaving lags to probe.
+func checkPartition(s *survey, topic string, partition int32, p metadata.Partition) *partitionCheck {
+	pc := &partitionCheck{topic: topic, partition: partition, p: p}
+	for _, r := range p.Replicas {
+		if !slices.Contains(p.Active, r) {
+			pc.inactive = append(pc.inactive, r)
+		}
+	}
+	byPartition := fmt.Sprintf("gostream-ctl failover --topic %s --partition %d", topic, partition)
+	byBroker := fmt.Sprintf("gostream-ctl failover --broker %d", p.Leader)
+	_, registered := s.meta.Broker(p.Leader)
+	leaderGossip := s.gossipOf(p.Leader)
+	switch {
+	case p.Leader < 0:
+		pc.offline = true
+		pc.offlineWarn = warning{Message: fmt.Sprintf("partition %s is offline: it has no leader", pc.name()), Command: byPartition}
+	case !registered:
+		pc.offline = true
+		pc.offlineWarn = warning{Message: fmt.Sprintf("partition %s is offline: its leader, broker %d, is not registered", pc.name(), p.Leader), Command: byPartition}
+	case !s.reachable(p.Leader):
+		pc.offline = true
+		pc.offlineWarn = warning{Message: fmt.Sprintf("partition %s: leader broker %d is unreachable (gossip: %s)", pc.name(), p.Leader, leaderGossip), Command: byBroker}
+	case gone(leaderGossip):
+		pc.offline = true
+		pc.offlineWarn = warning{Message: fmt.Sprintf(
+			"partition %s: gossip says its leader, broker %d, is %s, though it answers — fail over only if the broker is really gone", pc.name(), p.Leader, leaderGossip), Command: byBroker}
+	}
+	if pc.offline {
+		return pc // nobody can say how its followers stand
+	}
+	view, fromLeader := s.views[p.Leader].status.followers(topic, partition, p.LeaderEpoch)
+	for _, f := range p.Active {
+		if f == p.Leader {
+			continue
+		}
+		if !s.reachable(f) || gone(s.gossipOf(f)) {
+			pc.unreachable = append(pc.unreachable, f)
+			continue
+		}
+		fs, ok := view[f]
+		switch {
+		case !fromLeader || !ok:
+			pc.lags = append(pc.lags, &lagCheck{follower: f, judge: true})
+		case fs.State == followerInSync:
+		case fs.State == followerDiverged:
+			pc.diverged = append(pc.diverged, f)
+		default:
+			pc.lags = append(pc.lags, &lagCheck{follower: f})
+		}
+	}
+	return pc
+}
+
+// probeLags asks the followers and then their leaders for their log ends,
+// in parallel. The follower goes first: the leader appends before it
+// replicates, so a healthy follower never seems ahead.
+func probeLags(ctx context.Context, prober replicaStater, parts []*partitionCheck) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxConcurrentProbes)
+	for _, pc := range parts {
+		for _, l := range pc.lags {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				f, err := prober.state(ctx, l.follower, pc.topic, pc.partition)
+				if err != nil {
+					l.err = fmt.Errorf("follower: %w", err)
+					return
+				}
+				ld, err := prober.state(ctx, pc.p.Leader, pc.topic, pc.partition)
+				if err != nil {
+					l.err = fmt.Errorf("leader: %w", err)
+					return
+				}
+				lag := ld.LogEndOffset - f.LogEndOffset
+				l.lag = &lag
+			}()
+		}
+	}
+	wg.Wait()
+}
+
+// warnings are the partition's warnings, each with the command that fixes
+// it.
+func (pc *partitionCheck) warnings() []warning {
+	var out []warning
+	if pc.offline {
+		out = append(out, pc.offlineWarn)
+	}
+	for _, r := range pc.inactive {
+		out = append(out, warning{
+			Message: fmt.Sprintf("partition %s is under-replicated: its replica on broker %d is not active", pc.name(), r),
+			Command: pc.fix("recover", r),
+		})
+	}
+	for _, f := range pc.diverged {
+		out = append(out, warning{
+			Message: fmt.Sprintf("partition %s: follower %d diverged from its leader", pc.name(), f),
+			Command: pc.fix("recover", f),
+		})
+	}
+	for _, l := range pc.lags {
+		var w warning
+		switch {
+		case l.judge && (l.lag == nil || *l.lag == 0):
+			continue // in sync, or unknown both ways: nothing to act on
+		case l.lag == nil:
+			w.Message = fmt.Sprintf("partition %s: follower %d lags; by how much is unknown (%v)", pc.name(), l.follower, l.err)
+		case *l.lag < 0:
+			// Its log passes the leader's: catch-up would refuse it.
+			out = append(out, warning{
+				Message: fmt.Sprintf("partition %s: follower %d is %d records ahead of its leader: it diverged", pc.name(), l.follower, -*l.lag),
+				Command: pc.fix("recover", l.follower),
+			})
+			continue
+		case *l.lag == 0:
+			w.Message = fmt.Sprintf("partition %s: follower %d has its leader's log end, but the leader has not confirmed it in sync", pc.name(), l.follower)
+		default:
+			w.Message = fmt.Sprintf("partition %s: follower %d lags by %d records", pc.name(), l.follower, *l.lag)
+		}
+		w.Command = pc.fix("catch-up", l.follower)
+		out = append(out, w)
+	}
+	return out
+}
+
+// fix is the command that runs op (catch-up, recover) on broker's replica
+// of the partition.
+func (pc *partitionCheck) fix(op string, broker int32) string {
+	return fmt.Sprintf("gostream-ctl %s --topic %s --partition %d --broker %d", op, pc.topic, pc.partition, broker)
 }

@@ -236,7 +236,6 @@ func TestUnimplementedCommandsExitTwo(t *testing.T) {
 		args []string
 		want string // stderr; default "NotImplemented: <name> arrives with a later issue\n"
 	}{
-		{name: "catch-up", args: []string{"--topic", "orders", "--partition", "0", "--broker", "2"}},
 		{name: "failover", args: []string{"--topic", "orders", "--partition", "0", "--dry-run"}},
 		{name: "failover", args: []string{"--broker", "2"}},
 		{name: "recover", args: []string{"--topic", "orders", "--partition", "0", "--broker", "2"}},
@@ -276,6 +275,7 @@ func TestUnreachableClusterExitsTwo(t *testing.T) {
 		{"produce", "orders", "v"},
 		{"consume", "orders"},
 		{"bench", "produce", "--records", "1"},
+		{"catch-up", "--topic", "orders", "--partition", "0", "--broker", "2"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			code, stdout, stderr := runCtl(t, nil, append(args, "--bootstrap", addr)...)
@@ -326,6 +326,10 @@ func TestBadUsageExitsOne(t *testing.T) {
 		{args: []string{"bench", "produce", "--producers", "0"}, want: "InvalidFlag: --producers 0"},
 		{args: []string{"bench", "produce", "--linger", "soon"}, want: "InvalidFlag: "},
 		{args: []string{"bench", "consume", "--records", "-1"}, want: "InvalidFlag: --records -1"},
+		{args: []string{"catch-up", "--topic", "x", "--partition", "0"}, want: "MissingFlag: --topic, --partition and --broker are required"},
+		{args: []string{"catch-up", "--topic", "x", "--partition", "-1", "--broker", "2"}, want: "InvalidFlag: --partition -1"},
+		{args: []string{"catch-up", "--topic", "x", "--partition", "0", "--broker", "0"}, want: "InvalidFlag: --broker 0"},
+		{args: []string{"catch-up", "--topic", "x", "--partition", "0", "--broker", "2", "extra"}, want: `UnexpectedArgument: "extra"`},
 		// The environment twin of --bootstrap is checked too.
 		{args: []string{"topic", "list"}, env: []string{"GOSTREAM_BOOTSTRAP=nope"},
 			want: `InvalidFlag: --bootstrap "nope": want HOST:PORT,...`},

@@ -94,6 +94,12 @@ func TestErrorNames(t *testing.T) {
 			name:     "TopicSealed",
 			wantLine: "TopicSealed: produce to t/0: client: not appended: TopicSealed",
 		},
+		{
+			err: fmt.Errorf("catch up broker 3 on orders/2: %w", &transport.Error{Code: transport.CodeReplicaDivergence,
+				Message: "ReplicaDivergence: broker 3's batch at offset 7 (epoch 1, crc 0badf00d) differs from the leader's"}),
+			name:     "ReplicaDivergence",
+			wantLine: "ReplicaDivergence: catch up broker 3 on orders/2: broker 3's batch at offset 7 (epoch 1, crc 0badf00d) differs from the leader's",
+		},
 		{err: fmt.Errorf("p: %w", client.ErrNoLeader), name: "NoLeader"},
 		{err: fmt.Errorf("p: %w: %w", client.ErrCorruptBatch, transport.ErrInvalidBatch), name: "CorruptBatch"},
 		{err: fmt.Errorf("p: %w: %w", client.ErrBufferFull, context.DeadlineExceeded), name: "BufferFull"},
@@ -115,53 +121,55 @@ func TestErrorNames(t *testing.T) {
 }
 
 func TestDescribedPartition(t *testing.T) {
-	p := client.PartitionMetadata{Partition: 1, Leader: 2, LeaderEpoch: 4, Replicas: []int32{2, 1, 3}, Active: []int32{2, 1}}
-	t.Run("leader answered", func(t *testing.T) {
-		offs := client.PartitionOffsets{LogStartOffset: 5, HighWatermark: 40, LogEndOffset: 42}
-		out, err := json.Marshal(describedPartitionOf(p, &offs))
-		require.NoError(t, err)
-		assert.JSONEq(t, `{"partition":1,"leader":2,"leader_epoch":4,"replicas":[2,1,3],"active":[2,1],
-			"high_watermark":40,"log_start_offset":5,"replica_status":[
-			{"broker":2,"log_end_offset":42,"lag":0,"state":"leader"},
-			{"broker":1,"log_end_offset":null,"lag":null,"state":"unknown"},
-			{"broker":3,"log_end_offset":null,"lag":null,"state":"unknown"}]}`, string(out))
-	})
-	t.Run("leader silent", func(t *testing.T) {
-		out, err := json.Marshal(describedPartitionOf(client.PartitionMetadata{Partition: 0, Leader: -1}, nil))
+	p := client.PartitionMetadata{Partition: 1, Leader: 2, LeaderEpoch: 4, Replicas: []int32{2, 1, 3, 4}, Active: []int32{2, 1, 3}}
+	offs := client.PartitionOffsets{LogStartOffset: 5, HighWatermark: 40, LogEndOffset: 42}
+	tests := []struct {
+		name   string
+		offs   *client.PartitionOffsets
+		ends   map[int32]int64
+		status string // replica_status
+	}{
+		{
+			name: "every replica answered",
+			offs: &offs, ends: map[int32]int64{1: 42, 3: 40, 4: 17},
+			status: `[{"broker":2,"log_end_offset":42,"lag":0,"state":"leader"},
+				{"broker":1,"log_end_offset":42,"lag":0,"state":"in-sync"},
+				{"broker":3,"log_end_offset":40,"lag":2,"state":"lagging"},
+				{"broker":4,"log_end_offset":17,"lag":25,"state":"inactive"}]`,
+		},
+		{
+			name: "silent replicas are unknown, not zero",
+			offs: &offs, ends: map[int32]int64{3: 43},
+			status: `[{"broker":2,"log_end_offset":42,"lag":0,"state":"leader"},
+				{"broker":1,"log_end_offset":null,"lag":null,"state":"unknown"},
+				{"broker":3,"log_end_offset":43,"lag":-1,"state":"diverged"},
+				{"broker":4,"log_end_offset":null,"lag":null,"state":"unknown"}]`,
+		},
+		{
+			name: "silent leader: nothing to measure against",
+			ends: map[int32]int64{1: 42, 3: 40, 4: 17},
+			status: `[{"broker":2,"log_end_offset":null,"lag":null,"state":"unknown"},
+				{"broker":1,"log_end_offset":null,"lag":null,"state":"unknown"},
+				{"broker":3,"log_end_offset":null,"lag":null,"state":"unknown"},
+				{"broker":4,"log_end_offset":null,"lag":null,"state":"unknown"}]`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := json.Marshal(describedPartitionOf(p, tt.offs, tt.ends))
+			require.NoError(t, err)
+			hw, start := "null", "null"
+			if tt.offs != nil {
+				hw, start = "40", "5"
+			}
+			assert.JSONEq(t, `{"partition":1,"leader":2,"leader_epoch":4,"replicas":[2,1,3,4],"active":[2,1,3],
+				"high_watermark":`+hw+`,"log_start_offset":`+start+`,"replica_status":`+tt.status+`}`, string(out))
+		})
+	}
+	t.Run("no leader", func(t *testing.T) {
+		out, err := json.Marshal(describedPartitionOf(client.PartitionMetadata{Partition: 0, Leader: -1}, nil, nil))
 		require.NoError(t, err)
 		assert.JSONEq(t, `{"partition":0,"leader":-1,"leader_epoch":0,"replicas":[],"active":[],
 			"high_watermark":null,"log_start_offset":null,"replica_status":[]}`, string(out))
 	})
-}
-
-func TestStatusOf(t *testing.T) {
-	m := client.Metadata{
-		ControllerID: 1,
-		Brokers:      []client.Broker{{ID: 1, Addr: "a:1"}, {ID: 2, Addr: "a:2"}},
-		Topics: []client.TopicMetadata{
-			{Name: "ok", Partitions: []client.PartitionMetadata{{Partition: 0, Leader: 1, Replicas: []int32{1, 2}, Active: []int32{1, 2}}}},
-			{Name: "bad", Partitions: []client.PartitionMetadata{
-				{Partition: 0, Leader: 1, Replicas: []int32{1, 2}, Active: []int32{1}},
-				{Partition: 1, Leader: 3, Replicas: []int32{3}, Active: []int32{3}},
-				{Partition: 2, Leader: -1, Replicas: []int32{2}, Active: []int32{2}},
-			}},
-		},
-	}
-	st := statusOf(m)
-	out, err := json.Marshal(st)
-	require.NoError(t, err)
-	assert.JSONEq(t, `{"controller":1,
-		"brokers":[{"id":1,"address":"a:1","registered":"registered","gossip":"unknown"},
-			{"id":2,"address":"a:2","registered":"registered","gossip":"unknown"}],
-		"partitions":{"total":4,"under_replicated":1,"offline":2},
-		"warnings":[
-			{"message":"partition bad/0 is under-replicated: its replica on broker 2 is not active","command":"gostream-ctl recover --topic bad --partition 0 --broker 2"},
-			{"message":"partition bad/1 is offline: its leader broker 3 is not available","command":"gostream-ctl failover --topic bad --partition 1"},
-			{"message":"partition bad/2 is offline: its leader (none) is not available","command":"gostream-ctl failover --topic bad --partition 2"}]}`,
-		string(out))
-
-	healthy := statusOf(client.Metadata{ControllerID: 1, Brokers: []client.Broker{{ID: 1}}})
-	out, err = json.Marshal(healthy)
-	require.NoError(t, err)
-	assert.Contains(t, string(out), `"warnings":[]`)
 }

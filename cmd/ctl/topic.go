@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/urfave/cli/v2"
@@ -85,7 +86,18 @@ type replicaStatus struct {
 const (
 	// replicaLeader is the leader, which answered ListOffsets.
 	replicaLeader = "leader"
-	// replicaUnknown is a replica whose log end nobody reported.
+	// replicaInSync is an active follower with the leader's log end.
+	replicaInSync = "in-sync"
+	// replicaLagging is an active follower behind the leader's log end.
+	replicaLagging = "lagging"
+	// replicaInactive is a replica outside the active set: writes do not
+	// wait for it.
+	replicaInactive = "inactive"
+	// replicaDiverged is a replica whose log passes the leader's: it is not
+	// a prefix of the leader's log, and only recovery repairs it.
+	replicaDiverged = "diverged"
+	// replicaUnknown is a replica whose broker did not report its log end,
+	// or whose leader did not report its own.
 	replicaUnknown = "unknown"
 )
 
@@ -169,7 +181,7 @@ func topicDescribeAction(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		d := describe(ctx, cl, t)
+		d := describe(ctx, cl, newReplicaProber(cl, g), t)
 		if g.output == outputJSON {
 			return writeJSON(c.App.Writer, d)
 		}
@@ -177,50 +189,79 @@ func topicDescribeAction(c *cli.Context) error {
 	})
 }
 
-// maxConcurrentOffsets bounds the ListOffsets requests describe has in
-// flight at once.
-const maxConcurrentOffsets = 16
-
 // describe adds to a topic's metadata every partition's offsets, asked of
-// its leader. A partition whose leader does not answer keeps null offsets.
-func describe(ctx context.Context, cl *client.Client, t client.TopicMetadata) describedTopic {
+// its leader, and every replica's log end, asked of its broker with
+// ReplicaState (observing only: it never fences). A partition whose leader
+// does not answer keeps null offsets.
+func describe(ctx context.Context, cl *client.Client, prober replicaStater, t client.TopicMetadata) describedTopic {
 	d := describedTopic{topicJSON: newTopicJSON(t), Partitions: make([]describedPartition, len(t.Partitions))}
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, maxConcurrentOffsets)
+	sem := make(chan struct{}, maxConcurrentProbes)
 	for i, p := range t.Partitions {
 		wg.Add(1)
-		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
+			sem <- struct{}{}
 			defer func() { <-sem }()
+			// Followers first, then the leader: the leader appends before it
+			// replicates, so a follower in sync never seems ahead of it.
+			ends := make(map[int32]int64, len(p.Replicas))
+			for _, r := range p.Replicas {
+				if r == p.Leader {
+					continue
+				}
+				if st, err := prober.state(ctx, r, t.Name, p.Partition); err == nil {
+					ends[r] = st.LogEndOffset
+				}
+			}
 			offs, err := cl.ListOffsets(ctx, t.Name, p.Partition)
 			if err != nil {
-				d.Partitions[i] = describedPartitionOf(p, nil)
+				d.Partitions[i] = describedPartitionOf(p, nil, ends)
 				return
 			}
-			d.Partitions[i] = describedPartitionOf(p, &offs)
+			d.Partitions[i] = describedPartitionOf(p, &offs, ends)
 		}()
 	}
 	wg.Wait()
 	return d
 }
 
-// describedPartitionOf joins a partition's metadata and its leader's
-// offsets (nil when the leader did not answer).
+// describedPartitionOf joins a partition's metadata, its leader's offsets
+// (nil when the leader did not answer) and the log ends its other replicas
+// reported (a replica that did not answer is missing from ends).
 //
-// Until replication reports followers' progress, only the leader's log end
-// is known: the leader is listed with its own log end offset and a lag of
-// 0, every other replica with state "unknown" and null log end and lag.
-func describedPartitionOf(p client.PartitionMetadata, offs *client.PartitionOffsets) describedPartition {
+// The leader is listed with its own log end and a lag of 0. Another
+// replica's lag is the leader's log end minus its own; its state is
+// inactive outside the active set, else in-sync at lag 0, lagging above
+// and diverged below. A replica that did not answer is unknown, with null
+// log end and lag; so is every replica when the leader did not answer,
+// since there is nothing to measure the lag against.
+func describedPartitionOf(p client.PartitionMetadata, offs *client.PartitionOffsets, ends map[int32]int64) describedPartition {
 	dp := describedPartition{partitionJSON: newPartitionJSON(p), ReplicaStatus: make([]replicaStatus, 0, len(p.Replicas))}
 	if offs != nil {
 		dp.HighWatermark, dp.LogStartOffset = &offs.HighWatermark, &offs.LogStartOffset
 	}
 	for _, r := range p.Replicas {
 		rs := replicaStatus{Broker: r, State: replicaUnknown}
-		if r == p.Leader && offs != nil {
+		end, answered := ends[r]
+		switch {
+		case offs == nil:
+		case r == p.Leader:
 			lag := int64(0)
 			rs.LogEndOffset, rs.Lag, rs.State = &offs.LogEndOffset, &lag, replicaLeader
+		case answered:
+			lag := offs.LogEndOffset - end
+			rs.LogEndOffset, rs.Lag = &end, &lag
+			switch {
+			case lag < 0:
+				rs.State = replicaDiverged
+			case !slices.Contains(p.Active, r):
+				rs.State = replicaInactive
+			case lag == 0:
+				rs.State = replicaInSync
+			default:
+				rs.State = replicaLagging
+			}
 		}
 		dp.ReplicaStatus = append(dp.ReplicaStatus, rs)
 	}
