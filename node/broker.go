@@ -37,9 +37,13 @@ type broker struct {
 	// metadata alone, since it cannot know whether a failover happened.
 	awaitingController atomic.Bool
 
+	// meta is the metadata applied last; readers never wait for an
+	// application in progress.
+	meta    atomic.Pointer[metadata.Cluster]
+	applyMu sync.Mutex
+
 	mu struct {
 		sync.RWMutex
-		meta     *metadata.Cluster
 		replicas map[topicPartition]*replica
 	}
 }
@@ -65,23 +69,32 @@ func newBroker(id int32, root *storage.Root, logOpts storage.Options, logger hcl
 // removes the replicas of deleted topics. Metadata older than what is held
 // is ignored.
 func (b *broker) applyMetadata(meta *metadata.Cluster) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.mu.meta != nil && meta.Epoch < b.mu.meta.Epoch {
+	// applyMu orders whole applications; mu is held only to touch the
+	// replica map, never while a partition changes state (which may wait
+	// for its follower senders, and they read the metadata).
+	b.applyMu.Lock()
+	defer b.applyMu.Unlock()
+	cur := b.meta.Load()
+	if cur != nil && meta.Epoch < cur.Epoch {
 		return nil
 	}
-	if b.mu.meta != nil && meta.ClusterID != b.mu.meta.ClusterID {
-		return fmt.Errorf("%w: metadata of cluster %q, this node is in cluster %q", storage.ErrStampMismatch, meta.ClusterID, b.mu.meta.ClusterID)
+	if cur != nil && meta.ClusterID != cur.ClusterID {
+		return fmt.Errorf("%w: metadata of cluster %q, this node is in cluster %q", storage.ErrStampMismatch, meta.ClusterID, cur.ClusterID)
 	}
 	if err := b.root.SetClusterID(meta.ClusterID); err != nil {
 		return err
 	}
-	if b.cache != nil && (b.mu.meta == nil || meta.Epoch > b.mu.meta.Epoch) {
+	if b.cache != nil && (cur == nil || meta.Epoch > cur.Epoch) {
 		if err := b.cache.Save(meta); err != nil {
 			return fmt.Errorf("cache metadata: %w", err)
 		}
 	}
 	var errs []error
+	type change struct {
+		r  *replica
+		st replication.State
+	}
+	var changes []change
 	want := map[topicPartition]bool{}
 	for _, t := range meta.Topics {
 		for p, part := range t.Partitions {
@@ -90,10 +103,12 @@ func (b *broker) applyMetadata(meta *metadata.Cluster) error {
 			}
 			tp := topicPartition{t.Name, int32(p)}
 			want[tp] = true
+			b.mu.RLock()
 			r, ok := b.mu.replicas[tp]
+			b.mu.RUnlock()
 			if !ok {
 				var err error
-				if r, err = b.openReplicaLocked(tp); err != nil {
+				if r, err = b.openReplica(tp); err != nil {
 					errs = append(errs, err)
 					continue
 				}
@@ -102,32 +117,51 @@ func (b *broker) applyMetadata(meta *metadata.Cluster) error {
 			if st.Leader == b.id && b.awaitingController.Load() {
 				st.Leader = -1
 			}
-			if err := r.part.SetState(st); err != nil {
-				errs = append(errs, err)
-			}
+			changes = append(changes, change{r, st})
 		}
 	}
-	for tp, r := range b.mu.replicas {
-		if want[tp] {
-			continue
+	b.meta.Store(meta)
+	for _, c := range changes {
+		err := c.r.part.SetState(c.st)
+		switch {
+		case errors.Is(err, replication.ErrStaleEpoch):
+			// The replica has seen a newer epoch than this metadata gives (a
+			// failover fenced it and did not finish): it leads nothing and
+			// waits for metadata that catches up.
+			b.logger.Warn("metadata is behind this replica's epoch; waiting for newer metadata",
+				"topic", c.r.part.Topic, "partition", c.r.part.Index, "epoch", c.st.LeaderEpoch, "fenced", c.r.part.FencedEpoch())
+		case err != nil:
+			errs = append(errs, err)
 		}
+	}
+	var gone []topicPartition
+	var goneReplicas []*replica
+	b.mu.Lock()
+	for tp, r := range b.mu.replicas {
+		if !want[tp] {
+			gone = append(gone, tp)
+			goneReplicas = append(goneReplicas, r)
+			delete(b.mu.replicas, tp)
+		}
+	}
+	b.metrics.partitions.Set(float64(len(b.mu.replicas)))
+	b.mu.Unlock()
+	for i, tp := range gone {
+		r := goneReplicas[i]
 		r.part.Close()
 		if err := r.log.Close(); err != nil {
 			b.logger.Warn("close log of deleted topic", "topic", tp.topic, "partition", tp.partition, "err", err)
 		}
-		delete(b.mu.replicas, tp)
 		if meta.Topic(tp.topic) == nil {
 			if err := b.removeTopicDir(tp.topic); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
-	b.mu.meta = meta
-	b.metrics.partitions.Set(float64(len(b.mu.replicas)))
 	return errors.Join(errs...)
 }
 
-func (b *broker) openReplicaLocked(tp topicPartition) (*replica, error) {
+func (b *broker) openReplica(tp topicPartition) (*replica, error) {
 	opts := b.logOpts
 	log, err := b.root.OpenLog(tp.topic, tp.partition, opts)
 	if err != nil {
@@ -139,7 +173,9 @@ func (b *broker) openReplicaLocked(tp topicPartition) (*replica, error) {
 		OnStaleEpoch: b.metrics.staleEpochs.Inc,
 	})
 	r := &replica{log: log, part: part}
+	b.mu.Lock()
 	b.mu.replicas[tp] = r
+	b.mu.Unlock()
 	return r, nil
 }
 
@@ -170,20 +206,19 @@ func (b *broker) removeTopicDir(topic string) error {
 
 // metadata returns the cached metadata.
 func (b *broker) metadata() *metadata.Cluster {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	return b.mu.meta
+	return b.meta.Load()
 }
 
 // lookup returns the topic's metadata and this broker's replica of the
 // partition (nil when it hosts none).
 func (b *broker) lookup(topic string, partition int32) (*metadata.Topic, *replica, error) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if b.mu.meta == nil {
+	meta := b.meta.Load()
+	if meta == nil {
 		return nil, nil, fmt.Errorf("%w: %q (no metadata yet)", metadata.ErrUnknownTopic, topic)
 	}
-	t := b.mu.meta.Topic(topic)
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	t := meta.Topic(topic)
 	if t == nil {
 		return nil, nil, fmt.Errorf("%w: %q", metadata.ErrUnknownTopic, topic)
 	}

@@ -100,12 +100,22 @@ var errNoChange = errors.New("no change")
 
 // pushTimeout bounds how long a change waits for brokers to take the new
 // metadata; a broker that misses it catches up by polling.
-const pushTimeout = 5 * time.Second
+const pushTimeout = 2 * time.Second
 
 // change runs fn on a copy of the metadata, then persists the copy, applies
 // it here and pushes it to the other brokers, if fn succeeded. Nothing
 // changes unless fn succeeds and the copy is persisted.
 func (c *controller) change(ctx context.Context, what string, fn func(*metadata.Cluster) error) error {
+	return c.changeAndPush(ctx, what, true, fn)
+}
+
+// reserve is change for bookkeeping of the controller's own (a reserved
+// epoch): persisted and applied, not pushed to the brokers.
+func (c *controller) reserve(ctx context.Context, what string, fn func(*metadata.Cluster) error) error {
+	return c.changeAndPush(ctx, what, false, fn)
+}
+
+func (c *controller) changeAndPush(ctx context.Context, what string, push bool, fn func(*metadata.Cluster) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := ctx.Err(); err != nil {
@@ -127,9 +137,11 @@ func (c *controller) change(ctx context.Context, what string, fn func(*metadata.
 	if err := c.apply(next); err != nil {
 		return fmt.Errorf("%s: persisted but not yet applied: %w", what, err)
 	}
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pushTimeout)
-	defer cancel()
-	c.push(pctx, next)
+	if push {
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pushTimeout)
+		defer cancel()
+		c.push(pctx, next)
+	}
 	return nil
 }
 

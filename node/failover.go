@@ -186,7 +186,7 @@ func (c *controller) failoverPartition(ctx context.Context, topic string, partit
 	// 2. The new epoch is above any handed out; persist it before using it.
 	newEpoch := max(part.LeaderEpoch, part.ReservedEpoch) + 1
 	if !dry {
-		err := c.change(ctx, fmt.Sprintf("reserve epoch %d for failover of %s/%d", newEpoch, topic, partition), func(m *metadata.Cluster) error {
+		err := c.reserve(ctx, fmt.Sprintf("reserve epoch %d for failover of %s/%d", newEpoch, topic, partition), func(m *metadata.Cluster) error {
 			p := &m.Topic(topic).Partitions[partition]
 			p.ReservedEpoch = max(p.ReservedEpoch, newEpoch)
 			return nil
@@ -202,6 +202,9 @@ func (c *controller) failoverPartition(ctx context.Context, topic string, partit
 	}
 	cands := c.probe(ctx, topic, partition, part.Active, part.Leader, fenceEpoch)
 	res.Candidates = cands
+	if !dry {
+		crashpoint("failover-after-fence")
+	}
 	var chosen *Candidate
 	for i := range cands {
 		cd := &cands[i]

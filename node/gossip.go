@@ -94,9 +94,15 @@ func (g *gossip) join(seeds []string) int {
 
 // members lists every member seen, with its current state.
 func (g *gossip) members() []gossipMember {
+	// Members lists only those not known dead or gone; a member it lists
+	// is alive unless memberlist suspects it.
 	live := map[string]string{}
 	for _, n := range g.ml.Members() {
-		live[n.Name] = stateName(n.State)
+		st := "alive"
+		if n.State == memberlist.StateSuspect {
+			st = "suspect"
+		}
+		live[n.Name] = st
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -112,45 +118,36 @@ func (g *gossip) members() []gossipMember {
 	return out
 }
 
-func stateName(s memberlist.NodeStateType) string {
-	switch s {
-	case memberlist.StateAlive:
-		return "alive"
-	case memberlist.StateSuspect:
-		return "suspect"
-	case memberlist.StateDead:
-		return "dead"
-	case memberlist.StateLeft:
-		return "left"
-	}
-	return "unknown"
-}
-
-func (g *gossip) note(n *memberlist.Node) {
+func (g *gossip) note(n *memberlist.Node, state string) {
 	var meta gossipMeta
 	if err := json.Unmarshal(n.Meta, &meta); err != nil {
 		g.logger.Warn("gossip member with unreadable meta", "member", n.Name, "err", err)
 		return
 	}
 	g.mu.Lock()
-	g.mu.members[n.Name] = memberInfo{meta: meta, addr: n.Address(), state: stateName(n.State), update: time.Now()}
+	g.mu.members[n.Name] = memberInfo{meta: meta, addr: n.Address(), state: state, update: time.Now()}
 	g.mu.Unlock()
 }
 
 // NotifyJoin implements memberlist.EventDelegate.
 func (g *gossip) NotifyJoin(n *memberlist.Node) {
-	g.note(n)
+	g.note(n, "alive")
 	g.logger.Info("gossip: member joined", "member", n.Name, "addr", n.Address())
 }
 
 // NotifyLeave implements memberlist.EventDelegate.
 func (g *gossip) NotifyLeave(n *memberlist.Node) {
-	g.note(n)
-	g.logger.Info("gossip: member gone", "member", n.Name, "state", stateName(n.State))
+	// memberlist calls this for a member it declared dead or that left.
+	state := "dead"
+	if n.State == memberlist.StateLeft {
+		state = "left"
+	}
+	g.note(n, state)
+	g.logger.Info("gossip: member gone", "member", n.Name, "state", state)
 }
 
 // NotifyUpdate implements memberlist.EventDelegate.
-func (g *gossip) NotifyUpdate(n *memberlist.Node) { g.note(n) }
+func (g *gossip) NotifyUpdate(n *memberlist.Node) { g.note(n, "alive") }
 
 // leave announces that this node is going and stops gossip.
 func (g *gossip) leave() {

@@ -194,10 +194,13 @@ func (h *rpcHandler) listOffsets(req *transport.Request) transport.Reply {
 	if err != nil {
 		return transport.Immediate(nil, err)
 	}
-	if rep == nil || rep.part.State().Leader != h.n.cfg.ID {
+	if rep == nil {
 		return transport.Immediate(nil, notLeader(t, r.Partition))
 	}
-	start, hw, end := rep.part.Offsets()
+	start, hw, end, err := rep.part.LeaderOffsets()
+	if err != nil {
+		return transport.Immediate(nil, err)
+	}
 	return transport.Immediate(&transport.ListOffsetsResponse{LogStartOffset: start, HighWatermark: hw, LogEndOffset: end}, nil)
 }
 

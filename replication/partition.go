@@ -489,6 +489,23 @@ func (p *Partition) Offsets() (start, hw, end int64) {
 	return p.log.LogStartOffset(), p.HighWatermark(), p.log.LogEndOffset()
 }
 
+// LeaderOffsets is Offsets for a leader answering a client: ErrNotLeader
+// when it does not lead, and ErrNotReady while it does not know its HW yet,
+// so a client never sees the HW go back after a restart or failover.
+func (p *Partition) LeaderOffsets() (start, hw, end int64, err error) {
+	p.mu.Lock()
+	st, known, stepped := p.mu.state, p.mu.hwKnown, p.mu.steppedDn
+	hw = p.mu.hw
+	p.mu.Unlock()
+	switch {
+	case st.Leader != p.brokerID || stepped:
+		return 0, 0, 0, fmt.Errorf("%w: partition %s/%d is led by broker %d", ErrNotLeader, p.Topic, p.Index, st.Leader)
+	case !known:
+		return 0, 0, 0, fmt.Errorf("%w: partition %s/%d is waiting to hear from its followers", ErrNotReady, p.Topic, p.Index)
+	}
+	return p.log.LogStartOffset(), hw, p.log.LogEndOffset(), nil
+}
+
 // FollowerStatus is what a leader knows of one follower.
 type FollowerStatus struct {
 	Broker       int32

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -41,8 +42,12 @@ func operator(t *testing.T, c *Cluster, api transport.API, req map[string]any) (
 	var resp transport.JSONMessage
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := call(t, c.Node(1).RPC, api, &transport.JSONMessage{Data: data}, &resp); err != nil {
-		_ = ctx
+	conn, err := transport.Dial(ctx, c.Node(1).RPC, transport.ConnConfig{})
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	if err := conn.Call(ctx, api, &transport.JSONMessage{Data: data}, &resp); err != nil {
 		return nil, err
 	}
 	var rep struct {
@@ -141,4 +146,120 @@ func produceTo(t *testing.T, cl *client.Client, topic string, partition int32, p
 		out[ack.Offset] = v
 	}
 	return out
+}
+
+// TestPausedLeaderIsFencedAfterFailover: SIGSTOP a leader, fail over,
+// resume it. Its writes are refused by epoch, nothing it acknowledges after
+// the failover exists, and recovery moves its unacknowledged tail to
+// quarantine/.
+func TestPausedLeaderIsFencedAfterFailover(t *testing.T) {
+	c := startCluster(t, 3)
+	cl := newClient(t, c)
+	createTopic(t, cl, "z", 2, 3) // partition 1: replicas [2 3 1]
+	acked := produceTo(t, cl, "z", 1, "before", 20)
+
+	require.NoError(t, c.Node(2).Pause())
+	res, err := operator(t, c, transport.APIFailover, map[string]any{"topic": "z", "partition": 1})
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	for k, v := range produceTo(t, cl, "z", 1, "after", 20) {
+		acked[k] = v
+	}
+
+	require.NoError(t, c.Node(2).Resume())
+	// The zombie still believes it leads epoch 0 until new metadata reaches
+	// it: its write goes to its own log, but the followers refuse it.
+	for i := 0; i < 3; i++ {
+		ack, err := produceOne(context.Background(), c.Node(2).RPC, "z", 1, fmt.Sprint("zombie-", i))
+		require.Error(t, err, "the old leader acknowledged a write after the failover: %+v", ack)
+		t.Logf("zombie write %d: %v", i, err)
+	}
+
+	rec, err := operator(t, c, transport.APIRecover, map[string]any{"topic": "z", "partition": 1, "broker": 2})
+	require.NoError(t, err)
+	require.Len(t, rec, 1)
+	got := consumeAll(t, cl, "z", 1)
+	for off, v := range acked {
+		assert.Equal(t, v, got[off], "acknowledged record at offset %d", off)
+	}
+	for _, v := range got {
+		assert.NotContains(t, v, "zombie", "a refused write is readable")
+	}
+	lead := replicaBytes(t, c.Node(res[0].NewLeader), "z", 1)
+	for _, r := range []int32{1, 2, 3} {
+		assert.True(t, bytes.Equal(lead, replicaBytes(t, c.Node(r), "z", 1)), "broker %d differs", r)
+	}
+	if rec[0].Truncated != nil {
+		q, err := filepath.Glob(filepath.Join(c.Node(2).ReplicaDir("z", 1), "quarantine", "*"))
+		require.NoError(t, err)
+		assert.NotEmpty(t, q, "the cut tail is kept in quarantine")
+	}
+}
+
+// TestNoEligibleReplicaChangesNothing: with every follower of a partition
+// down, failover refuses and leadership stays as it was.
+func TestNoEligibleReplicaChangesNothing(t *testing.T) {
+	c := startCluster(t, 4)
+	cl := newClient(t, c)
+	tm := createTopic(t, cl, "ne", 2, 3) // partition 1: replicas [2 3 4]
+	p1 := tm.Partitions[1]
+	for _, id := range p1.Replicas {
+		require.NoError(t, c.Node(id).Kill())
+	}
+	_, err := operator(t, c, transport.APIFailover, map[string]any{"topic": "ne", "partition": 1})
+	require.ErrorIs(t, err, transport.ErrNoEligibleReplica)
+	require.NoError(t, cl.RefreshMetadata(context.Background(), "ne"))
+	after, err := cl.DescribeTopic(context.Background(), "ne")
+	require.NoError(t, err)
+	assert.Equal(t, p1.Leader, after.Partitions[1].Leader)
+	assert.Equal(t, p1.LeaderEpoch, after.Partitions[1].LeaderEpoch)
+	assert.Equal(t, p1.Active, after.Partitions[1].Active)
+}
+
+// TestControllerKilledBetweenFenceAndPersistRerunSucceeds: the controller
+// dies after fencing the followers with a new epoch and before persisting
+// the new leader; after its restart the same command succeeds with a
+// higher epoch, and a full restart of the cluster keeps the result.
+func TestControllerKilledBetweenFenceAndPersistRerunSucceeds(t *testing.T) {
+	c := startCluster(t, 3)
+	cl := newClient(t, c)
+	createTopic(t, cl, "ck", 2, 3) // partition 1: replicas [2 3 1]
+	acked := produceTo(t, cl, "ck", 1, "before", 10)
+	require.NoError(t, c.Node(2).Kill())
+
+	require.NoError(t, c.Node(1).Stop(10*time.Second))
+	c.Node(1).Env = []string{"GOSTREAM_CRASHPOINT=failover-after-fence"}
+	require.NoError(t, c.StartNode(1))
+	_, err := operator(t, c, transport.APIFailover, map[string]any{"topic": "ck", "partition": 1})
+	require.Error(t, err, "the controller died mid-failover")
+	require.Eventually(t, func() bool { return !c.Node(1).Running() }, 10*time.Second, 50*time.Millisecond)
+
+	c.Node(1).Env = nil
+	require.NoError(t, c.StartNode(1))
+	res, err := operator(t, c, transport.APIFailover, map[string]any{"topic": "ck", "partition": 1})
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	assert.Equal(t, int32(2), res[0].NewEpoch, "the rerun takes an epoch above the one reserved by the dead attempt")
+	for k, v := range produceTo(t, cl, "ck", 1, "after", 10) {
+		acked[k] = v
+	}
+
+	// A full restart brings back the same leaders, epochs and active sets.
+	require.NoError(t, cl.RefreshMetadata(context.Background()))
+	before, err := cl.ListTopics(context.Background())
+	require.NoError(t, err)
+	for _, n := range c.Nodes {
+		if n.Running() {
+			require.NoError(t, n.Stop(10*time.Second))
+		}
+	}
+	require.NoError(t, c.Start())
+	cl2 := newClient(t, c)
+	after, err := cl2.ListTopics(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, before, after)
+	got := consumeAll(t, cl2, "ck", 1)
+	for off, v := range acked {
+		assert.Equal(t, v, got[off], "acknowledged record at offset %d", off)
+	}
 }

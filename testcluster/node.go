@@ -28,6 +28,8 @@ type Node struct {
 	HTTP    string
 	// Args are extra flags given at every start.
 	Args []string
+	// Env is extra environment (NAME=value) given at every start.
+	Env []string
 
 	bin     string
 	logPath string
@@ -113,7 +115,7 @@ func (n *Node) Start(controller string, join []string) error {
 	fmt.Fprintf(logf, "=== start %s %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(args, " "))
 	cmd := exec.Command(n.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(cleanEnv(), "GORACE=atexit_sleep_ms=0")
+	cmd.Env = append(append(cleanEnv(), "GORACE=atexit_sleep_ms=0"), n.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // so SIGSTOP reaches the whole group
 	if err := cmd.Start(); err != nil {
 		logf.Close()

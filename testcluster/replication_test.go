@@ -23,7 +23,7 @@ func newClient(t *testing.T, c *Cluster) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := client.New(ctx, client.Config{Bootstrap: strings.Split(c.Bootstrap(), ","), Logger: nil})
+	cl, err := client.New(ctx, client.Config{Bootstrap: strings.Split(c.Bootstrap(), ","), RequestTimeout: 3 * time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() { cl.Close() })
 	return cl
@@ -61,8 +61,13 @@ func consumeAll(t *testing.T, cl *client.Client, topic string, p int32) map[int6
 	defer cancel()
 	cons, err := client.NewConsumer(cl, topic, p, client.ConsumerConfig{})
 	require.NoError(t, err)
-	off, err := cl.ListOffsets(ctx, topic, p)
-	require.NoError(t, err)
+	var off client.PartitionOffsets
+	require.Eventually(t, func() bool {
+		// A leader that just started answers NotReady until it has heard
+		// from its followers.
+		off, err = cl.ListOffsets(ctx, topic, p)
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond, "list offsets of %s/%d: %v", topic, p, err)
 	got := map[int64]string{}
 	for cons.Position() < off.HighWatermark {
 		recs, err := cons.Poll(ctx, time.Second)
