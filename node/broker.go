@@ -228,15 +228,18 @@ func (b *broker) lookup(topic string, partition int32) (*metadata.Topic, *replic
 	return t, b.mu.replicas[topicPartition{topic, partition}], nil
 }
 
-// close closes every log.
+// close stops every partition and closes its log. The replicas leave the
+// map under the lock and are closed outside it: closing waits for
+// follower senders, which must not wait for this broker's locks.
 func (b *broker) close() error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	reps := b.mu.replicas
+	b.mu.replicas = make(map[topicPartition]*replica)
+	b.mu.Unlock()
 	var errs []error
-	for tp, r := range b.mu.replicas {
+	for _, r := range reps {
 		r.part.Close()
 		errs = append(errs, r.log.Close())
-		delete(b.mu.replicas, tp)
 	}
 	return errors.Join(errs...)
 }

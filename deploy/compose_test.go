@@ -1,0 +1,306 @@
+package deploy_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// loadCompose loads docker-compose.yml the way `docker compose` does (schema
+// validation, normalization, consistency checks), with the given profiles
+// active and an empty environment, so the result does not depend on the
+// machine running the test.
+func loadCompose(t *testing.T, root string, profiles ...string) *types.Project {
+	t.Helper()
+	opts, err := cli.NewProjectOptions(
+		[]string{filepath.Join(root, "docker-compose.yml")},
+		cli.WithWorkingDirectory(root),
+		cli.WithProfiles(profiles),
+	)
+	require.NoError(t, err)
+	p, err := opts.LoadProject(context.Background())
+	require.NoError(t, err, "docker-compose.yml is not a valid compose project")
+	return p
+}
+
+// composeNode is a node service of docker-compose.yml with its addresses.
+type composeNode struct {
+	service string
+	id      int
+	env     map[string]string
+	listen  hostPort
+	gossip  hostPort
+	http    hostPort
+	advert  hostPort
+	svc     types.ServiceConfig
+}
+
+type hostPort struct {
+	host string
+	port int
+}
+
+func (h hostPort) String() string { return net.JoinHostPort(h.host, strconv.Itoa(h.port)) }
+
+func parseHostPort(s string) (hostPort, error) {
+	host, portText, err := net.SplitHostPort(s)
+	if err != nil {
+		return hostPort{}, err
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port <= 0 || port > 65535 {
+		return hostPort{}, fmt.Errorf("%q: port is not a number from 1 to 65535", s)
+	}
+	return hostPort{host: host, port: port}, nil
+}
+
+// bindsAll reports whether host is a wildcard address: in a container the
+// node must accept connections on the network's interface, not loopback.
+func bindsAll(host string) bool { return host == "" || host == "0.0.0.0" || host == "::" }
+
+// serviceEnv returns a service's environment, failing on a variable whose
+// value would come from the environment of whoever runs docker compose.
+func serviceEnv(t *testing.T, svc types.ServiceConfig) map[string]string {
+	t.Helper()
+	env := map[string]string{}
+	for k, v := range svc.Environment {
+		require.NotNil(t, v, "service %s: %s has no value in the file", svc.Name, k)
+		env[k] = *v
+	}
+	return env
+}
+
+func TestComposeFile(t *testing.T) {
+	root := moduleRoot(t)
+	nodeVars := envVarsOf(t, "node")
+	ctlVars := envVarsOf(t, "ctl")
+	bins := requireDockerBinaries(t, readDockerfile(t, filepath.Join(root, "Dockerfile")))
+	docker := readDockerfile(t, filepath.Join(root, "Dockerfile"))
+	project := loadCompose(t, root, "tools")
+
+	// The node services are those that set GOSTREAM_ID; the only other
+	// service is ctl.
+	nodes := map[string]*composeNode{}
+	var names []string
+	for name, svc := range project.Services {
+		if name == "ctl" {
+			continue
+		}
+		env := serviceEnv(t, svc)
+		idText, ok := env["GOSTREAM_ID"]
+		require.True(t, ok, "service %s sets no GOSTREAM_ID: every service but ctl must be a gostream node", name)
+		id, err := strconv.Atoi(idText)
+		require.NoError(t, err, "service %s: GOSTREAM_ID %q", name, idText)
+		n := &composeNode{service: name, id: id, env: env, svc: svc}
+		for _, a := range []struct {
+			dst *hostPort
+			key string
+		}{{&n.listen, "GOSTREAM_LISTEN"}, {&n.gossip, "GOSTREAM_GOSSIP"}, {&n.http, "GOSTREAM_HTTP"}, {&n.advert, "GOSTREAM_ADVERTISE"}} {
+			require.Contains(t, env, a.key, "service %s", name)
+			*a.dst, err = parseHostPort(env[a.key])
+			require.NoError(t, err, "service %s: %s", name, a.key)
+		}
+		nodes[name] = n
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	require.Len(t, nodes, 3, "want exactly three node services, have %v", names)
+	nodeByID := map[int]*composeNode{}
+	for _, n := range nodes {
+		require.NotContains(t, nodeByID, n.id, "GOSTREAM_ID %d is used by %s and %s", n.id, n.service, nodeByID[n.id])
+		nodeByID[n.id] = n
+	}
+
+	t.Run("every GOSTREAM variable is a flag of its binary", func(t *testing.T) {
+		for _, name := range names {
+			requireFlagVars(t, "gostream-node", nodeVars, "service "+name, slices.Sorted(maps.Keys(nodes[name].env)))
+		}
+		ctl, err := project.GetService("ctl")
+		require.NoError(t, err)
+		requireFlagVars(t, "gostream-ctl", ctlVars, "service ctl", slices.Sorted(maps.Keys(serviceEnv(t, ctl))))
+	})
+
+	t.Run("addresses", func(t *testing.T) {
+		for _, name := range names {
+			n := nodes[name]
+			for _, a := range []struct {
+				key string
+				hp  hostPort
+			}{{"GOSTREAM_LISTEN", n.listen}, {"GOSTREAM_GOSSIP", n.gossip}, {"GOSTREAM_HTTP", n.http}} {
+				// Gossip especially: memberlist advertises the bind host, so a
+				// wildcard makes it pick the container's own address.
+				assert.True(t, bindsAll(a.hp.host), "service %s: %s=%s must bind 0.0.0.0 inside the container", name, a.key, a.hp)
+			}
+			assert.Equal(t, hostPort{host: name, port: n.listen.port}, n.advert,
+				"service %s: GOSTREAM_ADVERTISE must be its service name and its GOSTREAM_LISTEN port, the address other containers dial", name)
+		}
+	})
+
+	t.Run("controller", func(t *testing.T) {
+		var controllers []string
+		for _, name := range names {
+			c := nodes[name].env["GOSTREAM_CONTROLLER"]
+			require.NotEmpty(t, c, "service %s sets no GOSTREAM_CONTROLLER: it would run a cluster of one", name)
+			controllers = append(controllers, c)
+		}
+		require.Len(t, slices.Compact(slices.Clone(controllers)), 1, "all nodes must name the same controller: %v", controllers)
+		idText, addr, ok := strings.Cut(controllers[0], "@")
+		require.True(t, ok, "GOSTREAM_CONTROLLER %q: want ID@HOST:PORT", controllers[0])
+		id, err := strconv.Atoi(idText)
+		require.NoError(t, err, "GOSTREAM_CONTROLLER %q: want ID@HOST:PORT", controllers[0])
+		hp, err := parseHostPort(addr)
+		require.NoError(t, err, "GOSTREAM_CONTROLLER %q", controllers[0])
+		ctrl, ok := nodes[hp.host]
+		require.True(t, ok, "GOSTREAM_CONTROLLER %q: host %q is not a node service of the file (%v)", controllers[0], hp.host, names)
+		assert.Equal(t, id, ctrl.id, "GOSTREAM_CONTROLLER %q names service %s, whose GOSTREAM_ID is %d", controllers[0], hp.host, ctrl.id)
+		assert.Equal(t, ctrl.listen.port, hp.port, "GOSTREAM_CONTROLLER %q: the port must be %s's RPC port", controllers[0], hp.host)
+	})
+
+	t.Run("gossip seeds", func(t *testing.T) {
+		for _, name := range names {
+			n := nodes[name]
+			var seeded []string
+			for _, seed := range strings.Split(n.env["GOSTREAM_JOIN"], ",") {
+				hp, err := parseHostPort(strings.TrimSpace(seed))
+				require.NoError(t, err, "service %s: GOSTREAM_JOIN %q", name, n.env["GOSTREAM_JOIN"])
+				other, ok := nodes[hp.host]
+				require.True(t, ok, "service %s: GOSTREAM_JOIN seed %s is not a node service of the file (%v)", name, hp, names)
+				assert.NotEqual(t, name, hp.host, "service %s: joins itself", name)
+				assert.Equal(t, other.gossip.port, hp.port, "service %s: seed %s must use %s's gossip port", name, hp, hp.host)
+				seeded = append(seeded, hp.host)
+			}
+			// Every other node is a seed, so that a node can join while any one
+			// of the others is down.
+			var others []string
+			for _, o := range names {
+				if o != name {
+					others = append(others, o)
+				}
+			}
+			slices.Sort(seeded)
+			assert.Equal(t, others, seeded, "service %s: GOSTREAM_JOIN must list the other nodes", name)
+		}
+	})
+
+	t.Run("data on a named volume", func(t *testing.T) {
+		seen := map[string]string{}
+		for _, name := range names {
+			n := nodes[name]
+			dataDir := n.env["GOSTREAM_DATA_DIR"]
+			require.NotEmpty(t, dataDir, "service %s sets no GOSTREAM_DATA_DIR", name)
+			i := slices.IndexFunc(n.svc.Volumes, func(v types.ServiceVolumeConfig) bool { return v.Target == dataDir })
+			require.GreaterOrEqual(t, i, 0, "service %s mounts nothing at its GOSTREAM_DATA_DIR %s", name, dataDir)
+			v := n.svc.Volumes[i]
+			assert.Equal(t, types.VolumeTypeVolume, v.Type, "service %s: %s must be a named volume", name, dataDir)
+			assert.Contains(t, project.Volumes, v.Source, "service %s: volume %q is not declared under volumes:", name, v.Source)
+			assert.False(t, v.ReadOnly, "service %s: %s is read-only", name, dataDir)
+			if other, dup := seen[v.Source]; dup {
+				t.Errorf("services %s and %s share volume %s: a storage root belongs to one node", other, name, v.Source)
+			}
+			seen[v.Source] = name
+			assert.Contains(t, docker.volumes, dataDir, "the Dockerfile declares no VOLUME %s", dataDir)
+		}
+	})
+
+	t.Run("healthchecks", func(t *testing.T) {
+		for _, name := range names {
+			n := nodes[name]
+			hc := n.svc.HealthCheck
+			require.NotNil(t, hc, "service %s has no healthcheck", name)
+			require.False(t, hc.Disable, "service %s: healthcheck disabled", name)
+			require.NotEmpty(t, hc.Test, "service %s: empty healthcheck", name)
+			var argv []string
+			switch hc.Test[0] {
+			case "CMD":
+				argv = hc.Test[1:]
+			case "CMD-SHELL":
+				argv = strings.Fields(strings.Join(hc.Test[1:], " "))
+			default:
+				t.Fatalf("service %s: healthcheck %q: want CMD or CMD-SHELL", name, hc.Test)
+			}
+			require.NotEmpty(t, argv, "service %s: empty healthcheck", name)
+			assert.Contains(t, []string{bins.node, bins.ctl}, argv[0],
+				"service %s: the healthcheck runs %s, which the Dockerfile does not put in the image", name, argv[0])
+			// It must ask this node's own HTTP port.
+			want := strconv.Itoa(n.http.port)
+			assert.True(t, slices.ContainsFunc(argv, func(a string) bool {
+				hp, err := parseHostPort(strings.TrimPrefix(strings.TrimPrefix(a, "http://"), "--http="))
+				return err == nil && (hp.host == "127.0.0.1" || hp.host == "localhost") && strconv.Itoa(hp.port) == want
+			}), "service %s: healthcheck %q does not ask 127.0.0.1:%s, its GOSTREAM_HTTP port", name, hc.Test, want)
+		}
+	})
+
+	t.Run("image", func(t *testing.T) {
+		for _, name := range append(slices.Clone(names), "ctl") {
+			svc, err := project.GetService(name)
+			require.NoError(t, err)
+			require.NotNil(t, svc.Build, "service %s is not built from the Dockerfile", name)
+			assert.Equal(t, root, svc.Build.Context, "service %s: build context", name)
+			assert.Equal(t, "Dockerfile", filepath.Base(svc.Build.Dockerfile), "service %s: Dockerfile", name)
+		}
+		for _, name := range names {
+			n := nodes[name]
+			assert.Empty(t, n.svc.Entrypoint, "service %s must keep the image's ENTRYPOINT, gostream-node", name)
+			assert.Empty(t, n.svc.Command, "service %s: gostream-node takes its configuration from GOSTREAM_* only", name)
+			for _, p := range []string{
+				fmt.Sprintf("%d/tcp", n.listen.port),
+				fmt.Sprintf("%d/tcp", n.gossip.port),
+				fmt.Sprintf("%d/udp", n.gossip.port),
+				fmt.Sprintf("%d/tcp", n.http.port),
+			} {
+				assert.True(t, docker.exposed[p], "service %s uses %s, which the Dockerfile does not EXPOSE", name, p)
+			}
+		}
+	})
+
+	t.Run("published ports", func(t *testing.T) {
+		hostPorts := map[string]string{}
+		for _, name := range names {
+			for _, p := range nodes[name].svc.Ports {
+				if other, dup := hostPorts[p.HostIP+":"+p.Published]; dup {
+					t.Errorf("services %s and %s both publish host port %s", other, name, p.Published)
+				}
+				hostPorts[p.HostIP+":"+p.Published] = name
+				assert.Equal(t, uint32(nodes[name].http.port), p.Target,
+					"service %s publishes container port %d: only the HTTP port is useful outside, the RPC addresses are service names", name, p.Target)
+			}
+		}
+	})
+
+	t.Run("ctl", func(t *testing.T) {
+		ctl, err := project.GetService("ctl")
+		require.NoError(t, err, "no ctl service")
+		assert.Equal(t, []string{"tools"}, ctl.Profiles, "ctl belongs to the tools profile, so `docker compose up` leaves it out")
+		require.NotEmpty(t, ctl.Entrypoint, "ctl must run gostream-ctl")
+		assert.Equal(t, bins.ctl, ctl.Entrypoint[0], "ctl's entrypoint must be gostream-ctl as the Dockerfile installs it")
+		assert.Empty(t, ctl.DependsOn, "ctl must not depend on the nodes: running it would restart a node stopped on purpose")
+		env := serviceEnv(t, ctl)
+		var bootstrap []string
+		for _, addr := range strings.Split(env["GOSTREAM_BOOTSTRAP"], ",") {
+			hp, err := parseHostPort(strings.TrimSpace(addr))
+			require.NoError(t, err, "ctl: GOSTREAM_BOOTSTRAP %q", env["GOSTREAM_BOOTSTRAP"])
+			n, ok := nodes[hp.host]
+			require.True(t, ok, "ctl: GOSTREAM_BOOTSTRAP address %s is not a node service of the file", hp)
+			assert.Equal(t, n.advert, hp, "ctl: GOSTREAM_BOOTSTRAP address %s must be %s's RPC address", hp, hp.host)
+			bootstrap = append(bootstrap, hp.host)
+		}
+		slices.Sort(bootstrap)
+		assert.Equal(t, names, bootstrap, "ctl: GOSTREAM_BOOTSTRAP must list every node")
+
+		// Without the tools profile, `docker compose up` starts the nodes only.
+		plain := loadCompose(t, root)
+		assert.ElementsMatch(t, names, plain.ServiceNames())
+		assert.Contains(t, plain.DisabledServiceNames(), "ctl")
+	})
+}
