@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -45,6 +46,10 @@ type broker struct {
 	mu struct {
 		sync.RWMutex
 		replicas map[topicPartition]*replica
+		// offline holds the replicas whose logs could not be opened
+		// (corruption), with the reason; they serve nothing until the
+		// operator rebuilds them with recover.
+		offline map[topicPartition]error
 	}
 }
 
@@ -61,6 +66,7 @@ type replica struct {
 func newBroker(id int32, root *storage.Root, logOpts storage.Options, logger hclog.Logger, m *metrics) *broker {
 	b := &broker{id: id, root: root, logOpts: logOpts, logger: logger, metrics: m}
 	b.mu.replicas = make(map[topicPartition]*replica)
+	b.mu.offline = make(map[topicPartition]error)
 	return b
 }
 
@@ -107,9 +113,14 @@ func (b *broker) applyMetadata(meta *metadata.Cluster) error {
 			r, ok := b.mu.replicas[tp]
 			b.mu.RUnlock()
 			if !ok {
+				if b.offlineErr(tp.topic, tp.partition) != nil {
+					continue // stays offline until recover rebuilds it
+				}
 				var err error
 				if r, err = b.openReplica(tp); err != nil {
-					errs = append(errs, err)
+					if !errors.Is(err, storage.ErrCorrupt) {
+						errs = append(errs, err)
+					}
 					continue
 				}
 			}
@@ -162,10 +173,26 @@ func (b *broker) applyMetadata(meta *metadata.Cluster) error {
 }
 
 func (b *broker) openReplica(tp topicPartition) (*replica, error) {
+	return b.openReplicaAt(tp, 0)
+}
+
+// openReplicaAt opens a replica's log; a new, empty log starts at offset
+// initial. A log found corrupt is recorded as offline, and the node goes
+// on serving its other replicas.
+func (b *broker) openReplicaAt(tp topicPartition, initial int64) (*replica, error) {
 	opts := b.logOpts
+	opts.InitialOffset = initial
 	log, err := b.root.OpenLog(tp.topic, tp.partition, opts)
 	if err != nil {
-		return nil, fmt.Errorf("open replica %s/%d: %w", tp.topic, tp.partition, err)
+		err = fmt.Errorf("open replica %s/%d: %w", tp.topic, tp.partition, err)
+		if errors.Is(err, storage.ErrCorrupt) {
+			b.logger.Error("replica is corrupt and offline; rebuild it from its leader with gostream-ctl recover",
+				"topic", tp.topic, "partition", tp.partition, "err", err)
+			b.mu.Lock()
+			b.mu.offline[tp] = err
+			b.mu.Unlock()
+		}
+		return nil, err
 	}
 	part := replication.NewPartition(tp.topic, tp.partition, b.id, log, b.logger.Named("replication"), replication.Options{
 		Peers:        b.peers,
@@ -175,8 +202,90 @@ func (b *broker) openReplica(tp topicPartition) (*replica, error) {
 	r := &replica{log: log, part: part}
 	b.mu.Lock()
 	b.mu.replicas[tp] = r
+	delete(b.mu.offline, tp)
 	b.mu.Unlock()
 	return r, nil
+}
+
+// offlineErr returns why a replica is offline, or nil.
+func (b *broker) offlineErr(topic string, partition int32) error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.mu.offline[topicPartition{topic, partition}]
+}
+
+// resetReplica rebuilds a replica this broker cannot use: its files are
+// moved whole into quarantine/damaged-<time>/ under the replica directory,
+// and an empty log starting at offset start takes their place, to be
+// filled from the leader. A replica that this broker leads is never reset.
+func (b *broker) resetReplica(topic string, partition int32, start int64) error {
+	meta := b.metadata()
+	if meta == nil {
+		return fmt.Errorf("%w: no metadata", transport.ErrNotReady)
+	}
+	t := meta.Topic(topic)
+	if t == nil || partition < 0 || int(partition) >= len(t.Partitions) {
+		return fmt.Errorf("%w: %s/%d", transport.ErrUnknownPartition, topic, partition)
+	}
+	part := t.Partitions[partition]
+	if part.Leader == b.id || !slices.Contains(part.Replicas, b.id) {
+		return fmt.Errorf("%w: broker %d leads %s/%d or holds no replica of it; it is never reset", transport.ErrInvalidRequest, b.id, topic, partition)
+	}
+	tp := topicPartition{topic, partition}
+	b.applyMu.Lock()
+	defer b.applyMu.Unlock()
+	b.mu.Lock()
+	r := b.mu.replicas[tp]
+	delete(b.mu.replicas, tp)
+	b.mu.Unlock()
+	if r != nil {
+		r.part.Close()
+		r.log.Close()
+	}
+	dir, err := b.root.ReplicaDir(topic, partition)
+	if err != nil {
+		return err
+	}
+	if err := quarantineAll(dir); err != nil {
+		return fmt.Errorf("quarantine damaged replica %s/%d: %w", topic, partition, err)
+	}
+	b.logger.Warn("damaged replica moved to quarantine; rebuilding it from its leader", "topic", topic, "partition", partition, "start", start)
+	nr, err := b.openReplicaAt(tp, start)
+	if err != nil {
+		return err
+	}
+	st := replication.State{Leader: part.Leader, LeaderEpoch: part.LeaderEpoch, Active: part.Active}
+	if err := nr.part.SetState(st); err != nil && !errors.Is(err, replication.ErrStaleEpoch) {
+		return err
+	}
+	return nil
+}
+
+// quarantineAll moves every entry of a replica directory but quarantine/
+// itself into quarantine/damaged-<time>/.
+func quarantineAll(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	dest := filepath.Join(dir, storage.QuarantineDir, fmt.Sprintf("damaged-%d", time.Now().UnixNano()))
+	if err := os.MkdirAll(dest, 0o755); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() == storage.QuarantineDir {
+			continue
+		}
+		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(dest, e.Name())); err != nil {
+			return err
+		}
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // removeTopicDir deletes a deleted topic's directory: it is renamed out of
@@ -219,6 +328,11 @@ func (b *broker) lookup(topic string, partition int32) (*metadata.Topic, *replic
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	t := meta.Topic(topic)
+	if t != nil && partition >= 0 && int(partition) < len(t.Partitions) {
+		if err := b.mu.offline[topicPartition{topic, partition}]; err != nil {
+			return t, nil, err
+		}
+	}
 	if t == nil {
 		return nil, nil, fmt.Errorf("%w: %q", metadata.ErrUnknownTopic, topic)
 	}

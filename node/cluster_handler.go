@@ -234,3 +234,21 @@ func (h *rpcHandler) recoverReplica(req *transport.Request) transport.Reply {
 		return &transport.RecoverReplicaResponse{PreviousEnd: res.PreviousEnd, CommonPrefix: res.CommonPrefix, CopiedTo: res.CopiedTo}, nil
 	}
 }
+
+func (h *rpcHandler) resetReplica(req *transport.Request) transport.Reply {
+	var r transport.TruncateReplicaRequest
+	if err := decode(req, &r); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	return func(context.Context) (transport.Message, error) {
+		meta := h.n.broker.metadata()
+		if meta == nil {
+			return nil, fmt.Errorf("%w: no metadata", transport.ErrNotReady)
+		}
+		if t := meta.Topic(r.Topic); t != nil && int(r.Partition) < len(t.Partitions) && r.Partition >= 0 &&
+			t.Partitions[r.Partition].LeaderEpoch > r.LeaderEpoch {
+			return nil, fmt.Errorf("%w: reset of %s/%d from epoch %d, metadata has %d", transport.ErrStaleEpoch, r.Topic, r.Partition, r.LeaderEpoch, t.Partitions[r.Partition].LeaderEpoch)
+		}
+		return nil, h.n.broker.resetReplica(r.Topic, r.Partition, r.Offset)
+	}
+}

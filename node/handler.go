@@ -70,6 +70,8 @@ func (h *rpcHandler) Handle(ctx context.Context, req *transport.Request) transpo
 		reply = h.truncateReplica(req)
 	case transport.APIRecoverReplica:
 		reply = h.recoverReplica(req)
+	case transport.APIResetReplica:
+		reply = h.resetReplica(req)
 	case transport.APIFailover:
 		reply = h.failover(req)
 	case transport.APIRecover:

@@ -83,3 +83,7 @@ func (p *peer) ReplicaDigest(ctx context.Context, req *transport.ReplicaDigestRe
 func (p *peer) TruncateReplica(ctx context.Context, req *transport.TruncateReplicaRequest) error {
 	return p.pool.Call(ctx, p.addr, transport.APITruncateReplica, req, nil)
 }
+
+func (p *peer) ResetReplica(ctx context.Context, req *transport.TruncateReplicaRequest) error {
+	return p.pool.Call(ctx, p.addr, transport.APIResetReplica, req, nil)
+}

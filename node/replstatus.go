@@ -87,6 +87,9 @@ func (b *broker) partitionStatuses() []PartitionStatus {
 		}
 		out = append(out, ps)
 	}
+	for tp, err := range b.mu.offline {
+		out = append(out, PartitionStatus{Topic: tp.topic, Partition: tp.partition, Leader: -1, Offline: err.Error()})
+	}
 	slices.SortFunc(out, func(a, b PartitionStatus) int {
 		if a.Topic != b.Topic {
 			if a.Topic < b.Topic {

@@ -36,6 +36,7 @@ type PartitionStatus struct {
 	LogEndOffset    int64            `json:"log_end_offset"`
 	SizeBytes       int64            `json:"size_bytes"`
 	UnderReplicated bool             `json:"under_replicated"`
+	Offline         string           `json:"offline,omitempty"` // why the replica cannot be used`
 	Followers       []FollowerStatus `json:"followers,omitempty"`
 }
 

@@ -3,6 +3,7 @@ package replication
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -18,6 +19,9 @@ type RecoveryPeer interface {
 	ReplicaBatches(ctx context.Context, req *transport.ReplicaBatchesRequest) ([]transport.BatchID, error)
 	ReplicaDigest(ctx context.Context, req *transport.ReplicaDigestRequest) ([]byte, error)
 	TruncateReplica(ctx context.Context, req *transport.TruncateReplicaRequest) error
+	// ResetReplica has a replica whose files are damaged moved whole into
+	// its quarantine/ and replaced by an empty log starting at req.Offset.
+	ResetReplica(ctx context.Context, req *transport.TruncateReplicaRequest) error
 }
 
 // RecoverResult says what recovery did to a returning replica.
@@ -59,6 +63,15 @@ func (p *Partition) RecoverFollower(ctx context.Context, broker int32) (RecoverR
 	}
 	epoch := st.LeaderEpoch
 	rs, err := rp.ReplicaState(ctx, &transport.ReplicaStateRequest{Topic: p.Topic, Partition: p.Index, LeaderEpoch: epoch})
+	if errors.Is(err, transport.ErrStorageFailed) {
+		// Its files are damaged: rebuild it whole from this leader.
+		p.logger.Warn("returning replica is damaged; rebuilding it from the leader", "peer", broker, "err", err)
+		reset := &transport.TruncateReplicaRequest{Topic: p.Topic, Partition: p.Index, LeaderEpoch: epoch, Offset: p.log.LogStartOffset()}
+		if err := rp.ResetReplica(ctx, reset); err != nil {
+			return RecoverResult{}, fmt.Errorf("rebuild broker %d: %w", broker, err)
+		}
+		rs, err = rp.ReplicaState(ctx, &transport.ReplicaStateRequest{Topic: p.Topic, Partition: p.Index, LeaderEpoch: epoch})
+	}
 	if err != nil {
 		return RecoverResult{}, fmt.Errorf("broker %d: %w", broker, err)
 	}

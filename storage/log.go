@@ -50,6 +50,10 @@ type Options struct {
 	Now func() time.Time
 	// OnSync, if set, is told how long each group-commit fsync took.
 	OnSync func(time.Duration)
+	// InitialOffset is where a new, empty log starts: a replica rebuilt
+	// from a leader whose log no longer starts at 0. Ignored for a log that
+	// exists.
+	InitialOffset int64
 }
 
 func (o *Options) setDefaults() error {
@@ -142,7 +146,10 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, fmt.Errorf("list segments: %w", err)
 	}
 	if len(bases) == 0 {
-		s, err := openSegmentFile(dir, 0, true)
+		if opts.InitialOffset < 0 {
+			return nil, fmt.Errorf("storage: negative initial offset %d", opts.InitialOffset)
+		}
+		s, err := openSegmentFile(dir, opts.InitialOffset, true)
 		if err != nil {
 			return nil, err
 		}
@@ -151,6 +158,7 @@ func Open(dir string, opts Options) (*Log, error) {
 			return nil, err
 		}
 		l.mu.segments = []*segment{s}
+		l.mu.next, l.mu.durable = opts.InitialOffset, opts.InitialOffset
 		return l, nil
 	}
 	if err := l.recover(bases); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -261,5 +262,60 @@ func TestControllerKilledBetweenFenceAndPersistRerunSucceeds(t *testing.T) {
 	got := consumeAll(t, cl2, "ck", 1)
 	for off, v := range acked {
 		assert.Equal(t, v, got[off], "acknowledged record at offset %d", off)
+	}
+}
+
+// TestCorruptReplicaIsRebuiltByRecover: a follower whose segment is
+// damaged in the middle starts anyway and serves its other replicas; the
+// damaged replica is offline; dropped by failover and rebuilt by recover,
+// its damaged files are quarantined and it ends identical to the leader.
+func TestCorruptReplicaIsRebuiltByRecover(t *testing.T) {
+	c := startCluster(t, 3)
+	cl := newClient(t, c)
+	createTopic(t, cl, "cr", 2, 3) // partition 1: replicas [2 3 1], led by 2
+	acked := produceTo(t, cl, "cr", 1, "before", 30)
+
+	require.NoError(t, c.Node(3).Stop(10*time.Second))
+	seg := filepath.Join(c.Node(3).ReplicaDir("cr", 1), "00000000000000000000.log")
+	data, err := os.ReadFile(seg)
+	require.NoError(t, err)
+	data[len(data)/2] ^= 0xff // inside a complete batch, with valid batches after it
+	require.NoError(t, os.WriteFile(seg, data, 0o644))
+	require.NoError(t, c.StartNode(3), "a node with one corrupt replica still starts")
+
+	// Its healthy replica (partition 0) keeps serving.
+	produceTo(t, cl, "cr", 0, "p0", 3)
+
+	res, err := operator(t, c, transport.APIFailover, map[string]any{"broker": 3})
+	require.NoError(t, err)
+	dropped := false
+	for _, r := range res {
+		if r.Partition == 1 && r.Action == "drop-follower" && !contains(r.NewActive, 3) {
+			dropped = true
+		}
+	}
+	require.True(t, dropped, "the corrupt replica is dropped from the active set: %+v", res)
+	for k, v := range produceTo(t, cl, "cr", 1, "reduced", 10) {
+		acked[k] = v
+	}
+
+	rec, err := operator(t, c, transport.APIRecover, map[string]any{"topic": "cr", "partition": 1, "broker": 3})
+	require.NoError(t, err)
+	require.Len(t, rec, 1)
+	assert.Contains(t, rec[0].NewActive, int32(3))
+	damaged, err := filepath.Glob(filepath.Join(c.Node(3).ReplicaDir("cr", 1), "quarantine", "damaged-*", "*.log"))
+	require.NoError(t, err)
+	assert.NotEmpty(t, damaged, "the damaged segment is kept in quarantine")
+
+	for k, v := range produceTo(t, cl, "cr", 1, "after", 5) {
+		acked[k] = v
+	}
+	got := consumeAll(t, cl, "cr", 1)
+	for off, v := range acked {
+		assert.Equal(t, v, got[off], "acknowledged record at offset %d", off)
+	}
+	lead := replicaBytes(t, c.Node(2), "cr", 1)
+	for _, r := range []int32{1, 3} {
+		assert.True(t, bytes.Equal(lead, replicaBytes(t, c.Node(r), "cr", 1)), "broker %d differs", r)
 	}
 }

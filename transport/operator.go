@@ -10,6 +10,7 @@ const (
 	APITruncateReplica API = 31
 	APIHistory         API = 32
 	APIRecoverReplica  API = 33
+	APIResetReplica    API = 34
 )
 
 func init() {
@@ -20,6 +21,7 @@ func init() {
 	apiNames[APITruncateReplica] = "TruncateReplica"
 	apiNames[APIHistory] = "History"
 	apiNames[APIRecoverReplica] = "RecoverReplica"
+	apiNames[APIResetReplica] = "ResetReplica"
 }
 
 // JSONMessage carries a JSON document: the operator APIs exchange reports
