@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"gostream/transport"
 )
@@ -64,7 +65,7 @@ func (c *Client) CreateTopic(ctx context.Context, name string, partitions, repli
 	}
 	req := &transport.CreateTopicRequest{Name: name, Partitions: int32(partitions), ReplicationFactor: int16(replicationFactor)}
 	var resp transport.TopicInfo
-	if err := c.callController(ctx, transport.APICreateTopic, req, &resp); err != nil {
+	if err := c.callController(ctx, transport.APICreateTopic, req, &resp, c.cfg.RequestTimeout); err != nil {
 		return TopicMetadata{}, fmt.Errorf("create topic %q: %w", name, err)
 	}
 	t := topicFromWire(&resp)
@@ -75,7 +76,7 @@ func (c *Client) CreateTopic(ctx context.Context, name string, partitions, repli
 // DeleteTopic deletes a topic and its records. It returns an error
 // matching transport.ErrUnknownTopic for a topic the cluster does not know.
 func (c *Client) DeleteTopic(ctx context.Context, name string) error {
-	if err := c.callController(ctx, transport.APIDeleteTopic, &transport.TopicRequest{Name: name}, nil); err != nil {
+	if err := c.callController(ctx, transport.APIDeleteTopic, &transport.TopicRequest{Name: name}, nil, c.cfg.RequestTimeout); err != nil {
 		return fmt.Errorf("delete topic %q: %w", name, err)
 	}
 	c.updateTopic(name, nil)
@@ -85,7 +86,7 @@ func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 // SealTopic makes a topic refuse further appends (transport.ErrTopicSealed)
 // for good; reads go on.
 func (c *Client) SealTopic(ctx context.Context, name string) error {
-	if err := c.callController(ctx, transport.APISealTopic, &transport.TopicRequest{Name: name}, nil); err != nil {
+	if err := c.callController(ctx, transport.APISealTopic, &transport.TopicRequest{Name: name}, nil, c.cfg.RequestTimeout); err != nil {
 		return fmt.Errorf("seal topic %q: %w", name, err)
 	}
 	if st := c.state(); st != nil {
@@ -114,8 +115,9 @@ func (c *Client) ListOffsets(ctx context.Context, topic string, partition int32)
 // change the cluster, so they are sent again only when the first attempt
 // provably did nothing: the connection could not be opened, or the broker
 // answered NotController (then the metadata is refreshed and the next
-// candidate tried).
-func (c *Client) callController(ctx context.Context, api transport.API, req, resp transport.Message) error {
+// candidate tried). Each attempt is bounded by timeout, or by ctx alone
+// when timeout is 0.
+func (c *Client) callController(ctx context.Context, api transport.API, req, resp transport.Message, timeout time.Duration) error {
 	var err error
 	for attempt := 0; attempt <= c.cfg.Retries; attempt++ {
 		if attempt > 0 {
@@ -138,7 +140,10 @@ func (c *Client) callController(ctx context.Context, api transport.API, req, res
 				}
 				continue // never sent
 			}
-			cctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+			cctx, cancel := ctx, context.CancelFunc(func() {})
+			if timeout > 0 {
+				cctx, cancel = context.WithTimeout(ctx, timeout)
+			}
 			err = conn.Call(cctx, api, req, resp)
 			cancel()
 			if err == nil || !errors.Is(err, transport.ErrNotController) {

@@ -20,10 +20,12 @@
 // after any of those errors, up to Config.Retries times. Catch-up
 // (CatchUp) goes to the partition's leader and is retried the same way:
 // repeating it does no harm. The calls an operator makes to look at one
-// broker (DescribeCluster, ReplicaState) go to that broker once and are not
-// retried: whether it answers is what the caller wants to know. Admin requests are
-// retried only when they provably did nothing: the connection could not be
-// opened, or the broker answered NotController.
+// broker (DescribeCluster, ReplicaState, ReplicaDigest) go to that broker
+// once and are not retried: whether it answers is what the caller wants to
+// know. Admin requests, and the operator changes (Failover, Recover) and
+// the audit trail (History), go to the controller and are retried only
+// when they provably did nothing: the connection could not be opened, or
+// the broker answered NotController.
 //
 // # Producing: what is promised
 //

@@ -45,6 +45,10 @@ type fakeCluster struct {
 	// catchUpErr runs when broker gets a CatchUp request, before anything
 	// else, and may refuse it.
 	catchUpErr func(broker int32) error
+	// operator answers the controller's Failover, Recover and History
+	// requests with a JSON body (nil: an empty report); it runs in the
+	// reply, so it may wait on ctx.
+	operator func(ctx context.Context, api transport.API, body []byte) ([]byte, error)
 
 	// Observations.
 	requests     map[int32]map[transport.API]int
@@ -55,6 +59,16 @@ type fakeCluster struct {
 	fetchWaiting int // fetches in a long poll
 	// replicaReqs are the ReplicaState requests, in arrival order.
 	replicaReqs []transport.ReplicaStateRequest
+	// operatorBodies are the JSON bodies of operator requests the
+	// controller took, in arrival order.
+	operatorBodies []string
+	// digestReqs are the ReplicaDigest requests, with the broker asked.
+	digestReqs []digestReq
+}
+
+type digestReq struct {
+	broker int32
+	req    transport.ReplicaDigestRequest
 }
 
 type fakeBroker struct {
@@ -292,6 +306,10 @@ func (b *fakeBroker) Handle(ctx context.Context, req *transport.Request) transpo
 		return b.replicaState(req)
 	case transport.APICatchUp:
 		return b.catchUp(req)
+	case transport.APIFailover, transport.APIRecover, transport.APIHistory:
+		return b.operatorChange(api, req)
+	case transport.APIReplicaDigest:
+		return b.replicaDigest(req)
 	}
 	return transport.Immediate(nil, fmt.Errorf("%w: API %d", transport.ErrUnsupportedVersion, req.API))
 }
@@ -635,6 +653,58 @@ func (b *fakeBroker) catchUp(req *transport.Request) transport.Reply {
 		return transport.Immediate(nil, err)
 	}
 	return transport.Immediate(&transport.CatchUpResponse{FromOffset: 0, ToOffset: p.end}, nil)
+}
+
+// operatorChange answers Failover, Recover and History on the controller
+// with fc.operator, and NotController elsewhere.
+func (b *fakeBroker) operatorChange(api transport.API, req *transport.Request) transport.Reply {
+	var m transport.JSONMessage
+	if api != transport.APIHistory {
+		if err := decodeReq(req, &m); err != nil {
+			return transport.Immediate(nil, err)
+		}
+	}
+	fc := b.fc
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if b.id != fc.controller {
+		return transport.Immediate(nil, fmt.Errorf("%w: broker %d is not the controller", transport.ErrNotController, b.id))
+	}
+	fc.operatorBodies = append(fc.operatorBodies, string(m.Data))
+	hook := fc.operator
+	return func(ctx context.Context) (transport.Message, error) {
+		out := []byte(`{"results":[]}`)
+		if hook != nil {
+			var err error
+			if out, err = hook(ctx, api, m.Data); err != nil {
+				return nil, err
+			}
+		}
+		return &transport.JSONMessage{Data: out}, nil
+	}
+}
+
+// replicaDigest answers with a digest of the request and the broker's id,
+// so that a test can tell what was asked of whom.
+func (b *fakeBroker) replicaDigest(req *transport.Request) transport.Reply {
+	var r transport.ReplicaDigestRequest
+	if err := decodeReq(req, &r); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	fc := b.fc
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	fc.digestReqs = append(fc.digestReqs, digestReq{broker: b.id, req: r})
+	_, p, err := fc.partitionLocked(r.Topic, r.Partition)
+	if err != nil {
+		return transport.Immediate(nil, err)
+	}
+	if r.From < p.start || r.To > p.end || r.From > r.To {
+		return transport.Immediate(nil, fmt.Errorf("%w: digest of [%d, %d)", transport.ErrOffsetOutOfRange, r.From, r.To))
+	}
+	return transport.Immediate(&transport.ReplicaDigestResponse{
+		Digest: []byte(fmt.Sprintf("%s/%d[%d,%d)", r.Topic, r.Partition, r.From, r.To)), Batches: int32(r.To - r.From),
+	}, nil)
 }
 
 // testLogger routes logs to t.Log, so they show only when a test fails,

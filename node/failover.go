@@ -155,7 +155,10 @@ func (c *controller) failover(ctx context.Context, req FailoverRequest) (ChangeR
 		}
 		rep.Results = append(rep.Results, res)
 	}
-	if len(targets) == 1 && firstErr != nil {
+	// One named partition: its error is the answer, with its code. A dry run
+	// and a whole broker answer with every result, errors inside, so the
+	// operator sees the candidates and the other partitions.
+	if req.Topic != "" && !req.DryRun && firstErr != nil {
 		return rep, firstErr
 	}
 	return rep, nil
@@ -404,7 +407,7 @@ func (c *controller) recoverReplicas(ctx context.Context, req FailoverRequest) (
 	if rep.Results == nil {
 		rep.Results = []ChangeResult{}
 	}
-	if len(targets) == 1 && firstErr != nil {
+	if req.Topic != "" && firstErr != nil {
 		return rep, firstErr
 	}
 	return rep, nil
@@ -507,11 +510,10 @@ func (h *rpcHandler) operatorChange(req *transport.Request, fn func(context.Cont
 	}
 	return func(ctx context.Context) (transport.Message, error) {
 		rep, err := fn(ctx, c, fr)
-		if err != nil && len(rep.Results) == 1 {
-			// One partition: the error is the answer, with its code.
-			return nil, err
+		if err != nil {
+			return nil, err // one named partition failed: the error, with its code
 		}
-		return jsonReply(rep, err)
+		return jsonReply(rep, nil)
 	}
 }
 

@@ -53,6 +53,8 @@ func clusterCommand() *cli.Command {
 	return parent("cluster", "the cluster as a whole",
 		leaf("status", "controller, brokers, partition health, and warnings with the command that fixes each",
 			"", args(0, 0), clusterStatusAction),
+		leaf("history", "the audit trail of failovers and recoveries, oldest first",
+			"", args(0, 0), clusterHistoryAction),
 	)
 }
 

@@ -131,7 +131,7 @@ func TestHelpShowsTheContract(t *testing.T) {
 		command string
 		want    []string // in the command's --help
 	}{
-		{"cluster", []string{"status"}},
+		{"cluster", []string{"status", "history"}},
 		{"broker", []string{"list"}},
 		{"topic", []string{"create", "list", "describe", "delete", "seal"}},
 		{"topic create", []string{"NAME", "--partitions", "--replication-factor"}},
@@ -236,10 +236,6 @@ func TestUnimplementedCommandsExitTwo(t *testing.T) {
 		args []string
 		want string // stderr; default "NotImplemented: <name> arrives with a later issue\n"
 	}{
-		{name: "failover", args: []string{"--topic", "orders", "--partition", "0", "--dry-run"}},
-		{name: "failover", args: []string{"--broker", "2"}},
-		{name: "recover", args: []string{"--topic", "orders", "--partition", "0", "--broker", "2"}},
-		{name: "verify", args: []string{"--topic", "orders"}},
 		{name: "group list"},
 		{name: "group describe", args: []string{"g"}},
 		{name: "group reset-offsets", args: []string{"g"}},
@@ -276,6 +272,13 @@ func TestUnreachableClusterExitsTwo(t *testing.T) {
 		{"consume", "orders"},
 		{"bench", "produce", "--records", "1"},
 		{"catch-up", "--topic", "orders", "--partition", "0", "--broker", "2"},
+		{"failover", "--topic", "orders", "--partition", "0", "--dry-run"},
+		{"failover", "--broker", "2"},
+		{"recover", "--topic", "orders", "--partition", "0", "--broker", "2"},
+		{"recover", "--broker", "2"},
+		{"verify"},
+		{"verify", "--topic", "orders"},
+		{"cluster", "history"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			code, stdout, stderr := runCtl(t, nil, append(args, "--bootstrap", addr)...)
@@ -330,6 +333,20 @@ func TestBadUsageExitsOne(t *testing.T) {
 		{args: []string{"catch-up", "--topic", "x", "--partition", "-1", "--broker", "2"}, want: "InvalidFlag: --partition -1"},
 		{args: []string{"catch-up", "--topic", "x", "--partition", "0", "--broker", "0"}, want: "InvalidFlag: --broker 0"},
 		{args: []string{"catch-up", "--topic", "x", "--partition", "0", "--broker", "2", "extra"}, want: `UnexpectedArgument: "extra"`},
+		{args: []string{"failover"}, want: "MissingFlag: name --topic T --partition P, or --broker B"},
+		{args: []string{"failover", "--topic", "x"}, want: "MissingFlag: --topic and --partition go together"},
+		{args: []string{"failover", "--partition", "1", "--broker", "2"}, want: "MissingFlag: --topic and --partition go together"},
+		{args: []string{"failover", "--topic", "x", "--partition", "0", "--broker", "2"}, want: "InvalidFlag: name --topic T --partition P, or --broker B, not both"},
+		{args: []string{"failover", "--broker", "0", "--dry-run"}, want: "InvalidFlag: --broker 0"},
+		{args: []string{"failover", "--topic", "x", "--partition", "-1"}, want: "InvalidFlag: --partition -1"},
+		{args: []string{"failover", "--topic", "", "--partition", "0"}, want: "InvalidFlag: --topic: want a topic name"},
+		{args: []string{"recover"}, want: "MissingFlag: name --topic T --partition P --broker B, or --broker B"},
+		{args: []string{"recover", "--topic", "x", "--partition", "0"}, want: "MissingFlag: name --topic T --partition P --broker B, or --broker B"},
+		{args: []string{"recover", "--topic", "x", "--broker", "2"}, want: "MissingFlag: --topic and --partition go together"},
+		{args: []string{"recover", "--broker", "-2"}, want: "InvalidFlag: --broker -2"},
+		{args: []string{"verify", "--topic", ""}, want: "InvalidFlag: --topic: want a topic name"},
+		{args: []string{"verify", "orders"}, want: `UnexpectedArgument: "orders"`},
+		{args: []string{"cluster", "history", "x"}, want: `UnexpectedArgument: "x"`},
 		// The environment twin of --bootstrap is checked too.
 		{args: []string{"topic", "list"}, env: []string{"GOSTREAM_BOOTSTRAP=nope"},
 			want: `InvalidFlag: --bootstrap "nope": want HOST:PORT,...`},

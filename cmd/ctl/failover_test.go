@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"gostream/client"
+	"gostream/cmd/internal/exitcode"
+	"gostream/transport"
+)
+
+// The operator commands against one real node: everything it can refuse,
+// and what a healthy cluster of one looks like. testcluster drives them
+// through a real failover and recovery on three nodes.
+func TestOperatorCommandsOnOneNode(t *testing.T) {
+	c := startCluster(t)
+	ctlOK(t, c, "", "topic", "create", "orders", "--partitions", "2")
+	ctlOK(t, c, "", "produce", "orders", "--partition", "1", "a", "b", "c")
+
+	// The leader answers: refused, nothing printed, the controller's words.
+	res := ctlFails(t, c, 2, "", "", "failover", "--topic", "orders", "--partition", "0")
+	assert.Equal(t, "LeaderStillAvailable: partition orders/0 is led by broker 1, which answers\n", res.Stderr)
+	assert.Empty(t, res.Stdout)
+	res = ctlFails(t, c, 2, "", "", "failover", "--topic", "orders", "--partition", "1", "--dry-run", "-o", "json")
+	assert.Equal(t, "LeaderStillAvailable: partition orders/1 is led by broker 1, which answers\n", res.Stderr)
+	ctlFails(t, c, 2, "UnknownTopic: ", "", "failover", "--topic", "nope", "--partition", "0")
+	ctlFails(t, c, 2, "UnknownPartition: ", "", "failover", "--topic", "orders", "--partition", "7")
+
+	// --broker: every result is printed, then every error.
+	res = ctlFails(t, c, 2, "LeaderStillAvailable: partition orders/0 is led by broker 1, which answers; "+
+		"LeaderStillAvailable: partition orders/1 is led by broker 1, which answers\n", "", "failover", "--broker", "1", "-o", "json")
+	var rep struct {
+		Results []map[string]json.RawMessage `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.Stdout), &rep), res.Stdout)
+	require.Len(t, rep.Results, 2)
+	for i, r := range rep.Results {
+		assert.JSONEq(t, fmt.Sprint(i), string(r["partition"]))
+		assert.JSONEq(t, `"failover"`, string(r["action"]))
+		assert.JSONEq(t, `"LeaderStillAvailable"`, string(r["error_name"]))
+		assert.JSONEq(t, `[1]`, string(r["old_active"]))
+	}
+	res = ctlFails(t, c, 2, "LeaderStillAvailable: ", "", "failover", "--broker", "1")
+	rows := tableRows(res.Stdout, "PARTITION", "ACTION")
+	require.Len(t, rows, 2, res.Stdout)
+	assert.Equal(t, []string{"orders/0", "failover", "1", "0", "1", "-", "LeaderStillAvailable"}, rows[0])
+
+	// A broker with nothing to do.
+	out := ctlOK(t, c, "", "failover", "--broker", "9")
+	assert.Equal(t, "broker 9 leads and follows no partition: nothing to fail over\n", out)
+	out = ctlOK(t, c, "", "recover", "--broker", "1")
+	assert.Equal(t, "broker 1 is active wherever it holds a replica: nothing to recover\n", out)
+	assert.JSONEq(t, `{"results":[]}`, ctlOK(t, c, "", "recover", "--broker", "1", "-o", "json"))
+	ctlFails(t, c, 2, "InvalidRequest: broker 1 leads orders/0; the leader is never recovered", "",
+		"recover", "--topic", "orders", "--partition", "0", "--broker", "1")
+
+	// Nothing was changed, so there is no history.
+	assert.Equal(t, "No failovers or recoveries yet.\n", ctlOK(t, c, "", "cluster", "history"))
+	assert.JSONEq(t, `{"events":[]}`, ctlOK(t, c, "", "cluster", "history", "-o", "json"))
+
+	// verify: every replica is the leader.
+	out = ctlOK(t, c, "", "verify", "-o", "json")
+	assert.JSONEq(t, `{"ok":true,"partitions":[
+		{"topic":"orders","partition":0,"leader":1,"high_watermark":0,"replicas":[{"broker":1,"state":"leader"}]},
+		{"topic":"orders","partition":1,"leader":1,"high_watermark":3,"replicas":[{"broker":1,"state":"leader"}]}]}`, out)
+	out = ctlOK(t, c, "", "verify", "--topic", "orders")
+	rows = tableRows(out, "PARTITION", "LEADER")
+	assert.Equal(t, [][]string{{"orders/0", "1", "0", "-", "OK"}, {"orders/1", "1", "3", "-", "OK"}}, rows)
+	ctlFails(t, c, 2, "UnknownTopic: topic \"nope\" does not exist", "", "verify", "--topic", "nope")
+}
+
+// fakeChecker is a cluster as verify sees it: offsets from the leader,
+// and per broker a replica state and a log of batch identities.
+type fakeChecker struct {
+	offs   client.PartitionOffsets
+	offErr error
+	states map[int32]client.ReplicaState
+	logs   map[int32]string // one character per offset, one batch each
+	down   map[int32]error
+}
+
+func (f *fakeChecker) offsets(context.Context, string, int32) (client.PartitionOffsets, error) {
+	return f.offs, f.offErr
+}
+
+func (f *fakeChecker) state(_ context.Context, b int32, _ string, _ int32) (client.ReplicaState, error) {
+	if err := f.down[b]; err != nil {
+		return client.ReplicaState{}, err
+	}
+	return f.states[b], nil
+}
+
+func (f *fakeChecker) digest(_ context.Context, b int32, _ string, _ int32, from, to int64) (client.ReplicaDigest, error) {
+	if err := f.down[b]; err != nil {
+		return client.ReplicaDigest{}, err
+	}
+	log := f.logs[b]
+	if from < 0 || to > int64(len(log)) || from > to {
+		return client.ReplicaDigest{}, fmt.Errorf("%w: [%d, %d)", transport.ErrOffsetOutOfRange, from, to)
+	}
+	return client.ReplicaDigest{Digest: []byte(log[from:to]), Batches: int32(to - from)}, nil
+}
+
+func TestVerifyPartition(t *testing.T) {
+	p := client.PartitionMetadata{Partition: 1, Leader: 1, LeaderEpoch: 3, Replicas: []int32{1, 2, 3, 4}, Active: []int32{1, 2, 3}}
+	newChecker := func() *fakeChecker {
+		return &fakeChecker{
+			offs:   client.PartitionOffsets{LogStartOffset: 0, HighWatermark: 5, LogEndOffset: 6},
+			states: map[int32]client.ReplicaState{2: {LogEndOffset: 6}, 3: {LogEndOffset: 5}},
+			logs:   map[int32]string{1: "abcdef", 2: "abcdef", 3: "abcde"},
+			down:   map[int32]error{},
+		}
+	}
+	tests := []struct {
+		name   string
+		change func(f *fakeChecker)
+		want   []verifiedReplica
+	}{
+		{name: "identical up to the high watermark", change: func(*fakeChecker) {},
+			want: []verifiedReplica{{1, verifyLeader, ""}, {2, verifyIdentical, ""}, {3, verifyIdentical, ""}}},
+		{name: "past the high watermark is not compared", change: func(f *fakeChecker) { f.logs[2] = "abcdeX" },
+			want: []verifiedReplica{{1, verifyLeader, ""}, {2, verifyIdentical, ""}, {3, verifyIdentical, ""}}},
+		{name: "differs", change: func(f *fakeChecker) { f.logs[3] = "abXde" },
+			want: []verifiedReplica{{1, verifyLeader, ""}, {2, verifyIdentical, ""},
+				{3, verifyDiffers, "differs from leader 1 in [0, 5): 5 batches against the leader's 5, digests differ"}}},
+		{name: "only the shared offsets", change: func(f *fakeChecker) {
+			f.states[3] = client.ReplicaState{LogStartOffset: 2, LogEndOffset: 5}
+			f.logs[3] = "??cde"
+		}, want: []verifiedReplica{{1, verifyLeader, ""}, {2, verifyIdentical, ""}, {3, verifyIdentical, ""}}},
+		{name: "short of the high watermark", change: func(f *fakeChecker) {
+			f.states[3] = client.ReplicaState{LogEndOffset: 4}
+		}, want: []verifiedReplica{{1, verifyLeader, ""}, {2, verifyIdentical, ""},
+			{3, verifyDiffers, "ends at offset 4, short of the high watermark 5: it lacks acknowledged records"}}},
+		{name: "a follower does not answer", change: func(f *fakeChecker) { f.down[2] = transport.ErrBrokerNotAvailable },
+			want: []verifiedReplica{{1, verifyLeader, ""}, {2, verifyUnknown, "BrokerNotAvailable"}, {3, verifyIdentical, ""}}},
+		{name: "the leader does not answer", change: func(f *fakeChecker) { f.offErr = transport.ErrBrokerNotAvailable },
+			want: []verifiedReplica{{1, verifyUnknown, "leader broker 1: BrokerNotAvailable"},
+				{2, verifyUnknown, "leader broker 1: BrokerNotAvailable"}, {3, verifyUnknown, "leader broker 1: BrokerNotAvailable"}}},
+		{name: "the leader cannot digest", change: func(f *fakeChecker) { f.down[1] = transport.ErrTimeout },
+			want: []verifiedReplica{{1, verifyLeader, ""}, {2, verifyUnknown, "leader broker 1: Timeout"}, {3, verifyUnknown, "leader broker 1: Timeout"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newChecker()
+			tt.change(f)
+			rep := verifyTopics(context.Background(), f, []client.TopicMetadata{{Name: "orders", Partitions: []client.PartitionMetadata{p}}})
+			require.Len(t, rep.Partitions, 1)
+			assert.Equal(t, tt.want, rep.Partitions[0].Replicas)
+			ok := true
+			for _, r := range tt.want {
+				ok = ok && (r.State == verifyLeader || r.State == verifyIdentical)
+			}
+			assert.Equal(t, ok, rep.OK)
+			err := verifyFailed(rep)
+			if ok {
+				assert.NoError(t, err)
+				return
+			}
+			var e *exitcode.Error
+			require.ErrorAs(t, err, &e)
+			assert.Equal(t, exitcode.Failed, e.Code)
+		})
+	}
+}
+
+func TestVerifyTable(t *testing.T) {
+	hw := int64(1200)
+	rep := verifyReport{Partitions: []verifiedPartition{
+		{Topic: "orders", Partition: 0, Leader: 1, HighWatermark: &hw, Replicas: []verifiedReplica{{1, verifyLeader, ""}, {2, verifyIdentical, ""}}},
+		{Topic: "orders", Partition: 1, Leader: 1, HighWatermark: &hw, Replicas: []verifiedReplica{
+			{1, verifyLeader, ""}, {2, verifyUnknown, "BrokerNotAvailable: dial"}, {3, verifyDiffers, "differs from leader 1 in [0, 1200)"}}},
+	}}
+	var b bytes.Buffer
+	require.NoError(t, printVerify(&b, rep))
+	out := b.String()
+	assert.Contains(t, out, "broker 3 differs from leader 1 in [0, 1200)")
+	assert.Contains(t, out, "broker 2 unknown: BrokerNotAvailable: dial")
+	assert.Equal(t, []string{"orders/0", "1", "1200", "2", "OK"}, tableRows(out, "PARTITION", "LEADER")[0])
+	var e *exitcode.Error
+	require.ErrorAs(t, verifyFailed(rep), &e)
+	assert.Equal(t, "ReplicaDivergence", e.Name)
+	assert.Equal(t, "1 replica(s) differ from their leader: orders/1 broker 3; 1 could not be compared: orders/1 broker 2", e.Err.Error())
+}
+
+func TestFailoverTables(t *testing.T) {
+	lost := int64(40)
+	dry := []client.ChangeResult{{
+		Topic: "orders", Partition: 1, Action: client.ActionFailover, DryRun: true,
+		OldLeader: 2, NewLeader: 1, OldEpoch: 0, NewEpoch: 1, OldActive: []int32{1, 2, 3}, NewActive: []int32{1, 3},
+		Candidates: []client.Candidate{
+			{Broker: 1, Reachable: true, LastEpoch: 0, LogEndOffset: 40, Agrees: true, Chosen: true},
+			{Broker: 3, Reachable: false, LastEpoch: -1, LogEndOffset: -1, Note: "BrokerNotAvailable"},
+		},
+		LostFrom: &lost,
+	}, {
+		Topic: "orders", Partition: 0, Action: client.ActionDropFollower, DryRun: true,
+		OldLeader: 1, NewLeader: 1, OldActive: []int32{1, 2, 3}, NewActive: []int32{1, 3},
+	}}
+	var b bytes.Buffer
+	require.NoError(t, printFailover(&b, dry, target{broker: 2}, true))
+	out := b.String()
+	assert.True(t, strings.HasPrefix(out, "Dry run: nothing was changed.\n"), out)
+	rows := tableRows(out, "PARTITION", "ACTION")
+	assert.Equal(t, [][]string{
+		{"orders/1", "failover", "2", "->", "1", "0", "->", "1", "1,2,3", "->", "1,3", "40", "ok"},
+		{"orders/0", "drop-follower", "1", "0", "1,2,3", "->", "1,3", "-", "ok"},
+	}, rows)
+	assert.Contains(t, out, "Candidates for orders/1 (old leader 2):")
+	assert.Equal(t, [][]string{
+		{"1", "yes", "0", "40", "yes", "yes"},
+		{"3", "no", "?", "?", "?", "no", "BrokerNotAvailable"},
+	}, tableRows(out, "BROKER", "REACHABLE")[:2])
+	assert.Contains(t, out, "\n  Records at or past offset 40 held only by the old leader would be lost.\n")
+
+	b.Reset()
+	rec := []client.ChangeResult{{
+		Topic: "orders", Partition: 1, Action: client.ActionRecover, OldLeader: 1, NewLeader: 1, OldEpoch: 1, NewEpoch: 1,
+		OldActive: []int32{1, 3}, NewActive: []int32{1, 2, 3}, Truncated: &[2]int64{45, 40}, CopiedTo: 80,
+	}}
+	require.NoError(t, printRecover(&b, rec, target{broker: 2}))
+	assert.Equal(t, [][]string{{"orders/1", "2", "1", "1", "45", "->", "40", "80", "1,3", "->", "1,2,3", "ok"}},
+		tableRows(b.String(), "PARTITION", "BROKER"))
+}
+
+func TestPartitionsFailedNamesTheFirst(t *testing.T) {
+	assert.NoError(t, partitionsFailed([]client.ChangeResult{{Topic: "a"}}))
+	err := partitionsFailed([]client.ChangeResult{
+		{Topic: "a"},
+		{Topic: "a", Partition: 1, Error: "ReplicaDivergence: candidates disagree", ErrorName: "ReplicaDivergence"},
+		{Topic: "a", Partition: 2, Error: "no follower answers", ErrorName: "NoEligibleReplica"},
+		{Topic: "a", Partition: 3, Error: "something"},
+	})
+	var b bytes.Buffer
+	assert.Equal(t, exitcode.Failed, exitcode.Report(&b, err))
+	assert.Equal(t, "ReplicaDivergence: candidates disagree; NoEligibleReplica: no follower answers; Error: something\n", b.String())
+}
