@@ -53,6 +53,14 @@ bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./storage/ | tee $(BIN)/bench.txt
 	@echo "bench: results in $(BIN)/bench.txt; compare two runs with: benchstat old.txt new.txt"
 
+# gostream beside NATS JetStream in one run on this machine: one node, then
+# three nodes, every measurement interleaved three times, medians and ratios
+# against the targets (exit 1 if one is missed). Installs the NATS binaries
+# into $(BIN)/peers if they are missing. See docs/benchmarks.md.
+.PHONY: bench-compare
+bench-compare: build
+	BIN=$(BIN) GO=$(GO) scripts/bench-compare.sh
+
 fmt:
 	gofmt -w .
 

@@ -1,0 +1,567 @@
+#!/usr/bin/env bash
+# Runs gostream and NATS JetStream side by side on this machine, in one run,
+# and prints both, their ratios and whether each target is met. `make
+# bench-compare` builds the binaries and runs this; docs/benchmarks.md says
+# what each figure means.
+#
+#   Part A, one node:  one gostream-node (fsync before every ack) against one
+#     nats-server -js with file storage (its defaults: no fsync before acking).
+#     A1 pipelined produce, A2 consume of the same data, A3 one synchronous
+#     producer's p50 against a plain 1 KiB write+fsync on the same disk.
+#   Part B, cluster:   three gostream-nodes (RF=3 topics) against three
+#     nats-servers with sync_interval: always (fsync before acking, as we do),
+#     R3 stream. B1 pipelined produce, B2 one synchronous producer's p50,
+#     B3 sixteen synchronous producers.
+#
+# Every measurement runs RUNS times, interleaved (gostream, NATS, gostream,
+# NATS, ...); the table compares medians. Settings, all environment
+# variables:
+#
+#   RUNS=3                  repetitions of every measurement
+#   RECORDS=200000          records (1 KiB) per pipelined produce run (<= 500000)
+#   PRODUCERS="1 2"         producer counts tried for pipelined produce, on both
+#                           sides (NATS --clients); each side's best median counts
+#   PARTITIONS=4            partitions of the one-node produce topics
+#   CLUSTER_PARTITIONS=3    partitions of the cluster (RF=3) produce topics (B1)
+#   SYNC16_PARTITIONS=1     partitions of the 16-synchronous-producer topic (B3);
+#                           one, like the one NATS stream, batches best
+#   SYNC_RECORDS=2000       records of one synchronous producer
+#   SYNC16_RECORDS=16000    records of 16 synchronous producers, in all
+#   NATS_SERVER, NATS_CLI   paths of the peer binaries, used as they are
+#                           (else found or installed, below)
+#   KEEP=1                  keep the temporary directory (logs, data)
+#
+# The peers: nats-server v2.15.2 and nats (natscli) v0.5.0, taken from
+# bin/peers, PATH or $(go env GOPATH)/bin if the version matches, else
+# installed into bin/peers with go install. Everything listens on 127.0.0.1
+# on free ports, keeps its data in a temporary directory (under the
+# repository if $TMPDIR is a tmpfs, where fsync costs nothing), and is
+# stopped when the script exits. Exit status: 0 all targets met, 1 a target
+# missed, 2 the run failed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+GO="${GO:-go}"
+BIN="${BIN:-bin}"
+RUNS="${RUNS:-3}"
+RECORDS="${RECORDS:-200000}"
+PRODUCERS="${PRODUCERS:-1 2}"
+PARTITIONS="${PARTITIONS:-4}"
+CLUSTER_PARTITIONS="${CLUSTER_PARTITIONS:-3}"
+SYNC16_PARTITIONS="${SYNC16_PARTITIONS:-1}"
+SYNC_RECORDS="${SYNC_RECORDS:-2000}"
+SYNC16_RECORDS="${SYNC16_RECORDS:-16000}"
+NATS_SERVER_VERSION=v2.15.2
+NATS_CLI_VERSION=v0.5.0
+SIZE=1024
+
+die() {
+	echo "bench-compare: $*" >&2
+	exit 2
+}
+for b in gostream-node gostream-ctl; do
+	[ -x "$BIN/$b" ] || die "$BIN/$b is missing; run 'make build' first"
+done
+
+# ---------------------------------------------------------------- peers
+
+# find_peer VAR NAME VERSION MODULE: sets VAR, unless the caller set it, to
+# a NAME binary of VERSION, installing it into bin/peers if none is found.
+find_peer() {
+	local var=$1 name=$2 version=$3 module=$4 cand gopath
+	if [ -n "${!var:-}" ]; then
+		[ -x "${!var}" ] || die "$var=${!var} is not an executable"
+		return
+	fi
+	gopath="$("$GO" env GOPATH 2>/dev/null || true)"
+	for cand in "$BIN/peers/$name" "$(command -v "$name" || true)" \
+		"${gopath:+$gopath/bin/$name}" "/root/go/bin/$name"; do
+		if [ -n "$cand" ] && [ -x "$cand" ] && "$cand" --version 2>&1 | grep -qF "$version"; then
+			printf -v "$var" '%s' "$cand"
+			return
+		fi
+	done
+	echo "bench-compare: installing $module@$version into $BIN/peers"
+	mkdir -p "$BIN/peers"
+	GOBIN="$(cd "$BIN/peers" && pwd)" "$GO" install "$module@$version" ||
+		die "could not install $module@$version"
+	printf -v "$var" '%s' "$BIN/peers/$name"
+}
+find_peer NATS_SERVER nats-server "$NATS_SERVER_VERSION" github.com/nats-io/nats-server/v2
+find_peer NATS_CLI nats "$NATS_CLI_VERSION" github.com/nats-io/natscli/nats
+
+# ---------------------------------------------------------------- work dir
+
+fstype() { df -PT "$1" | awk 'NR == 2 { print $2 }'; }
+# busy: the load average and, where the kernel reports it, the share of the
+# last minute that runnable tasks waited for a CPU (PSI): other work on the
+# machine that the figures share it with.
+busy() {
+	local psi
+	psi="$(awk '/^some/ { sub(/avg60=/, "", $3); print $3 }' /proc/pressure/cpu 2>/dev/null || true)"
+	echo "load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')${psi:+, CPU pressure $psi% (last minute)}"
+}
+tmp_parent="${TMPDIR:-/tmp}"
+if [ "$(fstype "$tmp_parent")" = tmpfs ]; then
+	tmp_parent="$PWD"
+fi
+WORK="$(mktemp -d "$tmp_parent/.bench-compare.XXXXXX")"
+pids=()
+
+# stop_all: SIGTERM to every process this script started, SIGKILL to any
+# still running after 10 seconds.
+stop_all() {
+	local pid deadline=$((SECONDS + 10))
+	for pid in "${pids[@]}"; do
+		kill -TERM "$pid" 2>/dev/null || true
+	done
+	for pid in "${pids[@]}"; do
+		while kill -0 "$pid" 2>/dev/null; do
+			if [ "$SECONDS" -ge "$deadline" ]; then
+				kill -KILL "$pid" 2>/dev/null || true
+				break
+			fi
+			sleep 0.1
+		done
+		wait "$pid" 2>/dev/null || true
+	done
+	pids=()
+}
+cleanup() {
+	stop_all
+	if [ "${KEEP:-0}" = 1 ]; then
+		echo "bench-compare: kept $WORK"
+	else
+		rm -rf "$WORK"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+"$GO" build -o "$WORK/fsyncbench" ./scripts/fsyncbench || die "cannot build scripts/fsyncbench"
+
+# ---------------------------------------------------------------- ports
+
+# free_port VAR: sets VAR to a loopback port with no TCP or UDP listener,
+# below the usual ephemeral range and not handed out before in this run.
+handed_out=" "
+port_in_use() {
+	if command -v ss >/dev/null 2>&1; then
+		ss -Htuln "( sport = :$1 )" | grep -q .
+	else
+		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+	fi
+}
+free_port() {
+	local _port _try
+	for _try in $(seq 500); do
+		_port=$((20000 + RANDOM % 12000))
+		if [[ $handed_out == *" $_port "* ]] || port_in_use "$_port"; then
+			continue
+		fi
+		handed_out+="$_port "
+		printf -v "$1" '%s' "$_port"
+		return
+	done
+	die "no free port found"
+}
+
+# ---------------------------------------------------------------- helpers
+
+ctl() { "$BIN/gostream-ctl" --bootstrap "$BOOTSTRAP" --timeout 30s "$@"; }
+nats_cli() { "$NATS_CLI" --no-context -s "$NATS_URL" "$@"; }
+
+# json_num FIELD: the number FIELD of the one-line JSON object on stdin.
+json_num() { sed -n "s/.*\"$1\":\([-0-9.eE+]*\).*/\1/p"; }
+
+# nats_rate / nats_p50: from `nats bench` output on stdin, the msgs/sec (the
+# aggregated line with several clients) and the P50 latency in ms.
+nats_rate() {
+	awk '/aggregated stats:/ { agg = $0 } / stats: / && !/aggregated/ { one = $0 }
+		END { l = agg != "" ? agg : one; sub(/.*stats: */, "", l); sub(/ msgs\/sec.*/, "", l)
+		      gsub(/,/, "", l); print l }'
+}
+nats_p50() {
+	awk '/latencies per operation/ { agg = $0 } / stats: / && !/aggregated/ { one = $0 }
+		END { l = agg != "" ? agg : one; if (!sub(/.*P50:? */, "", l)) exit 1
+		      sub(/us.*/, "", l); gsub(/,/, "", l); printf "%.6f\n", l / 1000 }'
+}
+
+# values[KEY] holds the measurements of one series, space separated.
+declare -A values
+add() { values[$1]="${values[$1]:-} $2"; }
+median() {
+	# shellcheck disable=SC2086
+	printf '%s\n' ${values[$1]:-} | sort -g | awk '{ a[NR] = $1 }
+		END { if (NR == 0) print "nan"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+}
+fmt_rate() { awk -v v="$1" 'BEGIN { printf "%.0f", v }'; }
+fmt_ms() { awk -v v="$1" 'BEGIN { printf "%.3f", v }'; }
+say() { printf '  %-7s %-9s %s\n' "$1" "$2" "$3"; }
+
+# run_logged LOG CMD...: runs CMD with stdout to LOG.out and stderr to
+# LOG.err; on failure shows both and fails the run.
+run_logged() {
+	local log=$1
+	shift
+	if ! "$@" >"$log.out" 2>"$log.err"; then
+		echo "bench-compare: failed: $*" >&2
+		tail -n 20 "$log.out" "$log.err" >&2 || true
+		exit 2
+	fi
+}
+
+seq_no=0
+next_log() {
+	seq_no=$((seq_no + 1))
+	LOG="$WORK/logs/$seq_no"
+}
+mkdir -p "$WORK/logs"
+
+# ---------------------------------------------------------------- gostream nodes
+
+gs_http=()
+# start_gostream N DIR: N nodes, node 1 the controller, each with its own
+# data directory under $WORK/DIR; sets BOOTSTRAP.
+start_gostream() {
+	local n=$1 dir=$WORK/$2 i rpc=() gossip=() http=() join controller p
+	for i in $(seq "$n"); do
+		free_port p
+		rpc+=("127.0.0.1:$p")
+		free_port p
+		gossip+=("127.0.0.1:$p")
+		free_port p
+		http+=("127.0.0.1:$p")
+	done
+	controller="1@${rpc[0]}"
+	join="$(IFS=,; echo "${gossip[*]}")"
+	gs_http=("${http[@]}")
+	BOOTSTRAP="$(IFS=,; echo "${rpc[*]}")"
+	for i in $(seq "$n"); do
+		mkdir -p "$dir/node$i"
+		local args=(--id "$i" --data-dir "$dir/node$i" --listen "${rpc[$((i - 1))]}"
+			--gossip "${gossip[$((i - 1))]}" --http "${http[$((i - 1))]}")
+		if [ "$n" -gt 1 ]; then
+			args+=(--controller "$controller" --join "$join")
+		fi
+		"$BIN/gostream-node" "${args[@]}" >"$dir/node$i.log" 2>&1 </dev/null &
+		pids+=("$!")
+		echo "  gostream-node $i: pid $!, rpc ${rpc[$((i - 1))]}, data $dir/node$i"
+	done
+	local deadline=$((SECONDS + 60)) h
+	for h in "${gs_http[@]}"; do
+		until "$BIN/gostream-ctl" health --http "$h" --timeout 1s >/dev/null 2>&1; do
+			check_alive
+			[ "$SECONDS" -lt "$deadline" ] || die "gostream-node at http://$h not healthy after 60s"
+			sleep 0.2
+		done
+	done
+	until [ "$(ctl broker list -o json 2>/dev/null | grep -o '"registered":"registered"' | wc -l)" -eq "$n" ]; do
+		check_alive
+		[ "$SECONDS" -lt "$deadline" ] || die "not all $n brokers registered with the controller after 60s"
+		sleep 0.2
+	done
+}
+
+check_alive() {
+	local pid
+	for pid in "${pids[@]}"; do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			tail -n 20 "$WORK"/gostream-*/*.log "$WORK"/nats/*.log 2>/dev/null >&2 || true
+			die "process $pid exited early (logs above)"
+		fi
+	done
+}
+
+# gs_topic NAME PARTITIONS RF: creates the topic and waits until every node
+# knows it, so that a bench does not time the spreading of metadata.
+gs_topic() {
+	local name=$1 parts=$2 rf=$3 deadline=$((SECONDS + 60)) addr
+	next_log
+	run_logged "$LOG" ctl topic create "$name" --partitions "$parts" --replication-factor "$rf"
+	for addr in ${BOOTSTRAP//,/ }; do
+		until "$BIN/gostream-ctl" --bootstrap "$addr" topic describe "$name" -o json >/dev/null 2>&1; do
+			[ "$SECONDS" -lt "$deadline" ] || die "broker $addr does not know topic $name after 60s"
+			sleep 0.05
+		done
+	done
+}
+
+# gs_bench produce|consume ARGS...: one run of gostream-ctl bench; sets
+# RESULT to its JSON summary.
+gs_bench() {
+	next_log
+	run_logged "$LOG" ctl bench "$@" -o json
+	RESULT="$(cat "$LOG.out")"
+}
+
+# ---------------------------------------------------------------- NATS servers
+
+# start_nats_single: one nats-server with JetStream file storage, defaults.
+start_nats_single() {
+	local p
+	free_port p
+	mkdir -p "$WORK/nats"
+	"$NATS_SERVER" -js -sd "$WORK/nats/single" -a 127.0.0.1 -p "$p" \
+		>"$WORK/nats/single.log" 2>&1 </dev/null &
+	pids+=("$!")
+	echo "  nats-server: pid $!, 127.0.0.1:$p, store $WORK/nats/single"
+	NATS_URL="nats://127.0.0.1:$p"
+	nats_wait 1
+}
+
+# start_nats_cluster: three nats-servers in one cluster, each fsyncing
+# every write before acknowledging (sync_interval: always).
+start_nats_cluster() {
+	local i client=() route=() p routes
+	for i in 1 2 3; do
+		free_port p
+		client+=("$p")
+		free_port p
+		route+=("$p")
+	done
+	routes="$(for p in "${route[@]}"; do printf 'nats-route://127.0.0.1:%s, ' "$p"; done)"
+	mkdir -p "$WORK/nats"
+	for i in 1 2 3; do
+		cat >"$WORK/nats/n$i.conf" <<-CONF
+			server_name: n$i
+			listen: 127.0.0.1:${client[$((i - 1))]}
+			jetstream {
+			  store_dir: "$WORK/nats/n$i"
+			  sync_interval: always
+			}
+			cluster {
+			  name: bench
+			  listen: 127.0.0.1:${route[$((i - 1))]}
+			  routes: [ ${routes%, } ]
+			}
+		CONF
+		"$NATS_SERVER" -c "$WORK/nats/n$i.conf" >"$WORK/nats/n$i.log" 2>&1 </dev/null &
+		pids+=("$!")
+		echo "  nats-server n$i: pid $!, 127.0.0.1:${client[$((i - 1))]}, store $WORK/nats/n$i, sync_interval: always"
+	done
+	NATS_URL="nats://127.0.0.1:${client[0]},nats://127.0.0.1:${client[1]},nats://127.0.0.1:${client[2]}"
+	nats_wait 3
+}
+
+# nats_wait REPLICAS: waits until a stream of REPLICAS file replicas takes
+# writes (the cluster has elected its JetStream meta leader).
+nats_wait() {
+	local deadline=$((SECONDS + 60))
+	until nats_cli bench js pub sync --create --purge --storage file --replicas "$1" \
+		--msgs 100 --size 1KB --no-progress bench >/dev/null 2>&1; do
+		check_alive
+		[ "$SECONDS" -lt "$deadline" ] || die "NATS JetStream ($1 replicas) not ready after 60s"
+		sleep 0.5
+	done
+}
+
+# nats_bench ARGS...: one run of nats bench js; sets RESULT to its output.
+nats_bench() {
+	next_log
+	run_logged "$LOG" nats_cli bench js "$@" --no-progress
+	RESULT="$(cat "$LOG.out")"
+}
+
+# ---------------------------------------------------------------- header
+
+node_fs="$(df -P "$WORK" | awk 'NR == 2 { print $1 }') ($(fstype "$WORK"))"
+started=$SECONDS
+cat <<HEAD
+bench-compare: gostream $(git describe --always --dirty 2>/dev/null || echo dev) vs NATS JetStream
+  nats-server $("$NATS_SERVER" --version 2>&1 | awk '{ print $NF }') ($NATS_SERVER), nats $("$NATS_CLI" --version 2>&1) ($NATS_CLI)
+  machine: $(nproc) cores, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || uname -m); before starting: $(busy)
+  NOTE: a small shared machine is noisy; absolute figures move between runs,
+        so every figure is set against a baseline measured in the same run.
+  data: $WORK on $node_fs, for every server and the fsync baseline
+  runs: $RUNS, interleaved; 1 KiB records; pipelined runs $RECORDS records
+HEAD
+
+# ================================================================ Part A
+
+echo
+echo "== Part A: one node. gostream (fsync before every ack) vs nats-server -js, file storage, defaults (no fsync before ack)"
+start_gostream 1 gostream-one
+start_nats_single
+
+echo "-- warm-up (not counted)"
+gs_bench produce --topic warmup --records 20000 --record-size "$SIZE" --partitions "$PARTITIONS"
+nats_bench pub async --create --purge --storage file --replicas 1 --msgs 20000 --size 1KB bench
+
+echo "-- A1 pipelined produce, $RECORDS records; gostream topics with $PARTITIONS partitions, RF 1"
+for r in $(seq "$RUNS"); do
+	for n in $PRODUCERS; do
+		topic="a1-r$r-p$n"
+		gs_topic "$topic" "$PARTITIONS" 1
+		gs_bench produce --topic "$topic" --records "$RECORDS" --record-size "$SIZE" --producers "$n"
+		v="$(json_num records_per_sec <<<"$RESULT")"
+		add "A1.gs.$n" "$v"
+		say "run $r" gostream "$n producer(s), $PARTITIONS partitions: $(fmt_rate "$v") records/s"
+		nats_bench pub async --create --purge --storage file --replicas 1 --msgs "$RECORDS" --size 1KB --clients "$n" bench
+		v="$(nats_rate <<<"$RESULT")"
+		add "A1.nats.$n" "$v"
+		say "run $r" NATS "$n client(s): $(fmt_rate "$v") msgs/s"
+	done
+done
+# best_of PREFIX: the producer count with the highest median of PREFIX.N.
+best_of() {
+	local n best="" bestv=-1 m
+	for n in $PRODUCERS; do
+		m="$(median "$1.$n")"
+		if awk -v a="$m" -v b="$bestv" 'BEGIN { exit !(a > b) }'; then
+			best=$n bestv=$m
+		fi
+	done
+	echo "$best"
+}
+A1_gs_n="$(best_of A1.gs)"
+A1_nats_n="$(best_of A1.nats)"
+for n in $PRODUCERS; do
+	say median gostream "$n producer(s): $(fmt_rate "$(median "A1.gs.$n")") records/s"
+	say median NATS "$n client(s): $(fmt_rate "$(median "A1.nats.$n")") msgs/s"
+done
+echo "  best: gostream with $A1_gs_n producer(s), NATS with $A1_nats_n client(s)"
+
+echo "-- A2 consume everything produced above: gostream topic a1-rR-p$A1_gs_n ($RECORDS records); NATS the stream of the last publish ($RECORDS messages)"
+for r in $(seq "$RUNS"); do
+	gs_bench consume --topic "a1-r$r-p$A1_gs_n"
+	v="$(json_num records_per_sec <<<"$RESULT")"
+	add A2.gs "$v"
+	say "run $r" gostream "consume: $(fmt_rate "$v") records/s ($(json_num records <<<"$RESULT") records)"
+	nats_bench ordered --msgs "$RECORDS"
+	v="$(nats_rate <<<"$RESULT")"
+	add A2.nats "$v"
+	say "run $r" NATS "ordered consumer: $(fmt_rate "$v") msgs/s"
+done
+
+echo "-- A3 one synchronous producer, $SYNC_RECORDS records, p50 vs a plain 1 KiB write+fsync on the same filesystem"
+mkdir -p "$WORK/fsync"
+for r in $(seq "$RUNS"); do
+	next_log
+	run_logged "$LOG" "$WORK/fsyncbench" -dir "$WORK/fsync" -ops "$SYNC_RECORDS" -size "$SIZE"
+	v="$(json_num p50_ms <"$LOG.out")"
+	add A3.fsync "$v"
+	say "run $r" fsync "write 1 KiB + fsync: p50 $(fmt_ms "$v") ms (mean $(fmt_ms "$(json_num mean_ms <"$LOG.out")") ms)"
+	topic="a3-r$r"
+	gs_topic "$topic" 1 1
+	gs_bench produce --topic "$topic" --sync --producers 1 --records "$SYNC_RECORDS" --record-size "$SIZE"
+	v="$(json_num p50_ms <<<"$RESULT")"
+	add A3.gs "$v"
+	say "run $r" gostream "sync produce: p50 $(fmt_ms "$v") ms, p99 $(fmt_ms "$(json_num p99_ms <<<"$RESULT")") ms"
+done
+stop_all
+
+# ================================================================ Part B
+
+echo
+echo "== Part B: three nodes. gostream RF 3 vs NATS JetStream R3 with sync_interval: always (both fsync before ack)"
+start_gostream 3 gostream-three
+start_nats_cluster
+
+echo "-- warm-up (not counted)"
+gs_topic warmup "$CLUSTER_PARTITIONS" 3
+gs_bench produce --topic warmup --records 20000 --record-size "$SIZE"
+nats_bench pub async --create --purge --storage file --replicas 3 --msgs 20000 --size 1KB bench
+
+echo "-- B1 pipelined produce, $RECORDS records; gostream topics with $CLUSTER_PARTITIONS partitions, RF 3; NATS R3"
+for r in $(seq "$RUNS"); do
+	for n in $PRODUCERS; do
+		topic="b1-r$r-p$n"
+		gs_topic "$topic" "$CLUSTER_PARTITIONS" 3
+		gs_bench produce --topic "$topic" --records "$RECORDS" --record-size "$SIZE" --producers "$n"
+		v="$(json_num records_per_sec <<<"$RESULT")"
+		add "B1.gs.$n" "$v"
+		say "run $r" gostream "$n producer(s), $CLUSTER_PARTITIONS partitions RF 3: $(fmt_rate "$v") records/s"
+		nats_bench pub async --create --purge --storage file --replicas 3 --msgs "$RECORDS" --size 1KB --clients "$n" bench
+		v="$(nats_rate <<<"$RESULT")"
+		add "B1.nats.$n" "$v"
+		say "run $r" NATS "$n client(s), R3: $(fmt_rate "$v") msgs/s"
+	done
+done
+B1_gs_n="$(best_of B1.gs)"
+B1_nats_n="$(best_of B1.nats)"
+for n in $PRODUCERS; do
+	say median gostream "$n producer(s): $(fmt_rate "$(median "B1.gs.$n")") records/s"
+	say median NATS "$n client(s): $(fmt_rate "$(median "B1.nats.$n")") msgs/s"
+done
+echo "  best: gostream with $B1_gs_n producer(s), NATS with $B1_nats_n client(s)"
+
+echo "-- B2 one synchronous producer, $SYNC_RECORDS records; gostream topic with 1 partition, RF 3; NATS R3"
+for r in $(seq "$RUNS"); do
+	topic="b2-r$r"
+	gs_topic "$topic" 1 3
+	gs_bench produce --topic "$topic" --sync --producers 1 --records "$SYNC_RECORDS" --record-size "$SIZE"
+	v="$(json_num p50_ms <<<"$RESULT")"
+	add B2.gs "$v"
+	say "run $r" gostream "sync produce: p50 $(fmt_ms "$v") ms, p99 $(fmt_ms "$(json_num p99_ms <<<"$RESULT")") ms"
+	nats_bench pub sync --create --purge --storage file --replicas 3 --msgs "$SYNC_RECORDS" --size 1KB bench
+	v="$(nats_p50 <<<"$RESULT")"
+	add B2.nats "$v"
+	say "run $r" NATS "sync publish: p50 $(fmt_ms "$v") ms"
+done
+
+echo "-- B3 16 synchronous producers, $SYNC16_RECORDS records in all; gostream topic with $SYNC16_PARTITIONS partition(s), RF 3; NATS R3, 16 clients"
+for r in $(seq "$RUNS"); do
+	topic="b3-r$r"
+	gs_topic "$topic" "$SYNC16_PARTITIONS" 3
+	gs_bench produce --topic "$topic" --sync --producers 16 --records "$SYNC16_RECORDS" --record-size "$SIZE"
+	v="$(json_num records_per_sec <<<"$RESULT")"
+	add B3.gs "$v"
+	say "run $r" gostream "16 sync producers: $(fmt_rate "$v") records/s, p50 $(fmt_ms "$(json_num p50_ms <<<"$RESULT")") ms"
+	nats_bench pub sync --create --purge --storage file --replicas 3 --msgs "$SYNC16_RECORDS" --size 1KB --clients 16 bench
+	v="$(nats_rate <<<"$RESULT")"
+	add B3.nats "$v"
+	say "run $r" NATS "16 sync clients: $(fmt_rate "$v") msgs/s, p50 $(fmt_ms "$(nats_p50 <<<"$RESULT")") ms"
+done
+stop_all
+
+# ================================================================ table
+
+missed=0
+# row METRIC UNIT OURS BASE MODE TARGET: MODE ge means ours/base >= TARGET,
+# le means ours/base <= TARGET, ref means no target.
+row() {
+	local metric=$1 unit=$2 ours=$3 base=$4 mode=$5 target=$6 ratio verdict tgt
+	ratio="$(awk -v a="$ours" -v b="$base" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "nan" }')"
+	case $mode in
+	ge)
+		tgt=">= ${target}x"
+		verdict="$(awk -v r="$ours" -v b="$base" -v t="$target" 'BEGIN { print (b > 0 && r / b >= t) ? "MET" : "MISSED" }')"
+		;;
+	le)
+		tgt="<= ${target}x"
+		verdict="$(awk -v r="$ours" -v b="$base" -v t="$target" 'BEGIN { print (b > 0 && r / b <= t) ? "MET" : "MISSED" }')"
+		;;
+	ref)
+		tgt="(reference)"
+		verdict="-"
+		;;
+	esac
+	[ "$verdict" = MISSED ] && missed=1
+	if [ "$unit" = ms ]; then
+		ours="$(fmt_ms "$ours") ms" base="$(fmt_ms "$base") ms"
+	else
+		ours="$(fmt_rate "$ours")/s" base="$(fmt_rate "$base")/s"
+	fi
+	printf '%-48s %14s %14s %7s %12s  %s\n' "$metric" "$ours" "$base" "${ratio}x" "$tgt" "$verdict"
+}
+
+echo
+echo "== Results: medians of $RUNS interleaved runs; ratio = gostream / baseline ($(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, shared and noisy)"
+printf '%-48s %14s %14s %7s %12s  %s\n' metric gostream baseline ratio target result
+row "A1 1 node produce vs NATS R1 async (rec/s)" rate "$(median "A1.gs.$A1_gs_n")" "$(median "A1.nats.$A1_nats_n")" ge 1.0
+row "A2 1 node consume vs our produce (rec/s)" rate "$(median A2.gs)" "$(median "A1.gs.$A1_gs_n")" ge 2.0
+row "A2 1 node consume vs NATS ordered (rec/s)" rate "$(median A2.gs)" "$(median A2.nats)" ref 0
+row "A3 1 node sync p50 vs write+fsync p50" ms "$(median A3.gs)" "$(median A3.fsync)" le 2.0
+row "B1 3 nodes produce RF3 vs NATS R3 async (rec/s)" rate "$(median "B1.gs.$B1_gs_n")" "$(median "B1.nats.$B1_nats_n")" ge 2.0
+row "B2 3 nodes sync p50 vs NATS R3 sync p50" ms "$(median B2.gs)" "$(median B2.nats)" le 1.0
+row "B3 3 nodes 16 sync producers vs NATS (rec/s)" rate "$(median B3.gs)" "$(median B3.nats)" ge 2.0
+echo "settings: A1 gostream $A1_gs_n producer(s) x $PARTITIONS partitions, NATS $A1_nats_n client(s);" \
+	"B1 gostream $B1_gs_n producer(s) x $CLUSTER_PARTITIONS partitions, NATS $B1_nats_n client(s);" \
+	"B3 16 producers x $SYNC16_PARTITIONS partition(s); $RECORDS / $SYNC_RECORDS / $SYNC16_RECORDS records"
+echo "at the end (this run's own processes included): $(busy); took $((SECONDS - started)) s"
+if [ "$missed" = 1 ]; then
+	echo "bench-compare: at least one target MISSED"
+	exit 1
+fi
+echo "bench-compare: every target MET"
