@@ -177,9 +177,13 @@ func (f *follower) request(batch []byte) *transport.ReplicateRequest {
 	}
 }
 
-// replicate sends items in order, pipelined on one connection, and waits
-// for each acknowledgement in order. Items are marked done as they are
-// acknowledged; on the first failure the rest fail with it.
+// maxReplicateBytes bounds the batches one Replicate request carries.
+const maxReplicateBytes = 1 << 20
+
+// replicate sends items in order, pipelined on one connection, several
+// batches to a request, and waits for each acknowledgement in order. Items
+// are marked done as they are acknowledged; on the first failure the rest
+// fail with it.
 func (f *follower) replicate(items []*item) error {
 	peer, err := f.peer()
 	if err != nil {
@@ -187,33 +191,55 @@ func (f *follower) replicate(items []*item) error {
 	}
 	ctx, cancel := context.WithTimeout(f.ctx, f.p.opts.ReplicationTimeout)
 	defer cancel()
-	waits := make([]func(context.Context) (int64, error), 0, len(items))
-	for _, it := range items {
-		w, err := peer.SendReplicate(ctx, f.request(it.batch))
+	type chunk struct {
+		items []*item
+		wait  func(context.Context) (int64, error)
+	}
+	var chunks []chunk
+	for i := 0; i < len(items); {
+		j, size := i, 0
+		for j < len(items) && (j == i || size+len(items[j].batch) <= maxReplicateBytes) {
+			size += len(items[j].batch)
+			j++
+		}
+		buf := items[i].batch
+		if j-i > 1 {
+			buf = make([]byte, 0, size)
+			for _, it := range items[i:j] {
+				buf = append(buf, it.batch...)
+			}
+		}
+		w, err := peer.SendReplicate(ctx, f.request(buf))
 		if err != nil {
 			break
 		}
-		waits = append(waits, w)
+		chunks = append(chunks, chunk{items[i:j], w})
+		i = j
 	}
-	for i, it := range items {
-		if i >= len(waits) {
-			return fmt.Errorf("send to broker %d failed", f.id)
-		}
-		end, err := waits[i](ctx)
+	sent := 0
+	for ci, c := range chunks {
+		end, err := c.wait(ctx)
 		if err != nil {
-			for _, w := range waits[i+1:] {
-				w(ctx) // drain, so the connection's calls end; outcomes are moot
+			for _, rest := range chunks[ci+1:] {
+				rest.wait(ctx) // drain, so the connection's calls end; outcomes are moot
 			}
 			return f.classify(err)
 		}
-		if end != it.next {
-			return fmt.Errorf("broker %d acknowledged log end %d for a batch ending at %d", f.id, end, it.next)
+		want := c.items[len(c.items)-1].next
+		if end != want {
+			return fmt.Errorf("broker %d acknowledged log end %d for batches ending at %d", f.id, end, want)
 		}
 		f.mu.Lock()
 		f.mu.ackedEnd, f.mu.known = end, true
 		f.mu.Unlock()
-		it.done <- nil
-		it.settled = true
+		for _, it := range c.items {
+			it.done <- nil
+			it.settled = true
+		}
+		sent += len(c.items)
+	}
+	if sent < len(items) {
+		return fmt.Errorf("send to broker %d failed", f.id)
 	}
 	return nil
 }
@@ -324,35 +350,28 @@ func copyBatches(ctx context.Context, p *Partition, peer Peer, epoch int32, from
 		if err != nil {
 			return off, err
 		}
-		var waits []func(context.Context) (int64, error)
-		var ends []int64
-		err = record.Batches(data, func(b record.Batch) bool {
-			req := &transport.ReplicateRequest{Topic: p.Topic, Partition: p.Index, LeaderEpoch: epoch, LeaderID: p.brokerID,
-				HighWatermark: p.HighWatermark(), Batch: b}
-			w, err2 := peer.SendReplicate(ctx, req)
-			if err2 != nil {
-				return false
-			}
-			waits = append(waits, w)
-			ends = append(ends, b.NextOffset())
-			return true
-		})
+		// Whole batches, so the read can go out as one request.
+		var end int64
+		if err := record.Batches(data, func(b record.Batch) bool { end = b.NextOffset(); return true }); err != nil {
+			return off, err
+		}
+		if len(data) == 0 {
+			return off, fmt.Errorf("nothing to copy at offset %d", off)
+		}
+		req := &transport.ReplicateRequest{Topic: p.Topic, Partition: p.Index, LeaderEpoch: epoch, LeaderID: p.brokerID,
+			HighWatermark: p.HighWatermark(), Batch: data}
+		w, err := peer.SendReplicate(ctx, req)
 		if err != nil {
 			return off, err
 		}
-		if len(waits) == 0 {
-			return off, errors.New("send failed")
+		got, err := w(ctx)
+		if err != nil {
+			return off, err
 		}
-		for i, w := range waits {
-			end, err := w(ctx)
-			if err != nil {
-				return off, err
-			}
-			if end != ends[i] {
-				return off, fmt.Errorf("follower acknowledged log end %d, want %d", end, ends[i])
-			}
-			off = end
+		if got != end {
+			return off, fmt.Errorf("follower acknowledged log end %d, want %d", got, end)
 		}
+		off = got
 	}
 	return off, nil
 }

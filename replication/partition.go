@@ -560,15 +560,32 @@ func (p *Partition) Replicate(req *transport.ReplicateRequest) (func(ctx context
 	if st.Leader == p.brokerID && st.LeaderEpoch == req.LeaderEpoch {
 		return nil, fmt.Errorf("%w: broker %d leads %s/%d in epoch %d; broker %d claims to", ErrStaleEpoch, p.brokerID, p.Topic, p.Index, st.LeaderEpoch, req.LeaderID)
 	}
-	res, durable, err := p.log.WriteExact(record.Batch(req.Batch))
+	// The request may carry several batches back to back: each is
+	// appended exactly, in order, and the answer waits for the last.
+	var last storage.AppendResult
+	var durable storage.Durable
+	var werr error
+	err := record.Batches(req.Batch, func(b record.Batch) bool {
+		last, durable, werr = p.log.WriteExact(b)
+		return werr == nil
+	})
+	if err == nil {
+		err = werr
+	}
+	if err == nil && durable == nil {
+		err = fmt.Errorf("%w: a Replicate request with no batch", storage.ErrInvalidBatch)
+	}
 	if err != nil {
+		if errors.Is(err, record.ErrInvalid) || errors.Is(err, record.ErrShort) {
+			err = fmt.Errorf("%w: %w", storage.ErrInvalidBatch, err)
+		}
 		return nil, err
 	}
 	return func(ctx context.Context) (int64, error) {
 		if err := durable(ctx); err != nil {
 			return 0, err
 		}
-		return res.NextOffset, nil
+		return last.NextOffset, nil
 	}, nil
 }
 

@@ -89,7 +89,7 @@ func (c *Conn) readLoop() {
 	defer close(c.done)
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	for {
-		f, err := ReadFrame(br, c.cfg.MaxFrameBytes)
+		f, err := readFrame(br, c.cfg.MaxFrameBytes, c.cfg.MaxFrameBytes)
 		if err != nil {
 			c.fail(err)
 			return

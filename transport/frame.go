@@ -47,6 +47,13 @@ const readChunk = 64 << 10
 // grows as bytes arrive. It returns io.EOF at a clean end between frames and
 // an error wrapping ErrFrame for anything that is not a frame.
 func ReadFrame(r io.Reader, maxSize int) (Frame, error) {
+	return readFrame(r, maxSize, readChunk)
+}
+
+// readFrame is ReadFrame allocating at most ahead bytes before they arrive.
+// A client reading its server's responses, bounded by its own frame limit,
+// may take the whole body at once and spare the regrowing copies.
+func readFrame(r io.Reader, maxSize, ahead int) (Frame, error) {
 	var hdr [4 + FrameHeaderSize]byte
 	if _, err := io.ReadFull(r, hdr[:4]); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
@@ -67,9 +74,9 @@ func ReadFrame(r io.Reader, maxSize int) (Frame, error) {
 		CorrelationID: binary.BigEndian.Uint32(hdr[8:]),
 	}
 	bodyLen := int(n) - FrameHeaderSize
-	body := make([]byte, 0, min(bodyLen, readChunk))
+	body := make([]byte, 0, min(bodyLen, ahead))
 	for len(body) < bodyLen {
-		step := min(bodyLen-len(body), readChunk)
+		step := min(bodyLen-len(body), ahead)
 		if cap(body)-len(body) < step {
 			nb := make([]byte, len(body), min(bodyLen, 2*cap(body)+step))
 			copy(nb, body)
