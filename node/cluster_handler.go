@@ -2,7 +2,9 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"time"
 
 	"gostream/metadata"
 	"gostream/transport"
@@ -143,10 +145,16 @@ func (h *rpcHandler) catchUp(req *transport.Request) transport.Reply {
 		return transport.Immediate(nil, notLeader(t, r.Partition))
 	}
 	return func(ctx context.Context) (transport.Message, error) {
+		st := rep.part.State()
 		from, to, err := rep.part.CatchUp(ctx, r.Broker)
 		if err != nil {
 			return nil, err
 		}
+		h.n.audit(ctx, HistoryEvent{Time: time.Now().UTC(), Requester: req.RemoteAddr, ChangeResult: ChangeResult{
+			Topic: r.Topic, Partition: r.Partition, Action: "catch-up",
+			OldLeader: st.Leader, NewLeader: st.Leader, OldEpoch: st.LeaderEpoch, NewEpoch: st.LeaderEpoch,
+			OldActive: st.Active, NewActive: st.Active, CopiedTo: to,
+		}})
 		return &transport.CatchUpResponse{FromOffset: from, ToOffset: to}, nil
 	}
 }
@@ -250,5 +258,44 @@ func (h *rpcHandler) resetReplica(req *transport.Request) transport.Reply {
 			return nil, fmt.Errorf("%w: reset of %s/%d from epoch %d, metadata has %d", transport.ErrStaleEpoch, r.Topic, r.Partition, r.LeaderEpoch, t.Partitions[r.Partition].LeaderEpoch)
 		}
 		return nil, h.n.broker.resetReplica(r.Topic, r.Partition, r.Offset)
+	}
+}
+
+// audit hands an event to the controller's audit trail: directly on the
+// controller, by an Audit request elsewhere. It is best effort: the change
+// it records is already done, so a failure is logged, not returned.
+func (n *Node) audit(ctx context.Context, ev HistoryEvent) {
+	if n.controller != nil {
+		if err := n.controller.history.append(ev); err != nil {
+			n.logger.Error("write audit trail", "err", err)
+		}
+		return
+	}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+	defer cancel()
+	if err := n.pool.Call(ctx, n.cfg.Controllers[0].Addr, transport.APIAudit, &transport.JSONMessage{Data: data}, nil); err != nil {
+		n.logger.Warn("could not add an event to the controller's audit trail", "action", ev.Action, "err", err)
+	}
+}
+
+func (h *rpcHandler) auditEvent(req *transport.Request) transport.Reply {
+	var m transport.JSONMessage
+	if err := decode(req, &m); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	c, err := h.controller()
+	if err != nil {
+		return transport.Immediate(nil, err)
+	}
+	var ev HistoryEvent
+	if err := json.Unmarshal(m.Data, &ev); err != nil {
+		return transport.Immediate(nil, fmt.Errorf("%w: audit event: %v", transport.ErrInvalidRequest, err))
+	}
+	return func(context.Context) (transport.Message, error) {
+		return nil, c.history.append(ev)
 	}
 }

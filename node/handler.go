@@ -72,6 +72,8 @@ func (h *rpcHandler) Handle(ctx context.Context, req *transport.Request) transpo
 		reply = h.recoverReplica(req)
 	case transport.APIResetReplica:
 		reply = h.resetReplica(req)
+	case transport.APIAudit:
+		reply = h.auditEvent(req)
 	case transport.APIFailover:
 		reply = h.failover(req)
 	case transport.APIRecover:

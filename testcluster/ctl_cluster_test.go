@@ -273,6 +273,13 @@ func TestCtlClusterStatusDescribeAndCatchUp(t *testing.T) {
 	assert.Equal(t, victim, caught.Broker)
 	assert.LessOrEqual(t, caught.FromOffset, caught.ToOffset)
 	assert.Equal(t, end, caught.ToOffset, "the follower ends where the leader does")
+	// The catch-up is in the controller's audit trail.
+	h := ctlJSON[ctlHistory](t, c, "cluster", "history")
+	found := false
+	for _, ev := range h.Events {
+		found = found || ev.Action == "catch-up" && ev.Topic == "orders" && ev.Partition == followed.Partition
+	}
+	assert.True(t, found, "catch-up recorded in cluster history: %+v", h.Events)
 	res = runCtl(t, c, args...)
 	require.Equal(t, 0, res.Exit, res.Stderr)
 	assert.Equal(t, fmt.Sprintf("caught up broker %d on orders/%d from offset %d to %d\n", victim, followed.Partition, end, end), res.Stdout)

@@ -11,6 +11,7 @@ const (
 	APIHistory         API = 32
 	APIRecoverReplica  API = 33
 	APIResetReplica    API = 34
+	APIAudit           API = 35
 )
 
 func init() {
@@ -22,6 +23,7 @@ func init() {
 	apiNames[APIHistory] = "History"
 	apiNames[APIRecoverReplica] = "RecoverReplica"
 	apiNames[APIResetReplica] = "ResetReplica"
+	apiNames[APIAudit] = "Audit"
 }
 
 // JSONMessage carries a JSON document: the operator APIs exchange reports
