@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"gostream/metadata"
@@ -180,12 +181,15 @@ func (h *rpcHandler) fetch(req *transport.Request) transport.Reply {
 	}
 	maxBytes := min(int(r.MaxBytes), h.n.cfg.MaxFrameBytes-fetchFrameSlack)
 	return func(ctx context.Context) (transport.Message, error) {
-		res, err := rep.part.Fetch(ctx, r.Offset, maxBytes, time.Duration(r.MaxWaitMs)*time.Millisecond)
+		buf := getReadBuffer(maxBytes)
+		res, err := rep.part.FetchInto(ctx, r.Offset, maxBytes, time.Duration(r.MaxWaitMs)*time.Millisecond, buf)
 		if err != nil {
+			putReadBuffer(buf)
 			return nil, err
 		}
 		h.n.metrics.bytesOut.Add(float64(len(res.Batches)))
-		return &transport.FetchResponse{HighWatermark: res.HighWatermark, LogStartOffset: res.LogStartOffset, Batches: res.Batches}, nil
+		return &transport.FetchResponse{HighWatermark: res.HighWatermark, LogStartOffset: res.LogStartOffset, Batches: res.Batches,
+			Done: func() { putReadBuffer(buf) }}, nil
 	}
 }
 
@@ -299,5 +303,26 @@ func (h *rpcHandler) sealTopic(req *transport.Request) transport.Reply {
 	}
 	return func(ctx context.Context) (transport.Message, error) {
 		return nil, c.sealTopic(ctx, r.Name)
+	}
+}
+
+// Fetch read buffers are reused: a consumer reading 1 MiB at a time would
+// otherwise make the node allocate (and collect) a megabyte per request.
+// Only buffers of the common size are pooled.
+const pooledReadBuffer = 1 << 20
+
+var readBuffers = sync.Pool{New: func() any { b := make([]byte, pooledReadBuffer); return &b }}
+
+func getReadBuffer(maxBytes int) []byte {
+	if maxBytes > pooledReadBuffer {
+		return nil // Read allocates what it needs
+	}
+	return (*readBuffers.Get().(*[]byte))[:0]
+}
+
+func putReadBuffer(b []byte) {
+	if cap(b) == pooledReadBuffer {
+		b = b[:cap(b)]
+		readBuffers.Put(&b)
 	}
 }

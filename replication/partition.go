@@ -441,6 +441,12 @@ type FetchResult struct {
 // ErrOffsetOutOfRange for an offset below the log start or above the log
 // end.
 func (p *Partition) Fetch(ctx context.Context, offset int64, maxBytes int, maxWait time.Duration) (FetchResult, error) {
+	return p.FetchInto(ctx, offset, maxBytes, maxWait, nil)
+}
+
+// FetchInto is Fetch reading into buf when it is large enough, so a server
+// can reuse its read buffers; the result's Batches may alias buf.
+func (p *Partition) FetchInto(ctx context.Context, offset int64, maxBytes int, maxWait time.Duration, buf []byte) (FetchResult, error) {
 	var timer <-chan time.Time
 	if maxWait > 0 {
 		t := time.NewTimer(maxWait)
@@ -462,7 +468,7 @@ func (p *Partition) Fetch(ctx context.Context, offset int64, maxBytes int, maxWa
 			return FetchResult{}, fmt.Errorf("%w: offset %d, partition %s/%d holds [%d, %d)", ErrOffsetOutOfRange, offset, p.Topic, p.Index, start, end)
 		}
 		if offset < hw {
-			b, err := p.log.Read(ctx, offset, maxBytes, hw, nil)
+			b, err := p.log.Read(ctx, offset, maxBytes, hw, buf)
 			if errors.Is(err, storage.ErrOffsetOutOfRange) {
 				return FetchResult{}, fmt.Errorf("%w: %w", ErrOffsetOutOfRange, err)
 			}

@@ -36,6 +36,17 @@ type FetchResponse struct {
 	HighWatermark  int64
 	LogStartOffset int64
 	Batches        []byte
+	// Done, if set, is called by the server once the response is encoded,
+	// so the handler may reuse the buffer Batches points into. It is not
+	// sent.
+	Done func()
+}
+
+// Release implements the server's hook for encoded responses.
+func (r *FetchResponse) Release() {
+	if r.Done != nil {
+		r.Done()
+	}
 }
 
 // EncodedSize is the size of the encoding, so a server can size its buffer.

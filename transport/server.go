@@ -341,6 +341,11 @@ func (c *serverConn) respond(req *Request, m Message, err error, log hclog.Logge
 		n := len(frame) - hdr
 		frame = AppendResponseError(frame[:hdr], ToWire(fmt.Errorf("%w: response of %d bytes exceeds the frame limit", ErrMessageTooLarge, n)))
 	}
+	// The frame holds its own copy now: a message may give back what it
+	// borrowed (a fetch's read buffer).
+	if r, ok := m.(interface{ Release() }); ok {
+		r.Release()
+	}
 	binary.BigEndian.PutUint32(frame[0:], uint32(len(frame)-4))
 	binary.BigEndian.PutUint16(frame[4:], req.API)
 	binary.BigEndian.PutUint16(frame[6:], req.Version)
