@@ -18,12 +18,9 @@ func (h *rpcHandler) replicate(req *transport.Request) transport.Reply {
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
 	}
-	_, rep, err := h.n.broker.lookup(r.Topic, r.Partition)
+	rep, err := h.replicaOf(r.Topic, r.Partition)
 	if err != nil {
 		return transport.Immediate(nil, err)
-	}
-	if rep == nil {
-		return transport.Immediate(nil, fmt.Errorf("%w: broker %d holds no replica of %s/%d", transport.ErrUnknownPartition, h.n.cfg.ID, r.Topic, r.Partition))
 	}
 	wait, err := rep.part.Replicate(&r)
 	if err != nil {
@@ -43,12 +40,9 @@ func (h *rpcHandler) replicaState(req *transport.Request) transport.Reply {
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
 	}
-	_, rep, err := h.n.broker.lookup(r.Topic, r.Partition)
+	rep, err := h.replicaOf(r.Topic, r.Partition)
 	if err != nil {
 		return transport.Immediate(nil, err)
-	}
-	if rep == nil {
-		return transport.Immediate(nil, fmt.Errorf("%w: broker %d holds no replica of %s/%d", transport.ErrUnknownPartition, h.n.cfg.ID, r.Topic, r.Partition))
 	}
 	// Fencing writes the epoch file, so it runs in the Reply, not in line.
 	return func(context.Context) (transport.Message, error) {
@@ -137,12 +131,9 @@ func (h *rpcHandler) catchUp(req *transport.Request) transport.Reply {
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
 	}
-	t, rep, err := h.n.broker.lookup(r.Topic, r.Partition)
+	rep, err := h.leaderOf(r.Topic, r.Partition)
 	if err != nil {
 		return transport.Immediate(nil, err)
-	}
-	if rep == nil || rep.part.State().Leader != h.n.cfg.ID {
-		return transport.Immediate(nil, notLeader(t, r.Partition))
 	}
 	return func(ctx context.Context) (transport.Message, error) {
 		st := rep.part.State()
@@ -157,6 +148,19 @@ func (h *rpcHandler) catchUp(req *transport.Request) transport.Reply {
 		}})
 		return &transport.CatchUpResponse{FromOffset: from, ToOffset: to}, nil
 	}
+}
+
+// leaderOf finds this broker's replica of a partition that it leads, for
+// requests only a leader serves.
+func (h *rpcHandler) leaderOf(topic string, partition int32) (*replica, error) {
+	t, rep, err := h.n.broker.lookup(topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	if rep == nil || rep.part.State().Leader != h.n.cfg.ID {
+		return nil, notLeader(t, partition)
+	}
+	return rep, nil
 }
 
 // replicaOf finds this broker's replica of a partition for replica-level
@@ -227,12 +231,9 @@ func (h *rpcHandler) recoverReplica(req *transport.Request) transport.Reply {
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
 	}
-	t, rep, err := h.n.broker.lookup(r.Topic, r.Partition)
+	rep, err := h.leaderOf(r.Topic, r.Partition)
 	if err != nil {
 		return transport.Immediate(nil, err)
-	}
-	if rep == nil || rep.part.State().Leader != h.n.cfg.ID {
-		return transport.Immediate(nil, notLeader(t, r.Partition))
 	}
 	return func(ctx context.Context) (transport.Message, error) {
 		res, err := rep.part.RecoverFollower(ctx, r.Broker)

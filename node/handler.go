@@ -154,6 +154,20 @@ func (h *rpcHandler) produce(req *transport.Request) transport.Reply {
 	}
 }
 
+// hosted finds this broker's replica of a partition for client requests; a
+// broker that holds none answers NotLeader, so the client looks again.
+// The partition itself refuses what only its leader may serve.
+func (h *rpcHandler) hosted(topic string, partition int32) (*replica, error) {
+	t, rep, err := h.n.broker.lookup(topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	if rep == nil {
+		return nil, notLeader(t, partition)
+	}
+	return rep, nil
+}
+
 func notLeader(t *metadata.Topic, partition int32) error {
 	p := t.Partitions[partition]
 	return fmt.Errorf("%w: partition %s/%d is led by broker %d", transport.ErrNotLeader, t.Name, partition, p.Leader)
@@ -164,12 +178,9 @@ func (h *rpcHandler) fetch(req *transport.Request) transport.Reply {
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
 	}
-	t, rep, err := h.n.broker.lookup(r.Topic, r.Partition)
+	rep, err := h.hosted(r.Topic, r.Partition)
 	if err != nil {
 		return transport.Immediate(nil, err)
-	}
-	if rep == nil {
-		return transport.Immediate(nil, notLeader(t, r.Partition))
 	}
 	switch {
 	case r.Offset < 0:
@@ -198,12 +209,9 @@ func (h *rpcHandler) listOffsets(req *transport.Request) transport.Reply {
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
 	}
-	t, rep, err := h.n.broker.lookup(r.Topic, r.Partition)
+	rep, err := h.hosted(r.Topic, r.Partition)
 	if err != nil {
 		return transport.Immediate(nil, err)
-	}
-	if rep == nil {
-		return transport.Immediate(nil, notLeader(t, r.Partition))
 	}
 	start, hw, end, err := rep.part.LeaderOffsets()
 	if err != nil {
