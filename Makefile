@@ -16,7 +16,7 @@ FUZZTIME      ?= 60s
 BENCHCOUNT ?= 5
 BENCHTIME  ?= 1s
 
-.PHONY: all build test fuzz run demo bench fmt lint clean
+.PHONY: all build test fuzz run demo bench fmt lint clean chaos
 
 all: build
 
@@ -60,6 +60,17 @@ bench:
 .PHONY: bench-compare
 bench-compare: build
 	BIN=$(BIN) GO=$(GO) scripts/bench-compare.sh
+
+# The chaos harness (testcluster/, DESIGN.md section 10): every scenario
+# on its own 3-node cluster, CHAOS_DURATION of faults each (six scenarios:
+# at least 10 minutes in all), then the checker. Not part of `make test`.
+# A run that finds a violation is saved in testcluster/runs/<scenario>-<seed>/
+# with the command that replays it; exit 1 on any violation.
+CHAOS_DURATION  ?= 100s
+CHAOS_SEED      ?= 0
+CHAOS_SCENARIOS ?= leader-kill,follower-kill,leader-pause,controller-mid-failover,rolling-restart,random
+chaos:
+	$(GO) run ./testcluster/cmd/chaos --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED) --scenarios $(CHAOS_SCENARIOS)
 
 fmt:
 	gofmt -w .

@@ -5,3 +5,10 @@
 // node's packages: it sees the cluster only as a user does, through
 // processes, ports, files and the client library.
 package testcluster
+
+// The chaos harness (history.go, workload.go, checker.go, scenario.go and
+// cmd/chaos, run by `make chaos`, never by `make test`) runs a workload of
+// producers and consumers against a 3-node cluster while it injects a
+// scenario's faults and runs gostream-ctl failover and recover as an
+// operator would, then checks the invariants of DESIGN.md section 10 from
+// the recorded history and from the replicas' files.

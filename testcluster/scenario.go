@@ -1,0 +1,655 @@
+package testcluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"gostream/client"
+)
+
+// Scenarios are the chaos scenarios, in the order `make chaos` runs them.
+var Scenarios = []string{"leader-kill", "follower-kill", "leader-pause", "controller-mid-failover", "rolling-restart", "random"}
+
+// ScenarioConfig is one run of one scenario.
+type ScenarioConfig struct {
+	Name     string
+	Seed     int64
+	Duration time.Duration // of the faults; healing and checking come on top
+	// RunsDir receives the history, logs and data directories of a run
+	// that found a violation (default testcluster/runs in the module).
+	RunsDir string
+	Race    bool
+	// Out receives the harness's progress lines (default os.Stdout).
+	Out io.Writer
+	// Replay is the command line that reruns this scenario, printed on a
+	// violation.
+	Replay string
+}
+
+// Result is the outcome of one scenario run.
+type Result struct {
+	Scenario string
+	Seed     int64
+	Stats    CheckStats
+	Faults   int
+	// LeaderFaults counts the faults that hit a partition leader.
+	LeaderFaults int
+	Violations   []string
+	SavedTo      string
+	// Notes are observations that violate no invariant (an operator
+	// command that needed a workaround).
+	Notes []string
+	Err   error // the harness could not run the scenario
+}
+
+const chaosTopic = "chaos"
+
+type run struct {
+	cfg    ScenarioConfig
+	c      *Cluster
+	rng    *rand.Rand
+	hist   *History
+	dir    string
+	out    io.Writer
+	logMu  sync.Mutex
+	logf   *os.File
+	faults int
+	paused map[int32]bool
+	notes  []string
+
+	leaderFaults int
+}
+
+func (r *run) say(format string, args ...any) {
+	line := fmt.Sprintf("%s [%s seed %d] %s", time.Now().UTC().Format("15:04:05.000"), r.cfg.Name, r.cfg.Seed, fmt.Sprintf(format, args...))
+	fmt.Fprintln(r.out, line)
+	r.log("%s", line)
+}
+
+func (r *run) log(format string, args ...any) {
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	fmt.Fprintf(r.logf, "%s %s\n", time.Now().UTC().Format(time.RFC3339Nano), strings.TrimRight(fmt.Sprintf(format, args...), "\n"))
+}
+
+// RunScenario starts a 3-node cluster in a temporary directory, runs the
+// workload on a replicated topic while injecting the scenario's faults and
+// running the operator's commands, heals, drains and checks.
+func RunScenario(cfg ScenarioConfig) (res Result) {
+	res = Result{Scenario: cfg.Name, Seed: cfg.Seed}
+	if cfg.Out == nil {
+		cfg.Out = os.Stdout
+	}
+	fault, partitions, ok := scenarioFault(cfg.Name)
+	if !ok {
+		res.Err = fmt.Errorf("unknown scenario %q (have %s)", cfg.Name, strings.Join(Scenarios, ", "))
+		return res
+	}
+	dir, err := os.MkdirTemp("", "gostream-chaos-")
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	defer os.RemoveAll(dir)
+	r := &run{cfg: cfg, rng: rand.New(rand.NewSource(cfg.Seed)), hist: &History{}, dir: dir, out: cfg.Out, paused: map[int32]bool{}}
+	if r.logf, err = os.Create(filepath.Join(dir, "harness.log")); err != nil {
+		res.Err = err
+		return res
+	}
+	defer r.logf.Close()
+	defer func() {
+		if len(res.Violations) > 0 || res.Err != nil {
+			res.SavedTo = r.save(res)
+		}
+	}()
+	r.c, err = New(Config{Nodes: 3, Dir: dir, Race: cfg.Race, Logf: r.log})
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	defer r.c.Close()
+	if err := r.c.Start(); err != nil {
+		res.Err = err
+		return res
+	}
+	if err := r.createTopic(partitions); err != nil {
+		res.Err = err
+		return res
+	}
+	w := NewWorkload(strings.Split(r.c.Bootstrap(), ","), WorkloadConfig{Topic: chaosTopic, Partitions: partitions, Producers: 4, Consumers: 2}, r.hist)
+	if err := w.Start(); err != nil {
+		res.Err = err
+		return res
+	}
+	r.say("cluster up in %s, workload started: 4 producers, 2 consumers, %d partitions", dir, partitions)
+
+	end := time.Now().Add(cfg.Duration)
+	for time.Now().Before(end) {
+		r.sleep(1000, 3000)
+		if !time.Now().Before(end) {
+			break
+		}
+		if err := fault(r); err != nil {
+			r.say("fault: %v", err)
+			res.Err = err
+			break
+		}
+		r.faults++
+	}
+	res.Faults = r.faults
+	res.LeaderFaults = r.leaderFaults
+	defer func() { res.Notes = r.notes }()
+	r.say("healing")
+	if err := r.heal(); err != nil {
+		r.say("heal: %v", err)
+		res.Violations = append(res.Violations, "heal: "+err.Error())
+	}
+	time.Sleep(2 * time.Second) // some writes after the cluster healed
+	w.StopProducers()
+	r.say("producers stopped; draining the consumers")
+	if err := w.Drain(90 * time.Second); err != nil {
+		r.say("%v", err)
+		res.Violations = append(res.Violations, "drain (acknowledged writes past what was read may show as lost): "+err.Error())
+	}
+	v, st := CheckHistory(r.hist.Ops())
+	res.Stats = st
+	res.Violations = append(res.Violations, v...)
+	res.Violations = append(res.Violations, CheckReplicas(r.c, chaosTopic, 30*time.Second)...)
+	r.say("checked: %d operations, %d produces, %d acknowledged, %d records read, %d violations",
+		st.Ops, st.Produces, st.Acked, st.Reads, len(res.Violations))
+	return res
+}
+
+// scenarioFault returns a scenario's fault step and its topic's partitions.
+func scenarioFault(name string) (func(*run) error, int, bool) {
+	switch name {
+	case "leader-kill":
+		return (*run).leaderKill, 3, true
+	case "follower-kill":
+		// Two partitions led by brokers 1 and 2: broker 3 only follows.
+		return (*run).followerKill, 2, true
+	case "leader-pause":
+		return (*run).leaderPause, 3, true
+	case "controller-mid-failover":
+		return (*run).controllerMidFailover, 3, true
+	case "rolling-restart":
+		return (*run).rollingRestart, 3, true
+	case "random":
+		return (*run).randomFault, 3, true
+	}
+	return nil, 0, false
+}
+
+func (r *run) sleep(minMs, maxMs int) {
+	time.Sleep(time.Duration(minMs+r.rng.Intn(maxMs-minMs+1)) * time.Millisecond)
+}
+
+// describe returns the topic's metadata as the cluster reports it now.
+func describe(c *Cluster, topic string) (client.TopicMetadata, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := client.New(ctx, client.Config{Bootstrap: strings.Split(c.Bootstrap(), ","), RequestTimeout: 3 * time.Second, DialTimeout: time.Second})
+	if err != nil {
+		return client.TopicMetadata{}, err
+	}
+	defer cl.Close()
+	if err := cl.RefreshMetadata(ctx, topic); err != nil {
+		return client.TopicMetadata{}, err
+	}
+	return cl.DescribeTopic(ctx, topic)
+}
+
+func (r *run) createTopic(partitions int) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		cl, err := client.New(ctx, client.Config{Bootstrap: strings.Split(r.c.Bootstrap(), ","), RequestTimeout: 5 * time.Second})
+		if err == nil {
+			var md client.Metadata
+			if md, err = cl.Metadata(ctx); err == nil {
+				if len(md.Brokers) < len(r.c.Nodes) {
+					err = fmt.Errorf("%d of %d brokers registered", len(md.Brokers), len(r.c.Nodes))
+				} else {
+					_, err = cl.CreateTopic(ctx, chaosTopic, partitions, 3)
+				}
+			}
+			cl.Close()
+		}
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("create topic: %w", err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// ctl runs gostream-ctl until it exits 0, as an operator retries a command
+// the cluster is not ready for yet. It names every broker in --bootstrap
+// first; when that times out while bootstrapping (a paused broker accepts
+// the connection and never answers), it names only the brokers known to be
+// up and running, as an operator would next, and notes it.
+func (r *run) ctl(timeout time.Duration, args ...string) error {
+	deadline := time.Now().Add(timeout)
+	bootstrap := r.c.Bootstrap()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		res, err := r.ctlAt(ctx, bootstrap, args...)
+		cancel()
+		if err == nil && res.Exit == 0 {
+			r.say("gostream-ctl --bootstrap %s %s: ok", bootstrap, strings.Join(args, " "))
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("exit %d: %s", res.Exit, strings.TrimSpace(res.Stderr))
+			if strings.Contains(res.Stderr, "bootstrap: context deadline exceeded") && bootstrap == r.c.Bootstrap() {
+				r.note(fmt.Sprintf("gostream-ctl --bootstrap <all brokers> %s timed out bootstrapping (%s) with a broker paused %v; retried naming only the live brokers",
+					strings.Join(args, " "), strings.TrimSpace(res.Stderr), r.pausedIDs()))
+				bootstrap = r.liveBootstrap()
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("gostream-ctl %s: %w", strings.Join(args, " "), err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func (r *run) ctlAt(ctx context.Context, bootstrap string, args ...string) (CtlResult, error) {
+	cmd := exec.CommandContext(ctx, r.c.Bins.Ctl, append([]string{"--bootstrap", bootstrap}, args...)...)
+	cmd.Env = append(cleanEnv(), "GORACE=atexit_sleep_ms=0")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	res := CtlResult{Stdout: out.String(), Stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		res.Exit = ee.ExitCode()
+	case err != nil:
+		return res, err
+	}
+	r.log("ctl --bootstrap %s %s -> exit %d\n%s%s", bootstrap, strings.Join(args, " "), res.Exit, res.Stdout, res.Stderr)
+	return res, nil
+}
+
+// liveBootstrap names the brokers running and not paused.
+func (r *run) liveBootstrap() string {
+	var addrs []string
+	for _, n := range r.c.Nodes {
+		if n.Running() && !r.paused[n.ID] {
+			addrs = append(addrs, n.RPC)
+		}
+	}
+	return strings.Join(addrs, ",")
+}
+
+func (r *run) pausedIDs() []int32 {
+	var ids []int32
+	for _, n := range r.c.Nodes {
+		if r.paused[n.ID] {
+			ids = append(ids, n.ID)
+		}
+	}
+	return ids
+}
+
+// note records an observation that is not an invariant violation.
+func (r *run) note(s string) {
+	r.say("note: %s", s)
+	r.notes = append(r.notes, s)
+}
+
+func (r *run) failover(id int32) error {
+	return r.ctl(60*time.Second, "failover", "--broker", fmt.Sprint(id))
+}
+
+func (r *run) recover(id int32) error {
+	return r.ctl(60*time.Second, "recover", "--broker", fmt.Sprint(id))
+}
+
+// restart starts a stopped node and runs recover for it.
+func (r *run) restart(id int32) error {
+	if err := r.c.StartNode(id); err != nil {
+		return err
+	}
+	r.say("node %d restarted", id)
+	return r.recover(id)
+}
+
+// leaders returns the brokers leading a partition of the topic.
+func (r *run) leaders() (map[int32]bool, error) {
+	tm, err := describe(r.c, chaosTopic)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int32]bool{}
+	for _, p := range tm.Partitions {
+		out[p.Leader] = true
+	}
+	return out, nil
+}
+
+// victim picks a broker other than the controller (failover needs the
+// controller): a leader when leader is true, otherwise one leading nothing
+// if there is one. what describes the pick. Failover prefers the lowest
+// broker id among equally complete replicas, so leadership drifts to the
+// controller (broker 1), which these scenarios never fail over; once it
+// leads every partition no other broker is a leader, the pick is a
+// follower, and the fault is counted as such.
+func (r *run) victim(leader bool) (id int32, what string, err error) {
+	ls, err := r.leaders()
+	if err != nil {
+		return 0, "", err
+	}
+	var pick []int32
+	for _, id := range []int32{2, 3} {
+		if ls[id] == leader {
+			pick = append(pick, id)
+		}
+	}
+	what = "a follower"
+	if leader {
+		what = "a leader"
+	}
+	if len(pick) == 0 {
+		pick = []int32{2, 3}
+		what = "a follower: no broker but the controller leads a partition now"
+		if !leader {
+			what = "a leader: every broker leads a partition"
+		}
+	}
+	id = pick[r.rng.Intn(len(pick))]
+	if strings.HasPrefix(what, "a leader") {
+		r.leaderFaults++
+	}
+	return id, what, nil
+}
+
+func (r *run) killAndFailover(id int32, what string) error {
+	if err := r.c.Node(id).Kill(); err != nil {
+		return err
+	}
+	r.say("killed node %d (%s)", id, what)
+	if err := r.failover(id); err != nil {
+		return err
+	}
+	r.sleep(2000, 5000)
+	return r.restart(id)
+}
+
+func (r *run) leaderKill() error {
+	id, what, err := r.victim(true)
+	if err != nil {
+		return err
+	}
+	return r.killAndFailover(id, what)
+}
+
+func (r *run) followerKill() error {
+	id, what, err := r.victim(false)
+	if err != nil {
+		return err
+	}
+	return r.killAndFailover(id, what)
+}
+
+func (r *run) leaderPause() error {
+	id, what, err := r.victim(true)
+	if err != nil {
+		return err
+	}
+	if err := r.c.Node(id).Pause(); err != nil {
+		return err
+	}
+	r.paused[id] = true
+	r.say("paused node %d (%s)", id, what)
+	if err := r.failover(id); err != nil {
+		return err
+	}
+	r.sleep(2000, 5000)
+	if err := r.c.Node(id).Resume(); err != nil {
+		return err
+	}
+	delete(r.paused, id)
+	r.say("resumed node %d (the zombie)", id)
+	if err := r.c.Node(id).WaitHealthy(30 * time.Second); err != nil {
+		return err
+	}
+	return r.recover(id)
+}
+
+func (r *run) controllerMidFailover() error {
+	id, what, err := r.victim(true)
+	if err != nil {
+		return err
+	}
+	if err := r.c.Node(id).Kill(); err != nil {
+		return err
+	}
+	r.say("killed node %d (%s)", id, what)
+	ctrl := r.c.Node(1)
+	if err := ctrl.Stop(10 * time.Second); err != nil {
+		r.say("stop node 1: %v", err)
+	}
+	ctrl.Env = []string{"GOSTREAM_CRASHPOINT=failover-after-fence"}
+	err = r.c.StartNode(1)
+	ctrl.Env = nil
+	if err != nil {
+		return err
+	}
+	r.say("node 1 (controller) restarted with crash point failover-after-fence")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	res, err := r.c.Ctl(ctx, "", "failover", "--broker", fmt.Sprint(id))
+	cancel()
+	if err != nil {
+		return err
+	}
+	r.say("gostream-ctl failover --broker %d with the crash point: exit %d %s", id, res.Exit, strings.TrimSpace(res.Stderr))
+	for deadline := time.Now().Add(15 * time.Second); ctrl.Running() && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if ctrl.Running() {
+		r.note("node 1 did not die at the crash point (no partition of the victim needed a leader failover); killed it")
+		ctrl.Kill()
+	}
+	if err := r.c.StartNode(1); err != nil {
+		return err
+	}
+	r.say("node 1 (controller) restarted")
+	if err := r.failover(id); err != nil {
+		return err
+	}
+	if err := r.recover(1); err != nil {
+		return err
+	}
+	r.sleep(1000, 3000)
+	return r.restart(id)
+}
+
+// countIfLeader counts a fault on broker id if it leads a partition.
+func (r *run) countIfLeader(id int32) {
+	if ls, err := r.leaders(); err == nil && ls[id] {
+		r.leaderFaults++
+	}
+}
+
+func (r *run) rollingRestart() error {
+	for _, id := range []int32{1, 2, 3} {
+		r.countIfLeader(id)
+		if err := r.c.Node(id).Stop(10 * time.Second); err != nil {
+			r.say("stop node %d: %v", id, err)
+		}
+		r.say("stopped node %d", id)
+		if id != 1 {
+			if err := r.failover(id); err != nil {
+				return err
+			}
+		}
+		r.sleep(500, 1500)
+		if err := r.restart(id); err != nil {
+			return err
+		}
+		r.sleep(500, 1500)
+	}
+	return nil
+}
+
+func (r *run) randomFault() error {
+	switch k := r.rng.Intn(6); k {
+	case 0:
+		return r.leaderKill()
+	case 1:
+		return r.followerKill()
+	case 2:
+		return r.leaderPause()
+	case 3:
+		return r.controllerMidFailover()
+	case 4:
+		// The controller killed and restarted: nothing to fail over to.
+		r.countIfLeader(1)
+		if err := r.c.Node(1).Kill(); err != nil {
+			return err
+		}
+		r.say("killed node 1 (the controller)")
+		r.sleep(500, 3000)
+		return r.restart(1)
+	default:
+		id := int32(2 + r.rng.Intn(2))
+		r.countIfLeader(id)
+		if err := r.c.Node(id).Stop(10 * time.Second); err != nil {
+			r.say("stop node %d: %v", id, err)
+		}
+		r.say("stopped node %d cleanly", id)
+		if err := r.failover(id); err != nil {
+			return err
+		}
+		r.sleep(500, 3000)
+		return r.restart(id)
+	}
+}
+
+// heal brings every node back, resumed and running, recovers each and
+// waits until every partition's active set holds all its replicas.
+func (r *run) heal() error {
+	var errs []error
+	for _, n := range r.c.Nodes {
+		if r.paused[n.ID] {
+			n.Resume()
+			delete(r.paused, n.ID)
+		}
+		if !n.Running() {
+			if err := r.c.StartNode(n.ID); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+	}
+	for _, n := range r.c.Nodes {
+		if err := r.recover(n.ID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		tm, err := describe(r.c, chaosTopic)
+		if err == nil {
+			full := true
+			for _, p := range tm.Partitions {
+				full = full && len(p.Active) == len(p.Replicas)
+			}
+			if full {
+				break
+			}
+			err = fmt.Errorf("active sets not full: %+v", tm.Partitions)
+		}
+		if time.Now().After(deadline) {
+			errs = append(errs, err)
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return errors.Join(errs...)
+}
+
+// save copies the history, the logs and the data directories of a run
+// into RunsDir/<scenario>-<seed>/ and returns that directory.
+func (r *run) save(res Result) string {
+	root := r.cfg.RunsDir
+	if root == "" {
+		mod, err := moduleRoot()
+		if err != nil {
+			r.say("save: %v", err)
+			return ""
+		}
+		root = filepath.Join(mod, "testcluster", "runs")
+	}
+	dst := filepath.Join(root, fmt.Sprintf("%s-%d", r.cfg.Name, r.cfg.Seed))
+	os.RemoveAll(dst)
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		r.say("save: %v", err)
+		return ""
+	}
+	if r.c != nil {
+		r.c.Close() // stop writers before copying their files
+	}
+	if err := r.hist.Save(filepath.Join(dst, "history.jsonl")); err != nil {
+		r.say("save history: %v", err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "scenario %s\nseed %d\nduration %s\nreplay: %s\n", r.cfg.Name, r.cfg.Seed, r.cfg.Duration, r.cfg.Replay)
+	if res.Err != nil {
+		fmt.Fprintf(&b, "harness error: %v\n", res.Err)
+	}
+	fmt.Fprintf(&b, "\n%d violations:\n", len(res.Violations))
+	for _, v := range res.Violations {
+		fmt.Fprintf(&b, "  %s\n", v)
+	}
+	os.WriteFile(filepath.Join(dst, "violations.txt"), []byte(b.String()), 0o644)
+	if err := copyTree(r.dir, dst); err != nil {
+		r.say("save: %v", err)
+	}
+	r.say("saved history, logs and data directories to %s", dst)
+	if r.cfg.Replay != "" {
+		r.say("replay with: %s", r.cfg.Replay)
+	}
+	return dst
+}
+
+// copyTree copies the regular files under src into dst.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, data, 0o644)
+	})
+}
