@@ -266,12 +266,18 @@ func (c *Client) candidates() []string {
 	return addrs
 }
 
+// metadataAttemptTimeout bounds one metadata request of a refresh.
+const metadataAttemptTimeout = 2 * time.Second
+
 func (c *Client) refresh(ctx context.Context, topics []string) error {
 	var errs []error
 	answered := false
 	for _, addr := range c.candidates() {
 		var resp transport.MetadataResponse
-		cctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+		// A live broker answers metadata at once; a paused one never does,
+		// so one attempt gets only a short part of the budget and the next
+		// address its chance.
+		cctx, cancel := context.WithTimeout(ctx, min(c.cfg.RequestTimeout, metadataAttemptTimeout))
 		err := c.pool.Call(cctx, addr, transport.APIMetadata, &transport.MetadataRequest{Topics: topics}, &resp)
 		cancel()
 		if err != nil {
