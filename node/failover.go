@@ -32,6 +32,7 @@ type Candidate struct {
 	Reachable    bool   `json:"reachable"`
 	LastEpoch    int32  `json:"last_epoch"`
 	LogEndOffset int64  `json:"log_end_offset"`
+	logStart     int64  // from the same answer; bounds the shared range
 	Agrees       bool   `json:"agrees"`
 	Chosen       bool   `json:"chosen"`
 	Note         string `json:"note,omitempty"`
@@ -291,7 +292,7 @@ func (c *controller) probe(ctx context.Context, topic string, partition int32, a
 			if err != nil {
 				cd.Note = err.Error()
 			} else {
-				cd.Reachable, cd.LastEpoch, cd.LogEndOffset = true, st.LastEpoch, st.LogEndOffset
+				cd.Reachable, cd.LastEpoch, cd.LogEndOffset, cd.logStart = true, st.LastEpoch, st.LogEndOffset, st.LogStartOffset
 			}
 			mu.Lock()
 			out = append(out, cd)
@@ -309,17 +310,9 @@ func (c *controller) agree(ctx context.Context, topic string, partition int32, a
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var da, db transport.ReplicaDigestResponse
-	req := &transport.ReplicaDigestRequest{Topic: topic, Partition: partition, From: 0, To: to}
-	// The shared range starts at the later log start of the two.
-	for _, side := range []struct {
-		id int32
-		st *transport.ReplicaStateResponse
-	}{{a.Broker, &transport.ReplicaStateResponse{}}, {b.Broker, &transport.ReplicaStateResponse{}}} {
-		if err := c.call(ctx, side.id, transport.APIReplicaState, &transport.ReplicaStateRequest{Topic: topic, Partition: partition}, side.st); err != nil {
-			return false, err.Error()
-		}
-		req.From = max(req.From, side.st.LogStartOffset)
-	}
+	// The shared range starts at the later log start of the two, as the
+	// probe read them.
+	req := &transport.ReplicaDigestRequest{Topic: topic, Partition: partition, From: max(a.logStart, b.logStart), To: to}
 	if req.From >= to {
 		return true, "no shared offsets"
 	}

@@ -181,11 +181,9 @@ func (p *Partition) SetState(s State) error {
 	if err := p.fenceTo(s.LeaderEpoch); err != nil {
 		return err
 	}
+	// fenceTo refused anything below the highest epoch seen, which is at
+	// least the epoch of the state held.
 	p.mu.Lock()
-	if s.LeaderEpoch < p.mu.state.LeaderEpoch {
-		p.mu.Unlock()
-		return fmt.Errorf("%w: partition %s/%d at epoch %d, asked for %d", ErrStaleEpoch, p.Topic, p.Index, p.mu.state.LeaderEpoch, s.LeaderEpoch)
-	}
 	prev := p.mu.state
 	p.mu.state = State{Leader: s.Leader, LeaderEpoch: s.LeaderEpoch, Active: slices.Clone(s.Active)}
 	if s.LeaderEpoch > prev.LeaderEpoch {

@@ -3,6 +3,7 @@ package testcluster
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -124,14 +125,36 @@ func (c *Cluster) freshAddrs(n *Node) error {
 	return err
 }
 
-// Start starts every node.
+// Start starts every node and returns once every one has registered with
+// the controller, so that a topic created next is placed over all of them
+// (placement uses the brokers registered at creation).
 func (c *Cluster) Start() error {
 	for _, n := range c.Nodes {
 		if err := c.StartNode(n.ID); err != nil {
 			return err
 		}
 	}
-	return nil
+	return c.waitRegistered(60 * time.Second)
+}
+
+// waitRegistered polls the controller's /api/status until it lists every
+// node as a registered broker.
+func (c *Cluster) waitRegistered(timeout time.Duration) error {
+	ctrl := c.Nodes[0]
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		body, err := ctrl.HTTPGet("/api/status")
+		var st struct {
+			Brokers []struct{} `json:"brokers"`
+		}
+		if err == nil && json.Unmarshal(body, &st) == nil && len(st.Brokers) >= len(c.Nodes) {
+			return nil
+		}
+		last = fmt.Sprintf("%d of %d brokers registered (err %v)", len(st.Brokers), len(c.Nodes), err)
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("testcluster: not every node registered within %s: %s", timeout, last)
 }
 
 // Close kills every node. It is safe to call more than once.

@@ -26,35 +26,13 @@ func newClient(t *testing.T, c *Cluster) *client.Client {
 	cl, err := client.New(ctx, client.Config{Bootstrap: strings.Split(c.Bootstrap(), ","), RequestTimeout: 3 * time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() { cl.Close() })
-	clusterSize.Lock()
-	clusterSize.m[cl] = len(c.Nodes)
-	clusterSize.Unlock()
 	return cl
 }
 
-// clusterSize remembers how many nodes a test client's cluster has, so
-// that createTopic waits for all of them to register.
-var clusterSize = struct {
-	sync.Mutex
-	m map[*client.Client]int
-}{m: map[*client.Client]int{}}
-
-// createTopic creates a topic once every broker has registered (placement
-// is computed over the brokers registered at creation).
+// createTopic creates a topic; Cluster.Start has waited for every broker
+// to register, so placement spans them all.
 func createTopic(t *testing.T, cl *client.Client, name string, partitions, rf int) client.TopicMetadata {
 	t.Helper()
-	clusterSize.Lock()
-	want := clusterSize.m[cl]
-	clusterSize.Unlock()
-	require.Eventually(t, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := cl.RefreshMetadata(ctx); err != nil {
-			return false
-		}
-		md, err := cl.Metadata(ctx)
-		return err == nil && len(md.Brokers) >= want
-	}, 60*time.Second, 100*time.Millisecond, "every broker registers")
 	var tm client.TopicMetadata
 	require.Eventually(t, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

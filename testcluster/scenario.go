@@ -216,14 +216,8 @@ func (r *run) createTopic(partitions int) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		cl, err := client.New(ctx, client.Config{Bootstrap: strings.Split(r.c.Bootstrap(), ","), RequestTimeout: 5 * time.Second})
 		if err == nil {
-			var md client.Metadata
-			if md, err = cl.Metadata(ctx); err == nil {
-				if len(md.Brokers) < len(r.c.Nodes) {
-					err = fmt.Errorf("%d of %d brokers registered", len(md.Brokers), len(r.c.Nodes))
-				} else {
-					_, err = cl.CreateTopic(ctx, chaosTopic, partitions, 3)
-				}
-			}
+			// Cluster.Start has waited for every broker to register.
+			_, err = cl.CreateTopic(ctx, chaosTopic, partitions, 3)
 			cl.Close()
 		}
 		cancel()

@@ -1,5 +1,7 @@
 package transport
 
+import "strconv"
+
 // API identifies a request type. The numbers are part of the protocol.
 type API uint16
 
@@ -28,7 +30,7 @@ func (a API) String() string {
 	if n, ok := apiNames[a]; ok {
 		return n
 	}
-	return "API" + itoa(int(a))
+	return "API" + strconv.Itoa(int(a))
 }
 
 // Message is a request or response body. Decode reads exactly the bytes

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 )
 
@@ -110,21 +111,7 @@ func (c Code) String() string {
 	if c == CodeNone {
 		return "None"
 	}
-	return "Code" + itoa(int(c))
-}
-
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	var b [20]byte
-	i := len(b)
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return string(b[i:])
+	return "Code" + strconv.Itoa(int(c))
 }
 
 // Retriable reports whether a request that failed with c may succeed if
