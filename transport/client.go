@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,6 +24,9 @@ var ErrConnClosed = fmt.Errorf("%w: connection closed", ErrBrokerNotAvailable)
 type ConnConfig struct {
 	DialTimeout   time.Duration // default 5s
 	MaxFrameBytes int           // largest response accepted (default 8 MiB + 1 MiB)
+	// LocalIP is the source address of the connections; nil lets the
+	// operating system choose.
+	LocalIP net.IP
 }
 
 // Conn is a client connection that carries many calls at once; responses
@@ -37,6 +41,10 @@ type Conn struct {
 	done chan struct{} // closed when the reader stops
 
 	callTimeout time.Duration // DefaultCallTimeout; tests shorten it
+
+	// lastRead is when the last frame arrived (UnixNano), for telling a
+	// slow answer from a dead connection.
+	lastRead atomic.Int64
 
 	// wsem serializes writes. It is a channel, not a mutex, so that a call
 	// waiting behind a write stuck on a peer that does not read gives up
@@ -66,6 +74,9 @@ func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 		cfg.MaxFrameBytes = DefaultMaxFrameBytes + 1<<20
 	}
 	d := net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 15 * time.Second}
+	if cfg.LocalIP != nil {
+		d.LocalAddr = &net.TCPAddr{IP: cfg.LocalIP}
+	}
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: dial %s: %w", ErrBrokerNotAvailable, addr, err)
@@ -94,6 +105,7 @@ func (c *Conn) readLoop() {
 			c.fail(err)
 			return
 		}
+		c.lastRead.Store(time.Now().UnixNano())
 		c.mu.Lock()
 		ch, ok := c.mu.pending[f.CorrelationID]
 		delete(c.mu.pending, f.CorrelationID)
@@ -144,7 +156,8 @@ var ErrNotSent = fmt.Errorf("%w: request not sent", ErrBrokerNotAvailable)
 // nil for responses without fields). An error from the server comes back as
 // an *Error matching the sentinels of this package. If ctx has no deadline,
 // DefaultCallTimeout applies; when the deadline passes the call returns an
-// error matching ErrTimeout and the connection stays usable.
+// error matching ErrTimeout, and the connection stays usable unless it has
+// been silent since the request was written (see SilentAfter).
 func (c *Conn) Call(ctx context.Context, api API, req, resp Message) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -161,11 +174,20 @@ func (c *Conn) Call(ctx context.Context, api API, req, resp Message) error {
 // Pending is a request that was written and whose response has not been
 // read yet.
 type Pending struct {
-	c   *Conn
-	id  uint32
-	api API
-	ch  chan callResult
+	c      *Conn
+	id     uint32
+	api    API
+	ch     chan callResult
+	sentAt time.Time
 }
+
+// SilentAfter is how long a connection may stay silent, with a request
+// written and unanswered, before a call that times out on it closes it.
+// Nothing at all arriving for that long, not even the answers to other
+// calls, means the peer or the path to it is gone (a paused process, a
+// partition, a TCP connection deep in retransmission backoff after one):
+// the next call is better off dialing again than queueing behind it.
+const SilentAfter = time.Second
 
 // Send writes req as api and returns once it is written, without waiting
 // for the response: Wait collects it. Requests are written in the order
@@ -210,6 +232,7 @@ func (c *Conn) Send(ctx context.Context, api API, req Message) (*Pending, error)
 		p.Cancel()
 		return nil, fmt.Errorf("%w: %s: write: %v", ErrNotSent, c.addr, err)
 	}
+	p.sentAt = time.Now()
 	return p, nil
 }
 
@@ -245,8 +268,21 @@ func (p *Pending) Wait(ctx context.Context, resp Message) error {
 		return nil
 	case <-ctx.Done():
 		p.Cancel()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			c.closeIfSilent(p.sentAt)
+		}
 		return c.ctxError(ctx, api)
 	}
+}
+
+// closeIfSilent closes the connection if nothing has arrived on it since
+// sentAt, at least SilentAfter ago; see SilentAfter.
+func (c *Conn) closeIfSilent(sentAt time.Time) {
+	silent := time.Since(sentAt)
+	if silent < SilentAfter || c.lastRead.Load() >= sentAt.UnixNano() {
+		return
+	}
+	c.fail(fmt.Errorf("nothing received for %s with a request unanswered: presumed dead", silent.Round(time.Millisecond)))
 }
 
 // Cancel forgets the request: a response that arrives later is dropped.

@@ -702,6 +702,44 @@ func TestCallTimeout(t *testing.T) {
 		echo(t, c, "after a timeout")
 	})
 
+	t.Run("silent past SilentAfter: the connection is presumed dead and the pool dials anew", func(t *testing.T) {
+		addr := silentPeer(t)
+		pool := NewPool(ConnConfig{})
+		defer pool.Close()
+		c, err := pool.Get(context.Background(), addr)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), SilentAfter+300*time.Millisecond)
+		defer cancel()
+		err = c.Call(ctx, apiEcho, &TopicRequest{Name: "x"}, nil)
+		assert.ErrorIs(t, err, ErrTimeout)
+		assert.Error(t, c.Err(), "a connection silent for longer than SilentAfter stays open")
+		c2, err := pool.Get(context.Background(), addr)
+		require.NoError(t, err)
+		assert.NotSame(t, c, c2, "the pool handed out the dead connection again")
+	})
+
+	t.Run("slow handler past SilentAfter while other calls are answered: the connection stays", func(t *testing.T) {
+		_, addr := startServer(t, ServerConfig{}, testHandler(nil))
+		c := dial(t, addr)
+		errc := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), SilentAfter+300*time.Millisecond)
+			defer cancel()
+			errc <- c.Call(ctx, apiBlock, &Empty{}, nil)
+		}()
+		for {
+			echo(t, c, "while another call waits")
+			select {
+			case err := <-errc:
+				assert.ErrorIs(t, err, ErrTimeout)
+				assert.NoError(t, c.Err(), "a connection that answers other calls was closed")
+				echo(t, c, "after the slow call timed out")
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	})
+
 	t.Run("canceled context", func(t *testing.T) {
 		_, addr := startServer(t, ServerConfig{}, testHandler(nil))
 		c := dial(t, addr)
