@@ -159,6 +159,12 @@ type Config struct {
 	Gossip string
 	// Join lists gossip seeds, HOST:PORT each. Empty means none.
 	Join []string
+	// DialSource is the IP address this node's connections to its peers
+	// (RPC and gossip streams) come from. Empty lets the operating system
+	// choose, which is right for almost every deployment; it is for hosts
+	// with several addresses where the peers or the firewall tell nodes
+	// apart by source address (the chaos harness gives node k 127.0.0.k).
+	DialSource string
 	// HTTP is the address of the HTTP surface (health, later metrics and
 	// status). Empty means DefaultHTTP.
 	HTTP string
@@ -199,6 +205,11 @@ func (c Config) Validate() error {
 		}
 		if reason := checkHostPort(f.value); reason != "" {
 			return &FieldError{Field: f.name, Value: f.value, Reason: reason}
+		}
+	}
+	if c.DialSource != "" {
+		if ip := net.ParseIP(c.DialSource); ip == nil || ip.IsUnspecified() {
+			return &FieldError{Field: "DialSource", Value: c.DialSource, Reason: "want one IP address of this host"}
 		}
 	}
 	for _, seed := range c.Join {

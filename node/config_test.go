@@ -84,6 +84,8 @@ func TestConfigValidate(t *testing.T) {
 		{"bad gossip", func(c *Config) { c.Gossip = "a:b" }, "Gossip"},
 		{"bad http", func(c *Config) { c.HTTP = "a:70000" }, "HTTP"},
 		{"bad join", func(c *Config) { c.Join = []string{"a:1", "nope"} }, "Join"},
+		{"dial source not an IP", func(c *Config) { c.DialSource = "node1" }, "DialSource"},
+		{"dial source unspecified", func(c *Config) { c.DialSource = "0.0.0.0" }, "DialSource"},
 		{"bad controller id", func(c *Config) { c.Controllers = []ControllerAddr{{0, "a:1"}} }, "Controllers"},
 		{"bad controller addr", func(c *Config) { c.Controllers = []ControllerAddr{{1, "a"}} }, "Controllers"},
 		{"duplicate controller", func(c *Config) { c.Controllers = []ControllerAddr{{1, "a:1"}, {1, "b:1"}} }, "Controllers"},

@@ -31,8 +31,11 @@ type controller struct {
 	// pool reaches brokers for failover and recovery.
 	pool *transport.Pool
 	// opMu runs one operator change (failover, recovery) at a time.
-	opMu    sync.Mutex
-	history *history
+	opMu sync.Mutex
+	// opSilent, during a failover request, holds the brokers that did not
+	// answer it once (guarded by opMu; see answers).
+	opSilent map[int32]bool
+	history  *history
 
 	mu struct {
 		sync.Mutex

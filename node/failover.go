@@ -86,11 +86,20 @@ func (c *controller) call(ctx context.Context, broker int32, api transport.API, 
 }
 
 // answers reports whether broker answers the controller about a partition.
+// Within one operator request, a broker found silent is not asked again:
+// a broker cut off by the network costs aliveTimeout once per request, not
+// once per partition (one request may name a hundred).
 func (c *controller) answers(ctx context.Context, broker int32, topic string, partition int32) bool {
+	if c.opSilent[broker] {
+		return false
+	}
 	ctx, cancel := context.WithTimeout(ctx, aliveTimeout)
 	defer cancel()
 	var st transport.ReplicaStateResponse
 	err := c.call(ctx, broker, transport.APIReplicaState, &transport.ReplicaStateRequest{Topic: topic, Partition: partition}, &st)
+	if err != nil && c.opSilent != nil {
+		c.opSilent[broker] = true
+	}
 	return err == nil
 }
 
@@ -98,6 +107,8 @@ func (c *controller) answers(ctx context.Context, broker int32, topic string, pa
 func (c *controller) failover(ctx context.Context, req FailoverRequest) (ChangeReport, error) {
 	c.opMu.Lock() // one operator change at a time
 	defer c.opMu.Unlock()
+	c.opSilent = map[int32]bool{}
+	defer func() { c.opSilent = nil }()
 	meta := c.Metadata()
 	type target struct {
 		topic     string

@@ -72,12 +72,42 @@ func startGossip(cfg Config, logger hclog.Logger) (*gossip, error) {
 	mc.Events = g
 	mc.Logger = logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
 	mc.LogOutput = nil
+	if src := net.ParseIP(cfg.DialSource); src != nil {
+		nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
+			BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("%w on gossip address %s: %w", ErrCannotListen, cfg.Gossip, err)
+		}
+		if port == 0 {
+			mc.BindPort = nt.GetAutoBindPort()
+			mc.AdvertisePort = mc.BindPort
+		}
+		mc.Transport = &sourceTransport{NetTransport: nt, src: &net.TCPAddr{IP: src}}
+	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		return nil, fmt.Errorf("%w on gossip address %s: %w", ErrCannotListen, cfg.Gossip, err)
 	}
 	g.ml = ml
 	return g, nil
+}
+
+// sourceTransport is memberlist's own transport with its stream
+// connections (state exchange on join and push/pull) dialed from a given
+// source address, as Config.DialSource asks. Its packets already leave from
+// the bound UDP socket, so from the gossip address.
+type sourceTransport struct {
+	*memberlist.NetTransport
+	src *net.TCPAddr
+}
+
+func (t *sourceTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
+	return t.DialAddressTimeout(memberlist.Address{Addr: addr}, timeout)
+}
+
+func (t *sourceTransport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
+	d := net.Dialer{Timeout: timeout, LocalAddr: t.src}
+	return d.Dial("tcp", a.Addr)
 }
 
 // join tries the seeds; it returns how many it reached.

@@ -40,6 +40,14 @@ type Node struct {
 	pool       *transport.Pool
 	controller *controller // nil unless this node is the controller
 	gossip     *gossip
+
+	// pushes tracks, per broker, whether its last metadata push failed
+	// (lagging) and whether a push to it is in flight; see pushMetadata.
+	pushes struct {
+		sync.Mutex
+		lagging  map[int32]bool
+		inFlight map[int32]bool
+	}
 }
 
 // isController reports whether this node runs the controller.
@@ -59,7 +67,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("open storage root %s: %w", cfg.DataDir, err)
 	}
 	n := &Node{cfg: cfg, logger: log, root: root, metrics: newMetrics(),
-		pool: transport.NewPool(transport.ConnConfig{MaxFrameBytes: cfg.MaxFrameBytes + 1<<20})}
+		pool: transport.NewPool(transport.ConnConfig{MaxFrameBytes: cfg.MaxFrameBytes + 1<<20, LocalIP: net.ParseIP(cfg.DialSource)})}
 	logOpts := cfg.Log
 	logOpts.OnSync = func(d time.Duration) { n.metrics.fsyncDuration.Observe(d.Seconds()) }
 	n.broker = newBroker(cfg.ID, root, logOpts, log.Named("broker"), n.metrics)
@@ -110,25 +118,63 @@ func (n *Node) start() error {
 }
 
 // pushMetadata sends meta to every other registered broker at once and
-// waits for their answers or ctx.
+// waits for their answers or ctx, except from brokers whose last push
+// failed: those get it in the background, one push in flight each, and
+// catch up by polling if that fails too. A change made while a broker is
+// down or cut off then costs no push timeout, however many changes a
+// failover makes.
 func (n *Node) pushMetadata(ctx context.Context, meta *metadata.Cluster) {
 	blob, err := metadata.Marshal(meta)
 	if err != nil {
 		n.logger.Error("encode metadata", "err", err)
 		return
 	}
+	push := func(ctx context.Context, b metadata.Broker) {
+		err := n.pool.Call(ctx, b.Addr, transport.APIUpdateMetadata, &transport.MetadataBlob{Metadata: blob}, nil)
+		n.pushes.Lock()
+		if n.pushes.lagging == nil {
+			n.pushes.lagging, n.pushes.inFlight = map[int32]bool{}, map[int32]bool{}
+		}
+		n.pushes.lagging[b.ID] = err != nil
+		n.pushes.Unlock()
+		if err != nil {
+			n.logger.Warn("broker did not take new metadata; it will catch up by polling", "peer", b.ID, "metadata_epoch", meta.Epoch, "err", err)
+		}
+	}
 	var wg sync.WaitGroup
 	for _, b := range meta.Brokers {
 		if b.ID == n.cfg.ID {
 			continue
 		}
-		wg.Add(1)
-		go func(b metadata.Broker) {
-			defer wg.Done()
-			if err := n.pool.Call(ctx, b.Addr, transport.APIUpdateMetadata, &transport.MetadataBlob{Metadata: blob}, nil); err != nil {
-				n.logger.Warn("broker did not take new metadata; it will catch up by polling", "peer", b.ID, "metadata_epoch", meta.Epoch, "err", err)
-			}
-		}(b)
+		n.pushes.Lock()
+		lagging, busy := n.pushes.lagging[b.ID], n.pushes.inFlight[b.ID]
+		if lagging && !busy {
+			n.pushes.inFlight[b.ID] = true
+		}
+		n.pushes.Unlock()
+		if !lagging {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				push(ctx, b)
+			}()
+			continue
+		}
+		if busy {
+			continue // it polls for what it misses
+		}
+		deadline, ok := ctx.Deadline()
+		if !ok {
+			deadline = time.Now().Add(pushTimeout)
+		}
+		go func() {
+			bctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+			defer cancel()
+			push(bctx, b)
+			n.pushes.Lock()
+			n.pushes.inFlight[b.ID] = false
+			n.pushes.Unlock()
+		}()
 	}
 	wg.Wait()
 }

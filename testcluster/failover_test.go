@@ -26,6 +26,7 @@ type changeResult struct {
 	OldEpoch   int32   `json:"old_epoch"`
 	NewEpoch   int32   `json:"new_epoch"`
 	NewActive  []int32 `json:"new_active"`
+	Error      string  `json:"error,omitempty"`
 	Truncated  *[2]int64
 	Candidates []struct {
 		Broker       int32 `json:"broker"`
@@ -319,4 +320,28 @@ func TestCorruptReplicaIsRebuiltByRecover(t *testing.T) {
 	for _, r := range []int32{1, 3} {
 		assert.True(t, bytes.Equal(lead, replicaBytes(t, c.Node(r), "cr", 1)), "broker %d differs", r)
 	}
+}
+
+// TestFailoverOfSilentBrokerIsBounded: a broker that accepts connections
+// and never answers (SIGSTOP, as a partition looks from the controller)
+// costs one liveness timeout and one push timeout per failover request,
+// not one each per partition. With 12 partitions the old cost was about
+// 12 × (1.5 s + 2 s); the test allows a quarter of that.
+func TestFailoverOfSilentBrokerIsBounded(t *testing.T) {
+	c := startCluster(t, 3)
+	cl := newClient(t, c)
+	createTopic(t, cl, "many", 12, 3) // broker 2 leads 4 and follows 8
+	require.NoError(t, c.Node(2).Pause())
+	defer c.Node(2).Resume()
+	start := time.Now()
+	res, err := operator(t, c, transport.APIFailover, map[string]any{"broker": 2})
+	took := time.Since(start)
+	require.NoError(t, err)
+	require.Len(t, res, 12)
+	for _, r := range res {
+		assert.Empty(t, r.Error, "%s/%d", r.Topic, r.Partition)
+		assert.NotContains(t, r.NewActive, int32(2))
+	}
+	t.Logf("failover of a silent broker over 12 partitions took %s", took)
+	assert.Less(t, took, 10*time.Second, "failover of a silent broker took %s", took)
 }

@@ -33,6 +33,7 @@ const (
 	flagAdvertise  = "advertise"
 	flagGossip     = "gossip"
 	flagJoin       = "join"
+	flagDialSource = "dial-source"
 	flagHTTP       = "http"
 	flagController = "controller"
 	flagLogLevel   = "log-level"
@@ -48,6 +49,7 @@ var configFlag = map[string]string{
 	"Advertise":   flagAdvertise,
 	"Gossip":      flagGossip,
 	"Join":        flagJoin,
+	"DialSource":  flagDialSource,
 	"HTTP":        flagHTTP,
 	"Controllers": flagController,
 }
@@ -105,6 +107,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			stringFlag(flagAdvertise, "RPC address `HOST:PORT` given to others", "", "the --listen address"),
 			stringFlag(flagGossip, "memberlist address `HOST:PORT` (TCP and UDP)", node.DefaultGossip, ""),
 			stringFlag(flagJoin, "gossip seeds `HOST:PORT,...`", "", "none"),
+			stringFlag(flagDialSource, "source `IP` of connections to peers (RPC and gossip streams)", "", "chosen by the system"),
 			stringFlag(flagHTTP, "`HOST:PORT` for health, metrics and status", node.DefaultHTTP, ""),
 			stringFlag(flagController, "the controller `ID@HOST:PORT`; the node with that id runs it",
 				"", "this node, a cluster of one"),
@@ -158,12 +161,13 @@ func configFromFlags(c *cli.Context) (node.Config, error) {
 		return node.Config{}, invalidFlag(flagID, idText, "want a positive integer")
 	}
 	cfg := node.Config{
-		ID:        int32(id),
-		DataDir:   c.String(flagDataDir),
-		Listen:    strings.TrimSpace(c.String(flagListen)),
-		Advertise: strings.TrimSpace(c.String(flagAdvertise)),
-		Gossip:    strings.TrimSpace(c.String(flagGossip)),
-		HTTP:      strings.TrimSpace(c.String(flagHTTP)),
+		ID:         int32(id),
+		DataDir:    c.String(flagDataDir),
+		Listen:     strings.TrimSpace(c.String(flagListen)),
+		Advertise:  strings.TrimSpace(c.String(flagAdvertise)),
+		Gossip:     strings.TrimSpace(c.String(flagGossip)),
+		HTTP:       strings.TrimSpace(c.String(flagHTTP)),
+		DialSource: strings.TrimSpace(c.String(flagDialSource)),
 	}
 	if cfg.Join, err = splitList(c.String(flagJoin)); err != nil {
 		return node.Config{}, invalidFlag(flagJoin, c.String(flagJoin), err.Error())
