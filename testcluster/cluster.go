@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -24,6 +25,13 @@ type Config struct {
 	Race bool
 	// Host is the loopback address nodes bind (default 127.0.0.1).
 	Host string
+	// Netns runs node k on 127.0.0.k, dialing its peers from there, with
+	// its RPC address behind an in-process proxy, so that Cut, Partition
+	// and Proxy faults work. It needs the harness's network namespace
+	// (see ReexecInNetns); New fails without it. Host is ignored.
+	Netns bool
+	// Seed seeds the proxy's random choices.
+	Seed int64
 	// NodeArgs are extra flags for every node.
 	NodeArgs []string
 	// Logf receives the harness's own lines (for example testing.T.Logf).
@@ -35,6 +43,8 @@ type Cluster struct {
 	Bins  Binaries
 	Nodes []*Node
 	cfg   Config
+	net   network
+	proxy *Proxy // nil unless cfg.Netns
 }
 
 // New builds the binaries and lays out the nodes. It starts nothing.
@@ -53,15 +63,25 @@ func New(cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{Bins: bins, cfg: cfg}
+	c.net.cuts = map[[2]int32]bool{}
+	c.net.avail = errors.New("the cluster was not started with Config.Netns")
+	if cfg.Netns {
+		if err := Netns(); err != nil {
+			return nil, err
+		}
+		c.net.avail = nil
+		c.proxy = NewProxy(cfg.Seed, cfg.Logf)
+	}
 	for i := 1; i <= cfg.Nodes; i++ {
 		n := &Node{ID: int32(i), DataDir: filepath.Join(cfg.Dir, fmt.Sprintf("node%d", i)), bin: bins.Node,
-			logPath: filepath.Join(cfg.Dir, fmt.Sprintf("node%d.log", i)), logf: cfg.Logf, Args: cfg.NodeArgs}
-		for _, a := range []*string{&n.RPC, &n.HTTP} {
-			if *a, err = freeAddr(cfg.Host); err != nil {
-				return nil, err
-			}
+			logPath: filepath.Join(cfg.Dir, fmt.Sprintf("node%d.log", i)), logf: cfg.Logf,
+			Args: append([]string(nil), cfg.NodeArgs...), host: cfg.Host}
+		if cfg.Netns {
+			n.host = NodeHost(n.ID)
+			n.Args = append(n.Args, "--dial-source", n.host)
 		}
-		if n.Gossip, err = freeAddrUDP(cfg.Host); err != nil {
+		if err := c.freshAddrs(n); err != nil {
+			c.Close()
 			return nil, err
 		}
 		c.Nodes = append(c.Nodes, n)
@@ -69,9 +89,13 @@ func New(cfg Config) (*Cluster, error) {
 	return c, nil
 }
 
+// Proxy is the in-process proxy every connection to a node's RPC address
+// passes through, for delay and loss; nil unless Config.Netns.
+func (c *Cluster) Proxy() *Proxy { return c.proxy }
+
 // Controller is the --controller value of the cluster: node 1.
 func (c *Cluster) Controller() string {
-	return strconv.Itoa(int(c.Nodes[0].ID)) + "@" + c.Nodes[0].RPC
+	return strconv.Itoa(int(c.Nodes[0].ID)) + "@" + c.Nodes[0].Addr()
 }
 
 // Node returns the node with id.
@@ -114,14 +138,21 @@ func (c *Cluster) StartNode(id int32) error {
 	return err
 }
 
+// freshAddrs picks free ports for a node's addresses (and, behind the
+// proxy, a proxy listener that its advertised address names).
 func (c *Cluster) freshAddrs(n *Node) error {
 	var err error
 	for _, a := range []*string{&n.RPC, &n.HTTP} {
-		if *a, err = freeAddr(c.cfg.Host); err != nil {
+		if *a, err = freeAddr(n.host); err != nil {
 			return err
 		}
 	}
-	n.Gossip, err = freeAddrUDP(c.cfg.Host)
+	if n.Gossip, err = freeAddrUDP(n.host); err != nil {
+		return err
+	}
+	if c.proxy != nil {
+		n.Advertise, err = c.proxy.Listen(net.JoinHostPort(n.host, "0"), n.RPC)
+	}
 	return err
 }
 
@@ -157,10 +188,17 @@ func (c *Cluster) waitRegistered(timeout time.Duration) error {
 	return fmt.Errorf("testcluster: not every node registered within %s: %s", timeout, last)
 }
 
-// Close kills every node. It is safe to call more than once.
+// Close kills every node, heals the network and stops the proxy. It is
+// safe to call more than once.
 func (c *Cluster) Close() {
 	for _, n := range c.Nodes {
 		n.Kill()
+	}
+	if c.cfg.Netns {
+		c.HealNetwork()
+	}
+	if c.proxy != nil {
+		c.proxy.Close()
 	}
 }
 
@@ -168,7 +206,7 @@ func (c *Cluster) Close() {
 func (c *Cluster) Bootstrap() string {
 	addrs := make([]string, len(c.Nodes))
 	for i, n := range c.Nodes {
-		addrs[i] = n.RPC
+		addrs[i] = n.Addr()
 	}
 	return strings.Join(addrs, ",")
 }

@@ -24,14 +24,18 @@ type Node struct {
 	ID      int32
 	DataDir string
 	RPC     string
-	Gossip  string
-	HTTP    string
+	// Advertise, when set, is the RPC address given to others (the
+	// proxy's listener in front of RPC).
+	Advertise string
+	Gossip    string
+	HTTP      string
 	// Args are extra flags given at every start.
 	Args []string
 	// Env is extra environment (NAME=value) given at every start.
 	Env []string
 
 	bin     string
+	host    string // the address the node binds
 	logPath string
 	started bool // has been healthy once; its addresses are now known to others
 	logf    func(format string, args ...any)
@@ -70,6 +74,14 @@ func freeAddrUDP(host string) (string, error) {
 	return "", errors.New("testcluster: no free tcp+udp port")
 }
 
+// Addr is the RPC address others use: Advertise if set, else RPC.
+func (n *Node) Addr() string {
+	if n.Advertise != "" {
+		return n.Advertise
+	}
+	return n.RPC
+}
+
 // Running reports whether the process is running (or paused).
 func (n *Node) Running() bool {
 	n.mu.Lock()
@@ -100,6 +112,9 @@ func (n *Node) Start(controller string, join []string) error {
 		"--id", strconv.Itoa(int(n.ID)), "--data-dir", n.DataDir,
 		"--listen", n.RPC, "--gossip", n.Gossip, "--http", n.HTTP,
 		"--log-level", "debug",
+	}
+	if n.Advertise != "" {
+		args = append(args, "--advertise", n.Advertise)
 	}
 	if controller != "" {
 		args = append(args, "--controller", controller)

@@ -19,7 +19,12 @@ import (
 )
 
 // Scenarios are the chaos scenarios, in the order `make chaos` runs them.
-var Scenarios = []string{"leader-kill", "follower-kill", "leader-pause", "controller-mid-failover", "rolling-restart", "random"}
+var Scenarios = []string{"leader-kill", "follower-kill", "leader-pause", "leader-isolated", "controller-isolated",
+	"controller-mid-failover", "lost-unsynced", "slow-network", "rolling-restart", "random"}
+
+// needsNetwork lists the scenarios that cut links or slow them down: they
+// run only inside the harness's network namespace.
+var needsNetwork = map[string]bool{"leader-isolated": true, "controller-isolated": true, "slow-network": true, "random": true}
 
 // ScenarioConfig is one run of one scenario.
 type ScenarioConfig struct {
@@ -35,6 +40,8 @@ type ScenarioConfig struct {
 	// Replay is the command line that reruns this scenario, printed on a
 	// violation.
 	Replay string
+	// Keep saves the run into RunsDir even when it found no violation.
+	Keep bool
 }
 
 // Result is the outcome of one scenario run.
@@ -60,6 +67,7 @@ type run struct {
 	c      *Cluster
 	rng    *rand.Rand
 	hist   *History
+	w      *Workload
 	dir    string
 	out    io.Writer
 	logMu  sync.Mutex
@@ -67,8 +75,18 @@ type run struct {
 	faults int
 	paused map[int32]bool
 	notes  []string
+	// violations found while the faults run (a node that did not come back
+	// over a damaged tail, say), added to the checker's.
+	violations []string
 
 	leaderFaults int
+}
+
+// violation records an invariant broken during the run.
+func (r *run) violation(format string, args ...any) {
+	v := fmt.Sprintf(format, args...)
+	r.say("VIOLATION %s", v)
+	r.violations = append(r.violations, v)
 }
 
 func (r *run) say(format string, args ...any) {
@@ -109,11 +127,16 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 	}
 	defer r.logf.Close()
 	defer func() {
-		if len(res.Violations) > 0 || res.Err != nil {
+		if len(res.Violations) > 0 || res.Err != nil || cfg.Keep {
 			res.SavedTo = r.save(res)
 		}
 	}()
-	r.c, err = New(Config{Nodes: 3, Dir: dir, Race: cfg.Race, Logf: r.log})
+	netErr := Netns()
+	if netErr != nil && needsNetwork[cfg.Name] {
+		res.Err = fmt.Errorf("scenario %s needs network faults: %w", cfg.Name, netErr)
+		return res
+	}
+	r.c, err = New(Config{Nodes: 3, Dir: dir, Race: cfg.Race, Logf: r.log, Netns: netErr == nil, Seed: cfg.Seed})
 	if err != nil {
 		res.Err = err
 		return res
@@ -128,10 +151,14 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 		return res
 	}
 	w := NewWorkload(strings.Split(r.c.Bootstrap(), ","), WorkloadConfig{Topic: chaosTopic, Partitions: partitions, Producers: 4, Consumers: 2}, r.hist)
+	r.w = w
 	if err := w.Start(); err != nil {
 		res.Err = err
 		return res
 	}
+	sampler := NewLeaderSampler(r.c, chaosTopic, 250*time.Millisecond)
+	sampler.Start()
+	defer sampler.Stop()
 	r.say("cluster up in %s, workload started: 4 producers, 2 consumers, %d partitions", dir, partitions)
 
 	end := time.Now().Add(cfg.Duration)
@@ -155,8 +182,11 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 		r.say("heal: %v", err)
 		res.Violations = append(res.Violations, "heal: "+err.Error())
 	}
-	time.Sleep(2 * time.Second) // some writes after the cluster healed
+	if err := r.waitProgress(partitions, time.Now(), 30*time.Second); err != nil {
+		res.Violations = append(res.Violations, "no-progress: "+err.Error())
+	}
 	w.StopProducers()
+	res.Violations = append(res.Violations, r.violations...)
 	r.say("producers stopped; draining the consumers")
 	if err := w.Drain(90 * time.Second); err != nil {
 		r.say("%v", err)
@@ -166,6 +196,8 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 	res.Stats = st
 	res.Violations = append(res.Violations, v...)
 	res.Violations = append(res.Violations, CheckReplicas(r.c, chaosTopic, 30*time.Second)...)
+	sampler.Stop() // takes a last sample, of the healed cluster
+	res.Violations = append(res.Violations, r.checkEpochsAndTruncations(sampler.Samples())...)
 	r.say("checked: %d operations, %d produces, %d acknowledged, %d records read, %d violations",
 		st.Ops, st.Produces, st.Acked, st.Reads, len(res.Violations))
 	return res
@@ -185,6 +217,14 @@ func scenarioFault(name string) (func(*run) error, int, bool) {
 		return (*run).controllerMidFailover, 3, true
 	case "rolling-restart":
 		return (*run).rollingRestart, 3, true
+	case "leader-isolated":
+		return (*run).leaderIsolated, 3, true
+	case "controller-isolated":
+		return (*run).controllerIsolated, 3, true
+	case "lost-unsynced":
+		return (*run).lostUnsynced, 3, true
+	case "slow-network":
+		return (*run).slowNetwork, 3, true
 	case "random":
 		return (*run).randomFault, 3, true
 	}
@@ -258,6 +298,7 @@ func (r *run) ctl(timeout time.Duration, args ...string) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("gostream-ctl %s: %w", strings.Join(args, " "), err)
 		}
+		r.say("gostream-ctl %s failed, retrying: %v", strings.Join(args, " "), err)
 		time.Sleep(500 * time.Millisecond)
 	}
 }
@@ -285,7 +326,7 @@ func (r *run) liveBootstrap() string {
 	var addrs []string
 	for _, n := range r.c.Nodes {
 		if n.Running() && !r.paused[n.ID] {
-			addrs = append(addrs, n.RPC)
+			addrs = append(addrs, n.Addr())
 		}
 	}
 	return strings.Join(addrs, ",")
@@ -503,7 +544,15 @@ func (r *run) rollingRestart() error {
 }
 
 func (r *run) randomFault() error {
-	switch k := r.rng.Intn(6); k {
+	switch k := r.rng.Intn(10); k {
+	case 6:
+		return r.leaderIsolated()
+	case 7:
+		return r.controllerIsolated()
+	case 8:
+		return r.lostUnsynced()
+	case 9:
+		return r.slowNetwork()
 	case 0:
 		return r.leaderKill()
 	case 1:
@@ -540,6 +589,9 @@ func (r *run) randomFault() error {
 // waits until every partition's active set holds all its replicas.
 func (r *run) heal() error {
 	var errs []error
+	if err := r.c.HealNetwork(); err != nil {
+		errs = append(errs, err)
+	}
 	for _, n := range r.c.Nodes {
 		if r.paused[n.ID] {
 			n.Resume()
@@ -646,4 +698,31 @@ func copyTree(src, dst string) error {
 		}
 		return os.WriteFile(target, data, 0o644)
 	})
+}
+
+// checkEpochsAndTruncations checks invariants 5 and 7 once the cluster has
+// healed: epochs and leaders from the samples, the audit trail and the
+// replicas' own batches; truncations from what recover set aside.
+func (r *run) checkEpochsAndTruncations(samples []LeaderSample) []string {
+	events, err := LoadAuditTrail(r.c)
+	if err != nil {
+		return []string{"harness: audit trail: " + err.Error()}
+	}
+	events = TopicEvents(events, chaosTopic)
+	replicas, err := ReadTopicReplicas(r.c, chaosTopic)
+	if err != nil {
+		return []string{"replicas: read: " + err.Error()}
+	}
+	tm, err := describe(r.c, chaosTopic)
+	if err != nil {
+		return []string{"harness: describe: " + err.Error()}
+	}
+	active := map[int32][]int32{}
+	for _, p := range tm.Partitions {
+		active[p.Partition] = p.Active
+	}
+	v := CheckEpochs(samples, events, replicas, active)
+	v = append(v, CheckTruncations(r.c, chaosTopic, r.hist.Ops(), events)...)
+	r.say("invariants 5 and 7: %d leader samples, %d audit events, %d violations", len(samples), len(events), len(v))
+	return v
 }

@@ -38,6 +38,7 @@ type Workload struct {
 	mu        sync.Mutex
 	consumers [][]*client.Consumer // per consumer worker, per partition
 	clients   []*client.Client
+	sending   map[int]time.Time // producer id -> start of its send in flight
 }
 
 // NewWorkload returns a workload against the cluster at bootstrap.
@@ -48,7 +49,38 @@ func NewWorkload(bootstrap []string, cfg WorkloadConfig, hist *History) *Workloa
 	if cfg.Backoff <= 0 {
 		cfg.Backoff = 100 * time.Millisecond
 	}
-	return &Workload{cfg: cfg, bootstrap: bootstrap, hist: hist}
+	return &Workload{cfg: cfg, bootstrap: bootstrap, hist: hist, sending: map[int]time.Time{}}
+}
+
+// Settle waits until every send that began before t has ended and is in
+// the history, or until timeout; it reports whether they all had.
+func (w *Workload) Settle(t time.Time, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		w.mu.Lock()
+		busy := false
+		for _, start := range w.sending {
+			busy = busy || start.Before(t)
+		}
+		w.mu.Unlock()
+		if !busy {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (w *Workload) setSending(id int, start time.Time) {
+	w.mu.Lock()
+	if start.IsZero() {
+		delete(w.sending, id)
+	} else {
+		w.sending[id] = start
+	}
+	w.mu.Unlock()
 }
 
 func (w *Workload) newClient() (*client.Client, error) {
@@ -115,15 +147,19 @@ func (w *Workload) produce(ctx context.Context, id int, cl *client.Client, p *cl
 		part := int32((seq + id) % w.cfg.Partitions)
 		value := fmt.Sprintf("p%d-%d", id, seq)
 		op := Op{Kind: OpProduce, Worker: id, Topic: w.cfg.Topic, Partition: part, Value: value, Offset: -1, Start: time.Now()}
+		w.setSending(id, op.Start)
 		sctx, cancel := context.WithTimeout(context.Background(), w.cfg.SendTimeout)
 		ack, err := p.Send(sctx, client.ProducerRecord{Topic: w.cfg.Topic, Partition: part, ManualPartition: true, Value: []byte(value)})
 		cancel()
 		op.End = time.Now()
+		// The op goes into the history before the send stops counting as
+		// in flight, so Settle never returns between the two.
 		if err != nil {
 			// Nothing tells the producer for sure that the record was not
 			// appended: it may be read back, but never twice.
 			op.Result, op.Err = ResultUnknown, err.Error()
 			w.hist.Add(op)
+			w.setSending(id, time.Time{})
 			sleepCtx(ctx, w.cfg.Backoff)
 			rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
 			cl.RefreshMetadata(rctx, w.cfg.Topic)
@@ -135,6 +171,7 @@ func (w *Workload) produce(ctx context.Context, id int, cl *client.Client, p *cl
 			op.Err = fmt.Sprintf("acknowledged on partition %d", ack.Partition)
 		}
 		w.hist.Add(op)
+		w.setSending(id, time.Time{})
 	}
 }
 

@@ -17,10 +17,15 @@ import (
 )
 
 func main() {
+	// The network faults need a namespace of our own: run again inside one.
+	if code, done := testcluster.ReexecInNetns(); done {
+		os.Exit(code)
+	}
 	duration := flag.Duration("duration", 100*time.Second, "how long each scenario injects faults (healing and checking come on top)")
 	seed := flag.Int64("seed", 0, "seed of the fault choices and timings (default: the time); scenario i uses seed+i")
 	scenarios := flag.String("scenarios", strings.Join(testcluster.Scenarios, ","), "comma-separated scenarios: "+strings.Join(testcluster.Scenarios, ", "))
 	race := flag.Bool("race", false, "build the node and ctl with the race detector")
+	keep := flag.Bool("keep", false, "save every run's history, logs and data, not only those that found a violation")
 	runs := flag.String("runs-dir", "", "where a failing run's history, logs and data go (default testcluster/runs)")
 	flag.Parse()
 	if *seed == 0 {
@@ -34,12 +39,15 @@ func main() {
 		}
 	}
 	fmt.Printf("chaos: scenarios %s, %s each, seed %d\n", strings.Join(names, ","), *duration, *seed)
+	if err := testcluster.Netns(); err != nil {
+		fmt.Printf("chaos: no network faults on this machine: %v\n", err)
+	}
 	var results []testcluster.Result
 	for i, n := range names {
 		s := *seed + int64(i)
 		replay := fmt.Sprintf("go run ./testcluster/cmd/chaos --scenarios %s --seed %d --duration %s", n, s, *duration)
 		results = append(results, testcluster.RunScenario(testcluster.ScenarioConfig{
-			Name: n, Seed: s, Duration: *duration, RunsDir: *runs, Race: *race, Replay: replay,
+			Name: n, Seed: s, Duration: *duration, RunsDir: *runs, Race: *race, Replay: replay, Keep: *keep,
 		}))
 	}
 	exit := 0

@@ -1,0 +1,58 @@
+package testcluster
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestChaosSmoke runs a short pass of the chaos harness on every `make
+// test`: a leader cut off from its followers, a crash that loses unsynced
+// writes, and slow lossy links, a few faults each, checked against every
+// invariant the checker knows. The seed changes from run to run, so that
+// every CI run explores a little more; a failure prints it and saves the
+// run under testcluster/runs/ with the command that replays it. `make
+// chaos` runs every scenario for longer.
+func TestChaosSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos smoke skipped in -short mode")
+	}
+	if err := Netns(); err != nil {
+		if os.Getenv("GOSTREAM_REQUIRE_NETNS") == "1" {
+			t.Fatalf("GOSTREAM_REQUIRE_NETNS=1 but there are no network faults here: %v", err)
+		}
+		t.Skipf("no network faults here (%v); `make chaos` as root runs them", err)
+	}
+	seed := time.Now().UnixNano() % 1_000_000_000
+	for i, name := range []string{"leader-isolated", "lost-unsynced", "slow-network"} {
+		s := seed + int64(i)
+		t.Run(name, func(t *testing.T) {
+			replay := fmt.Sprintf("go run ./testcluster/cmd/chaos --scenarios %s --seed %d --duration 12s", name, s)
+			res := RunScenario(ScenarioConfig{Name: name, Seed: s, Duration: 12 * time.Second, Out: testWriter{t}, Replay: replay})
+			t.Logf("%s seed %d: %d faults (%d on leaders), %d operations, %d acknowledged, %d records read, %d violations",
+				name, s, res.Faults, res.LeaderFaults, res.Stats.Ops, res.Stats.Acked, res.Stats.Reads, len(res.Violations))
+			if res.Err != nil {
+				t.Fatalf("harness: %v (replay: %s)", res.Err, replay)
+			}
+			if res.Faults == 0 || res.Stats.Acked == 0 {
+				t.Fatalf("the smoke injected %d faults and saw %d acknowledged writes: it tested nothing", res.Faults, res.Stats.Acked)
+			}
+			if len(res.Violations) > 0 {
+				t.Fatalf("%d violations (saved to %s; replay: %s):\n%s", len(res.Violations), res.SavedTo, replay, strings.Join(res.Violations, "\n"))
+			}
+		})
+	}
+}
+
+// testWriter sends the harness's progress lines to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+var _ io.Writer = testWriter{}
