@@ -345,3 +345,42 @@ func TestFailoverOfSilentBrokerIsBounded(t *testing.T) {
 	t.Logf("failover of a silent broker over 12 partitions took %s", took)
 	assert.Less(t, took, 10*time.Second, "failover of a silent broker took %s", took)
 }
+
+// TestDamagedMetadataIsReportedNeverRewritten (invariant 8): a node whose
+// metadata file is damaged refuses to start, says which file and why, and
+// leaves the file as it found it, for the controller's metadata and for a
+// broker's cached copy alike.
+func TestDamagedMetadataIsReportedNeverRewritten(t *testing.T) {
+	c := startCluster(t, 2)
+	cl := newClient(t, c)
+	createTopic(t, cl, "m", 2, 2)
+	for _, tc := range []struct {
+		id   int32
+		path string
+	}{
+		{1, filepath.Join(c.Node(1).DataDir, "controller", "metadata.json")},
+		{2, filepath.Join(c.Node(2).DataDir, "metadata.json")},
+	} {
+		n := c.Node(tc.id)
+		require.NoError(t, n.Stop(10*time.Second))
+		good, err := os.ReadFile(tc.path)
+		require.NoError(t, err, "node %d keeps its metadata in %s", tc.id, tc.path)
+		bad := good[:len(good)/2]
+		require.NoError(t, os.WriteFile(tc.path, bad, 0o644))
+
+		require.NoError(t, n.Start(c.Controller(), nil))
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = n.Wait(ctx)
+		cancel()
+		require.Error(t, err, "node %d started over damaged metadata", tc.id)
+		log := n.LogTail(20)
+		assert.Contains(t, log, tc.path, "node %d: the error names the file", tc.id)
+		after, rerr := os.ReadFile(tc.path)
+		require.NoError(t, rerr)
+		assert.Equal(t, bad, after, "node %d rewrote its damaged metadata", tc.id)
+
+		// Put back the good copy: the node starts as before.
+		require.NoError(t, os.WriteFile(tc.path, good, 0o644))
+		require.NoError(t, c.StartNode(tc.id))
+	}
+}
