@@ -115,6 +115,10 @@ func netnsUnavailable() string {
 			return bin + " is not installed (.ci/run installs util-linux, iproute2 and iptables)"
 		}
 	}
+	// A container may forbid new namespaces even to root.
+	if out, err := exec.Command("unshare", "--net", "true").CombinedOutput(); err != nil {
+		return fmt.Sprintf("unshare --net fails here: %v: %s", err, strings.TrimSpace(string(out)))
+	}
 	return ""
 }
 
