@@ -56,6 +56,7 @@ const (
 	ActionFailover     = "failover"
 	ActionDropFollower = "drop-follower"
 	ActionRecover      = "recover"
+	ActionElectLeader  = "elect-leader"
 )
 
 // ChangeResult is what a failover or recovery did to one partition (or,
@@ -164,6 +165,33 @@ func (c *Client) Recover(ctx context.Context, req RecoverRequest) (ChangeReport,
 	var rep ChangeReport
 	if err := c.operatorCall(ctx, transport.APIRecover, req, &rep); err != nil {
 		return ChangeReport{}, fmt.Errorf("recover %s: %w", what, err)
+	}
+	return rep, nil
+}
+
+// ElectLeadersRequest asks for the leadership of every partition (of
+// Topic, or of every topic when empty) to go back to its preferred
+// replica, the first of its replicas.
+type ElectLeadersRequest struct {
+	Topic     string `json:"topic,omitempty"`
+	DryRun    bool   `json:"dry_run"`
+	Requester string `json:"requester,omitempty"`
+}
+
+// ElectLeaders asks the controller to move leadership back to the
+// preferred replicas: after failovers, leadership gathers on the brokers
+// that survived, and stays there. For each partition whose leader is not
+// its preferred replica and whose preferred replica is active, the
+// controller reserves a new epoch, fences every active replica with it
+// (the old leader stops taking writes: they fail as NotLeader, provably
+// not appended), makes the preferred replica leader, and recovers any
+// replica that held a write in flight the new leader lacks. Each move is
+// a result (action elect-leader), each such recovery another (recover).
+// It is sent and bounded as Failover is.
+func (c *Client) ElectLeaders(ctx context.Context, req ElectLeadersRequest) (ChangeReport, error) {
+	var rep ChangeReport
+	if err := c.operatorCall(ctx, transport.APIElectLeaders, req, &rep); err != nil {
+		return ChangeReport{}, fmt.Errorf("elect leaders: %w", err)
 	}
 	return rep, nil
 }

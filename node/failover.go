@@ -151,7 +151,7 @@ func (c *controller) failover(ctx context.Context, req FailoverRequest) (ChangeR
 		if tg.drop {
 			res, err = c.dropFollower(ctx, tg.topic, tg.partition, req.Broker, req.DryRun)
 		} else {
-			res, err = c.failoverPartition(ctx, tg.topic, tg.partition, req.DryRun)
+			res, err = c.failoverPartition(ctx, tg.topic, tg.partition, req.DryRun, 0)
 		}
 		if err != nil {
 			res.Error = err.Error()
@@ -185,17 +185,27 @@ func partitionOf(meta *metadata.Cluster, topic string, partition int32) (metadat
 }
 
 // failoverPartition replaces the leader of a partition whose leader does
-// not answer, following DESIGN.md section 7.
-func (c *controller) failoverPartition(ctx context.Context, topic string, partition int32, dry bool) (ChangeResult, error) {
+// not answer, following DESIGN.md section 7. With to > 0 it moves the
+// leadership of a healthy partition to broker to instead (elect-leaders):
+// the old leader is fenced with the new epoch like every other active
+// replica and stays a candidate follower; see docs/failover.md.
+func (c *controller) failoverPartition(ctx context.Context, topic string, partition int32, dry bool, to int32) (ChangeResult, error) {
 	part, err := partitionOf(c.Metadata(), topic, partition)
 	if err != nil {
 		return ChangeResult{}, err
 	}
+	transfer := to > 0
 	res := ChangeResult{Topic: topic, Partition: partition, Action: "failover", DryRun: dry,
 		OldLeader: part.Leader, OldEpoch: part.LeaderEpoch, OldActive: slices.Clone(part.Active),
 		NewLeader: part.Leader, NewEpoch: part.LeaderEpoch, NewActive: slices.Clone(part.Active)}
-	// 1. Refuse while the leader answers.
-	if c.answers(ctx, part.Leader, topic, partition) {
+	if transfer {
+		res.Action = ActionElectLeader
+		if !slices.Contains(part.Active, to) {
+			return res, fmt.Errorf("%w: broker %d is not in the active set %v of %s/%d; recover it first", transport.ErrInvalidRequest, to, part.Active, topic, partition)
+		}
+	}
+	// 1. Refuse while the leader answers (a failover is for a dead leader).
+	if !transfer && c.answers(ctx, part.Leader, topic, partition) {
 		return res, fmt.Errorf("%w: partition %s/%d is led by broker %d, which answers", transport.ErrLeaderStillAvailable, topic, partition, part.Leader)
 	}
 	// 2. The new epoch is above any handed out; persist it before using it.
@@ -215,7 +225,13 @@ func (c *controller) failoverPartition(ctx context.Context, topic string, partit
 	if dry {
 		fenceEpoch = 0 // observe only
 	}
-	cands := c.probe(ctx, topic, partition, part.Active, part.Leader, fenceEpoch)
+	// A transfer fences the old leader too: it stops taking writes (they
+	// fail as NotLeader, provably not appended) and its log end is final.
+	skip := part.Leader
+	if transfer {
+		skip = 0
+	}
+	cands := c.probe(ctx, topic, partition, part.Active, skip, fenceEpoch)
 	res.Candidates = cands
 	if !dry {
 		crashpoint("failover-after-fence")
@@ -226,13 +242,22 @@ func (c *controller) failoverPartition(ctx context.Context, topic string, partit
 		if !cd.Reachable {
 			continue
 		}
+		if transfer {
+			if cd.Broker == to {
+				chosen = cd
+			}
+			continue
+		}
 		if chosen == nil || cd.LastEpoch > chosen.LastEpoch ||
 			cd.LastEpoch == chosen.LastEpoch && (cd.LogEndOffset > chosen.LogEndOffset ||
 				cd.LogEndOffset == chosen.LogEndOffset && cd.Broker < chosen.Broker) {
 			chosen = cd
 		}
 	}
-	if chosen == nil {
+	switch {
+	case chosen == nil && transfer:
+		return res, fmt.Errorf("%w: broker %d, the new leader named for %s/%d, does not answer", transport.ErrNoEligibleReplica, to, topic, partition)
+	case chosen == nil:
 		return res, fmt.Errorf("%w: no active follower of %s/%d answers (active %v, leader %d down)", transport.ErrNoEligibleReplica, topic, partition, part.Active, part.Leader)
 	}
 	chosen.Chosen = true
@@ -248,6 +273,13 @@ func (c *controller) failoverPartition(ctx context.Context, topic string, partit
 		if cd == chosen {
 			cd.Agrees = true
 			active = append(active, cd.Broker)
+			continue
+		}
+		if transfer && cd.LogEndOffset > chosen.LogEndOffset {
+			// It holds records the new leader lacks: a write in flight when
+			// the fence came, which no active replica's absence let be
+			// acknowledged. It leaves the active set and is recovered.
+			cd.Note = fmt.Sprintf("holds offsets [%d, %d) the new leader lacks (never acknowledged): left out, then recovered", chosen.LogEndOffset, cd.LogEndOffset)
 			continue
 		}
 		same, note := c.agree(ctx, topic, partition, chosen, cd)
@@ -270,7 +302,7 @@ func (c *controller) failoverPartition(ctx context.Context, topic string, partit
 	}
 	// 6. Persist the new leader, epoch and active set, then tell the
 	// replicas (change pushes the metadata).
-	err = c.change(ctx, fmt.Sprintf("failover %s/%d: leader %d -> %d, epoch %d", topic, partition, part.Leader, chosen.Broker, newEpoch), func(m *metadata.Cluster) error {
+	err = c.change(ctx, fmt.Sprintf("%s %s/%d: leader %d -> %d, epoch %d", res.Action, topic, partition, part.Leader, chosen.Broker, newEpoch), func(m *metadata.Cluster) error {
 		p := &m.Topic(topic).Partitions[partition]
 		if p.Leader != part.Leader || p.LeaderEpoch != part.LeaderEpoch {
 			return fmt.Errorf("%w: partition %s/%d changed during the failover", transport.ErrInvalidRequest, topic, partition)
@@ -280,6 +312,64 @@ func (c *controller) failoverPartition(ctx context.Context, topic string, partit
 		return nil
 	})
 	return res, err
+}
+
+// ActionElectLeader is the action of a leadership move by elect-leaders.
+const ActionElectLeader = "elect-leader"
+
+// electLeaders moves the leadership of every partition (of req.Topic, or
+// of all topics) whose leader is not its preferred replica, the first of
+// its replicas, back to it, when that replica is active. A replica left
+// out of the active set by a move (it held an unacknowledged write) is
+// recovered in the same request; its result follows the move's.
+func (c *controller) electLeaders(ctx context.Context, req FailoverRequest) (ChangeReport, error) {
+	c.opMu.Lock()
+	defer c.opMu.Unlock()
+	c.opSilent = map[int32]bool{}
+	defer func() { c.opSilent = nil }()
+	meta := c.Metadata()
+	if req.Topic != "" && meta.Topic(req.Topic) == nil {
+		return ChangeReport{}, fmt.Errorf("%w: %q", transport.ErrUnknownTopic, req.Topic)
+	}
+	rep := ChangeReport{Results: []ChangeResult{}}
+	for _, t := range meta.Topics {
+		if req.Topic != "" && t.Name != req.Topic {
+			continue
+		}
+		for p, part := range t.Partitions {
+			preferred := part.Replicas[0]
+			if part.Leader == preferred {
+				continue
+			}
+			res, err := c.failoverPartition(ctx, t.Name, int32(p), req.DryRun, preferred)
+			c.reportChange(&rep, req, res, err)
+			if err != nil || req.DryRun {
+				continue
+			}
+			for _, b := range res.OldActive {
+				if !slices.Contains(res.NewActive, b) {
+					rres, err := c.recoverReplica(ctx, t.Name, int32(p), b)
+					c.reportChange(&rep, req, rres, err)
+				}
+			}
+		}
+	}
+	return rep, nil
+}
+
+// reportChange adds one partition's result to a report of several,
+// recording it in the audit trail when it changed something.
+func (c *controller) reportChange(rep *ChangeReport, req FailoverRequest, res ChangeResult, err error) {
+	if err != nil {
+		res.Error = err.Error()
+		var te *transport.Error
+		if errors.As(wireError(err), &te) {
+			res.ErrorName = te.Code.String()
+		}
+	} else if !req.DryRun {
+		c.record(req.Requester, res)
+	}
+	rep.Results = append(rep.Results, res)
 }
 
 // probe asks every active replica but the leader for its state, fencing it
@@ -484,6 +574,12 @@ func jsonReply(v any, err error) (transport.Message, error) {
 func (h *rpcHandler) failover(req *transport.Request) transport.Reply {
 	return h.operatorChange(req, func(ctx context.Context, c *controller, fr FailoverRequest) (ChangeReport, error) {
 		return c.failover(ctx, fr)
+	})
+}
+
+func (h *rpcHandler) electLeaders(req *transport.Request) transport.Reply {
+	return h.operatorChange(req, func(ctx context.Context, c *controller, fr FailoverRequest) (ChangeReport, error) {
+		return c.electLeaders(ctx, fr)
 	})
 }
 

@@ -79,6 +79,8 @@ func (h *rpcHandler) Handle(ctx context.Context, req *transport.Request) transpo
 		reply = h.failover(req)
 	case transport.APIRecover:
 		reply = h.recover(req)
+	case transport.APIElectLeaders:
+		reply = h.electLeaders(req)
 	case transport.APIHistory:
 		reply = h.history(req)
 	default:

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"gostream/client"
 	"gostream/record"
 	"gostream/storage"
 )
@@ -406,4 +407,107 @@ func divergeTail(t *testing.T, dir string, batches int) int64 {
 	}
 	require.Equal(t, end, l.LogEndOffset())
 	return end
+}
+
+// TestCtlElectLeadersMovesLeadershipBack: after a failover and a recovery,
+// leadership stays on the broker that took over; elect-leaders moves it back
+// to the preferred replica while a producer keeps writing. Every write
+// acknowledged before, during and after is read back, the replicas are
+// identical, the move is in the audit trail, and a second run has nothing
+// to do.
+func TestCtlElectLeadersMovesLeadershipBack(t *testing.T) {
+	c := startCluster(t, 3)
+	cl := newClient(t, c)
+	tm := createTopic(t, cl, "el", 3, 3)
+	require.Equal(t, int32(2), tm.Partitions[1].Leader, "round-robin placement: broker 2 leads partition 1")
+	acked := produceTo(t, cl, "el", 1, "before", 20)
+
+	require.NoError(t, c.Node(2).Kill())
+	checkCtl(t, c, "failover", 60*time.Second, exitZero, "failover", "--broker", "2")
+	require.NoError(t, c.StartNode(2))
+	checkCtl(t, c, "recover", 60*time.Second, exitZero, "recover", "--broker", "2")
+	moved := ctlJSON[ctlLeadership](t, c, "topic", "describe", "el")
+	require.NotEqual(t, int32(2), moved.Partitions[1].Leader, "the failover moved leadership off broker 2")
+
+	// A producer writes throughout the move.
+	p, err := client.NewProducer(cl, client.ProducerConfig{RequestTimeout: 5 * time.Second, Linger: -1})
+	require.NoError(t, err)
+	defer p.Close()
+	stop := make(chan struct{})
+	during := make(chan map[int64]string)
+	go func() {
+		got := map[int64]string{}
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				during <- got
+				return
+			default:
+			}
+			v := fmt.Sprint("during-", i)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ack, err := p.Send(ctx, client.ProducerRecord{Topic: "el", Partition: 1, ManualPartition: true, Value: []byte(v)})
+			cancel()
+			if err != nil {
+				cl.RefreshMetadata(context.Background(), "el")
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			got[ack.Offset] = v
+		}
+	}()
+	time.Sleep(200 * time.Millisecond) // let some writes in before the move
+
+	dry := ctlJSON[ctlChangeReport](t, c, "elect-leaders", "--topic", "el", "--dry-run")
+	require.Len(t, dry.Results, 1, "only partition 1 has moved off its preferred replica")
+	assert.True(t, dry.Results[0].DryRun)
+	rep := ctlJSON[ctlChangeReport](t, c, "elect-leaders")
+	require.NotEmpty(t, rep.Results)
+	m := rep.Results[0]
+	assert.Equal(t, "elect-leader", m.Action)
+	assert.Equal(t, int32(1), m.Partition)
+	assert.Equal(t, int32(2), m.NewLeader)
+	assert.Greater(t, m.NewEpoch, m.OldEpoch)
+	assert.Empty(t, m.Error)
+	for _, r := range rep.Results[1:] {
+		assert.Equal(t, "recover", r.Action, "a replica left out by the move is recovered: %+v", r)
+		assert.Empty(t, r.Error)
+	}
+	time.Sleep(200 * time.Millisecond) // and some after
+	close(stop)
+	for k, v := range <-during {
+		acked[k] = v
+	}
+	for k, v := range produceTo(t, cl, "el", 1, "after", 10) {
+		acked[k] = v
+	}
+
+	after := ctlJSON[ctlLeadership](t, c, "topic", "describe", "el")
+	for i, part := range after.Partitions {
+		assert.Equal(t, tm.Partitions[i].Replicas[0], part.Leader, "partition %d is led by its preferred replica", i)
+		assert.Equal(t, tm.Partitions[i].Replicas, sortedCopy(part.Active, tm.Partitions[i].Replicas), "partition %d: every replica active", i)
+	}
+	got := consumeAll(t, cl, "el", 1)
+	for off, v := range acked {
+		assert.Equal(t, v, got[off], "acknowledged record at offset %d", off)
+	}
+	checkCtl(t, c, "verify", 60*time.Second, exitZero, "verify", "--topic", "el")
+	hist := runCtl(t, c, "cluster", "history")
+	assert.Contains(t, hist.Stdout, "elect-leader")
+	again := runCtl(t, c, "elect-leaders")
+	require.Equal(t, 0, again.Exit, again.Stderr)
+	assert.Contains(t, again.Stdout, "nothing to move")
+}
+
+// sortedCopy returns ids in the order of like, for comparing sets.
+func sortedCopy(ids, like []int32) []int32 {
+	out := make([]int32, 0, len(ids))
+	for _, l := range like {
+		for _, id := range ids {
+			if id == l {
+				out = append(out, id)
+			}
+		}
+	}
+	return out
 }

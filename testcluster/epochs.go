@@ -351,7 +351,7 @@ func rfc3339(t time.Time) string { return t.Format(time.RFC3339Nano) }
 // catch-up events are added by a leader from its own view.
 func controllerChange(ev client.HistoryEvent) bool {
 	switch ev.Action {
-	case client.ActionFailover, client.ActionDropFollower, client.ActionRecover:
+	case client.ActionFailover, client.ActionElectLeader, client.ActionDropFollower, client.ActionRecover:
 		return ev.Error == "" && !ev.DryRun
 	}
 	return false
@@ -554,7 +554,7 @@ func checkTrailEpochs(v *violationList, changes []client.HistoryEvent) {
 		p := ev.Partition
 		prev, seen := last[p]
 		switch {
-		case ev.Action == client.ActionFailover && ev.NewEpoch <= ev.OldEpoch:
+		case (ev.Action == client.ActionFailover || ev.Action == client.ActionElectLeader) && ev.NewEpoch <= ev.OldEpoch:
 			v.add("epoch-back", "partition %d: the failover at %s from broker %d to broker %d went from epoch %d to epoch %d, not higher",
 				p, rfc3339(ev.Time), ev.OldLeader, ev.NewLeader, ev.OldEpoch, ev.NewEpoch)
 			last[p] = reached{ev.NewEpoch, ev} // resynchronize: report one bad event once
@@ -593,7 +593,7 @@ func checkLogs(v *violationList, replicas map[int32]map[int32][]BatchInfo) {
 // failover's new epoch began, a batch of an older epoch.
 func checkZombies(v *violationList, changes []client.HistoryEvent, replicas map[int32]map[int32][]BatchInfo, active map[int32][]int32) {
 	for _, ev := range changes {
-		if ev.Action != client.ActionFailover || ev.LostFrom == nil {
+		if (ev.Action != client.ActionFailover && ev.Action != client.ActionElectLeader) || ev.LostFrom == nil {
 			continue
 		}
 		p, from, epoch := ev.Partition, *ev.LostFrom, ev.NewEpoch

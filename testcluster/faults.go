@@ -68,7 +68,11 @@ func (r *run) leaderIsolated() error {
 		return err
 	}
 	r.say("network healed")
-	return r.recover(id)
+	if err := r.recover(id); err != nil {
+		return err
+	}
+	r.rebalance()
+	return nil
 }
 
 // controllerIsolated cuts the controller off from the other brokers.
@@ -160,7 +164,11 @@ func (r *run) lostUnsynced() error {
 		return nil
 	}
 	r.say("node %d restarted over the damaged tail", id)
-	return r.recover(id)
+	if err := r.recover(id); err != nil {
+		return err
+	}
+	r.rebalance()
+	return nil
 }
 
 // slowNetwork slows some links down through the proxy: delay with jitter,

@@ -12,6 +12,7 @@ const (
 	APIRecoverReplica  API = 33
 	APIResetReplica    API = 34
 	APIAudit           API = 35
+	APIElectLeaders    API = 36
 )
 
 func init() {
@@ -24,6 +25,7 @@ func init() {
 	apiNames[APIRecoverReplica] = "RecoverReplica"
 	apiNames[APIResetReplica] = "ResetReplica"
 	apiNames[APIAudit] = "Audit"
+	apiNames[APIElectLeaders] = "ElectLeaders"
 }
 
 // JSONMessage carries a JSON document: the operator APIs exchange reports

@@ -29,6 +29,7 @@ func commands() []*cli.Command {
 		catchUpCommand(),
 		failoverCommand(),
 		recoverCommand(),
+		electLeadersCommand(),
 		verifyCommand(),
 		parent("group", "consumer groups (when they exist)",
 			leaf("list", "list consumer groups", "", args(0, 0), notImplemented),

@@ -38,6 +38,37 @@ func recoverCommand() *cli.Command {
 	)
 }
 
+func electLeadersCommand() *cli.Command {
+	return leaf("elect-leaders", "move leadership back to each partition's preferred replica (the first of its replicas)",
+		"", args(0, 0), electLeadersAction,
+		&cli.StringFlag{Name: "topic", Usage: "only the partitions of topic `T` (default: every topic)"},
+		&cli.BoolFlag{Name: "dry-run", Usage: "print what would change, per candidate, and change nothing"},
+	)
+}
+
+func electLeadersAction(c *cli.Context) error {
+	dry := c.Bool("dry-run")
+	return withClient(c, func(ctx context.Context, cl *client.Client, g globals) error {
+		rep, err := cl.ElectLeaders(ctx, client.ElectLeadersRequest{Topic: c.String("topic"), DryRun: dry, Requester: requester()})
+		if err != nil {
+			return refused(err)
+		}
+		w := c.App.Writer
+		switch {
+		case g.output == outputJSON:
+			err = writeJSON(w, changeReportJSON(rep.Results, 0))
+		case len(rep.Results) == 0:
+			_, err = fmt.Fprintln(w, "every partition is led by its preferred replica: nothing to move")
+		default:
+			err = printFailover(w, rep.Results, target{}, dry)
+		}
+		if err != nil {
+			return err
+		}
+		return partitionsFailed(rep.Results)
+	})
+}
+
 // target is what an operator command names: one partition, or a broker's
 // partitions (topic empty).
 type target struct {
@@ -271,7 +302,7 @@ func printFailover(w io.Writer, results []client.ChangeResult, tg target, dry bo
 		return nil
 	}
 	for _, r := range results {
-		if r.Action != client.ActionFailover || (len(r.Candidates) == 0 && r.LostFrom == nil) {
+		if (r.Action != client.ActionFailover && r.Action != client.ActionElectLeader) || (len(r.Candidates) == 0 && r.LostFrom == nil) {
 			continue
 		}
 		fmt.Fprintf(w, "\nCandidates for %s (old leader %d):\n", partitionName(r.Topic, r.Partition), r.OldLeader)
