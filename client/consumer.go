@@ -84,6 +84,10 @@ func (c *Consumer) SeekToEnd(ctx context.Context) error {
 	return nil
 }
 
+// pollMargin is how long before the caller's deadline a long-poll asks the
+// broker to answer, so that the answer, even empty, arrives in time.
+const pollMargin = 100 * time.Millisecond
+
 // Poll returns the records from the position on, waiting up to maxWait for
 // some when there are none below the high watermark (nil and no error when
 // the wait ends empty), and moves the position past them. It follows the
@@ -101,6 +105,11 @@ func (c *Consumer) Poll(ctx context.Context, maxWait time.Duration) ([]record.Re
 		if maxWait > 0 {
 			// A retry after a leader change waits only what is left.
 			wait = max(time.Until(deadline), time.Millisecond)
+			// The broker answers, empty, before the caller gives up: a
+			// call that times out on a silent connection closes it.
+			if d, ok := ctx.Deadline(); ok && time.Until(d)-pollMargin < wait {
+				wait = max(time.Until(d)-pollMargin, time.Millisecond)
+			}
 		}
 		req := &transport.FetchRequest{
 			Topic:     c.topic,

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -201,4 +202,21 @@ func TestConsumerFollowsLeaderChange(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"b"}, recordValues(recs))
 	assert.Equal(t, 1, fc.count(2, transport.APIFetch))
+}
+
+// TestPollAnswersBeforeTheCallersDeadline: a long-poll longer than the
+// caller's context asks the broker to answer before that deadline, so it
+// ends empty, not in a timeout (which would also close a silent
+// connection).
+func TestPollAnswersBeforeTheCallersDeadline(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	fc.addTopic("t", 1)
+	cons := newTestConsumer(t, fc, "t", 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	recs, err := cons.Poll(ctx, 10*time.Second)
+	require.NoError(t, err, "a long-poll past the caller's deadline timed out")
+	assert.Empty(t, recs)
+	assert.Less(t, time.Since(start), 500*time.Millisecond)
 }
