@@ -94,7 +94,7 @@ type partitionProducer struct {
 	p       *Producer
 	tp      topicPartition
 	log     hclog.Logger
-	wake    chan struct{}      // cap 1: something arrived in mu
+	wake    chan struct{}  // cap 1: something arrived in mu
 	results chan *attempt  // cap MaxInFlightPerPartition, so handing over never blocks
 	waiters sync.WaitGroup // attempts not handed over yet
 
