@@ -28,8 +28,8 @@
 //     lower than the batch before it.
 //   - Only the newest segment can hold a torn write: a segment is fsync'd
 //     whole before the next one is created. The newest segment is
-//     zero-filled ahead of its data (so an append's fsync commits no
-//     metadata); on open, zeros after its last batch are free space. A
+//     preallocated ahead of its data (so an append's fsync commits no size
+//     change); on open, zeros after its last batch are free space. A
 //     damaged tail of the newest segment with no valid batch after it is
 //     cut and logged. Anything
 //     else that does not check out is corruption (ErrCorrupt): reported,

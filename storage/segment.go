@@ -107,27 +107,41 @@ func indexMiss(pos int64, h batchHeader, err error, want int64) bool {
 }
 
 // preallocBytes is how far ahead of its data the active segment is
-// zero-filled. Overwriting blocks that are already allocated and written
-// needs no change to the file's size or block map, so the fsync that
-// follows has no metadata to commit: on ext4 an overwrite+fsync of 1 KiB
-// took 0.11-0.15 ms against 0.17-0.22 ms for an append+fsync.
+// preallocated. Writing into blocks the file already has needs no change to
+// the file's size, so the fsync that follows has less metadata to commit.
+// On ext4, a 1 KiB write+fsync measured: append 0.17-0.22 ms, into
+// fallocate'd blocks 0.15-0.17 ms, over written zeros 0.11-0.15 ms; but
+// writing the zeros first costs a second write of every byte (10-20% of
+// the throughput of 256 KiB appends with fsync), fallocate nothing
+// measurable. So fallocate, and zeros only where it is not supported.
 const preallocBytes = 1 << 20
 
-// zeroChunk is the source of preallocated zeros; it is never written.
+// errNoFallocate means the filesystem cannot preallocate without writing.
+var errNoFallocate = errors.New("storage: fallocate not supported")
+
+// zeroChunk is the source of written zeros; it is never written to.
 var zeroChunk [preallocBytes]byte
 
-// preallocate makes sure the file holds at least need bytes, writing zeros
+// preallocate makes sure the file holds at least need bytes, extending it
 // from alloc up to the next multiple of preallocBytes (but not past limit,
-// the segment size, unless need does). It does not fsync: the next group
-// commit makes the zeros durable along with the data written into them.
-// The caller holds the Log's appendMu. Invariant: bytes [size, alloc) of
-// the active segment are zeros, which is what recovery relies on to tell
-// free space from a torn write.
+// the segment size, unless need does) with space that reads as zeros. It
+// does not fsync: the next group commit makes the new size durable with
+// the data written into it. The caller holds the Log's appendMu.
+// Invariant: bytes [size, alloc) of the active segment read as zeros,
+// which is what recovery relies on to tell free space from a torn write.
 func (s *segment) preallocate(need, limit int64) error {
 	if need <= s.alloc {
 		return nil
 	}
 	target := max(min((need+preallocBytes-1)/preallocBytes*preallocBytes, limit), need)
+	err := fallocate(s.f, s.alloc, target-s.alloc)
+	if err == nil {
+		s.alloc = target
+		return nil
+	}
+	if !errors.Is(err, errNoFallocate) {
+		return fmt.Errorf("preallocate segment %d: %w", s.base, err)
+	}
 	for s.alloc < target {
 		n := min(target-s.alloc, preallocBytes)
 		if _, err := s.f.WriteAt(zeroChunk[:n], s.alloc); err != nil {
