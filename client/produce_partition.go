@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -70,11 +71,15 @@ type batch struct {
 	outcome outcome
 }
 
-// attemptResult is the answer to one attempt, from its waiter goroutine.
-type attemptResult struct {
-	b    *batch
-	resp transport.ProduceResponse
-	err  error
+// attempt is one request for a batch, in flight. It is handed to the run
+// goroutine, once, when its answer is there or its deadline passed.
+type attempt struct {
+	b      *batch
+	call   *transport.Pending // set by send before run can receive the attempt
+	ctx    context.Context    // the attempt's deadline
+	cancel context.CancelFunc
+	stop   func() bool // unregisters the hand-over at the deadline
+	fired  atomic.Bool // the attempt was handed over
 }
 
 type flushWaiter struct {
@@ -89,9 +94,9 @@ type partitionProducer struct {
 	p       *Producer
 	tp      topicPartition
 	log     hclog.Logger
-	wake    chan struct{}      // cap 1: something arrived in mu
-	results chan attemptResult // cap MaxInFlightPerPartition, so waiters never block
-	waiters sync.WaitGroup     // goroutines waiting for answers
+	wake    chan struct{}  // cap 1: something arrived in mu
+	results chan *attempt  // cap MaxInFlightPerPartition, so handing over never blocks
+	waiters sync.WaitGroup // attempts not handed over yet
 
 	mu struct {
 		sync.Mutex
@@ -124,7 +129,7 @@ func newPartitionProducer(p *Producer, tp topicPartition) *partitionProducer {
 		tp:      tp,
 		log:     p.log.With("topic", tp.topic, "partition", tp.partition),
 		wake:    make(chan struct{}, 1),
-		results: make(chan attemptResult, p.cfg.MaxInFlightPerPartition),
+		results: make(chan *attempt, p.cfg.MaxInFlightPerPartition),
 	}
 }
 
@@ -183,8 +188,9 @@ func (pp *partitionProducer) run(stop <-chan struct{}) {
 		case <-pp.lingerC:
 			pp.linger, pp.lingerC = nil, nil
 			pp.seal()
-		case r := <-pp.results:
-			pp.answered(r.b, r.resp, r.err)
+		case a := <-pp.results:
+			resp, err := a.collect()
+			pp.answered(a.b, resp, err)
 		case <-pp.retryC:
 			pp.retryTimer, pp.retryC = nil, nil
 			pp.draining = false
@@ -326,20 +332,35 @@ func (pp *partitionProducer) send(ctx context.Context, cancel context.CancelFunc
 		TimeoutMs: int32(min(brokerTimeout.Milliseconds(), math.MaxInt32)),
 		Batch:     b.data,
 	}
-	call, err := conn.Send(ctx, transport.APIProduce, req)
+	// The answer is handed to run by the connection's reader, or by the
+	// deadline, whichever comes first: no goroutine waits per attempt.
+	a := &attempt{b: b, ctx: ctx, cancel: cancel}
+	handOver := func() {
+		if a.fired.CompareAndSwap(false, true) {
+			pp.results <- a
+			pp.waiters.Done()
+		}
+	}
+	pp.waiters.Add(1)
+	call, err := conn.SendNotify(ctx, transport.APIProduce, req, handOver)
 	if err != nil {
+		pp.waiters.Done() // SendNotify does not notify a call it failed to send
 		cancel()
 		pp.answered(b, transport.ProduceResponse{}, err)
 		return
 	}
-	pp.waiters.Add(1)
-	go func() {
-		defer pp.waiters.Done()
-		defer cancel()
-		var resp transport.ProduceResponse
-		err := call.Wait(ctx, &resp)
-		pp.results <- attemptResult{b: b, resp: resp, err: err}
-	}()
+	a.call = call
+	a.stop = context.AfterFunc(ctx, handOver)
+}
+
+// collect reads the answer of an attempt that was handed over, and ends
+// the attempt's context.
+func (a *attempt) collect() (transport.ProduceResponse, error) {
+	var resp transport.ProduceResponse
+	err := a.call.Wait(a.ctx, &resp) // does not block: the answer is there or the deadline passed
+	a.stop()
+	a.cancel()
+	return resp, err
 }
 
 // answered records the answer to b's latest attempt.
@@ -503,8 +524,9 @@ func (pp *partitionProducer) shutdown() {
 	pp.waiters.Wait()
 	for drained := false; !drained; {
 		select {
-		case r := <-pp.results:
-			r.b.done, r.b.resp, r.b.err, r.b.outcome = true, r.resp, r.err, classify(r.err)
+		case a := <-pp.results:
+			resp, err := a.collect()
+			a.b.done, a.b.resp, a.b.err, a.b.outcome = true, resp, err, classify(err)
 		default:
 			drained = true
 		}

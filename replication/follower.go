@@ -185,6 +185,21 @@ const maxReplicateBytes = 1 << 20
 // are marked done as they are acknowledged; on the first failure the rest
 // fail with it.
 func (f *follower) replicate(items []*item) error {
+	// A catch-up copies the leader's log up to its end, which can include
+	// batches whose items were queued after the catch-up took its items:
+	// those are on the follower already, durably, and sending them again
+	// would be refused (their base offset is below its log end).
+	f.mu.Lock()
+	acked := f.mu.ackedEnd
+	f.mu.Unlock()
+	for len(items) > 0 && items[0].next <= acked {
+		items[0].done <- nil
+		items[0].settled = true
+		items = items[1:]
+	}
+	if len(items) == 0 {
+		return nil
+	}
 	peer, err := f.peer()
 	if err != nil {
 		return err

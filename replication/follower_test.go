@@ -318,3 +318,46 @@ func TestReplicateFencing(t *testing.T) {
 	assert.Equal(t, int32(3), again.FencedEpoch())
 	require.ErrorIs(t, again.SetState(replication.State{Leader: self, LeaderEpoch: 2, Active: []int32{self, 2}}), replication.ErrStaleEpoch)
 }
+
+// TestCatchUpRacingProducers runs catch-ups (as an operator would) while
+// producers keep writing. A catch-up copies up to the leader's log end,
+// which may hold batches queued after it took its items; those must count
+// as replicated, not be sent again (the follower would refuse them: their
+// base offset is below its log end).
+func TestCatchUpRacingProducers(t *testing.T) {
+	pr := newPair(t)
+	pr.setState(t, replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self, 2}})
+	pr.waitInSync(t)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failures []error
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := tryProduce(pr.leader, fmt.Sprintf("g%d-%d", g, i), 1); err != nil {
+					mu.Lock()
+					failures = append(failures, err)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for range 300 {
+		_, _, err := pr.leader.CatchUp(ctxTimeout(t, 10*time.Second), 2)
+		require.NoError(t, err)
+	}
+	close(stop)
+	wg.Wait()
+	assert.Empty(t, failures, "produces failed while the follower was reachable")
+	pr.waitInSync(t)
+	assert.Equal(t, logBytes(t, pr.leaderLog), logBytes(t, pr.followerLog))
+}

@@ -27,8 +27,11 @@
 //   - Offsets are contiguous from the log start; a batch's epoch is never
 //     lower than the batch before it.
 //   - Only the newest segment can hold a torn write: a segment is fsync'd
-//     whole before the next one is created. On open, a damaged tail of the
-//     newest segment with no valid batch after it is cut and logged. Anything
+//     whole before the next one is created. The newest segment is
+//     preallocated ahead of its data (so an append's fsync commits no size
+//     change); on open, zeros after its last batch are free space. A
+//     damaged tail of the newest segment with no valid batch after it is
+//     cut and logged. Anything
 //     else that does not check out is corruption (ErrCorrupt): reported,
 //     never repaired, and the files are left as they were.
 //   - After a failed write or fsync the log refuses appends (ErrFailed)

@@ -186,6 +186,7 @@ func (l *Log) recover(bases []int64) error {
 		if err != nil {
 			return err
 		}
+		s.alloc = fi.Size()
 		if i < len(bases)-1 {
 			if next, epoch, err = l.checkClosedSegment(s, fi.Size(), epoch); err != nil {
 				return err
@@ -197,15 +198,23 @@ func (l *Log) recover(bases []int64) error {
 			return err
 		}
 		if res.stopErr != nil {
-			later, err := validBatchAfter(s.path, res.end, l.opts.MaxBatchBytes)
+			// Zeros after the last batch are space preallocated for appends,
+			// not damage; only what is not zero can be a torn write.
+			end, err := nonZeroEnd(s.f, res.end, fi.Size())
 			if err != nil {
 				return err
 			}
-			if later {
-				return corruptf("%s: %v, and valid data follows it", s.path, res.stopErr)
-			}
-			if err := l.cutTornTail(s, res, fi.Size()); err != nil {
-				return err
+			if end > res.end {
+				later, err := validBatchAfter(s.path, res.end, l.opts.MaxBatchBytes)
+				if err != nil {
+					return err
+				}
+				if later {
+					return corruptf("%s: %v, and valid data follows it", s.path, res.stopErr)
+				}
+				if err := l.cutTornTail(s, res, fi.Size()); err != nil {
+					return err
+				}
 			}
 		}
 		next, epoch = res.next, res.epoch
@@ -263,11 +272,12 @@ func (l *Log) checkClosedSegment(s *segment, fileSize int64, epoch int32) (int64
 }
 
 // cutTornTail quarantines and removes the bytes after the last valid batch
-// of the newest segment.
-func (l *Log) cutTornTail(s *segment, res scanResult, fileSize int64) error {
-	torn := fileSize - res.end
+// of the newest segment, up to end, the end of the file. Zeros preallocated
+// after a torn write go with it: they cannot be told from zeros it wrote.
+func (l *Log) cutTornTail(s *segment, res scanResult, end int64) error {
+	torn := end - res.end
 	name := fmt.Sprintf("torn-%s-%d.bin", segmentName(res.next), l.opts.Now().UnixNano())
-	if err := l.quarantine(name, []quarantineRange{{s, res.end, fileSize}}); err != nil {
+	if err := l.quarantine(name, []quarantineRange{{s, res.end, end}}); err != nil {
 		return err
 	}
 	if err := s.f.Truncate(res.end); err != nil {
@@ -276,7 +286,7 @@ func (l *Log) cutTornTail(s *segment, res scanResult, fileSize int64) error {
 	if err := s.f.Sync(); err != nil {
 		return fmt.Errorf("sync after torn tail: %w", err)
 	}
-	s.size = res.end
+	s.size, s.alloc = res.end, res.end
 	l.logger.Warn("cut a torn write off the end of the log", "segment", filepath.Base(s.path),
 		"offset", res.next, "position", res.end, "bytes", torn, "reason", res.stopErr, "quarantined", name)
 	return nil
@@ -414,6 +424,10 @@ func (l *Log) writeLocked(batch record.Batch, prepare func(next int64, lastEpoch
 		}
 		size = 0
 	}
+	if err := active.preallocate(size+int64(len(batch)), l.opts.SegmentBytes); err != nil {
+		l.fail(err)
+		return AppendResult{}, 0, err
+	}
 	if _, err := active.f.WriteAt(batch, size); err != nil {
 		err = fmt.Errorf("write segment %d: %w", active.base, err)
 		l.fail(err)
@@ -434,6 +448,9 @@ func (l *Log) writeLocked(batch record.Batch, prepare func(next int64, lastEpoch
 // and starts a new segment at next. Because the old segment is fsync'd before
 // the new file exists, only the newest segment can ever hold a torn write.
 func (l *Log) rollLocked(old *segment, next int64) (*segment, error) {
+	if err := old.trimToData(); err != nil {
+		return nil, err
+	}
 	if err := old.f.Sync(); err != nil {
 		return nil, fmt.Errorf("sync segment %d before roll: %w", old.base, err)
 	}
@@ -744,7 +761,10 @@ func (l *Log) Close() error {
 	l.mu.Unlock()
 	var errs []error
 	if failed == nil {
-		if err := segs[len(segs)-1].f.Sync(); err != nil {
+		// A closed log's files end at their data, as if never preallocated.
+		if err := segs[len(segs)-1].trimToData(); err != nil {
+			errs = append(errs, err)
+		} else if err := segs[len(segs)-1].f.Sync(); err != nil {
 			errs = append(errs, err)
 		} else {
 			l.mu.Lock()

@@ -24,7 +24,9 @@ func TestSegmentsRollBySize(t *testing.T) {
 	}
 	assert.Equal(t, []string{segName(0), segName(4), segName(8)}, segmentFiles(t, dir))
 	assert.Equal(t, 3, l.SegmentCount())
-	for name, want := range map[string]int64{segName(0): 4000, segName(4): 4000, segName(8): 2000} {
+	// Rolled segments end at their data; the active one is preallocated
+	// with zeros, up to SegmentBytes.
+	for name, want := range map[string]int64{segName(0): 4000, segName(4): 4000, segName(8): 4096} {
 		fi, err := os.Stat(filepath.Join(dir, name))
 		require.NoError(t, err)
 		assert.Equal(t, want, fi.Size(), name)

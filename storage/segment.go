@@ -32,6 +32,7 @@ type segment struct {
 	f    *os.File
 
 	size      int64        // bytes of whole batches in the file
+	alloc     int64        // bytes in the file: size, then zeros preallocated for appends (see preallocate)
 	next      int64        // offset after the last batch
 	index     []indexEntry // sparse: relative offset -> file position
 	indexedAt int64        // position of the last indexed batch, -1 for none
@@ -103,6 +104,87 @@ func (s *segment) lookup(offset int64) (pos, base int64) {
 // Position 0 always holds the segment's first batch, which Open checked.
 func indexMiss(pos int64, h batchHeader, err error, want int64) bool {
 	return pos > 0 && (err != nil || h.base != want)
+}
+
+// preallocBytes is how far ahead of its data the active segment is
+// preallocated. Writing into blocks the file already has needs no change to
+// the file's size, so the fsync that follows has less metadata to commit.
+// On ext4, a 1 KiB write+fsync measured: append 0.17-0.22 ms, into
+// fallocate'd blocks 0.15-0.17 ms, over written zeros 0.11-0.15 ms; but
+// writing the zeros first costs a second write of every byte (10-20% of
+// the throughput of 256 KiB appends with fsync), fallocate nothing
+// measurable. So fallocate, and zeros only where it is not supported.
+const preallocBytes = 1 << 20
+
+// errNoFallocate means the filesystem cannot preallocate without writing.
+var errNoFallocate = errors.New("storage: fallocate not supported")
+
+// zeroChunk is the source of written zeros; it is never written to.
+var zeroChunk [preallocBytes]byte
+
+// preallocate makes sure the file holds at least need bytes, extending it
+// from alloc up to the next multiple of preallocBytes (but not past limit,
+// the segment size, unless need does) with space that reads as zeros. It
+// does not fsync: the next group commit makes the new size durable with
+// the data written into it. The caller holds the Log's appendMu.
+// Invariant: bytes [size, alloc) of the active segment read as zeros,
+// which is what recovery relies on to tell free space from a torn write.
+func (s *segment) preallocate(need, limit int64) error {
+	if need <= s.alloc {
+		return nil
+	}
+	target := max(min((need+preallocBytes-1)/preallocBytes*preallocBytes, limit), need)
+	err := fallocate(s.f, s.alloc, target-s.alloc)
+	if err == nil {
+		s.alloc = target
+		return nil
+	}
+	if !errors.Is(err, errNoFallocate) {
+		return fmt.Errorf("preallocate segment %d: %w", s.base, err)
+	}
+	for s.alloc < target {
+		n := min(target-s.alloc, preallocBytes)
+		if _, err := s.f.WriteAt(zeroChunk[:n], s.alloc); err != nil {
+			return fmt.Errorf("preallocate segment %d: %w", s.base, err)
+		}
+		s.alloc += n
+	}
+	return nil
+}
+
+// trimToData cuts the zeros preallocated after the data, so that a segment
+// that is closed or rolled ends exactly at its last batch. It does not
+// fsync.
+func (s *segment) trimToData() error {
+	if s.alloc == s.size {
+		return nil
+	}
+	if err := s.f.Truncate(s.size); err != nil {
+		return fmt.Errorf("trim segment %d to its data: %w", s.base, err)
+	}
+	s.alloc = s.size
+	return nil
+}
+
+// nonZeroEnd returns the position just after the last byte in [from, to)
+// of f that is not zero, or from if they all are.
+func nonZeroEnd(f *os.File, from, to int64) (int64, error) {
+	buf := make([]byte, min(to-from, 64<<10))
+	end := from
+	for pos := from; pos < to; {
+		n := min(int64(len(buf)), to-pos)
+		if _, err := f.ReadAt(buf[:n], pos); err != nil {
+			return 0, err
+		}
+		for i := n - 1; i >= 0; i-- {
+			if buf[i] != 0 {
+				end = pos + i + 1
+				break
+			}
+		}
+		pos += n
+	}
+	return end, nil
 }
 
 // batchHeader is the part of a batch header that reads need.

@@ -131,6 +131,7 @@ func (l *Log) TruncateTo(ctx context.Context, offset int64) error {
 		l.fail(err)
 		return err
 	}
+	s.alloc = pos // the cut bytes are gone, so [size, alloc) holds zeros again
 	if err := s.f.Sync(); err != nil {
 		err = fmt.Errorf("sync segment %d: %w", s.base, err)
 		l.fail(err)

@@ -55,7 +55,7 @@ type Conn struct {
 	mu struct {
 		sync.Mutex
 		next    uint32
-		pending map[uint32]chan callResult
+		pending map[uint32]*Pending
 		err     error // why the connection closed
 	}
 }
@@ -88,7 +88,7 @@ func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 		nc: nc, addr: addr, cfg: cfg, done: make(chan struct{}), callTimeout: DefaultCallTimeout,
 		wsem: make(chan struct{}, 1), bw: bufio.NewWriterSize(nc, 64<<10),
 	}
-	c.mu.pending = make(map[uint32]chan callResult)
+	c.mu.pending = make(map[uint32]*Pending)
 	go c.readLoop()
 	return c, nil
 }
@@ -107,11 +107,11 @@ func (c *Conn) readLoop() {
 		}
 		c.lastRead.Store(time.Now().UnixNano())
 		c.mu.Lock()
-		ch, ok := c.mu.pending[f.CorrelationID]
+		p, ok := c.mu.pending[f.CorrelationID]
 		delete(c.mu.pending, f.CorrelationID)
 		c.mu.Unlock()
 		if ok {
-			ch <- callResult{body: f.Body}
+			p.deliver(callResult{body: f.Body})
 		}
 		// A response nobody waits for belongs to a call that gave up.
 	}
@@ -124,11 +124,11 @@ func (c *Conn) fail(err error) {
 		c.mu.err = err
 	}
 	pending := c.mu.pending
-	c.mu.pending = make(map[uint32]chan callResult)
+	c.mu.pending = make(map[uint32]*Pending)
 	c.mu.Unlock()
 	c.nc.Close()
-	for _, ch := range pending {
-		ch <- callResult{err: fmt.Errorf("%w: %s: %v", ErrConnClosed, c.addr, err)}
+	for _, p := range pending {
+		p.deliver(callResult{err: fmt.Errorf("%w: %s: %v", ErrConnClosed, c.addr, err)})
 	}
 }
 
@@ -179,6 +179,16 @@ type Pending struct {
 	api    API
 	ch     chan callResult
 	sentAt time.Time
+	notify func() // from SendNotify; nil for Send
+}
+
+// deliver hands the response (or the connection's failure) to the call.
+// It runs at most once per call: its id has just left the pending map.
+func (p *Pending) deliver(r callResult) {
+	p.ch <- r
+	if p.notify != nil {
+		p.notify()
+	}
 }
 
 // SilentAfter is how long a connection may stay silent, with a request
@@ -196,6 +206,15 @@ const SilentAfter = time.Second
 // Send matches ErrNotSent: the server did not get the request. Every
 // Pending must be waited for or canceled.
 func (c *Conn) Send(ctx context.Context, api API, req Message) (*Pending, error) {
+	return c.SendNotify(ctx, api, req, nil)
+}
+
+// SendNotify is Send that also calls notify once the response, or the
+// failure of the connection, is there for Wait to collect without
+// blocking. notify runs on the connection's reader goroutine and must not
+// block; it is not called if Send fails, nor after Cancel. It spares a
+// caller that waits for many calls at once a goroutine per call.
+func (c *Conn) SendNotify(ctx context.Context, api API, req Message, notify func()) (*Pending, error) {
 	body := Marshal(make([]byte, 0, 64), req)
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotSent, c.ctxError(ctx, api)) // do not send what nobody waits for
@@ -212,8 +231,8 @@ func (c *Conn) Send(ctx context.Context, api API, req Message) (*Pending, error)
 		return nil, fmt.Errorf("%w: %s: connection closed: %v", ErrNotSent, c.addr, err)
 	}
 	c.mu.next++
-	p := &Pending{c: c, id: c.mu.next, api: api, ch: make(chan callResult, 1)}
-	c.mu.pending[p.id] = p.ch
+	p := &Pending{c: c, id: c.mu.next, api: api, ch: make(chan callResult, 1), notify: notify}
+	c.mu.pending[p.id] = p
 	c.mu.Unlock()
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -227,9 +246,10 @@ func (c *Conn) Send(ctx context.Context, api API, req Message) (*Pending, error)
 	<-c.wsem
 	if err != nil {
 		// A partly written frame leaves the stream unusable, and the server
-		// never handles a partial frame.
-		c.fail(fmt.Errorf("write: %w", err))
+		// never handles a partial frame. The call is forgotten first, so
+		// that the failure reaches its caller only as Send's error.
 		p.Cancel()
+		c.fail(fmt.Errorf("write: %w", err))
 		return nil, fmt.Errorf("%w: %s: write: %v", ErrNotSent, c.addr, err)
 	}
 	p.sentAt = time.Now()
@@ -247,32 +267,37 @@ func (p *Pending) Wait(ctx context.Context, resp Message) error {
 		defer cancel()
 	}
 	c, api := p.c, p.api
+	var r callResult
 	select {
-	case r := <-p.ch:
-		if r.err != nil {
-			return r.err
+	case r = <-p.ch: // an answer that is there wins over a deadline that passed
+	default:
+		select {
+		case r = <-p.ch:
+		case <-ctx.Done():
+			p.Cancel()
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				c.closeIfSilent(p.sentAt)
+			}
+			return c.ctxError(ctx, api)
 		}
-		rest, werr, err := SplitResponse(r.body)
-		if err != nil {
-			return fmt.Errorf("%s response from %s: %w", api, c.addr, err)
-		}
-		if werr != nil {
-			return werr
-		}
-		if resp == nil {
-			resp = &Empty{}
-		}
-		if err := Unmarshal(rest, resp); err != nil {
-			return fmt.Errorf("%s response from %s: %w", api, c.addr, err)
-		}
-		return nil
-	case <-ctx.Done():
-		p.Cancel()
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			c.closeIfSilent(p.sentAt)
-		}
-		return c.ctxError(ctx, api)
 	}
+	if r.err != nil {
+		return r.err
+	}
+	rest, werr, err := SplitResponse(r.body)
+	if err != nil {
+		return fmt.Errorf("%s response from %s: %w", api, c.addr, err)
+	}
+	if werr != nil {
+		return werr
+	}
+	if resp == nil {
+		resp = &Empty{}
+	}
+	if err := Unmarshal(rest, resp); err != nil {
+		return fmt.Errorf("%s response from %s: %w", api, c.addr, err)
+	}
+	return nil
 }
 
 // closeIfSilent closes the connection if nothing has arrived on it since

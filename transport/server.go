@@ -234,9 +234,15 @@ type serverConn struct {
 	inFlight  atomic.Int64
 	lastReply atomic.Int64
 
+	// wmu guards the responses waiting to be written. Whoever queues a
+	// response when no write is running writes everything queued, in one
+	// write call (writev), until the queue is empty: responses that become
+	// ready together, such as those of one group commit, share a syscall.
 	wmu struct {
 		sync.Mutex
-		failed bool
+		failed  bool
+		writing bool
+		queue   [][]byte
 	}
 }
 
@@ -286,11 +292,8 @@ func (c *serverConn) serve() {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			defer func() { <-c.sem }()
 			m, err := c.runReply(reply, req, log)
-			c.respond(req, m, err, log)
-			c.lastReply.Store(time.Now().UnixNano())
-			c.inFlight.Add(-1) // after lastReply: see deadlineReader
+			c.respond(req, m, err, log) // frees the in-flight slot once written
 		}()
 	}
 }
@@ -351,18 +354,52 @@ func (c *serverConn) respond(req *Request, m Message, err error, log hclog.Logge
 	binary.BigEndian.PutUint16(frame[6:], req.Version)
 	binary.BigEndian.PutUint32(frame[8:], req.CorrelationID)
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
 	if c.wmu.failed {
+		c.wmu.Unlock()
+		c.written(1)
 		return
 	}
-	c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
-	if _, werr := c.nc.Write(frame); werr != nil {
-		c.wmu.failed = true
-		if c.ctx.Err() == nil && !errors.Is(werr, net.ErrClosed) {
-			log.Warn("closing connection: cannot write response", "err", werr)
+	c.wmu.queue = append(c.wmu.queue, frame)
+	if c.wmu.writing {
+		c.wmu.Unlock() // the running write takes it along
+		return
+	}
+	c.wmu.writing = true
+	for len(c.wmu.queue) > 0 && !c.wmu.failed {
+		frames := c.wmu.queue
+		c.wmu.queue = nil
+		c.wmu.Unlock()
+		c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+		bufs := net.Buffers(frames)
+		_, werr := bufs.WriteTo(c.nc)
+		c.wmu.Lock()
+		if werr != nil {
+			c.wmu.failed = true
+			if c.ctx.Err() == nil && !errors.Is(werr, net.ErrClosed) {
+				log.Warn("closing connection: cannot write response", "err", werr)
+			}
+			c.nc.Close()
+			c.cancel()
 		}
-		c.nc.Close()
-		c.cancel()
+		c.written(len(frames))
+	}
+	dropped := len(c.wmu.queue) // queued behind a failed write
+	c.wmu.queue = nil
+	c.wmu.writing = false
+	c.wmu.Unlock()
+	c.written(dropped)
+}
+
+// written accounts for n responses written (or dropped with their failed
+// connection): each frees its in-flight slot.
+func (c *serverConn) written(n int) {
+	if n == 0 {
+		return
+	}
+	c.lastReply.Store(time.Now().UnixNano())
+	c.inFlight.Add(-int64(n)) // after lastReply: see deadlineReader
+	for range n {
+		<-c.sem
 	}
 }
 

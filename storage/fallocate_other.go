@@ -1,0 +1,8 @@
+//go:build !linux
+
+package storage
+
+import "os"
+
+// fallocate is not available here: preallocation writes zeros instead.
+func fallocate(*os.File, int64, int64) error { return errNoFallocate }

@@ -1,0 +1,148 @@
+package storage_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"gostream/record"
+	"gostream/storage"
+)
+
+// preallocatedLog appends n batches to a new log and, without closing it,
+// copies its directory as a crash would leave it. It returns the copy, the
+// batches, and the newest segment's bytes in the copy.
+func preallocatedLog(t *testing.T, n int) (string, []record.Batch, []byte) {
+	t.Helper()
+	dir := t.TempDir()
+	l := openLog(t, dir, storage.Options{})
+	var batches []record.Batch
+	for i := range n {
+		b := sizedBatch(t, 300, byte('a'+i))
+		mustAppend(t, l, b, 0)
+		batches = append(batches, b)
+	}
+	crashed := t.TempDir()
+	copyDir(t, dir, crashed)
+	require.NoError(t, l.Close())
+	data, err := os.ReadFile(filepath.Join(crashed, segName(0)))
+	require.NoError(t, err)
+	return crashed, batches, data
+}
+
+// TestPreallocatedSegment: the active segment is zero-filled ahead of its
+// data while the log is open, and ends at its data once closed.
+func TestPreallocatedSegment(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, storage.Options{})
+	var batches []record.Batch
+	for i := range 3 {
+		b := sizedBatch(t, 500, byte(i))
+		mustAppend(t, l, b, 0)
+		batches = append(batches, b)
+	}
+	path := filepath.Join(dir, segName(0))
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	want := concat(batches)
+	require.Greater(t, len(data), len(want), "space after the data is preallocated")
+	assert.Equal(t, want, data[:len(want)])
+	assert.Equal(t, make([]byte, len(data)-len(want)), data[len(want):], "preallocated space is zeros")
+	assert.Equal(t, int64(len(want)), l.Size(), "Size counts data, not preallocated space")
+
+	require.NoError(t, l.Close())
+	data, err = os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, want, data, "a closed segment ends at its data")
+}
+
+// TestZeroTailIsFreeSpace: a crash leaves the newest segment with zeros after
+// its data. Open takes them as free space: nothing is cut or quarantined,
+// and appends go on right after the data.
+func TestZeroTailIsFreeSpace(t *testing.T) {
+	dir, batches, data := preallocatedLog(t, 4)
+	want := concat(batches)
+	require.Greater(t, len(data), len(want))
+
+	l := openLog(t, dir, storage.Options{})
+	assert.Equal(t, int64(4), l.LogEndOffset())
+	assert.Equal(t, want, concat(readAll(t, l)))
+	assert.Empty(t, quarantined(t, dir), "zeros are not a torn write")
+	fi, err := os.Stat(filepath.Join(dir, segName(0)))
+	require.NoError(t, err)
+	assert.Equal(t, int64(len(data)), fi.Size(), "the free space is kept")
+
+	next := sizedBatch(t, 300, 'z')
+	res := mustAppend(t, l, next, 0)
+	assert.Equal(t, int64(4), res.BaseOffset)
+	require.NoError(t, l.Close())
+	got, err := os.ReadFile(filepath.Join(dir, segName(0)))
+	require.NoError(t, err)
+	assert.Equal(t, append(bytes.Clone(want), next...), got)
+}
+
+// TestTornWriteBeforeZeros: a batch torn by a crash inside the preallocated
+// space is cut off and quarantined with the zeros after it; the batches
+// before it stay.
+func TestTornWriteBeforeZeros(t *testing.T) {
+	dir, batches, data := preallocatedLog(t, 3)
+	good := len(concat(batches[:2]))
+	torn := bytes.Clone(data)
+	clear(torn[good+100 : len(concat(batches))]) // the last batch's end never reached the disk
+	require.NoError(t, os.WriteFile(filepath.Join(dir, segName(0)), torn, 0o644))
+
+	l := openLog(t, dir, storage.Options{})
+	assert.Equal(t, int64(2), l.LogEndOffset())
+	assert.Equal(t, concat(batches[:2]), concat(readAll(t, l)))
+	q := quarantined(t, dir)
+	require.Len(t, q, 1)
+	for _, cut := range q {
+		assert.Equal(t, torn[good:], cut, "the torn batch and the zeros after it are quarantined")
+	}
+	fi, err := os.Stat(filepath.Join(dir, segName(0)))
+	require.NoError(t, err)
+	assert.Equal(t, int64(good), fi.Size())
+}
+
+// TestZerosThenValidBatchIsCorrupt: zeros are free space only at the end. A
+// valid batch after them is not explained by a crash.
+func TestZerosThenValidBatchIsCorrupt(t *testing.T) {
+	dir, batches, data := preallocatedLog(t, 3)
+	good := len(concat(batches[:1]))
+	damaged := bytes.Clone(data)
+	clear(damaged[good : good+len(batches[1])]) // batch 1 lost, batch 2 intact after it
+	require.NoError(t, os.WriteFile(filepath.Join(dir, segName(0)), damaged, 0o644))
+	assertCorruptUntouched(t, dir, storage.Options{})
+}
+
+// TestTruncatePreallocated: truncating the active segment cuts the file at
+// the new end, so no old batch is left in the space appends will use.
+func TestTruncatePreallocated(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, storage.Options{})
+	var batches []record.Batch
+	for i := range 4 {
+		b := sizedBatch(t, 300, byte(i))
+		mustAppend(t, l, b, 0)
+		batches = append(batches, b)
+	}
+	require.NoError(t, l.TruncateTo(ctxFor(t), 2))
+	next := sizedBatch(t, 100, 'n')
+	mustAppend(t, l, next, 0)
+
+	crashed := t.TempDir()
+	copyDir(t, dir, crashed)
+	data, err := os.ReadFile(filepath.Join(crashed, segName(0)))
+	require.NoError(t, err)
+	want := append(concat(batches[:2]), next...)
+	assert.Equal(t, want, data[:len(want)])
+	assert.Equal(t, make([]byte, len(data)-len(want)), data[len(want):], "only zeros after the data")
+
+	r := openLog(t, crashed, storage.Options{})
+	assert.Equal(t, int64(3), r.LogEndOffset())
+	assert.Equal(t, want, concat(readAll(t, r)))
+}
