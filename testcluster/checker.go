@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"time"
+
+	"gostream/record"
 )
 
 // maxReported bounds the violations of one kind listed one by one.
@@ -165,7 +167,10 @@ func CheckHistory(ops []Op) ([]string, CheckStats) {
 }
 
 // segmentBytes is the concatenation of a replica's segment files, in
-// name order (quarantined files are in a subdirectory and not included).
+// name order (quarantined files are in a subdirectory and not included),
+// the newest cut at the end of its last whole batch: a running node's
+// newest segment has space preallocated after its data, and a follower may
+// be half way through a write.
 func segmentBytes(n *Node, topic string, p int32) ([]byte, error) {
 	files, err := filepath.Glob(filepath.Join(n.ReplicaDir(topic, p), "*.log"))
 	if err != nil {
@@ -173,14 +178,31 @@ func segmentBytes(n *Node, topic string, p int32) ([]byte, error) {
 	}
 	sort.Strings(files)
 	var all []byte
-	for _, f := range files {
+	for i, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			return nil, err
 		}
+		if i == len(files)-1 {
+			b = b[:wholeBatches(b)]
+		}
 		all = append(all, b...)
 	}
 	return all, nil
+}
+
+// wholeBatches is the length of the run of whole, valid batches at the
+// start of b.
+func wholeBatches(b []byte) int {
+	n := 0
+	for n < len(b) {
+		batch, _, err := record.Frame(b[n:], record.MaxBatchSize)
+		if err != nil || batch.Validate() != nil {
+			break
+		}
+		n += len(batch)
+	}
+	return n
 }
 
 // CheckReplicas checks invariant 6 after the faults have healed and the

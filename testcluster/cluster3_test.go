@@ -5,9 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -19,18 +16,12 @@ import (
 	"gostream/transport"
 )
 
-// replicaBytes concatenates a replica's segment files, in order.
+// replicaBytes concatenates a replica's segment files, in order, up to the
+// end of the newest one's whole batches (see segmentBytes).
 func replicaBytes(t *testing.T, n *Node, topic string, p int32) []byte {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(n.ReplicaDir(topic, p), "*.log"))
+	all, err := segmentBytes(n, topic, p)
 	require.NoError(t, err)
-	sort.Strings(files)
-	var all []byte
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		require.NoError(t, err)
-		all = append(all, b...)
-	}
 	return all
 }
 

@@ -96,9 +96,13 @@ func readReplica(dir string) ([]BatchInfo, int64, error) {
 }
 
 // appendBatches appends the batches of data to out. A partial batch at the
-// end is left out when partialTail is set, and an error otherwise.
+// end is left out when partialTail is set, and an error otherwise; so are
+// the zeros storage preallocates after the newest segment's data.
 func appendBatches(out []BatchInfo, data []byte, path string, partialTail bool) ([]BatchInfo, error) {
 	for pos := 0; pos < len(data); {
+		if partialTail && onlyZeroBytes(data[pos:]) {
+			break
+		}
 		b, _, err := record.Frame(data[pos:], record.MaxBatchSize)
 		if errors.Is(err, record.ErrShort) && partialTail {
 			break
@@ -860,4 +864,14 @@ func CheckTruncations(c *Cluster, topic string, ops []Op, events []client.Histor
 			ev.Partition, added[0], rfc3339(ev.Time), ev.Truncated[0], ev.Truncated[1], quarantineDir, ev.Truncated[1])
 	}
 	return v.result()
+}
+
+// onlyZeroBytes reports whether b holds nothing but zeros.
+func onlyZeroBytes(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
