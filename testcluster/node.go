@@ -225,8 +225,54 @@ func (n *Node) Stop(timeout time.Duration) error {
 	return err
 }
 
-// Pause stops the whole process group with SIGSTOP.
-func (n *Node) Pause() error { return n.signal(syscall.SIGSTOP) }
+// Pause stops the whole process group with SIGSTOP and returns once every
+// thread of the node's process is stopped: kill(2) returns before the
+// signal has taken effect, and on a loaded machine a thread may still run
+// for a moment.
+func (n *Node) Pause() error {
+	if err := n.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	pid := n.mu.cmd.Process.Pid
+	n.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		running, err := runningThreads(pid)
+		if err != nil || running == 0 {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("testcluster: node %d: %d threads still running 10s after SIGSTOP", n.ID, running)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// runningThreads counts the threads of pid not in the stopped state (T or
+// t in /proc/<pid>/task/<tid>/stat).
+func runningThreads(pid int) (int, error) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, err
+	}
+	running := 0
+	for _, t := range tasks {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, t.Name()))
+		if err != nil {
+			continue // the thread is gone
+		}
+		// The state follows the command name, which is in parentheses.
+		i := bytes.LastIndexByte(data, ')')
+		if i < 0 || i+2 >= len(data) {
+			continue
+		}
+		if st := data[i+2]; st != 'T' && st != 't' {
+			running++
+		}
+	}
+	return running, nil
+}
 
 // Resume continues a paused process group with SIGCONT.
 func (n *Node) Resume() error { return n.signal(syscall.SIGCONT) }
