@@ -63,16 +63,17 @@ bench-compare: build
 
 # The chaos harness (testcluster/, DESIGN.md section 10): every scenario
 # on its own 3-node cluster, CHAOS_DURATION of faults each (ten scenarios:
-# about 15 minutes in all), then the checker. `make test` runs only a short
+# about 11 minutes in all), then the checker. `make test` runs only a short
 # smoke of it. Network faults need root (a network namespace and iptables
 # inside it). A run that finds a violation is saved in
 # testcluster/runs/<scenario>-<seed>/ with the command that replays it;
 # exit 1 on any violation.
 CHAOS_DURATION  ?= 60s
 CHAOS_SEED      ?= 0
+CHAOS_RUNS      ?= 1
 CHAOS_SCENARIOS ?= leader-kill,follower-kill,leader-pause,leader-isolated,controller-isolated,controller-mid-failover,lost-unsynced,slow-network,rolling-restart,random
 chaos:
-	$(GO) run ./testcluster/cmd/chaos --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED) --scenarios $(CHAOS_SCENARIOS)
+	$(GO) run ./testcluster/cmd/chaos --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED) --runs $(CHAOS_RUNS) --scenarios $(CHAOS_SCENARIOS)
 
 fmt:
 	gofmt -w .

@@ -25,6 +25,7 @@ func main() {
 	seed := flag.Int64("seed", 0, "seed of the fault choices and timings (default: the time); scenario i uses seed+i")
 	scenarios := flag.String("scenarios", strings.Join(testcluster.Scenarios, ","), "comma-separated scenarios: "+strings.Join(testcluster.Scenarios, ", "))
 	race := flag.Bool("race", false, "build the node and ctl with the race detector")
+	repeat := flag.Int("runs", 1, "run every scenario this many times, each with its own seed")
 	keep := flag.Bool("keep", false, "save every run's history, logs and data, not only those that found a violation")
 	runs := flag.String("runs-dir", "", "where a failing run's history, logs and data go (default testcluster/runs)")
 	flag.Parse()
@@ -43,22 +44,51 @@ func main() {
 		fmt.Printf("chaos: no network faults on this machine: %v\n", err)
 	}
 	var results []testcluster.Result
-	for i, n := range names {
-		s := *seed + int64(i)
-		replay := fmt.Sprintf("go run ./testcluster/cmd/chaos --scenarios %s --seed %d --duration %s", n, s, *duration)
-		results = append(results, testcluster.RunScenario(testcluster.ScenarioConfig{
-			Name: n, Seed: s, Duration: *duration, RunsDir: *runs, Race: *race, Replay: replay, Keep: *keep,
-		}))
+	for r := 0; r < *repeat; r++ {
+		for i, n := range names {
+			s := *seed + int64(r*len(names)+i)
+			replay := fmt.Sprintf("go run ./testcluster/cmd/chaos --scenarios %s --seed %d --duration %s", n, s, *duration)
+			results = append(results, testcluster.RunScenario(testcluster.ScenarioConfig{
+				Name: n, Seed: s, Duration: *duration, RunsDir: *runs, Race: *race, Replay: replay, Keep: *keep,
+			}))
+		}
 	}
 	exit := 0
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tseed\truns\tfaults\tleader faults\toperations\tproduces\tacknowledged\treads\tviolations\t")
+	// One row per scenario, its runs added up.
+	type row struct {
+		seeds                                             []string
+		runs, faults, leader, ops, produces, acked, reads int
+		violations, harness                               int
+	}
+	rows := map[string]*row{}
 	for _, r := range results {
-		v := fmt.Sprint(len(r.Violations))
-		if r.Err != nil {
-			v += " (harness error)"
+		w := rows[r.Scenario]
+		if w == nil {
+			w = &row{}
+			rows[r.Scenario] = w
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", r.Scenario, r.Seed, 1, r.Faults, r.LeaderFaults, r.Stats.Ops, r.Stats.Produces, r.Stats.Acked, r.Stats.Reads, v)
+		w.seeds = append(w.seeds, fmt.Sprint(r.Seed))
+		w.runs++
+		w.faults += r.Faults
+		w.leader += r.LeaderFaults
+		w.ops += r.Stats.Ops
+		w.produces += r.Stats.Produces
+		w.acked += r.Stats.Acked
+		w.reads += r.Stats.Reads
+		w.violations += len(r.Violations)
+		if r.Err != nil {
+			w.harness++
+		}
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tseeds\truns\tfaults\tleader faults\toperations\tproduces\tacknowledged\treads\tviolations\t")
+	for _, n := range names {
+		w := rows[n]
+		v := fmt.Sprint(w.violations)
+		if w.harness > 0 {
+			v += fmt.Sprintf(" (%d harness errors)", w.harness)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", n, strings.Join(w.seeds, ","), w.runs, w.faults, w.leader, w.ops, w.produces, w.acked, w.reads, v)
 	}
 	tw.Flush()
 	for _, r := range results {
