@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -27,7 +28,21 @@ type ConnConfig struct {
 	// LocalIP is the source address of the connections; nil lets the
 	// operating system choose.
 	LocalIP net.IP
+	// UserTimeout is how long data sent may stay unacknowledged by the
+	// peer's TCP before the connection is aborted (TCP_USER_TIMEOUT on
+	// Linux); default DefaultUserTimeout, negative for the system's
+	// (minutes of retransmissions).
+	UserTimeout time.Duration
 }
+
+// DefaultUserTimeout is ConnConfig.UserTimeout's default. Without it a
+// connection across a network partition stays open, its retransmissions
+// backing off to tens of seconds apart, and after the partition heals a
+// call on it waits for the next retransmission; with it the connection
+// is gone within seconds and the next call dials anew. A peer that is
+// merely slow or paused still acknowledges at the TCP level and is not
+// affected (see SilentAfter for that).
+const DefaultUserTimeout = 5 * time.Second
 
 // Conn is a client connection that carries many calls at once; responses
 // are matched to calls by correlation id. Each request is written whole,
@@ -76,6 +91,12 @@ func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 	d := net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 15 * time.Second}
 	if cfg.LocalIP != nil {
 		d.LocalAddr = &net.TCPAddr{IP: cfg.LocalIP}
+	}
+	if cfg.UserTimeout == 0 {
+		cfg.UserTimeout = DefaultUserTimeout
+	}
+	if cfg.UserTimeout > 0 {
+		d.Control = func(_, _ string, c syscall.RawConn) error { return setUserTimeout(c, cfg.UserTimeout) }
 	}
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {

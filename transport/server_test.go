@@ -998,3 +998,25 @@ func TestPanicInHandlerIsAnsweredAndServingGoesOn(t *testing.T) {
 	assert.ErrorIs(t, err, ErrUnknown)
 	require.NoError(t, c.Call(testContext(t), apiBig, &Empty{}, nil), "the connection still serves")
 }
+
+func TestDialSetsUserTimeout(t *testing.T) {
+	_, addr := startServer(t, ServerConfig{}, testHandler(nil))
+	for _, tc := range []struct {
+		cfg  ConnConfig
+		want time.Duration
+	}{
+		{ConnConfig{}, DefaultUserTimeout},
+		{ConnConfig{UserTimeout: 1500 * time.Millisecond}, 1500 * time.Millisecond},
+	} {
+		c, err := Dial(context.Background(), addr, tc.cfg)
+		require.NoError(t, err)
+		raw, err := c.nc.(*net.TCPConn).SyscallConn()
+		require.NoError(t, err)
+		got, err := userTimeout(raw)
+		require.NoError(t, err)
+		if runtime.GOOS == "linux" {
+			assert.Equal(t, tc.want, got)
+		}
+		c.Close()
+	}
+}
