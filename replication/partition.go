@@ -383,22 +383,18 @@ func (p *Partition) Produce(batch record.Batch) (func(ctx context.Context) (Ack,
 		p.produceMu.Unlock()
 		return nil, err
 	}
-	items := make([]*item, len(followers))
+	acks := newAcks(len(followers))
 	for i, f := range followers {
-		items[i] = f.enqueue(batch, res.NextOffset)
+		f.enqueue(batch, res.NextOffset, acks, i)
 	}
 	p.produceMu.Unlock()
 
 	return func(ctx context.Context) (Ack, error) {
+		// The leader's fsync runs here while the followers' senders are
+		// already sending the batch.
 		derr := durable(ctx)
 		var rerr *ReplicationError
-		for i, it := range items {
-			var err error
-			select {
-			case err = <-it.done:
-			case <-ctx.Done():
-				err = fmt.Errorf("no acknowledgement before the deadline (%v)", ctx.Err())
-			}
+		for i, err := range acks.wait(ctx) {
 			if err != nil {
 				if rerr == nil {
 					rerr = &ReplicationError{Failures: map[int32]error{}}
