@@ -23,68 +23,8 @@ const catchUpRetry = time.Second
 type item struct {
 	batch   []byte // nil for an operator's catch-up request
 	next    int64
-	acks    *acks // the outcome goes to slot of acks
-	slot    int
-	settled bool // the outcome was given; only the sender goroutine touches it
-}
-
-// settle gives the item's outcome: nil once the follower holds the batch
-// durably.
-func (it *item) settle(err error) { it.acks.settle(it.slot, err) }
-
-// acks collects the outcomes of one batch at each of its followers. The
-// goroutine waiting for them is woken once, when the last is in, rather than
-// once per follower: a produce's wake-ups are per-record CPU.
-type acks struct {
-	done chan struct{} // closed when every slot is settled
-	mu   struct {
-		sync.Mutex
-		errs    []error
-		settled []bool
-		left    int
-	}
-}
-
-func newAcks(n int) *acks {
-	a := &acks{done: make(chan struct{})}
-	a.mu.errs, a.mu.settled, a.mu.left = make([]error, n), make([]bool, n), n
-	if n == 0 {
-		close(a.done)
-	}
-	return a
-}
-
-// settle records slot's outcome; each slot is settled once.
-func (a *acks) settle(slot int, err error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.mu.settled[slot] {
-		panic("replication: a follower's outcome settled twice")
-	}
-	a.mu.errs[slot], a.mu.settled[slot] = err, true
-	a.mu.left--
-	if a.mu.left == 0 {
-		close(a.done)
-	}
-}
-
-// wait returns every slot's outcome once all are in, or at ctx's end with
-// unsettled ends failed for want of an acknowledgement before the deadline.
-func (a *acks) wait(ctx context.Context) []error {
-	select {
-	case <-a.done:
-	case <-ctx.Done():
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	errs := make([]error, len(a.mu.errs))
-	for i, err := range a.mu.errs {
-		if !a.mu.settled[i] {
-			err = fmt.Errorf("no acknowledgement before the deadline (%v)", ctx.Err())
-		}
-		errs[i] = err
-	}
-	return errs
+	done    chan error // buffered: the sender never blocks on it
+	settled bool       // done was sent to; only the sender goroutine touches it
 }
 
 // follower is a leader's sender to one active follower. It owns one
@@ -131,14 +71,12 @@ func (f *follower) stop() {
 	f.mu.queue = nil
 	f.mu.Unlock()
 	for _, it := range q {
-		it.settle(fmt.Errorf("%w: leadership of %s/%d changed", ErrNotLeader, f.p.Topic, f.p.Index))
+		it.done <- fmt.Errorf("%w: leadership of %s/%d changed", ErrNotLeader, f.p.Topic, f.p.Index)
 	}
 }
 
-// enqueue queues a batch ending at next for the follower, its outcome to go
-// to slot of a.
-func (f *follower) enqueue(batch []byte, next int64, a *acks, slot int) *item {
-	it := &item{batch: batch, next: next, acks: a, slot: slot}
+func (f *follower) enqueue(batch []byte, next int64) *item {
+	it := &item{batch: batch, next: next, done: make(chan error, 1)}
 	f.mu.Lock()
 	f.mu.queue = append(f.mu.queue, it)
 	f.mu.Unlock()
@@ -207,7 +145,7 @@ func (f *follower) run() {
 		}
 		for _, it := range items {
 			if !it.settled {
-				it.settle(err)
+				it.done <- err
 			}
 		}
 		if err != nil {
@@ -255,7 +193,7 @@ func (f *follower) replicate(items []*item) error {
 	acked := f.mu.ackedEnd
 	f.mu.Unlock()
 	for len(items) > 0 && items[0].next <= acked {
-		items[0].settle(nil)
+		items[0].done <- nil
 		items[0].settled = true
 		items = items[1:]
 	}
@@ -310,7 +248,7 @@ func (f *follower) replicate(items []*item) error {
 		f.mu.ackedEnd, f.mu.known = end, true
 		f.mu.Unlock()
 		for _, it := range c.items {
-			it.settle(nil)
+			it.done <- nil
 			it.settled = true
 		}
 		sent += len(c.items)
@@ -334,11 +272,9 @@ func (f *follower) classify(err error) error {
 // loop: it kicks the sender and waits for it to report in sync.
 func (f *follower) catchUpNow(ctx context.Context) (from, to int64, err error) {
 	before, _ := f.acked()
-	a := newAcks(1)
-	f.enqueue(nil, f.p.log.LogEndOffset(), a, 0)
+	it := f.enqueue(nil, f.p.log.LogEndOffset())
 	select {
-	case <-a.done:
-		err = a.wait(ctx)[0]
+	case err = <-it.done:
 	case <-ctx.Done():
 		return before, before, ctx.Err()
 	}

@@ -383,18 +383,22 @@ func (p *Partition) Produce(batch record.Batch) (func(ctx context.Context) (Ack,
 		p.produceMu.Unlock()
 		return nil, err
 	}
-	acks := newAcks(len(followers))
+	items := make([]*item, len(followers))
 	for i, f := range followers {
-		f.enqueue(batch, res.NextOffset, acks, i)
+		items[i] = f.enqueue(batch, res.NextOffset)
 	}
 	p.produceMu.Unlock()
 
 	return func(ctx context.Context) (Ack, error) {
-		// The leader's fsync runs here while the followers' senders are
-		// already sending the batch.
 		derr := durable(ctx)
 		var rerr *ReplicationError
-		for i, err := range acks.wait(ctx) {
+		for i, it := range items {
+			var err error
+			select {
+			case err = <-it.done:
+			case <-ctx.Done():
+				err = fmt.Errorf("no acknowledgement before the deadline (%v)", ctx.Err())
+			}
 			if err != nil {
 				if rerr == nil {
 					rerr = &ReplicationError{Failures: map[int32]error{}}
