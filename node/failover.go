@@ -153,19 +153,10 @@ func (c *controller) failover(ctx context.Context, req FailoverRequest) (ChangeR
 		} else {
 			res, err = c.failoverPartition(ctx, tg.topic, tg.partition, req.DryRun, 0)
 		}
-		if err != nil {
-			res.Error = err.Error()
-			var te *transport.Error
-			if errors.As(wireError(err), &te) {
-				res.ErrorName = te.Code.String()
-			}
-			if firstErr == nil {
-				firstErr = err
-			}
-		} else if !req.DryRun {
-			c.record(req.Requester, res)
+		c.reportChange(&rep, req, res, err)
+		if firstErr == nil {
+			firstErr = err
 		}
-		rep.Results = append(rep.Results, res)
 	}
 	// One named partition: its error is the answer, with its code. A dry run
 	// and a whole broker answer with every result, errors inside, so the
@@ -460,6 +451,7 @@ func (c *controller) dropFollower(ctx context.Context, topic string, partition, 
 func (c *controller) recoverReplicas(ctx context.Context, req FailoverRequest) (ChangeReport, error) {
 	c.opMu.Lock()
 	defer c.opMu.Unlock()
+	req.DryRun = false // a recovery has no dry run: what it does is recorded
 	meta := c.Metadata()
 	type target struct {
 		topic     string
@@ -484,19 +476,10 @@ func (c *controller) recoverReplicas(ctx context.Context, req FailoverRequest) (
 	var firstErr error
 	for _, tg := range targets {
 		res, err := c.recoverReplica(ctx, tg.topic, tg.partition, req.Broker)
-		if err != nil {
-			res.Error = err.Error()
-			var te *transport.Error
-			if errors.As(wireError(err), &te) {
-				res.ErrorName = te.Code.String()
-			}
-			if firstErr == nil {
-				firstErr = err
-			}
-		} else {
-			c.record(req.Requester, res)
+		c.reportChange(&rep, req, res, err)
+		if firstErr == nil {
+			firstErr = err
 		}
-		rep.Results = append(rep.Results, res)
 	}
 	if rep.Results == nil {
 		rep.Results = []ChangeResult{}

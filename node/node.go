@@ -68,6 +68,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	n := &Node{cfg: cfg, logger: log, root: root, metrics: newMetrics(),
 		pool: transport.NewPool(transport.ConnConfig{MaxFrameBytes: cfg.MaxFrameBytes + 1<<20, LocalIP: net.ParseIP(cfg.DialSource)})}
+	n.pushes.lagging, n.pushes.inFlight = map[int32]bool{}, map[int32]bool{}
 	logOpts := cfg.Log
 	logOpts.OnSync = func(d time.Duration) { n.metrics.fsyncDuration.Observe(d.Seconds()) }
 	n.broker = newBroker(cfg.ID, root, logOpts, log.Named("broker"), n.metrics)
@@ -132,9 +133,6 @@ func (n *Node) pushMetadata(ctx context.Context, meta *metadata.Cluster) {
 	push := func(ctx context.Context, b metadata.Broker) {
 		err := n.pool.Call(ctx, b.Addr, transport.APIUpdateMetadata, &transport.MetadataBlob{Metadata: blob}, nil)
 		n.pushes.Lock()
-		if n.pushes.lagging == nil {
-			n.pushes.lagging, n.pushes.inFlight = map[int32]bool{}, map[int32]bool{}
-		}
 		n.pushes.lagging[b.ID] = err != nil
 		n.pushes.Unlock()
 		if err != nil {

@@ -2,7 +2,6 @@ package testcluster
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"testing"
@@ -31,7 +30,7 @@ func TestChaosSmoke(t *testing.T) {
 		s := seed + int64(i)
 		t.Run(name, func(t *testing.T) {
 			replay := fmt.Sprintf("go run ./testcluster/cmd/chaos --scenarios %s --seed %d --duration 12s", name, s)
-			res := RunScenario(ScenarioConfig{Name: name, Seed: s, Duration: 12 * time.Second, Out: testWriter{t}, Replay: replay})
+			res := RunScenario(ScenarioConfig{Name: name, Seed: s, Duration: 12 * time.Second, Out: logWriter{t}, Replay: replay})
 			t.Logf("%s seed %d: %d faults (%d on leaders), %d operations, %d acknowledged, %d records read, %d violations",
 				name, s, res.Faults, res.LeaderFaults, res.Stats.Ops, res.Stats.Acked, res.Stats.Reads, len(res.Violations))
 			if res.Err != nil {
@@ -46,13 +45,3 @@ func TestChaosSmoke(t *testing.T) {
 		})
 	}
 }
-
-// testWriter sends the harness's progress lines to the test log.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
-var _ io.Writer = testWriter{}

@@ -64,12 +64,10 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	c := &Cluster{Bins: bins, cfg: cfg}
 	c.net.cuts = map[[2]int32]bool{}
-	c.net.avail = errors.New("the cluster was not started with Config.Netns")
 	if cfg.Netns {
 		if err := Netns(); err != nil {
 			return nil, err
 		}
-		c.net.avail = nil
 		c.proxy = NewProxy(cfg.Seed, cfg.Logf)
 	}
 	for i := 1; i <= cfg.Nodes; i++ {

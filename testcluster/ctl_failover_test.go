@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -435,6 +436,7 @@ func TestCtlElectLeadersMovesLeadershipBack(t *testing.T) {
 	defer p.Close()
 	stop := make(chan struct{})
 	during := make(chan map[int64]string)
+	var acks atomic.Int64
 	go func() {
 		got := map[int64]string{}
 		for i := 0; ; i++ {
@@ -454,9 +456,12 @@ func TestCtlElectLeadersMovesLeadershipBack(t *testing.T) {
 				continue
 			}
 			got[ack.Offset] = v
+			acks.Add(1)
 		}
 	}()
-	time.Sleep(200 * time.Millisecond) // let some writes in before the move
+	// Some writes are acknowledged before the move, and some after it.
+	ackedAtLeast := func(n int64) func() bool { return func() bool { return acks.Load() >= n } }
+	require.Eventually(t, ackedAtLeast(5), 30*time.Second, 10*time.Millisecond)
 
 	dry := ctlJSON[ctlChangeReport](t, c, "elect-leaders", "--topic", "el", "--dry-run")
 	require.Len(t, dry.Results, 1, "only partition 1 has moved off its preferred replica")
@@ -473,7 +478,7 @@ func TestCtlElectLeadersMovesLeadershipBack(t *testing.T) {
 		assert.Equal(t, "recover", r.Action, "a replica left out by the move is recovered: %+v", r)
 		assert.Empty(t, r.Error)
 	}
-	time.Sleep(200 * time.Millisecond) // and some after
+	require.Eventually(t, ackedAtLeast(acks.Load()+5), 30*time.Second, 10*time.Millisecond)
 	close(stop)
 	for k, v := range <-during {
 		acked[k] = v

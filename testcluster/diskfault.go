@@ -9,7 +9,6 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -181,7 +180,7 @@ func DamageNode(n *Node, topic string, keep map[int32]int64, fault DiskFault, rn
 	if n.DataDir == "" {
 		return nil, fmt.Errorf("testcluster: node %d has no data directory", n.ID)
 	}
-	parts, err := partitionsIn(filepath.Dir(n.ReplicaDir(topic, 0)))
+	parts, err := n.Partitions(topic)
 	if err != nil {
 		return nil, fmt.Errorf("damage node %d: %w", n.ID, err)
 	}
@@ -198,32 +197,6 @@ func DamageNode(n *Node, topic string, keep map[int32]int64, fault DiskFault, rn
 		done = append(done, d)
 	}
 	return done, nil
-}
-
-// partitionsIn lists the partitions whose replica directories are in
-// topicDir, sorted. A missing topicDir holds none.
-func partitionsIn(topicDir string) ([]int32, error) {
-	entries, err := os.ReadDir(topicDir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var parts []int32
-	for _, e := range entries {
-		num, ok := strings.CutPrefix(e.Name(), "partition-")
-		if !ok || !e.IsDir() {
-			continue
-		}
-		p, err := strconv.ParseInt(num, 10, 32)
-		if err != nil || p < 0 || strconv.Itoa(int(p)) != num {
-			continue // not a name ReplicaDir gives
-		}
-		parts = append(parts, int32(p))
-	}
-	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
-	return parts, nil
 }
 
 // newestSegment returns the base offset of the newest segment file in dir,

@@ -124,27 +124,6 @@ func appendBatches(out []BatchInfo, data []byte, path string, partialTail bool) 
 	return out, nil
 }
 
-// partitionsOnNode lists the partitions of topic that n has a replica
-// directory of, in order.
-func partitionsOnNode(n *Node, topic string) []int32 {
-	entries, err := os.ReadDir(filepath.Dir(n.ReplicaDir(topic, 0)))
-	if err != nil {
-		return nil
-	}
-	var out []int32
-	for _, e := range entries {
-		s, ok := strings.CutPrefix(e.Name(), "partition-")
-		if !e.IsDir() || !ok {
-			continue
-		}
-		if p, err := strconv.ParseInt(s, 10, 32); err == nil && p >= 0 && strconv.Itoa(int(p)) == s {
-			out = append(out, int32(p))
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 // ReadTopicReplicas reads every replica of topic that a node's data
 // directory holds, as CheckEpochs takes them: partition -> broker ->
 // batches. A replica it cannot read whole keeps the batches read before
@@ -153,7 +132,11 @@ func ReadTopicReplicas(c *Cluster, topic string) (map[int32]map[int32][]BatchInf
 	out := map[int32]map[int32][]BatchInfo{}
 	var errs []error
 	for _, n := range c.Nodes {
-		for _, p := range partitionsOnNode(n, topic) {
+		parts, err := n.Partitions(topic)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("broker %d: %w", n.ID, err))
+		}
+		for _, p := range parts {
 			b, err := ReadReplica(n.ReplicaDir(topic, p))
 			if err != nil {
 				errs = append(errs, fmt.Errorf("broker %d partition %d: %w", n.ID, p, err))
@@ -771,7 +754,11 @@ func CheckTruncations(c *Cluster, topic string, ops []Op, events []client.Histor
 	starts := map[int32][]int64{}    // partition -> the log start of each replica
 	cutFrom := map[replica][]int64{} // where each replica's quarantined cuts start
 	for _, n := range c.Nodes {
-		for _, p := range partitionsOnNode(n, topic) {
+		parts, err := n.Partitions(topic)
+		if err != nil {
+			v.add("truncated-unreadable", "broker %d: %v", n.ID, err)
+		}
+		for _, p := range parts {
 			dir := n.ReplicaDir(topic, p)
 			log, start, err := readReplica(dir)
 			if err != nil {

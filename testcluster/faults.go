@@ -68,11 +68,7 @@ func (r *run) leaderIsolated() error {
 		return err
 	}
 	r.say("network healed")
-	if err := r.recover(id); err != nil {
-		return err
-	}
-	r.rebalance()
-	return nil
+	return r.recoverAndRebalance(id)
 }
 
 // controllerIsolated cuts the controller off from the other brokers.
@@ -164,11 +160,7 @@ func (r *run) lostUnsynced() error {
 		return nil
 	}
 	r.say("node %d restarted over the damaged tail", id)
-	if err := r.recover(id); err != nil {
-		return err
-	}
-	r.rebalance()
-	return nil
+	return r.recoverAndRebalance(id)
 }
 
 // slowNetwork slows some links down through the proxy: delay with jitter,
@@ -220,9 +212,12 @@ func (r *run) slowNetwork() error {
 // again, not only lose nothing.
 func (r *run) waitProgress(partitions int, since time.Time, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
+	done := map[int32]bool{}
+	seen := 0 // operations of the history already looked at
 	for {
-		done := map[int32]bool{}
-		for _, op := range r.hist.Ops() {
+		ops := r.hist.From(seen)
+		seen += len(ops)
+		for _, op := range ops {
 			if op.Kind == OpProduce && op.Result == ResultOK && op.Start.After(since) {
 				done[op.Partition] = true
 			}

@@ -62,6 +62,16 @@ func (h *History) Ops() []Op {
 	return append([]Op(nil), h.ops...)
 }
 
+// From returns a copy of the operations recorded from the i-th on.
+func (h *History) From(i int) []Op {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if i >= len(h.ops) {
+		return nil
+	}
+	return append([]Op(nil), h.ops[i:]...)
+}
+
 // Save writes the history to path as JSON lines, one Op a line.
 func (h *History) Save(path string) error {
 	f, err := os.Create(path)

@@ -68,7 +68,7 @@ func ReexecInNetns() (exit int, done bool) {
 	// need now, while the module proxy can still be reached.
 	if root, err := moduleRoot(); err == nil {
 		cmd := exec.Command("go", "list", "-deps", "./cmd/node", "./cmd/ctl")
-		cmd.Dir, cmd.Stdout = root, nil
+		cmd.Dir = root
 		cmd.Run()
 	}
 	cmd := exec.Command("unshare", append([]string{"--net", "--", os.Args[0]}, os.Args[1:]...)...)
@@ -180,17 +180,16 @@ func NodeHost(id int32) string { return fmt.Sprintf("127.0.0.%d", id) }
 
 // network holds the partition rules in force, for logs and healing.
 type network struct {
-	mu    sync.Mutex
-	cuts  map[[2]int32]bool // from, to: packets from -> to are dropped
-	avail error
+	mu   sync.Mutex
+	cuts map[[2]int32]bool // from, to: packets from -> to are dropped
 }
 
 // Cut drops every packet from node from to node to: a one-way partition
 // (TCP across it stalls both ways, since nothing from -> to gets through,
 // not even acknowledgements; gossip's UDP is cut one way only).
 func (c *Cluster) Cut(from, to int32) error {
-	if err := c.net.avail; err != nil {
-		return fmt.Errorf("testcluster: no network faults here: %w", err)
+	if !c.cfg.Netns {
+		return errors.New("testcluster: no network faults: the cluster was not started with Config.Netns")
 	}
 	c.net.mu.Lock()
 	defer c.net.mu.Unlock()
@@ -241,7 +240,7 @@ func (c *Cluster) HealNetwork() error {
 	if c.proxy != nil {
 		c.proxy.ClearFaults()
 	}
-	if c.net.avail != nil {
+	if !c.cfg.Netns {
 		return nil
 	}
 	c.net.mu.Lock()

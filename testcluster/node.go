@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -338,4 +339,31 @@ func (n *Node) LogTail(lines int) string {
 // ReplicaDir is the directory of one partition replica in the node's root.
 func (n *Node) ReplicaDir(topic string, partition int32) string {
 	return filepath.Join(n.DataDir, "topics", topic, "partition-"+strconv.Itoa(int(partition)))
+}
+
+// Partitions lists, in order, the partitions of topic that the node's data
+// directory holds a replica directory of (named as ReplicaDir names them).
+// A topic it holds nothing of gives none.
+func (n *Node) Partitions(topic string) ([]int32, error) {
+	entries, err := os.ReadDir(filepath.Dir(n.ReplicaDir(topic, 0)))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var parts []int32
+	for _, e := range entries {
+		num, ok := strings.CutPrefix(e.Name(), "partition-")
+		if !ok || !e.IsDir() {
+			continue
+		}
+		p, err := strconv.ParseInt(num, 10, 32)
+		if err != nil || p < 0 || strconv.Itoa(int(p)) != num {
+			continue // not a name ReplicaDir gives
+		}
+		parts = append(parts, int32(p))
+	}
+	slices.Sort(parts)
+	return parts, nil
 }

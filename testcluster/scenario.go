@@ -362,6 +362,12 @@ func (r *run) restart(id int32) error {
 		return err
 	}
 	r.say("node %d restarted", id)
+	return r.recoverAndRebalance(id)
+}
+
+// recoverAndRebalance runs recover for a broker that is back, then
+// rebalance.
+func (r *run) recoverAndRebalance(id int32) error {
 	if err := r.recover(id); err != nil {
 		return err
 	}
@@ -491,11 +497,7 @@ func (r *run) leaderPause() error {
 	if err := r.c.Node(id).WaitHealthy(30 * time.Second); err != nil {
 		return err
 	}
-	if err := r.recover(id); err != nil {
-		return err
-	}
-	r.rebalance()
-	return nil
+	return r.recoverAndRebalance(id)
 }
 
 func (r *run) controllerMidFailover() error {
