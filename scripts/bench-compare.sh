@@ -29,6 +29,10 @@
 #   SYNC16_RECORDS=16000    records of 16 synchronous producers, in all
 #   NATS_SERVER, NATS_CLI   paths of the peer binaries, used as they are
 #                           (else found or installed, below)
+#   ONLY="A1 B3"            run only these measurements (A2 needs A1; default
+#                           all: A1 A2 A3 B1 B2 B3); the table shows those run
+#   NATS=0                  skip NATS (our side alone, e.g. to profile it);
+#                           the table then has no ratios
 #   KEEP=1                  keep the temporary directory (logs, data)
 #
 # The peers: nats-server v2.15.2 and nats (natscli) v0.5.0, taken from
@@ -54,6 +58,8 @@ SYNC16_RECORDS="${SYNC16_RECORDS:-16000}"
 NATS_SERVER_VERSION=v2.15.2
 NATS_CLI_VERSION=v0.5.0
 SIZE=1024
+ONLY="${ONLY:-A1 A2 A3 B1 B2 B3}"
+NATS="${NATS:-1}"
 
 die() {
 	echo "bench-compare: $*" >&2
@@ -87,8 +93,23 @@ find_peer() {
 		die "could not install $module@$version"
 	printf -v "$var" '%s' "$BIN/peers/$name"
 }
+# want M: whether measurement M (A1 ... B3) is to be run.
+want() { [[ " $ONLY " == *" $1 "* ]]; }
+for m in $ONLY; do
+	case $m in A1 | A2 | A3 | B1 | B2 | B3) ;; *) die "ONLY: unknown measurement $m (A1 A2 A3 B1 B2 B3)" ;; esac
+done
+if want A2 && ! want A1; then
+	die "ONLY: A2 consumes what A1 produced; add A1"
+fi
+# nats: whether the NATS side runs.
+nats() { [ "$NATS" = 1 ]; }
+part_a() { want A1 || want A3; }
+part_b() { want B1 || want B2 || want B3; }
+
+if nats; then
 find_peer NATS_SERVER nats-server "$NATS_SERVER_VERSION" github.com/nats-io/nats-server/v2
 find_peer NATS_CLI nats "$NATS_CLI_VERSION" github.com/nats-io/natscli/nats
+fi
 
 # ---------------------------------------------------------------- work dir
 
@@ -191,6 +212,10 @@ nats_p50() {
 declare -A values
 add() { values[$1]="${values[$1]:-} $2"; }
 median() {
+	if [ -z "${values[$1]:-}" ]; then
+		echo nan
+		return
+	fi
 	# shellcheck disable=SC2086
 	printf '%s\n' ${values[$1]:-} | sort -g | awk '{ a[NR] = $1 }
 		END { if (NR == 0) print "nan"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
@@ -367,42 +392,21 @@ nats_bench() {
 
 node_fs="$(df -P "$WORK" | awk 'NR == 2 { print $1 }') ($(fstype "$WORK"))"
 started=$SECONDS
+if nats; then
+	peers="nats-server $("$NATS_SERVER" --version 2>&1 | awk '{ print $NF }') ($NATS_SERVER), nats $("$NATS_CLI" --version 2>&1) ($NATS_CLI)"
+else
+	peers="NATS=0: NATS not run, no ratios against it"
+fi
 cat <<HEAD
 bench-compare: gostream $(git describe --always --dirty 2>/dev/null || echo dev) vs NATS JetStream
-  nats-server $("$NATS_SERVER" --version 2>&1 | awk '{ print $NF }') ($NATS_SERVER), nats $("$NATS_CLI" --version 2>&1) ($NATS_CLI)
+  $peers
   machine: $(nproc) cores, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || uname -m); before starting: $(busy)
   NOTE: a small shared machine is noisy; absolute figures move between runs,
         so every figure is set against a baseline measured in the same run.
   data: $WORK on $node_fs, for every server and the fsync baseline
-  runs: $RUNS, interleaved; 1 KiB records; pipelined runs $RECORDS records
+  runs: $RUNS, interleaved; 1 KiB records; pipelined runs $RECORDS records; measurements: $ONLY
 HEAD
 
-# ================================================================ Part A
-
-echo
-echo "== Part A: one node. gostream (fsync before every ack) vs nats-server -js, file storage, defaults (no fsync before ack)"
-start_gostream 1 gostream-one
-start_nats_single
-
-echo "-- warm-up (not counted)"
-gs_bench produce --topic warmup --records 20000 --record-size "$SIZE" --partitions "$PARTITIONS"
-nats_bench pub async --create --purge --storage file --replicas 1 --msgs 20000 --size 1KB bench
-
-echo "-- A1 pipelined produce, $RECORDS records; gostream topics with $PARTITIONS partitions, RF 1"
-for r in $(seq "$RUNS"); do
-	for n in $PRODUCERS; do
-		topic="a1-r$r-p$n"
-		gs_topic "$topic" "$PARTITIONS" 1
-		gs_bench produce --topic "$topic" --records "$RECORDS" --record-size "$SIZE" --producers "$n"
-		v="$(json_num records_per_sec <<<"$RESULT")"
-		add "A1.gs.$n" "$v"
-		say "run $r" gostream "$n producer(s), $PARTITIONS partitions: $(fmt_rate "$v") records/s"
-		nats_bench pub async --create --purge --storage file --replicas 1 --msgs "$RECORDS" --size 1KB --clients "$n" bench
-		v="$(nats_rate <<<"$RESULT")"
-		add "A1.nats.$n" "$v"
-		say "run $r" NATS "$n client(s): $(fmt_rate "$v") msgs/s"
-	done
-done
 # best_of PREFIX: the producer count with the highest median of PREFIX.N.
 best_of() {
 	local n best="" bestv=-1 m
@@ -414,26 +418,62 @@ best_of() {
 	done
 	echo "$best"
 }
+A1_gs_n="" A1_nats_n="" B1_gs_n="" B1_nats_n=""
+
+# ================================================================ Part A
+
+if part_a; then
+echo
+echo "== Part A: one node. gostream (fsync before every ack) vs nats-server -js, file storage, defaults (no fsync before ack)"
+start_gostream 1 gostream-one
+nats && start_nats_single
+
+echo "-- warm-up (not counted)"
+gs_bench produce --topic warmup --records 20000 --record-size "$SIZE" --partitions "$PARTITIONS"
+nats && nats_bench pub async --create --purge --storage file --replicas 1 --msgs 20000 --size 1KB bench
+
+if want A1; then
+echo "-- A1 pipelined produce, $RECORDS records; gostream topics with $PARTITIONS partitions, RF 1"
+for r in $(seq "$RUNS"); do
+	for n in $PRODUCERS; do
+		topic="a1-r$r-p$n"
+		gs_topic "$topic" "$PARTITIONS" 1
+		gs_bench produce --topic "$topic" --records "$RECORDS" --record-size "$SIZE" --producers "$n"
+		v="$(json_num records_per_sec <<<"$RESULT")"
+		add "A1.gs.$n" "$v"
+		say "run $r" gostream "$n producer(s), $PARTITIONS partitions: $(fmt_rate "$v") records/s"
+		nats || continue
+		nats_bench pub async --create --purge --storage file --replicas 1 --msgs "$RECORDS" --size 1KB --clients "$n" bench
+		v="$(nats_rate <<<"$RESULT")"
+		add "A1.nats.$n" "$v"
+		say "run $r" NATS "$n client(s): $(fmt_rate "$v") msgs/s"
+	done
+done
 A1_gs_n="$(best_of A1.gs)"
-A1_nats_n="$(best_of A1.nats)"
+nats && A1_nats_n="$(best_of A1.nats)"
 for n in $PRODUCERS; do
 	say median gostream "$n producer(s): $(fmt_rate "$(median "A1.gs.$n")") records/s"
-	say median NATS "$n client(s): $(fmt_rate "$(median "A1.nats.$n")") msgs/s"
+	nats && say median NATS "$n client(s): $(fmt_rate "$(median "A1.nats.$n")") msgs/s"
 done
-echo "  best: gostream with $A1_gs_n producer(s), NATS with $A1_nats_n client(s)"
+echo "  best: gostream with $A1_gs_n producer(s)${A1_nats_n:+, NATS with $A1_nats_n client(s)}"
+fi
 
+if want A2; then
 echo "-- A2 consume everything produced above: gostream topic a1-rR-p$A1_gs_n ($RECORDS records); NATS the stream of the last publish ($RECORDS messages)"
 for r in $(seq "$RUNS"); do
 	gs_bench consume --topic "a1-r$r-p$A1_gs_n"
 	v="$(json_num records_per_sec <<<"$RESULT")"
 	add A2.gs "$v"
 	say "run $r" gostream "consume: $(fmt_rate "$v") records/s ($(json_num records <<<"$RESULT") records)"
+	nats || continue
 	nats_bench ordered --msgs "$RECORDS"
 	v="$(nats_rate <<<"$RESULT")"
 	add A2.nats "$v"
 	say "run $r" NATS "ordered consumer: $(fmt_rate "$v") msgs/s"
 done
+fi
 
+if want A3; then
 echo "-- A3 one synchronous producer, $SYNC_RECORDS records, p50 vs a plain 1 KiB write+fsync on the same filesystem"
 mkdir -p "$WORK/fsync"
 for r in $(seq "$RUNS"); do
@@ -449,20 +489,24 @@ for r in $(seq "$RUNS"); do
 	add A3.gs "$v"
 	say "run $r" gostream "sync produce: p50 $(fmt_ms "$v") ms, p99 $(fmt_ms "$(json_num p99_ms <<<"$RESULT")") ms"
 done
+fi
 stop_all
+fi
 
 # ================================================================ Part B
 
+if part_b; then
 echo
 echo "== Part B: three nodes. gostream RF 3 vs NATS JetStream R3 with sync_interval: always (both fsync before ack)"
 start_gostream 3 gostream-three
-start_nats_cluster
+nats && start_nats_cluster
 
 echo "-- warm-up (not counted)"
 gs_topic warmup "$CLUSTER_PARTITIONS" 3
 gs_bench produce --topic warmup --records 20000 --record-size "$SIZE"
-nats_bench pub async --create --purge --storage file --replicas 3 --msgs 20000 --size 1KB bench
+nats && nats_bench pub async --create --purge --storage file --replicas 3 --msgs 20000 --size 1KB bench
 
+if want B1; then
 echo "-- B1 pipelined produce, $RECORDS records; gostream topics with $CLUSTER_PARTITIONS partitions, RF 3; NATS R3"
 for r in $(seq "$RUNS"); do
 	for n in $PRODUCERS; do
@@ -472,6 +516,7 @@ for r in $(seq "$RUNS"); do
 		v="$(json_num records_per_sec <<<"$RESULT")"
 		add "B1.gs.$n" "$v"
 		say "run $r" gostream "$n producer(s), $CLUSTER_PARTITIONS partitions RF 3: $(fmt_rate "$v") records/s"
+		nats || continue
 		nats_bench pub async --create --purge --storage file --replicas 3 --msgs "$RECORDS" --size 1KB --clients "$n" bench
 		v="$(nats_rate <<<"$RESULT")"
 		add "B1.nats.$n" "$v"
@@ -479,13 +524,15 @@ for r in $(seq "$RUNS"); do
 	done
 done
 B1_gs_n="$(best_of B1.gs)"
-B1_nats_n="$(best_of B1.nats)"
+nats && B1_nats_n="$(best_of B1.nats)"
 for n in $PRODUCERS; do
 	say median gostream "$n producer(s): $(fmt_rate "$(median "B1.gs.$n")") records/s"
-	say median NATS "$n client(s): $(fmt_rate "$(median "B1.nats.$n")") msgs/s"
+	nats && say median NATS "$n client(s): $(fmt_rate "$(median "B1.nats.$n")") msgs/s"
 done
-echo "  best: gostream with $B1_gs_n producer(s), NATS with $B1_nats_n client(s)"
+echo "  best: gostream with $B1_gs_n producer(s)${B1_nats_n:+, NATS with $B1_nats_n client(s)}"
+fi
 
+if want B2; then
 echo "-- B2 one synchronous producer, $SYNC_RECORDS records; gostream topic with 1 partition, RF 3; NATS R3"
 for r in $(seq "$RUNS"); do
 	topic="b2-r$r"
@@ -494,12 +541,15 @@ for r in $(seq "$RUNS"); do
 	v="$(json_num p50_ms <<<"$RESULT")"
 	add B2.gs "$v"
 	say "run $r" gostream "sync produce: p50 $(fmt_ms "$v") ms, p99 $(fmt_ms "$(json_num p99_ms <<<"$RESULT")") ms"
+	nats || continue
 	nats_bench pub sync --create --purge --storage file --replicas 3 --msgs "$SYNC_RECORDS" --size 1KB bench
 	v="$(nats_p50 <<<"$RESULT")"
 	add B2.nats "$v"
 	say "run $r" NATS "sync publish: p50 $(fmt_ms "$v") ms"
 done
+fi
 
+if want B3; then
 echo "-- B3 16 synchronous producers, $SYNC16_RECORDS records in all; gostream topic with $SYNC16_PARTITIONS partition(s), RF 3; NATS R3, 16 clients"
 for r in $(seq "$RUNS"); do
 	topic="b3-r$r"
@@ -508,21 +558,31 @@ for r in $(seq "$RUNS"); do
 	v="$(json_num records_per_sec <<<"$RESULT")"
 	add B3.gs "$v"
 	say "run $r" gostream "16 sync producers: $(fmt_rate "$v") records/s, p50 $(fmt_ms "$(json_num p50_ms <<<"$RESULT")") ms"
+	nats || continue
 	nats_bench pub sync --create --purge --storage file --replicas 3 --msgs "$SYNC16_RECORDS" --size 1KB --clients 16 bench
 	v="$(nats_rate <<<"$RESULT")"
 	add B3.nats "$v"
 	say "run $r" NATS "16 sync clients: $(fmt_rate "$v") msgs/s, p50 $(fmt_ms "$(nats_p50 <<<"$RESULT")") ms"
 done
+fi
 stop_all
+fi
 
 # ================================================================ table
 
 missed=0
 # row METRIC UNIT OURS BASE MODE TARGET: MODE ge means ours/base >= TARGET,
-# le means ours/base <= TARGET, ref means no target.
+# le means ours/base <= TARGET, ref means no target. A row whose
+# measurement was not run (ONLY) is left out; one whose baseline was not
+# run (NATS=0) shows ours alone.
 row() {
 	local metric=$1 unit=$2 ours=$3 base=$4 mode=$5 target=$6 ratio verdict tgt
-	ratio="$(awk -v a="$ours" -v b="$base" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "nan" }')"
+	[ "$ours" = nan ] && return
+	if [ "$base" = nan ]; then
+		mode=none
+	fi
+	ratio="-"
+	[ "$base" = nan ] || ratio="$(awk -v a="$ours" -v b="$base" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')"
 	case $mode in
 	ge)
 		tgt=">= ${target}x"
@@ -536,12 +596,18 @@ row() {
 		tgt="(reference)"
 		verdict="-"
 		;;
+	none)
+		tgt="(not run)"
+		verdict="-"
+		;;
 	esac
 	[ "$verdict" = MISSED ] && missed=1
 	if [ "$unit" = ms ]; then
-		ours="$(fmt_ms "$ours") ms" base="$(fmt_ms "$base") ms"
+		ours="$(fmt_ms "$ours") ms"
+		[ "$base" = nan ] && base="-" || base="$(fmt_ms "$base") ms"
 	else
-		ours="$(fmt_rate "$ours")/s" base="$(fmt_rate "$base")/s"
+		ours="$(fmt_rate "$ours")/s"
+		[ "$base" = nan ] && base="-" || base="$(fmt_rate "$base")/s"
 	fi
 	printf '%-48s %14s %14s %7s %12s  %s\n' "$metric" "$ours" "$base" "${ratio}x" "$tgt" "$verdict"
 }
@@ -556,12 +622,16 @@ row "A3 1 node sync p50 vs write+fsync p50" ms "$(median A3.gs)" "$(median A3.fs
 row "B1 3 nodes produce RF3 vs NATS R3 async (rec/s)" rate "$(median "B1.gs.$B1_gs_n")" "$(median "B1.nats.$B1_nats_n")" ge 2.0
 row "B2 3 nodes sync p50 vs NATS R3 sync p50" ms "$(median B2.gs)" "$(median B2.nats)" le 1.0
 row "B3 3 nodes 16 sync producers vs NATS (rec/s)" rate "$(median B3.gs)" "$(median B3.nats)" ge 2.0
-echo "settings: A1 gostream $A1_gs_n producer(s) x $PARTITIONS partitions, NATS $A1_nats_n client(s);" \
-	"B1 gostream $B1_gs_n producer(s) x $CLUSTER_PARTITIONS partitions, NATS $B1_nats_n client(s);" \
+echo "settings: A1 gostream ${A1_gs_n:--} producer(s) x $PARTITIONS partitions, NATS ${A1_nats_n:--} client(s);" \
+	"B1 gostream ${B1_gs_n:--} producer(s) x $CLUSTER_PARTITIONS partitions, NATS ${B1_nats_n:--} client(s);" \
 	"B3 16 producers x $SYNC16_PARTITIONS partition(s); $RECORDS / $SYNC_RECORDS / $SYNC16_RECORDS records"
 echo "at the end (this run's own processes included): $(busy); took $((SECONDS - started)) s"
 if [ "$missed" = 1 ]; then
 	echo "bench-compare: at least one target MISSED"
 	exit 1
+fi
+if [ "$ONLY" != "A1 A2 A3 B1 B2 B3" ] || ! nats; then
+	echo "bench-compare: every target run MET (not all were run)"
+	exit 0
 fi
 echo "bench-compare: every target MET"
