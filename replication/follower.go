@@ -217,14 +217,13 @@ func (f *follower) replicate(items []*item) error {
 			size += len(items[j].batch)
 			j++
 		}
-		buf := items[i].batch
-		if j-i > 1 {
-			buf = make([]byte, 0, size)
-			for _, it := range items[i:j] {
-				buf = append(buf, it.batch...)
-			}
+		// The batches go out back to back, copied once, into the frame.
+		req := f.request(nil)
+		req.Batches = make([][]byte, 0, j-i)
+		for _, it := range items[i:j] {
+			req.Batches = append(req.Batches, it.batch)
 		}
-		w, err := peer.SendReplicate(ctx, f.request(buf))
+		w, err := peer.SendReplicate(ctx, req)
 		if err != nil {
 			break
 		}

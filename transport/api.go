@@ -1,6 +1,9 @@
 package transport
 
-import "strconv"
+import (
+	"encoding/binary"
+	"strconv"
+)
 
 // API identifies a request type. The numbers are part of the protocol.
 type API uint16
@@ -40,11 +43,39 @@ type Message interface {
 	Decode(d *Decoder)
 }
 
+// Sized is a Message that knows the size of its encoding (at least
+// roughly), so that its frame is allocated once, not grown while the large
+// byte fields it carries are copied in.
+type Sized interface {
+	EncodedSize() int
+}
+
 // Marshal appends the encoding of m to dst.
 func Marshal(dst []byte, m Message) []byte {
 	e := NewEncoder(dst)
 	m.Encode(e)
 	return e.Bytes()
+}
+
+// frameHead is the length prefix and the header of a frame.
+const frameHead = 4 + FrameHeaderSize
+
+// newFrame returns a buffer for a frame: room for its head, then capacity
+// for a body of extra bytes and, when m is Sized, for m's encoding.
+func newFrame(m Message, extra int) []byte {
+	if s, ok := m.(Sized); ok {
+		extra += s.EncodedSize()
+	}
+	return make([]byte, frameHead, frameHead+extra)
+}
+
+// finishFrame fills in the head of a frame built on newFrame.
+func finishFrame(frame []byte, api, version uint16, correlationID uint32) []byte {
+	binary.BigEndian.PutUint32(frame[0:], uint32(len(frame)-4))
+	binary.BigEndian.PutUint16(frame[4:], api)
+	binary.BigEndian.PutUint16(frame[6:], version)
+	binary.BigEndian.PutUint32(frame[8:], correlationID)
+	return frame
 }
 
 // Unmarshal decodes body into m. It returns an error wrapping ErrMalformed

@@ -45,10 +45,12 @@ type ConnConfig struct {
 const DefaultUserTimeout = 5 * time.Second
 
 // Conn is a client connection that carries many calls at once; responses
-// are matched to calls by correlation id. Each request is written whole,
-// one at a time. Concurrent calls have no order between them: Call also
-// waits for the answer, so goroutines racing into it cannot fix the order
-// in which their requests reach the wire.
+// are matched to calls by correlation id. Each request is written whole.
+// Requests queued while a write runs go out together in the next one (one
+// writev), so concurrent callers share syscalls, and the server reads them
+// in one go. Concurrent calls have no order between them: Call also waits
+// for the answer, so goroutines racing into it cannot fix the order in
+// which their requests reach the wire.
 type Conn struct {
 	nc   net.Conn
 	addr string
@@ -63,9 +65,12 @@ type Conn struct {
 
 	// wsem serializes writes. It is a channel, not a mutex, so that a call
 	// waiting behind a write stuck on a peer that does not read gives up
-	// at its own deadline.
+	// at its own deadline. Its holder writes every frame queued in wq.
 	wsem chan struct{}
-	bw   *bufio.Writer // guarded by wsem
+	wq   struct {
+		sync.Mutex
+		queue []*outFrame
+	}
 
 	mu struct {
 		sync.Mutex
@@ -73,6 +78,15 @@ type Conn struct {
 		pending map[uint32]*Pending
 		err     error // why the connection closed
 	}
+}
+
+// outFrame is a request waiting to be written, and where the outcome of
+// its write goes.
+type outFrame struct {
+	frame    []byte
+	p        *Pending
+	deadline time.Time
+	sent     chan error // buffered: nil once written whole, else an ErrNotSent
 }
 
 type callResult struct {
@@ -107,7 +121,7 @@ func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 	}
 	c := &Conn{
 		nc: nc, addr: addr, cfg: cfg, done: make(chan struct{}), callTimeout: DefaultCallTimeout,
-		wsem: make(chan struct{}, 1), bw: bufio.NewWriterSize(nc, 64<<10),
+		wsem: make(chan struct{}, 1),
 	}
 	c.mu.pending = make(map[uint32]*Pending)
 	go c.readLoop()
@@ -236,19 +250,15 @@ func (c *Conn) Send(ctx context.Context, api API, req Message) (*Pending, error)
 // block; it is not called if Send fails, nor after Cancel. It spares a
 // caller that waits for many calls at once a goroutine per call.
 func (c *Conn) SendNotify(ctx context.Context, api API, req Message, notify func()) (*Pending, error) {
-	body := Marshal(make([]byte, 0, 64), req)
+	// The frame is built in one buffer, sized for the request, so a batch
+	// is copied once on its way out; its head is filled in below.
+	frame := Marshal(newFrame(req, 64), req)
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotSent, c.ctxError(ctx, api)) // do not send what nobody waits for
-	}
-	select {
-	case c.wsem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %w", ErrNotSent, c.ctxError(ctx, api))
 	}
 	c.mu.Lock()
 	if err := c.mu.err; err != nil {
 		c.mu.Unlock()
-		<-c.wsem
 		return nil, fmt.Errorf("%w: %s: connection closed: %v", ErrNotSent, c.addr, err)
 	}
 	c.mu.next++
@@ -259,22 +269,97 @@ func (c *Conn) SendNotify(ctx context.Context, api API, req Message, notify func
 	if !ok {
 		deadline = time.Now().Add(c.callTimeout)
 	}
-	c.nc.SetWriteDeadline(deadline)
-	_, err := c.bw.Write(AppendFrame(nil, Frame{API: uint16(api), Version: Version1, CorrelationID: p.id, Body: body}))
-	if err == nil {
-		err = c.bw.Flush()
+	o := &outFrame{frame: finishFrame(frame, uint16(api), Version1, p.id), p: p, deadline: deadline, sent: make(chan error, 1)}
+	c.wq.Lock()
+	c.wq.queue = append(c.wq.queue, o)
+	c.wq.Unlock()
+	var err error
+	select {
+	case c.wsem <- struct{}{}:
+		c.writeQueued() // o among them, unless the writer before took it
+		<-c.wsem
+		err = <-o.sent // written by now, by this call or the one before
+	case err = <-o.sent: // another call's write took it along
+	case <-ctx.Done():
+		if c.unqueue(o) {
+			p.Cancel()
+			return nil, fmt.Errorf("%w: %w", ErrNotSent, c.ctxError(ctx, api))
+		}
+		// A write holds it; that write ends by o's deadline at the latest.
+		err = <-o.sent
 	}
-	<-c.wsem
 	if err != nil {
-		// A partly written frame leaves the stream unusable, and the server
-		// never handles a partial frame. The call is forgotten first, so
-		// that the failure reaches its caller only as Send's error.
-		p.Cancel()
-		c.fail(fmt.Errorf("write: %w", err))
-		return nil, fmt.Errorf("%w: %s: write: %v", ErrNotSent, c.addr, err)
+		return nil, err
 	}
 	p.sentAt = time.Now()
 	return p, nil
+}
+
+// writeHook, when set by a test, is told how many frames each write of a
+// client connection carries.
+var writeHook func(frames int)
+
+// unqueue takes o out of the write queue; false if a write took it.
+func (c *Conn) unqueue(o *outFrame) bool {
+	c.wq.Lock()
+	defer c.wq.Unlock()
+	for i, q := range c.wq.queue {
+		if q == o {
+			c.wq.queue = append(c.wq.queue[:i], c.wq.queue[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// writeQueued writes every queued frame in one write, under the earliest
+// of their deadlines, and tells each whether it went out whole. The caller
+// holds wsem. A partly written frame leaves the stream unusable, and the
+// server never handles a partial frame: after a failed write the frames
+// not written whole are forgotten (their calls get ErrNotSent, not a
+// connection failure) and the connection is closed.
+func (c *Conn) writeQueued() {
+	c.wq.Lock()
+	frames := c.wq.queue
+	c.wq.queue = nil
+	c.wq.Unlock()
+	if len(frames) == 0 {
+		return
+	}
+	deadline := frames[0].deadline
+	bufs := make(net.Buffers, len(frames))
+	for i, o := range frames {
+		bufs[i] = o.frame
+		if o.deadline.Before(deadline) {
+			deadline = o.deadline
+		}
+	}
+	if writeHook != nil {
+		writeHook(len(frames))
+	}
+	c.nc.SetWriteDeadline(deadline)
+	n, err := bufs.WriteTo(c.nc)
+	if err == nil {
+		for _, o := range frames {
+			o.sent <- nil
+		}
+		return
+	}
+	var lost []*outFrame
+	for _, o := range frames {
+		if n >= int64(len(o.frame)) {
+			n -= int64(len(o.frame))
+			o.sent <- nil // the server may handle it: its outcome is unknown
+			continue
+		}
+		n = 0
+		o.p.Cancel() // before fail, so the call hears of it only as not sent
+		lost = append(lost, o)
+	}
+	c.fail(fmt.Errorf("write: %w", err))
+	for _, o := range lost {
+		o.sent <- fmt.Errorf("%w: %s: write: %v", ErrNotSent, c.addr, err)
+	}
 }
 
 // Wait waits for the response and decodes it into resp (which may be nil).

@@ -74,8 +74,8 @@ func (r *FetchMetadataRequest) Encode(e *Encoder) { e.Int64(r.KnownEpoch) }
 // Decode implements Message.
 func (r *FetchMetadataRequest) Decode(d *Decoder) { r.KnownEpoch = d.Int64() }
 
-// ReplicateRequest carries one batch, exactly as the leader stored it, to a
-// follower.
+// ReplicateRequest carries batches, back to back and exactly as the leader
+// stored them, to a follower.
 type ReplicateRequest struct {
 	Topic         string
 	Partition     int32
@@ -83,6 +83,10 @@ type ReplicateRequest struct {
 	LeaderID      int32
 	HighWatermark int64
 	Batch         []byte
+	// Batches, when not empty, is sent in place of Batch: the slices back
+	// to back, as one Batch field, copied straight into the frame. A
+	// decoded request has Batch only.
+	Batches [][]byte
 }
 
 // Encode implements Message.
@@ -92,7 +96,31 @@ func (r *ReplicateRequest) Encode(e *Encoder) {
 	e.Int32(r.LeaderEpoch)
 	e.Int32(r.LeaderID)
 	e.Int64(r.HighWatermark)
-	e.Bytes32(r.Batch)
+	if len(r.Batches) == 0 {
+		e.Bytes32(r.Batch)
+		return
+	}
+	e.Uint32(uint32(r.batchesLen()))
+	for _, b := range r.Batches {
+		e.buf = append(e.buf, b...)
+	}
+}
+
+func (r *ReplicateRequest) batchesLen() int {
+	n := 0
+	for _, b := range r.Batches {
+		n += len(b)
+	}
+	return n
+}
+
+// EncodedSize implements Sized.
+func (r *ReplicateRequest) EncodedSize() int {
+	n := len(r.Batch)
+	if len(r.Batches) > 0 {
+		n = r.batchesLen()
+	}
+	return 2 + len(r.Topic) + 24 + n
 }
 
 // Decode implements Message.

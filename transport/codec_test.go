@@ -316,3 +316,37 @@ func TestDecoderHugeCountsDoNotAllocate(t *testing.T) {
 		})
 	}
 }
+
+// A Sized message's EncodedSize is the exact length of its encoding, so the
+// one buffer a frame is built in never grows.
+func TestEncodedSizeIsExact(t *testing.T) {
+	cases := append(messageCases(),
+		messageCase{"ReplicateRequest/batch", &ReplicateRequest{Topic: "orders", Partition: 2, LeaderEpoch: 3, LeaderID: 1, HighWatermark: 77, Batch: []byte("abc")}},
+		messageCase{"ReplicateRequest/batches", &ReplicateRequest{Topic: "orders", Batches: [][]byte{[]byte("ab"), nil, []byte("cdef")}}},
+	)
+	sized := 0
+	for _, tc := range cases {
+		s, ok := tc.msg.(Sized)
+		if !ok {
+			continue
+		}
+		sized++
+		assert.Equal(t, len(Marshal(nil, tc.msg)), s.EncodedSize(), tc.name)
+		frame := Marshal(newFrame(tc.msg, 0), tc.msg)
+		assert.Equal(t, cap(frame), len(frame), "%s: the frame buffer grew or was oversized", tc.name)
+	}
+	assert.GreaterOrEqual(t, sized, 5, "ProduceRequest, FetchResponse and ReplicateRequest cases")
+}
+
+// Batches go out as one Batch field holding the slices back to back: the
+// follower decodes what a concatenated Batch would give.
+func TestReplicateRequestBatches(t *testing.T) {
+	parts := [][]byte{[]byte("first"), []byte(""), []byte("second\x00\xff")}
+	split := &ReplicateRequest{Topic: "t", Partition: 1, LeaderEpoch: 2, LeaderID: 3, HighWatermark: 4, Batches: parts}
+	whole := &ReplicateRequest{Topic: "t", Partition: 1, LeaderEpoch: 2, LeaderID: 3, HighWatermark: 4, Batch: bytes.Join(parts, nil)}
+	enc := Marshal(nil, split)
+	assert.Equal(t, Marshal(nil, whole), enc)
+	var got ReplicateRequest
+	require.NoError(t, Unmarshal(enc, &got))
+	assert.Equal(t, *whole, got)
+}

@@ -18,6 +18,9 @@ func (r *ProduceRequest) Encode(e *Encoder) {
 	e.Bytes32(r.Batch)
 }
 
+// EncodedSize implements Sized.
+func (r *ProduceRequest) EncodedSize() int { return 2 + len(r.Topic) + 12 + len(r.Batch) }
+
 // Decode implements Message.
 func (r *ProduceRequest) Decode(d *Decoder) {
 	r.Topic = d.String()

@@ -3,7 +3,6 @@ package transport
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -326,12 +325,13 @@ func (c *serverConn) respond(req *Request, m Message, err error, log hclog.Logge
 	// The frame is built in one buffer, header space first, sized for the
 	// message when it can say how big it is (fetch responses), so batch
 	// bytes are copied once on their way out.
-	const hdr = 4 + FrameHeaderSize
-	size := 64
-	if s, ok := m.(interface{ EncodedSize() int }); ok && err == nil {
-		size += s.EncodedSize()
+	const hdr = frameHead
+	var frame []byte
+	if err == nil {
+		frame = newFrame(m, 64)
+	} else {
+		frame = newFrame(nil, 64)
 	}
-	frame := make([]byte, hdr, hdr+size)
 	if err != nil {
 		frame = AppendResponseError(frame, ToWire(err))
 	} else {
@@ -349,10 +349,7 @@ func (c *serverConn) respond(req *Request, m Message, err error, log hclog.Logge
 	if r, ok := m.(interface{ Release() }); ok {
 		r.Release()
 	}
-	binary.BigEndian.PutUint32(frame[0:], uint32(len(frame)-4))
-	binary.BigEndian.PutUint16(frame[4:], req.API)
-	binary.BigEndian.PutUint16(frame[6:], req.Version)
-	binary.BigEndian.PutUint32(frame[8:], req.CorrelationID)
+	frame = finishFrame(frame, req.API, req.Version, req.CorrelationID)
 	c.wmu.Lock()
 	if c.wmu.failed {
 		c.wmu.Unlock()

@@ -1,0 +1,152 @@
+package transport
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// gatedEchoPeer accepts one connection and reads nothing from it until
+// open is closed; then it answers every frame with its own body. It
+// returns the address and open.
+func gatedEchoPeer(t *testing.T) (string, chan struct{}) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	open := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		// (No small SetReadBuffer here: a window that small makes the
+		// transfer crawl once reading starts. 8 MiB fills the buffers.)
+		<-open
+		br := bufio.NewReaderSize(nc, 1<<20)
+		for {
+			f, err := ReadFrame(br, 64<<20)
+			if err != nil {
+				return
+			}
+			f.Body = append(AppendResponseError(nil, nil), f.Body...)
+			if _, err := nc.Write(AppendFrame(nil, f)); err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		select {
+		case <-open:
+		default:
+			close(open)
+		}
+		<-done
+	})
+	return ln.Addr().String(), open
+}
+
+// recordWrites makes writeQueued report the frames of each write.
+func recordWrites(t *testing.T) func() []int {
+	var mu sync.Mutex
+	var writes []int
+	writeHook = func(n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		writes = append(writes, n)
+	}
+	t.Cleanup(func() { writeHook = nil })
+	return func() []int {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]int(nil), writes...)
+	}
+}
+
+func (c *Conn) queued() int {
+	c.wq.Lock()
+	defer c.wq.Unlock()
+	return len(c.wq.queue)
+}
+
+// Requests queued while a write runs go out together in the next write,
+// each still answered.
+func TestConcurrentSendsShareAWrite(t *testing.T) {
+	writes := recordWrites(t)
+	addr, open := gatedEchoPeer(t)
+	c := dial(t, addr)
+
+	bigDone := make(chan error, 1)
+	go func() {
+		// More than the socket buffers hold: the write blocks until the
+		// peer reads.
+		bigDone <- c.Call(testContext(t), apiEcho, &ProduceRequest{Batch: make([]byte, 8<<20-64)}, &ProduceRequest{})
+	}()
+	require.Eventually(t, c.writing, 5*time.Second, time.Millisecond)
+
+	const n = 8
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			var got TopicRequest
+			err := c.Call(testContext(t), apiEcho, &TopicRequest{Name: fmt.Sprint(i)}, &got)
+			if err == nil && got.Name != fmt.Sprint(i) {
+				err = fmt.Errorf("call %d answered %q", i, got.Name)
+			}
+			errs <- err
+		}()
+	}
+	require.Eventually(t, func() bool { return c.queued() == n }, 5*time.Second, time.Millisecond)
+	close(open)
+	require.NoError(t, <-bigDone)
+	for range n {
+		require.NoError(t, <-errs)
+	}
+	assert.Equal(t, []int{1, n}, writes(), "the eight calls queued behind the big one share one write")
+}
+
+// When a write fails part way, the frames written whole may have reached
+// the server (their calls fail as the connection closes: outcome unknown),
+// and the frames after them did not (ErrNotSent: safe to retry).
+func TestFailedSharedWrite(t *testing.T) {
+	writes := recordWrites(t)
+	addr, open := gatedEchoPeer(t)
+	_ = open // never opened: the peer reads nothing
+	c := dial(t, addr)
+
+	// A first write that fills the socket buffers and fails at its
+	// deadline; the calls queued behind it then go out together, and that
+	// write fails at once on the closed connection.
+	firstDone := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		firstDone <- c.Call(ctx, apiEcho, &ProduceRequest{Batch: make([]byte, 8<<20-64)}, nil)
+	}()
+	require.Eventually(t, c.writing, 5*time.Second, time.Millisecond)
+	const n = 3
+	errs := make(chan error, n)
+	for i := range n {
+		go func() { errs <- c.Call(testContext(t), apiEcho, &TopicRequest{Name: fmt.Sprint(i)}, nil) }()
+	}
+	require.Eventually(t, func() bool { return c.queued() == n }, 5*time.Second, time.Millisecond)
+
+	err := <-firstDone
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrNotSent, "the big frame was not written whole: %v", err)
+	for range n {
+		err := <-errs
+		assert.ErrorIs(t, err, ErrNotSent, "queued behind a failed write: never sent: %v", err)
+	}
+	assert.Equal(t, []int{1, n}, writes())
+	assert.Error(t, c.Err(), "the connection is closed")
+}
