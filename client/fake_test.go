@@ -108,14 +108,19 @@ func newFakeCluster(t testing.TB, brokers int) *fakeCluster {
 		requests:   make(map[int32]map[transport.API]int),
 		appended:   make(map[string]int),
 	}
+	// Every broker is in the maps before any serves: a handler reads them.
+	listeners := map[int32]net.Listener{}
 	for id := int32(1); id <= int32(brokers); id++ {
 		b := &fakeBroker{id: id, fc: fc}
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
 		b.addr = ln.Addr().String()
-		b.serve(ln)
+		listeners[id] = ln
 		fc.brokers[id] = b
 		fc.requests[id] = make(map[transport.API]int)
+	}
+	for id, ln := range listeners {
+		fc.brokers[id].serve(ln)
 	}
 	t.Cleanup(func() {
 		for _, b := range fc.brokers {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -264,6 +265,7 @@ func (c *Conn) SendNotify(ctx context.Context, api API, req Message, notify func
 	c.mu.next++
 	p := &Pending{c: c, id: c.mu.next, api: api, ch: make(chan callResult, 1), notify: notify}
 	c.mu.pending[p.id] = p
+	others := len(c.mu.pending) > 1
 	c.mu.Unlock()
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -276,6 +278,12 @@ func (c *Conn) SendNotify(ctx context.Context, api API, req Message, notify func
 	var err error
 	select {
 	case c.wsem <- struct{}{}:
+		// With other calls in flight, let those made ready together with
+		// this one (by the answers of one group commit) queue their
+		// requests first, to share the write. A lone call does not wait.
+		if others {
+			runtime.Gosched()
+		}
 		c.writeQueued() // o among them, unless the writer before took it
 		<-c.wsem
 		err = <-o.sent // written by now, by this call or the one before

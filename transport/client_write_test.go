@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,4 +150,99 @@ func TestFailedSharedWrite(t *testing.T) {
 	}
 	assert.Equal(t, []int{1, n}, writes())
 	assert.Error(t, c.Err(), "the connection is closed")
+}
+
+// Calls made ready together, as by the answers of one group commit, mostly
+// share writes: a call that finds no write running lets the others queue
+// behind it first. (Scheduling decides the exact count, so the test asks
+// for a mean well above one frame per write, over many rounds.)
+func TestCallsReadyTogetherShareWrites(t *testing.T) {
+	writes := recordWrites(t)
+	_, addr := startServer(t, ServerConfig{}, testHandler(nil))
+	c := dial(t, addr)
+	echo(t, c, "warm")
+	before := len(writes())
+
+	const rounds, n = 20, 8
+	for range rounds {
+		gate := make(chan struct{})
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-gate
+				var got TopicRequest
+				errs <- c.Call(testContext(t), apiEcho, &TopicRequest{Name: fmt.Sprint(i)}, &got)
+			}()
+		}
+		close(gate)
+		wg.Wait()
+		for range n {
+			require.NoError(t, <-errs)
+		}
+	}
+	w := writes()[before:]
+	frames := 0
+	for _, f := range w {
+		frames += f
+	}
+	require.Equal(t, rounds*n, frames)
+	mean := float64(frames) / float64(len(w))
+	t.Logf("%d calls in %d writes: %.1f frames per write", frames, len(w), mean)
+	assert.GreaterOrEqual(t, mean, 2.0, "calls released together went out one write each")
+}
+
+// Responses that become ready together (the acknowledgements of one
+// replication round) mostly share the server's writes.
+func TestResponsesReadyTogetherShareWrites(t *testing.T) {
+	var mu sync.Mutex
+	var writes []int
+	serverWriteHook = func(n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		writes = append(writes, n)
+	}
+	t.Cleanup(func() { serverWriteHook = nil })
+	var gate atomic.Pointer[chan struct{}]
+	var waiting atomic.Int64
+	h := HandlerFunc(func(ctx context.Context, req *Request) Reply {
+		g := *gate.Load()
+		return func(ctx context.Context) (Message, error) {
+			waiting.Add(1)
+			<-g
+			return &Empty{}, nil
+		}
+	})
+	_, addr := startServer(t, ServerConfig{}, h)
+	c := dial(t, addr)
+
+	const rounds, n = 20, 8
+	for range rounds {
+		g := make(chan struct{})
+		gate.Store(&g)
+		waiting.Store(0)
+		pend := make([]*Pending, n)
+		for i := range pend {
+			p, err := c.Send(testContext(t), apiEcho, &Empty{})
+			require.NoError(t, err)
+			pend[i] = p
+		}
+		require.Eventually(t, func() bool { return waiting.Load() == n }, 5*time.Second, time.Millisecond)
+		close(g)
+		for _, p := range pend {
+			require.NoError(t, p.Wait(testContext(t), &Empty{}))
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	frames := 0
+	for _, f := range writes {
+		frames += f
+	}
+	require.Equal(t, rounds*n, frames)
+	mean := float64(frames) / float64(len(writes))
+	t.Logf("%d responses in %d writes: %.1f per write", frames, len(writes), mean)
+	assert.GreaterOrEqual(t, mean, 3.0, "responses released together went out one write each")
 }

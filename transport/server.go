@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -362,10 +363,22 @@ func (c *serverConn) respond(req *Request, m Message, err error, log hclog.Logge
 		return
 	}
 	c.wmu.writing = true
+	// With other requests of the connection in flight, let the responses
+	// that became ready with this one (a group commit, a replication round)
+	// queue behind it first, so that they share the write: the goroutines
+	// they run on are ready to run now. A lone request does not wait.
+	if c.inFlight.Load() > 1 {
+		c.wmu.Unlock()
+		runtime.Gosched()
+		c.wmu.Lock()
+	}
 	for len(c.wmu.queue) > 0 && !c.wmu.failed {
 		frames := c.wmu.queue
 		c.wmu.queue = nil
 		c.wmu.Unlock()
+		if serverWriteHook != nil {
+			serverWriteHook(len(frames))
+		}
 		c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
 		bufs := net.Buffers(frames)
 		_, werr := bufs.WriteTo(c.nc)
@@ -386,6 +399,10 @@ func (c *serverConn) respond(req *Request, m Message, err error, log hclog.Logge
 	c.wmu.Unlock()
 	c.written(dropped)
 }
+
+// serverWriteHook, when set by a test, is told how many responses each
+// write of a server connection carries.
+var serverWriteHook func(frames int)
 
 // written accounts for n responses written (or dropped with their failed
 // connection): each frees its in-flight slot.
