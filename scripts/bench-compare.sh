@@ -312,9 +312,20 @@ gs_topic() {
 	done
 }
 
+# settle: before every bench run, flush the page cache and wait SETTLE
+# seconds, so that one run's writes (and the disk's catching up on them) do
+# not land in the next run, whichever system it is.
+settle() {
+	if [ "${SETTLE:-0}" != 0 ]; then
+		sync
+		sleep "$SETTLE"
+	fi
+}
+
 # gs_bench produce|consume ARGS...: one run of gostream-ctl bench; sets
 # RESULT to its JSON summary.
 gs_bench() {
+	settle
 	next_log
 	run_logged "$LOG" ctl bench "$@" -o json
 	RESULT="$(cat "$LOG.out")"
@@ -383,6 +394,7 @@ nats_wait() {
 
 # nats_bench ARGS...: one run of nats bench js; sets RESULT to its output.
 nats_bench() {
+	settle
 	next_log
 	run_logged "$LOG" nats_cli bench js "$@" --no-progress
 	RESULT="$(cat "$LOG.out")"
