@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -45,7 +46,10 @@ type Stamp struct {
 type Root struct {
 	dir    string
 	logger hclog.Logger
-	stamp  Stamp
+	// mu guards stamp: the cluster id is learned from the controller's
+	// metadata while other goroutines read the stamp.
+	mu    sync.Mutex
+	stamp Stamp
 }
 
 // OpenRoot opens or creates the storage root dir for broker brokerID.
@@ -109,11 +113,17 @@ func OpenRoot(dir string, brokerID int32, clusterID string, logger hclog.Logger)
 func (r *Root) Dir() string { return r.dir }
 
 // Stamp returns the root's stamp.
-func (r *Root) Stamp() Stamp { return r.stamp }
+func (r *Root) Stamp() Stamp {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stamp
+}
 
 // SetClusterID records the cluster id in a root that did not know it yet. It
 // returns ErrStampMismatch if the root already names another cluster.
 func (r *Root) SetClusterID(id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.stamp.ClusterID == id {
 		return nil
 	}
@@ -124,6 +134,7 @@ func (r *Root) SetClusterID(id string) error {
 	return r.writeStamp()
 }
 
+// writeStamp persists the stamp; the caller holds mu or owns r alone.
 func (r *Root) writeStamp() error {
 	data, err := json.MarshalIndent(r.stamp, "", "  ")
 	if err != nil {

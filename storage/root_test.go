@@ -200,3 +200,21 @@ func TestWriteFileAtomic(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, entries, 1, "no temporary files are left behind")
 }
+
+// The cluster id is learned from the controller's metadata while other
+// goroutines read the stamp (registration does): both are safe at once
+// (the race detector checks).
+func TestRootStampReadWhileClusterIDIsLearned(t *testing.T) {
+	r, err := storage.OpenRoot(t.TempDir(), 1, "", testLogger(t))
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 100 {
+			_ = r.Stamp().ClusterID
+		}
+	}()
+	require.NoError(t, r.SetClusterID("c-1"))
+	<-done
+	assert.Equal(t, "c-1", r.Stamp().ClusterID)
+}
