@@ -19,6 +19,19 @@ const (
 	APISealTopic   API = 7
 )
 
+// Idempotent reports whether a request of api can be made twice with the
+// effect of once: it only reads, or (ReplicaState) fences at an epoch the
+// replica then holds anyway. A call of such an API whose outcome is unknown
+// may be retried.
+func Idempotent(api API) bool {
+	switch api {
+	case APIFetch, APIListOffsets, APIMetadata, APIFetchMetadata, APIReplicaState, APIDescribeCluster,
+		APIReplicaDigest, APIReplicaBatches, APIHistory, APIAudit:
+		return true
+	}
+	return false
+}
+
 // Version1 is the version of every API today.
 const Version1 = 1
 

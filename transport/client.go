@@ -487,13 +487,25 @@ func (p *Pool) Get(ctx context.Context, addr string) (*Conn, error) {
 	return c, nil
 }
 
-// Call gets a connection to addr and makes the call on it.
+// Call gets a connection to addr and makes the call on it. A pooled
+// connection can die between calls (the peer restarted, TCP gave up on a
+// partition) without the pool having noticed yet: when the call finds it
+// dead, Call dials anew and makes it once more, if that cannot do the
+// request twice: it was never sent (ErrNotSent), or the API only reads
+// (Idempotent).
 func (p *Pool) Call(ctx context.Context, addr string, api API, req, resp Message) error {
-	c, err := p.Get(ctx, addr)
-	if err != nil {
+	for attempt := 0; ; attempt++ {
+		c, err := p.Get(ctx, addr)
+		if err != nil {
+			return err
+		}
+		err = c.Call(ctx, api, req, resp)
+		if attempt == 0 && err != nil && ctx.Err() == nil && c.Err() != nil &&
+			(errors.Is(err, ErrNotSent) || (errors.Is(err, ErrConnClosed) && Idempotent(api))) {
+			continue
+		}
 		return err
 	}
-	return c.Call(ctx, api, req, resp)
 }
 
 // Close closes every connection. It is idempotent.

@@ -246,3 +246,52 @@ func TestResponsesReadyTogetherShareWrites(t *testing.T) {
 	t.Logf("%d responses in %d writes: %.1f per write", frames, len(writes), mean)
 	assert.GreaterOrEqual(t, mean, 3.0, "responses released together went out one write each")
 }
+
+// dropFirstPeer closes the first connection it accepts as soon as a frame
+// has arrived on it, unanswered; later connections answer every frame with
+// its own body. It counts the connections.
+func dropFirstPeer(t *testing.T) (string, *atomic.Int64) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var conns atomic.Int64
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n := conns.Add(1)
+			go func() {
+				defer nc.Close()
+				br := bufio.NewReader(nc)
+				for {
+					f, err := ReadFrame(br, 1<<20)
+					if err != nil || n == 1 {
+						return
+					}
+					f.Body = append(AppendResponseError(nil, nil), f.Body...)
+					if _, err := nc.Write(AppendFrame(nil, f)); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	return ln.Addr().String(), &conns
+}
+
+// A pooled connection that dies under a call: a read is made again on a
+// new connection; anything else reports its unknown outcome.
+func TestPoolRetriesAReadOnADeadConnection(t *testing.T) {
+	addr, conns := dropFirstPeer(t)
+	p := NewPool(ConnConfig{})
+	t.Cleanup(func() { p.Close() })
+	require.NoError(t, p.Call(testContext(t), addr, APIReplicaBatches, &Empty{}, &Empty{}))
+	assert.Equal(t, int64(2), conns.Load(), "dialed anew once")
+
+	addr, conns = dropFirstPeer(t)
+	err := p.Call(testContext(t), addr, APIProduce, &Empty{}, &Empty{})
+	assert.ErrorIs(t, err, ErrConnClosed, "a produce whose outcome is unknown is not made twice")
+	assert.Equal(t, int64(1), conns.Load())
+}
