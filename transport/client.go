@@ -164,8 +164,16 @@ func (c *Conn) fail(err error) {
 	c.mu.Unlock()
 	c.nc.Close()
 	for _, p := range pending {
-		p.deliver(callResult{err: fmt.Errorf("%w: %s: %v", ErrConnClosed, c.addr, err)})
+		// A request not yet written is its Send's to report (ErrNotSent),
+		// and is never notified; see writeQueued.
+		if p.written.Load() {
+			p.deliver(c.closedResult(err))
+		}
 	}
+}
+
+func (c *Conn) closedResult(err error) callResult {
+	return callResult{err: fmt.Errorf("%w: %s: %v", ErrConnClosed, c.addr, err)}
 }
 
 // Err returns why the connection is closed, or nil while it is open.
@@ -216,11 +224,18 @@ type Pending struct {
 	ch     chan callResult
 	sentAt time.Time
 	notify func() // from SendNotify; nil for Send
+	// written is set once the request went out whole: until then a failing
+	// connection leaves the call to its Send, which reports it not sent.
+	written atomic.Bool
+	settled atomic.Bool // deliver ran
 }
 
-// deliver hands the response (or the connection's failure) to the call.
-// It runs at most once per call: its id has just left the pending map.
+// deliver hands the response (or the connection's failure) to the call,
+// once: a later delivery is dropped.
 func (p *Pending) deliver(r callResult) {
+	if !p.settled.CompareAndSwap(false, true) {
+		return
+	}
 	p.ch <- r
 	if p.notify != nil {
 		p.notify()
@@ -349,6 +364,17 @@ func (c *Conn) writeQueued() {
 	n, err := bufs.WriteTo(c.nc)
 	if err == nil {
 		for _, o := range frames {
+			o.p.written.Store(true)
+		}
+		// A connection that failed while these were written did not tell
+		// their calls (they were not written yet): tell them now.
+		if cerr := c.Err(); cerr != nil {
+			for _, o := range frames {
+				o.p.Cancel()
+				o.p.deliver(c.closedResult(cerr))
+			}
+		}
+		for _, o := range frames {
 			o.sent <- nil
 		}
 		return
@@ -357,11 +383,12 @@ func (c *Conn) writeQueued() {
 	for _, o := range frames {
 		if n >= int64(len(o.frame)) {
 			n -= int64(len(o.frame))
-			o.sent <- nil // the server may handle it: its outcome is unknown
+			o.p.written.Store(true) // the server may handle it: its outcome is unknown
+			o.sent <- nil
 			continue
 		}
 		n = 0
-		o.p.Cancel() // before fail, so the call hears of it only as not sent
+		o.p.Cancel() // the call hears of it only as not sent
 		lost = append(lost, o)
 	}
 	c.fail(fmt.Errorf("write: %w", err))

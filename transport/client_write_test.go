@@ -295,3 +295,45 @@ func TestPoolRetriesAReadOnADeadConnection(t *testing.T) {
 	assert.ErrorIs(t, err, ErrConnClosed, "a produce whose outcome is unknown is not made twice")
 	assert.Equal(t, int64(1), conns.Load())
 }
+
+// A connection that fails while requests wait to be written: their Sends
+// report them not sent, and their notify functions never run (a caller
+// that handles the Send error must not hear of the call again).
+func TestConnFailingUnderQueuedRequests(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		nc, err := ln.Accept()
+		if err == nil {
+			accepted <- nc // never read from
+		}
+	}()
+	c := dial(t, ln.Addr().String())
+	peer := <-accepted
+
+	var notified atomic.Int64
+	notify := func() { notified.Add(1) }
+	bigErr := make(chan error, 1)
+	go func() {
+		_, err := c.SendNotify(testContext(t), apiEcho, &ProduceRequest{Batch: make([]byte, 8<<20-64)}, notify)
+		bigErr <- err
+	}()
+	require.Eventually(t, c.writing, 5*time.Second, time.Millisecond)
+	smallErr := make(chan error, 1)
+	go func() {
+		_, err := c.SendNotify(testContext(t), apiEcho, &Empty{}, notify)
+		smallErr <- err
+	}()
+	require.Eventually(t, func() bool { return c.queued() == 1 }, 5*time.Second, time.Millisecond)
+
+	// The peer goes away: the reader fails the connection while the big
+	// request is half written and the small one is queued.
+	peer.(*net.TCPConn).SetLinger(0)
+	peer.Close()
+	assert.ErrorIs(t, <-bigErr, ErrNotSent)
+	assert.ErrorIs(t, <-smallErr, ErrNotSent)
+	require.Eventually(t, func() bool { return c.Err() != nil }, 5*time.Second, time.Millisecond)
+	assert.Zero(t, notified.Load(), "a request reported not sent was notified")
+}
