@@ -52,8 +52,13 @@ func (lp *localPeer) SendReplicate(ctx context.Context, req *transport.Replicate
 		return nil, err
 	}
 	// The follower takes requests in the order they are sent, as on one
-	// connection; its answer comes back through the wait.
-	w, err := lp.p.Replicate(req)
+	// connection, decoded from the wire as the node's handler would; its
+	// answer comes back through the wait.
+	var wire transport.ReplicateRequest
+	if err := transport.Unmarshal(transport.Marshal(nil, req), &wire); err != nil {
+		return nil, err
+	}
+	w, err := lp.p.Replicate(&wire)
 	return func(ctx context.Context) (int64, error) {
 		if err != nil {
 			return 0, toWire(err)

@@ -569,11 +569,7 @@ func (p *Partition) Replicate(req *transport.ReplicateRequest) (func(ctx context
 	var last storage.AppendResult
 	var durable storage.Durable
 	var werr error
-	data := req.Batch
-	if len(req.Batches) > 0 { // a request handed over in process, not decoded
-		data = slices.Concat(req.Batches...)
-	}
-	err := record.Batches(data, func(b record.Batch) bool {
+	err := record.Batches(req.Batch, func(b record.Batch) bool {
 		last, durable, werr = p.log.WriteExact(b)
 		return werr == nil
 	})

@@ -377,12 +377,7 @@ func multiSegmentTemplate(t *testing.T) (string, []record.Batch) {
 	t.Helper()
 	dir := t.TempDir()
 	l := openLog(t, dir, storage.Options{SegmentBytes: 4096})
-	var batches []record.Batch
-	for i := range 14 {
-		b := sizedBatch(t, 1000, byte(i))
-		mustAppend(t, l, b, 0)
-		batches = append(batches, b)
-	}
+	batches := appendSized(t, l, 14, 1000, 0)
 	require.Equal(t, []string{segName(0), segName(4), segName(8), segName(12)}, segmentFiles(t, dir))
 	require.NoError(t, l.Close())
 	return dir, batches

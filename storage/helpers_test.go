@@ -110,6 +110,18 @@ func randomBatch(t testing.TB, rng *rand.Rand, maxRecords, maxValue int) record.
 	return b
 }
 
+// appendSized appends n batches of size bytes to l at epoch 0, tagged first,
+// first+1, ..., and returns them.
+func appendSized(t testing.TB, l *storage.Log, n, size int, first byte) []record.Batch {
+	t.Helper()
+	batches := make([]record.Batch, n)
+	for i := range batches {
+		batches[i] = sizedBatch(t, size, first+byte(i))
+		mustAppend(t, l, batches[i], 0)
+	}
+	return batches
+}
+
 func mustAppend(t testing.TB, l *storage.Log, b record.Batch, epoch int32) storage.AppendResult {
 	t.Helper()
 	res, err := l.Append(ctxFor(t), b, epoch)

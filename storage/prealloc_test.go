@@ -20,12 +20,7 @@ func preallocatedLog(t *testing.T, n int) (string, []record.Batch, []byte) {
 	t.Helper()
 	dir := t.TempDir()
 	l := openLog(t, dir, storage.Options{})
-	var batches []record.Batch
-	for i := range n {
-		b := sizedBatch(t, 300, byte('a'+i))
-		mustAppend(t, l, b, 0)
-		batches = append(batches, b)
-	}
+	batches := appendSized(t, l, n, 300, 'a')
 	crashed := t.TempDir()
 	copyDir(t, dir, crashed)
 	require.NoError(t, l.Close())
@@ -39,12 +34,7 @@ func preallocatedLog(t *testing.T, n int) (string, []record.Batch, []byte) {
 func TestPreallocatedSegment(t *testing.T) {
 	dir := t.TempDir()
 	l := openLog(t, dir, storage.Options{})
-	var batches []record.Batch
-	for i := range 3 {
-		b := sizedBatch(t, 500, byte(i))
-		mustAppend(t, l, b, 0)
-		batches = append(batches, b)
-	}
+	batches := appendSized(t, l, 3, 500, 0)
 	path := filepath.Join(dir, segName(0))
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
@@ -124,12 +114,7 @@ func TestZerosThenValidBatchIsCorrupt(t *testing.T) {
 func TestTruncatePreallocated(t *testing.T) {
 	dir := t.TempDir()
 	l := openLog(t, dir, storage.Options{})
-	var batches []record.Batch
-	for i := range 4 {
-		b := sizedBatch(t, 300, byte(i))
-		mustAppend(t, l, b, 0)
-		batches = append(batches, b)
-	}
+	batches := appendSized(t, l, 4, 300, 0)
 	require.NoError(t, l.TruncateTo(ctxFor(t), 2))
 	next := sizedBatch(t, 100, 'n')
 	mustAppend(t, l, next, 0)

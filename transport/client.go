@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -326,13 +327,12 @@ var writeHook func(frames int)
 func (c *Conn) unqueue(o *outFrame) bool {
 	c.wq.Lock()
 	defer c.wq.Unlock()
-	for i, q := range c.wq.queue {
-		if q == o {
-			c.wq.queue = append(c.wq.queue[:i], c.wq.queue[i+1:]...)
-			return true
-		}
+	i := slices.Index(c.wq.queue, o)
+	if i < 0 {
+		return false
 	}
-	return false
+	c.wq.queue = slices.Delete(c.wq.queue, i, i+1)
+	return true
 }
 
 // writeQueued writes every queued frame in one write, under the earliest

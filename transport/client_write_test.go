@@ -32,17 +32,7 @@ func gatedEchoPeer(t *testing.T) (string, chan struct{}) {
 		// (No small SetReadBuffer here: a window that small makes the
 		// transfer crawl once reading starts. 8 MiB fills the buffers.)
 		<-open
-		br := bufio.NewReaderSize(nc, 1<<20)
-		for {
-			f, err := ReadFrame(br, 64<<20)
-			if err != nil {
-				return
-			}
-			f.Body = append(AppendResponseError(nil, nil), f.Body...)
-			if _, err := nc.Write(AppendFrame(nil, f)); err != nil {
-				return
-			}
-		}
+		echoFrames(nc, -1)
 	}()
 	t.Cleanup(func() {
 		ln.Close()
@@ -56,16 +46,44 @@ func gatedEchoPeer(t *testing.T) (string, chan struct{}) {
 	return ln.Addr().String(), open
 }
 
-// recordWrites makes writeQueued report the frames of each write.
-func recordWrites(t *testing.T) func() []int {
+// echoFrames answers each frame read from nc with a success carrying the
+// frame's own body, until nc fails, or (limit >= 0) after limit answers,
+// once the next frame has arrived.
+func echoFrames(nc net.Conn, limit int) {
+	br := bufio.NewReaderSize(nc, 1<<20)
+	for answered := 0; ; answered++ {
+		f, err := ReadFrame(br, 64<<20)
+		if err != nil || answered == limit {
+			return
+		}
+		f.Body = append(AppendResponseError(nil, nil), f.Body...)
+		if _, err := nc.Write(AppendFrame(nil, f)); err != nil {
+			return
+		}
+	}
+}
+
+// framesPerWrite sums the frames of the writes recorded and gives the mean
+// per write.
+func framesPerWrite(writes []int) (frames int, mean float64) {
+	for _, f := range writes {
+		frames += f
+	}
+	return frames, float64(frames) / float64(len(writes))
+}
+
+// recordWrites sets hook (writeHook for client connections,
+// serverWriteHook for the server's) to record the frames of each write, and
+// returns what it recorded so far.
+func recordWrites(t *testing.T, hook *func(frames int)) func() []int {
 	var mu sync.Mutex
 	var writes []int
-	writeHook = func(n int) {
+	*hook = func(n int) {
 		mu.Lock()
 		defer mu.Unlock()
 		writes = append(writes, n)
 	}
-	t.Cleanup(func() { writeHook = nil })
+	t.Cleanup(func() { *hook = nil })
 	return func() []int {
 		mu.Lock()
 		defer mu.Unlock()
@@ -82,7 +100,7 @@ func (c *Conn) queued() int {
 // Requests queued while a write runs go out together in the next write,
 // each still answered.
 func TestConcurrentSendsShareAWrite(t *testing.T) {
-	writes := recordWrites(t)
+	writes := recordWrites(t, &writeHook)
 	addr, open := gatedEchoPeer(t)
 	c := dial(t, addr)
 
@@ -119,7 +137,7 @@ func TestConcurrentSendsShareAWrite(t *testing.T) {
 // the server (their calls fail as the connection closes: outcome unknown),
 // and the frames after them did not (ErrNotSent: safe to retry).
 func TestFailedSharedWrite(t *testing.T) {
-	writes := recordWrites(t)
+	writes := recordWrites(t, &writeHook)
 	addr, open := gatedEchoPeer(t)
 	_ = open // never opened: the peer reads nothing
 	c := dial(t, addr)
@@ -157,7 +175,7 @@ func TestFailedSharedWrite(t *testing.T) {
 // behind it first. (Scheduling decides the exact count, so the test asks
 // for a mean well above one frame per write, over many rounds.)
 func TestCallsReadyTogetherShareWrites(t *testing.T) {
-	writes := recordWrites(t)
+	writes := recordWrites(t, &writeHook)
 	_, addr := startServer(t, ServerConfig{}, testHandler(nil))
 	c := dial(t, addr)
 	echo(t, c, "warm")
@@ -184,12 +202,8 @@ func TestCallsReadyTogetherShareWrites(t *testing.T) {
 		}
 	}
 	w := writes()[before:]
-	frames := 0
-	for _, f := range w {
-		frames += f
-	}
+	frames, mean := framesPerWrite(w)
 	require.Equal(t, rounds*n, frames)
-	mean := float64(frames) / float64(len(w))
 	t.Logf("%d calls in %d writes: %.1f frames per write", frames, len(w), mean)
 	assert.GreaterOrEqual(t, mean, 2.0, "calls released together went out one write each")
 }
@@ -197,14 +211,7 @@ func TestCallsReadyTogetherShareWrites(t *testing.T) {
 // Responses that become ready together (the acknowledgements of one
 // replication round) mostly share the server's writes.
 func TestResponsesReadyTogetherShareWrites(t *testing.T) {
-	var mu sync.Mutex
-	var writes []int
-	serverWriteHook = func(n int) {
-		mu.Lock()
-		defer mu.Unlock()
-		writes = append(writes, n)
-	}
-	t.Cleanup(func() { serverWriteHook = nil })
+	writes := recordWrites(t, &serverWriteHook)
 	var gate atomic.Pointer[chan struct{}]
 	var waiting atomic.Int64
 	h := HandlerFunc(func(ctx context.Context, req *Request) Reply {
@@ -235,15 +242,10 @@ func TestResponsesReadyTogetherShareWrites(t *testing.T) {
 			require.NoError(t, p.Wait(testContext(t), &Empty{}))
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	frames := 0
-	for _, f := range writes {
-		frames += f
-	}
+	w := writes()
+	frames, mean := framesPerWrite(w)
 	require.Equal(t, rounds*n, frames)
-	mean := float64(frames) / float64(len(writes))
-	t.Logf("%d responses in %d writes: %.1f per write", frames, len(writes), mean)
+	t.Logf("%d responses in %d writes: %.1f per write", frames, len(w), mean)
 	assert.GreaterOrEqual(t, mean, 3.0, "responses released together went out one write each")
 }
 
@@ -260,20 +262,13 @@ func dropFirstPeer(t *testing.T) (string, *atomic.Int64) {
 			if err != nil {
 				return
 			}
-			n := conns.Add(1)
+			limit := -1
+			if conns.Add(1) == 1 {
+				limit = 0 // read one frame, answer none
+			}
 			go func() {
 				defer nc.Close()
-				br := bufio.NewReader(nc)
-				for {
-					f, err := ReadFrame(br, 1<<20)
-					if err != nil || n == 1 {
-						return
-					}
-					f.Body = append(AppendResponseError(nil, nil), f.Body...)
-					if _, err := nc.Write(AppendFrame(nil, f)); err != nil {
-						return
-					}
-				}
+				echoFrames(nc, limit)
 			}()
 		}
 	}()

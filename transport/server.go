@@ -326,24 +326,18 @@ func (c *serverConn) respond(req *Request, m Message, err error, log hclog.Logge
 	// The frame is built in one buffer, header space first, sized for the
 	// message when it can say how big it is (fetch responses), so batch
 	// bytes are copied once on their way out.
-	const hdr = frameHead
 	var frame []byte
-	if err == nil {
-		frame = newFrame(m, 64)
-	} else {
-		frame = newFrame(nil, 64)
-	}
 	if err != nil {
-		frame = AppendResponseError(frame, ToWire(err))
+		frame = AppendResponseError(newFrame(nil, 64), ToWire(err))
 	} else {
-		frame = AppendResponseError(frame, nil)
+		frame = AppendResponseError(newFrame(m, 64), nil)
 		if m != nil {
 			frame = Marshal(frame, m)
 		}
 	}
 	if len(frame)-4 > c.s.cfg.MaxFrameBytes {
-		n := len(frame) - hdr
-		frame = AppendResponseError(frame[:hdr], ToWire(fmt.Errorf("%w: response of %d bytes exceeds the frame limit", ErrMessageTooLarge, n)))
+		n := len(frame) - frameHead
+		frame = AppendResponseError(frame[:frameHead], ToWire(fmt.Errorf("%w: response of %d bytes exceeds the frame limit", ErrMessageTooLarge, n)))
 	}
 	// The frame holds its own copy now: a message may give back what it
 	// borrowed (a fetch's read buffer).
