@@ -131,3 +131,39 @@ func TestTruncatePreallocated(t *testing.T) {
 	assert.Equal(t, int64(3), r.LogEndOffset())
 	assert.Equal(t, want, concat(readAll(t, r)))
 }
+
+// TestPreallocationFollowsGroupCommitSize: a log whose fsyncs are small
+// (one synchronous producer) preallocates with written zeros once it has
+// seen them, and over zeros the file needs no block conversion at fsync; a
+// log whose fsyncs are large (pipelined producers) keeps fallocate, which
+// does not write every byte twice. Either way the space reads as zeros.
+func TestPreallocationFollowsGroupCommitSize(t *testing.T) {
+	tests := []struct {
+		name      string
+		batchSize int
+		want      []bool
+	}{
+		{"small fsyncs", 1 << 10, []bool{false, true, true}},
+		{"large fsyncs", 64 << 10, []bool{false, false, false}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var choices []bool
+			defer storage.SetPreallocHook(func(zeros bool) { choices = append(choices, zeros) })()
+			dir := t.TempDir()
+			l := openLog(t, dir, storage.Options{})
+			// Each append waits for its own fsync: one batch per fsync.
+			n := (2<<20)/tt.batchSize + 1 // into the third MiB
+			batches := appendSized(t, l, n, tt.batchSize, 0)
+			assert.Equal(t, tt.want, choices)
+
+			data, err := os.ReadFile(filepath.Join(dir, segName(0)))
+			require.NoError(t, err)
+			want := concat(batches)
+			assert.Equal(t, want, data[:len(want)])
+			assert.Equal(t, 3<<20, len(data), "preallocated to the end of the third MiB")
+			assert.Equal(t, make([]byte, len(data)-len(want)), data[len(want):], "preallocated space is zeros")
+			require.NoError(t, l.Close())
+		})
+	}
+}

@@ -110,10 +110,10 @@ func indexMiss(pos int64, h batchHeader, err error, want int64) bool {
 // preallocated. Writing into blocks the file already has needs no change to
 // the file's size, so the fsync that follows has less metadata to commit.
 // On ext4, a 1 KiB write+fsync measured: append 0.17-0.22 ms, into
-// fallocate'd blocks 0.15-0.17 ms, over written zeros 0.11-0.15 ms; but
-// writing the zeros first costs a second write of every byte (10-20% of
-// the throughput of 256 KiB appends with fsync), fallocate nothing
-// measurable. So fallocate, and zeros only where it is not supported.
+// fallocate'd blocks 0.15-0.17 ms, over written zeros 0.11-0.15 ms. Written
+// zeros cost a second write of every byte (10-20% of the throughput of
+// 256 KiB appends with fsync), fallocate nothing measurable: the Log
+// chooses between them by the size of its group commits (Log.zeroFill).
 const preallocBytes = 1 << 20
 
 // errNoFallocate means the filesystem cannot preallocate without writing.
@@ -124,23 +124,28 @@ var zeroChunk [preallocBytes]byte
 
 // preallocate makes sure the file holds at least need bytes, extending it
 // from alloc up to the next multiple of preallocBytes (but not past limit,
-// the segment size, unless need does) with space that reads as zeros. It
-// does not fsync: the next group commit makes the new size durable with
-// the data written into it. The caller holds the Log's appendMu.
+// the segment size, unless need does) with space that reads as zeros:
+// written zeros if zeros() says so or the filesystem cannot fallocate,
+// else fallocate'd space. zeros is asked only when space is added. It does
+// not fsync: the next group commit makes the new size (and any zeros)
+// durable with the data written into it. The caller holds the Log's
+// appendMu.
 // Invariant: bytes [size, alloc) of the active segment read as zeros,
 // which is what recovery relies on to tell free space from a torn write.
-func (s *segment) preallocate(need, limit int64) error {
+func (s *segment) preallocate(need, limit int64, zeros func() bool) error {
 	if need <= s.alloc {
 		return nil
 	}
 	target := max(min((need+preallocBytes-1)/preallocBytes*preallocBytes, limit), need)
-	err := fallocate(s.f, s.alloc, target-s.alloc)
-	if err == nil {
-		s.alloc = target
-		return nil
-	}
-	if !errors.Is(err, errNoFallocate) {
-		return fmt.Errorf("preallocate segment %d: %w", s.base, err)
+	if !zeros() {
+		err := fallocate(s.f, s.alloc, target-s.alloc)
+		if err == nil {
+			s.alloc = target
+			return nil
+		}
+		if !errors.Is(err, errNoFallocate) {
+			return fmt.Errorf("preallocate segment %d: %w", s.base, err)
+		}
 	}
 	for s.alloc < target {
 		n := min(target-s.alloc, preallocBytes)

@@ -7,3 +7,11 @@ func SetSyncHook(f func()) (restore func()) {
 	syncHook = f
 	return func() { syncHook = nil }
 }
+
+// SetPreallocHook makes f hear each choice of how to preallocate (true:
+// written zeros) until the returned function is called. Tests that use it
+// must not run in parallel with other tests of the package.
+func SetPreallocHook(f func(zeros bool)) (restore func()) {
+	preallocHook = f
+	return func() { preallocHook = nil }
+}
