@@ -167,3 +167,28 @@ func TestPreallocationFollowsGroupCommitSize(t *testing.T) {
 		})
 	}
 }
+
+// TestWrittenZeroTailIsFreeSpace is TestZeroTailIsFreeSpace for space
+// preallocated with written zeros (small fsyncs): a crash leaves them after
+// the data, and Open takes them as free space.
+func TestWrittenZeroTailIsFreeSpace(t *testing.T) {
+	var zeroFilled bool
+	defer storage.SetPreallocHook(func(zeros bool) { zeroFilled = zeroFilled || zeros })()
+	n := (1<<20)/300 + 10 // into the second MiB, which small fsyncs zero-fill
+	dir, batches, data := preallocatedLog(t, n)
+	require.True(t, zeroFilled, "the second MiB was not zero-filled")
+	want := concat(batches)
+	require.Equal(t, 2<<20, len(data))
+
+	l := openLog(t, dir, storage.Options{})
+	assert.Equal(t, int64(n), l.LogEndOffset())
+	assert.Equal(t, want, concat(readAll(t, l)))
+	assert.Empty(t, quarantined(t, dir), "zeros are not a torn write")
+	next := sizedBatch(t, 300, 'z')
+	res := mustAppend(t, l, next, 0)
+	assert.Equal(t, int64(n), res.BaseOffset)
+	require.NoError(t, l.Close())
+	got, err := os.ReadFile(filepath.Join(dir, segName(0)))
+	require.NoError(t, err)
+	assert.Equal(t, append(bytes.Clone(want), next...), got)
+}
