@@ -35,37 +35,33 @@ func (h *rpcHandler) replicate(req *transport.Request) transport.Reply {
 	}
 }
 
+// replicaOfRequest and leaderOfRequest find, for serveWith, the replica a
+// request names once it is decoded into the fields given.
+func (h *rpcHandler) replicaOfRequest(topic *string, partition *int32) func() (*replica, error) {
+	return func() (*replica, error) { return h.replicaOf(*topic, *partition) }
+}
+
+func (h *rpcHandler) leaderOfRequest(topic *string, partition *int32) func() (*replica, error) {
+	return func() (*replica, error) { return h.leaderOf(*topic, *partition) }
+}
+
 func (h *rpcHandler) replicaState(req *transport.Request) transport.Reply {
 	var r transport.ReplicaStateRequest
-	if err := decode(req, &r); err != nil {
-		return transport.Immediate(nil, err)
-	}
-	rep, err := h.replicaOf(r.Topic, r.Partition)
-	if err != nil {
-		return transport.Immediate(nil, err)
-	}
 	// Fencing writes the epoch file, so it runs in the Reply, not in line.
-	return func(context.Context) (transport.Message, error) {
+	return serveWith(req, &r, h.replicaOfRequest(&r.Topic, &r.Partition), func(_ context.Context, rep *replica) (transport.Message, error) {
 		return rep.part.ReplicaState(&r)
-	}
+	})
 }
 
 func (h *rpcHandler) registerBroker(req *transport.Request) transport.Reply {
 	var r transport.RegisterBrokerRequest
-	if err := decode(req, &r); err != nil {
-		return transport.Immediate(nil, err)
-	}
-	c, err := h.controller()
-	if err != nil {
-		return transport.Immediate(nil, err)
-	}
-	return func(ctx context.Context) (transport.Message, error) {
+	return serveWith(req, &r, h.controller, func(ctx context.Context, c *controller) (transport.Message, error) {
 		meta, err := c.register(ctx, &r)
 		if err != nil {
 			return nil, err
 		}
 		return metadataBlob(meta)
-	}
+	})
 }
 
 func metadataBlob(meta *metadata.Cluster) (transport.Message, error) {
@@ -128,14 +124,7 @@ func (h *rpcHandler) describeCluster(req *transport.Request) transport.Reply {
 
 func (h *rpcHandler) catchUp(req *transport.Request) transport.Reply {
 	var r transport.CatchUpRequest
-	if err := decode(req, &r); err != nil {
-		return transport.Immediate(nil, err)
-	}
-	rep, err := h.leaderOf(r.Topic, r.Partition)
-	if err != nil {
-		return transport.Immediate(nil, err)
-	}
-	return func(ctx context.Context) (transport.Message, error) {
+	return serveWith(req, &r, h.leaderOfRequest(&r.Topic, &r.Partition), func(ctx context.Context, rep *replica) (transport.Message, error) {
 		st := rep.part.State()
 		from, to, err := rep.part.CatchUp(ctx, r.Broker)
 		if err != nil {
@@ -147,7 +136,7 @@ func (h *rpcHandler) catchUp(req *transport.Request) transport.Reply {
 			OldActive: st.Active, NewActive: st.Active, CopiedTo: to,
 		}})
 		return &transport.CatchUpResponse{FromOffset: from, ToOffset: to}, nil
-	}
+	})
 }
 
 // leaderOf finds this broker's replica of a partition that it leads, for
@@ -178,70 +167,42 @@ func (h *rpcHandler) replicaOf(topic string, partition int32) (*replica, error) 
 
 func (h *rpcHandler) replicaDigest(req *transport.Request) transport.Reply {
 	var r transport.ReplicaDigestRequest
-	if err := decode(req, &r); err != nil {
-		return transport.Immediate(nil, err)
-	}
-	rep, err := h.replicaOf(r.Topic, r.Partition)
-	if err != nil {
-		return transport.Immediate(nil, err)
-	}
-	return func(ctx context.Context) (transport.Message, error) {
+	return serveWith(req, &r, h.replicaOfRequest(&r.Topic, &r.Partition), func(ctx context.Context, rep *replica) (transport.Message, error) {
 		sum, n, err := rep.part.Digest(ctx, r.From, r.To)
 		if err != nil {
 			return nil, err
 		}
 		return &transport.ReplicaDigestResponse{Digest: sum, Batches: int32(n)}, nil
-	}
+	})
 }
 
 func (h *rpcHandler) replicaBatches(req *transport.Request) transport.Reply {
 	var r transport.ReplicaBatchesRequest
-	if err := decode(req, &r); err != nil {
-		return transport.Immediate(nil, err)
-	}
-	rep, err := h.replicaOf(r.Topic, r.Partition)
-	if err != nil {
-		return transport.Immediate(nil, err)
-	}
-	return func(context.Context) (transport.Message, error) {
+	return serveWith(req, &r, h.replicaOfRequest(&r.Topic, &r.Partition), func(_ context.Context, rep *replica) (transport.Message, error) {
 		bs, err := rep.part.Batches(&r)
 		if err != nil {
 			return nil, err
 		}
 		return &transport.ReplicaBatchesResponse{Batches: bs}, nil
-	}
+	})
 }
 
 func (h *rpcHandler) truncateReplica(req *transport.Request) transport.Reply {
 	var r transport.TruncateReplicaRequest
-	if err := decode(req, &r); err != nil {
-		return transport.Immediate(nil, err)
-	}
-	rep, err := h.replicaOf(r.Topic, r.Partition)
-	if err != nil {
-		return transport.Immediate(nil, err)
-	}
-	return func(ctx context.Context) (transport.Message, error) {
+	return serveWith(req, &r, h.replicaOfRequest(&r.Topic, &r.Partition), func(ctx context.Context, rep *replica) (transport.Message, error) {
 		return nil, rep.part.Truncate(ctx, &r)
-	}
+	})
 }
 
 func (h *rpcHandler) recoverReplica(req *transport.Request) transport.Reply {
 	var r transport.CatchUpRequest
-	if err := decode(req, &r); err != nil {
-		return transport.Immediate(nil, err)
-	}
-	rep, err := h.leaderOf(r.Topic, r.Partition)
-	if err != nil {
-		return transport.Immediate(nil, err)
-	}
-	return func(ctx context.Context) (transport.Message, error) {
+	return serveWith(req, &r, h.leaderOfRequest(&r.Topic, &r.Partition), func(ctx context.Context, rep *replica) (transport.Message, error) {
 		res, err := rep.part.RecoverFollower(ctx, r.Broker)
 		if err != nil {
 			return nil, err
 		}
 		return &transport.RecoverReplicaResponse{PreviousEnd: res.PreviousEnd, CommonPrefix: res.CommonPrefix, CopiedTo: res.CopiedTo}, nil
-	}
+	})
 }
 
 func (h *rpcHandler) resetReplica(req *transport.Request) transport.Reply {

@@ -109,6 +109,21 @@ func decode(req *transport.Request, m transport.Message) error {
 	return nil
 }
 
+// serveWith is the common shape of a handler: decode the request into r,
+// find what serves it (this broker's replica, the controller), answering
+// at once if there is none, and do the work in the Reply. find runs after
+// the decode, so it may read r.
+func serveWith[T any](req *transport.Request, r transport.Message, find func() (T, error), serve func(context.Context, T) (transport.Message, error)) transport.Reply {
+	if err := decode(req, r); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	t, err := find()
+	if err != nil {
+		return transport.Immediate(nil, err)
+	}
+	return func(ctx context.Context) (transport.Message, error) { return serve(ctx, t) }
+}
+
 func (h *rpcHandler) produce(req *transport.Request) transport.Reply {
 	var r transport.ProduceRequest
 	if err := decode(req, &r); err != nil {
@@ -271,49 +286,28 @@ func (h *rpcHandler) controller() (*controller, error) {
 
 func (h *rpcHandler) createTopic(req *transport.Request) transport.Reply {
 	var r transport.CreateTopicRequest
-	if err := decode(req, &r); err != nil {
-		return transport.Immediate(nil, err)
-	}
-	c, err := h.controller()
-	if err != nil {
-		return transport.Immediate(nil, err)
-	}
-	return func(ctx context.Context) (transport.Message, error) {
+	return serveWith(req, &r, h.controller, func(ctx context.Context, c *controller) (transport.Message, error) {
 		t, err := c.createTopic(ctx, &r)
 		if err != nil {
 			return nil, err
 		}
 		ti := topicInfo(t)
 		return &ti, nil
-	}
+	})
 }
 
 func (h *rpcHandler) deleteTopic(req *transport.Request) transport.Reply {
 	var r transport.TopicRequest
-	if err := decode(req, &r); err != nil {
-		return transport.Immediate(nil, err)
-	}
-	c, err := h.controller()
-	if err != nil {
-		return transport.Immediate(nil, err)
-	}
-	return func(ctx context.Context) (transport.Message, error) {
+	return serveWith(req, &r, h.controller, func(ctx context.Context, c *controller) (transport.Message, error) {
 		return nil, c.deleteTopic(ctx, r.Name)
-	}
+	})
 }
 
 func (h *rpcHandler) sealTopic(req *transport.Request) transport.Reply {
 	var r transport.TopicRequest
-	if err := decode(req, &r); err != nil {
-		return transport.Immediate(nil, err)
-	}
-	c, err := h.controller()
-	if err != nil {
-		return transport.Immediate(nil, err)
-	}
-	return func(ctx context.Context) (transport.Message, error) {
+	return serveWith(req, &r, h.controller, func(ctx context.Context, c *controller) (transport.Message, error) {
 		return nil, c.sealTopic(ctx, r.Name)
-	}
+	})
 }
 
 // Fetch read buffers are reused: a consumer reading 1 MiB at a time would
