@@ -410,9 +410,9 @@ func (l *Log) checkBatch(batch record.Batch) error {
 // active segment is preallocated with written zeros rather than fallocate.
 const zeroFillBelow = 32 << 10
 
-// zeroFill reports whether the next stretch of the active segment should be
-// preallocated by writing zeros, and starts measuring the stretch after
-// it. An fsync of data written into fallocate'd space also commits the
+// zeroFill reports whether the next stretch (preallocBytes) of the active
+// segment should be preallocated by writing zeros, and starts measuring
+// the stretch after it. An fsync of data written into fallocate'd space also commits the
 // conversion of those blocks from unwritten to written, an inode update;
 // over zeros that are on disk already it has no metadata to commit. On
 // the disk of docs/benchmarks.md, three logs syncing 6 KiB each at once

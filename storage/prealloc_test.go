@@ -153,7 +153,7 @@ func TestPreallocationFollowsGroupCommitSize(t *testing.T) {
 			dir := t.TempDir()
 			l := openLog(t, dir, storage.Options{})
 			// Each append waits for its own fsync: one batch per fsync.
-			n := (2<<20)/tt.batchSize + 1 // into the third MiB
+			n := 2*storage.PreallocBytes/tt.batchSize + 1 // into the third stretch
 			batches := appendSized(t, l, n, tt.batchSize, 0)
 			assert.Equal(t, tt.want, choices)
 
@@ -161,7 +161,7 @@ func TestPreallocationFollowsGroupCommitSize(t *testing.T) {
 			require.NoError(t, err)
 			want := concat(batches)
 			assert.Equal(t, want, data[:len(want)])
-			assert.Equal(t, 3<<20, len(data), "preallocated to the end of the third MiB")
+			assert.Equal(t, 3*storage.PreallocBytes, len(data), "preallocated to the end of the third stretch")
 			assert.Equal(t, make([]byte, len(data)-len(want)), data[len(want):], "preallocated space is zeros")
 			require.NoError(t, l.Close())
 		})
@@ -174,11 +174,11 @@ func TestPreallocationFollowsGroupCommitSize(t *testing.T) {
 func TestWrittenZeroTailIsFreeSpace(t *testing.T) {
 	var zeroFilled bool
 	defer storage.SetPreallocHook(func(zeros bool) { zeroFilled = zeroFilled || zeros })()
-	n := (1<<20)/300 + 10 // into the second MiB, which small fsyncs zero-fill
+	n := storage.PreallocBytes/300 + 10 // into the second stretch, which small fsyncs zero-fill
 	dir, batches, data := preallocatedLog(t, n)
-	require.True(t, zeroFilled, "the second MiB was not zero-filled")
+	require.True(t, zeroFilled, "the second stretch was not zero-filled")
 	want := concat(batches)
-	require.Equal(t, 2<<20, len(data))
+	require.Equal(t, 2*storage.PreallocBytes, len(data))
 
 	l := openLog(t, dir, storage.Options{})
 	assert.Equal(t, int64(n), l.LogEndOffset())

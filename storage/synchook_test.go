@@ -1,5 +1,9 @@
 package storage
 
+// PreallocBytes is how far ahead of its data the active segment is
+// preallocated, one stretch.
+const PreallocBytes = preallocBytes
+
 // SetSyncHook makes f run at the start of every group-commit fsync until
 // the returned function is called. Tests that use it must not run in
 // parallel with other tests of the package.
