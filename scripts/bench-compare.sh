@@ -128,6 +128,7 @@ if [ "$(fstype "$tmp_parent")" = tmpfs ]; then
 fi
 WORK="$(mktemp -d "$tmp_parent/.bench-compare.XXXXXX")"
 pids=()
+gs_srv=() nats_srv=() # the running servers of each system
 
 # stop_all: SIGTERM to every process this script started, SIGKILL to any
 # still running after 10 seconds.
@@ -147,6 +148,7 @@ stop_all() {
 		wait "$pid" 2>/dev/null || true
 	done
 	pids=()
+	gs_srv=() nats_srv=()
 }
 cleanup() {
 	stop_all
@@ -224,6 +226,57 @@ fmt_rate() { awk -v v="$1" 'BEGIN { printf "%.0f", v }'; }
 fmt_ms() { awk -v v="$1" 'BEGIN { printf "%.3f", v }'; }
 say() { printf '  %-7s %-9s %s\n' "$1" "$2" "$3"; }
 
+# CPU accounting, where /proc has it (Linux): srv_ticks PID... is the CPU
+# time (user + system, clock ticks) those servers have used; child_secs
+# sets CHILD_SECS, the CPU seconds of this script's finished children (the
+# bench clients).
+clk_tck="$(getconf CLK_TCK 2>/dev/null || echo 100)"
+srv_ticks() {
+	local pid s=0 t
+	for pid in "$@"; do
+		t="$(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0)"
+		s=$((s + t))
+	done
+	echo "$s"
+}
+# (times runs in this shell, not in a command substitution, whose own
+# children would be none.)
+child_secs() {
+	times >"$WORK/times"
+	CHILD_SECS="$(awk 'NR == 2 { s = 0; for (i = 1; i <= 2; i++) { split($i, t, /[ms]/); s += t[1] * 60 + t[2] } print s }' "$WORK/times")"
+}
+# measure gs|nats CMD...: runs CMD and sets CPU_SRV and CPU_CLI, the CPU
+# seconds that system's servers and the bench client spent meanwhile
+# (empty without /proc).
+measure() {
+	local s0 c0
+	local -a srv
+	if [ "$1" = gs ]; then srv=("${gs_srv[@]}"); else srv=("${nats_srv[@]}"); fi
+	shift
+	s0="$(srv_ticks "${srv[@]}")"
+	child_secs
+	c0=$CHILD_SECS
+	"$@"
+	CPU_SRV="" CPU_CLI=""
+	if [ -r /proc/self/stat ]; then
+		child_secs
+		CPU_SRV="$(awk -v a="$s0" -v b="$(srv_ticks "${srv[@]}")" -v k="$clk_tck" 'BEGIN { print (b - a) / k }')"
+		CPU_CLI="$(awk -v a="$c0" -v b="$CHILD_SECS" 'BEGIN { print b - a }')"
+	fi
+}
+# cpu_note SERIES RECORDS: adds the CPU per record (servers + client, µs)
+# of the last measured run to SERIES and sets CPU_NOTE, its text for the
+# run's line.
+cpu_note() {
+	CPU_NOTE=""
+	[ -n "$CPU_SRV" ] || return 0
+	local srv cli
+	srv="$(awk -v c="$CPU_SRV" -v n="$2" 'BEGIN { printf "%.0f", c * 1e6 / n }')"
+	cli="$(awk -v c="$CPU_CLI" -v n="$2" 'BEGIN { printf "%.0f", c * 1e6 / n }')"
+	add "$1" "$((srv + cli))"
+	CPU_NOTE="; CPU per record: servers $srv us, client $cli us"
+}
+
 # run_logged LOG CMD...: runs CMD with stdout to LOG.out and stderr to
 # LOG.err; on failure shows both and fails the run.
 run_logged() {
@@ -250,6 +303,7 @@ gs_http=()
 # data directory under $WORK/DIR; sets BOOTSTRAP.
 start_gostream() {
 	local n=$1 dir=$WORK/$2 i rpc=() gossip=() http=() join controller p
+	gs_srv=()
 	for i in $(seq "$n"); do
 		free_port p
 		rpc+=("127.0.0.1:$p")
@@ -271,6 +325,7 @@ start_gostream() {
 		fi
 		"$BIN/gostream-node" "${args[@]}" >"$dir/node$i.log" 2>&1 </dev/null &
 		pids+=("$!")
+		gs_srv+=("$!")
 		echo "  gostream-node $i: pid $!, rpc ${rpc[$((i - 1))]}, data $dir/node$i"
 	done
 	local deadline=$((SECONDS + 60)) h
@@ -327,7 +382,7 @@ settle() {
 gs_bench() {
 	settle
 	next_log
-	run_logged "$LOG" ctl bench "$@" -o json
+	measure gs run_logged "$LOG" ctl bench "$@" -o json
 	RESULT="$(cat "$LOG.out")"
 }
 
@@ -341,6 +396,7 @@ start_nats_single() {
 	"$NATS_SERVER" -js -sd "$WORK/nats/single" -a 127.0.0.1 -p "$p" \
 		>"$WORK/nats/single.log" 2>&1 </dev/null &
 	pids+=("$!")
+	nats_srv=("$!")
 	echo "  nats-server: pid $!, 127.0.0.1:$p, store $WORK/nats/single"
 	NATS_URL="nats://127.0.0.1:$p"
 	nats_wait 1
@@ -350,6 +406,7 @@ start_nats_single() {
 # every write before acknowledging (sync_interval: always).
 start_nats_cluster() {
 	local i client=() route=() p routes
+	nats_srv=()
 	for i in 1 2 3; do
 		free_port p
 		client+=("$p")
@@ -374,6 +431,7 @@ start_nats_cluster() {
 		CONF
 		"$NATS_SERVER" -c "$WORK/nats/n$i.conf" >"$WORK/nats/n$i.log" 2>&1 </dev/null &
 		pids+=("$!")
+		nats_srv+=("$!")
 		echo "  nats-server n$i: pid $!, 127.0.0.1:${client[$((i - 1))]}, store $WORK/nats/n$i, sync_interval: always"
 	done
 	NATS_URL="nats://127.0.0.1:${client[0]},nats://127.0.0.1:${client[1]},nats://127.0.0.1:${client[2]}"
@@ -396,7 +454,7 @@ nats_wait() {
 nats_bench() {
 	settle
 	next_log
-	run_logged "$LOG" nats_cli bench js "$@" --no-progress
+	measure nats run_logged "$LOG" nats_cli bench js "$@" --no-progress
 	RESULT="$(cat "$LOG.out")"
 }
 
@@ -527,12 +585,14 @@ for r in $(seq "$RUNS"); do
 		gs_bench produce --topic "$topic" --records "$RECORDS" --record-size "$SIZE" --producers "$n"
 		v="$(json_num records_per_sec <<<"$RESULT")"
 		add "B1.gs.$n" "$v"
-		say "run $r" gostream "$n producer(s), $CLUSTER_PARTITIONS partitions RF 3: $(fmt_rate "$v") records/s"
+		cpu_note "B1.gs.cpu.$n" "$RECORDS"
+		say "run $r" gostream "$n producer(s), $CLUSTER_PARTITIONS partitions RF 3: $(fmt_rate "$v") records/s$CPU_NOTE"
 		nats || continue
 		nats_bench pub async --create --purge --storage file --replicas 3 --msgs "$RECORDS" --size 1KB --clients "$n" bench
 		v="$(nats_rate <<<"$RESULT")"
 		add "B1.nats.$n" "$v"
-		say "run $r" NATS "$n client(s), R3: $(fmt_rate "$v") msgs/s"
+		cpu_note "B1.nats.cpu.$n" "$RECORDS"
+		say "run $r" NATS "$n client(s), R3: $(fmt_rate "$v") msgs/s$CPU_NOTE"
 	done
 done
 B1_gs_n="$(best_of B1.gs)"
@@ -569,12 +629,14 @@ for r in $(seq "$RUNS"); do
 	gs_bench produce --topic "$topic" --sync --producers 16 --records "$SYNC16_RECORDS" --record-size "$SIZE"
 	v="$(json_num records_per_sec <<<"$RESULT")"
 	add B3.gs "$v"
-	say "run $r" gostream "16 sync producers: $(fmt_rate "$v") records/s, p50 $(fmt_ms "$(json_num p50_ms <<<"$RESULT")") ms"
+	cpu_note B3.gs.cpu "$SYNC16_RECORDS"
+	say "run $r" gostream "16 sync producers: $(fmt_rate "$v") records/s, p50 $(fmt_ms "$(json_num p50_ms <<<"$RESULT")") ms$CPU_NOTE"
 	nats || continue
 	nats_bench pub sync --create --purge --storage file --replicas 3 --msgs "$SYNC16_RECORDS" --size 1KB --clients 16 bench
 	v="$(nats_rate <<<"$RESULT")"
 	add B3.nats "$v"
-	say "run $r" NATS "16 sync clients: $(fmt_rate "$v") msgs/s, p50 $(fmt_ms "$(nats_p50 <<<"$RESULT")") ms"
+	cpu_note B3.nats.cpu "$SYNC16_RECORDS"
+	say "run $r" NATS "16 sync clients: $(fmt_rate "$v") msgs/s, p50 $(fmt_ms "$(nats_p50 <<<"$RESULT")") ms$CPU_NOTE"
 done
 fi
 stop_all
@@ -617,6 +679,9 @@ row() {
 	if [ "$unit" = ms ]; then
 		ours="$(fmt_ms "$ours") ms"
 		[ "$base" = nan ] && base="-" || base="$(fmt_ms "$base") ms"
+	elif [ "$unit" = us ]; then
+		ours="$(fmt_rate "$ours") us"
+		[ "$base" = nan ] && base="-" || base="$(fmt_rate "$base") us"
 	else
 		ours="$(fmt_rate "$ours")/s"
 		[ "$base" = nan ] && base="-" || base="$(fmt_rate "$base")/s"
@@ -634,6 +699,8 @@ row "A3 1 node sync p50 vs write+fsync p50" ms "$(median A3.gs)" "$(median A3.fs
 row "B1 3 nodes produce RF3 vs NATS R3 async (rec/s)" rate "$(median "B1.gs.$B1_gs_n")" "$(median "B1.nats.$B1_nats_n")" ge 2.0
 row "B2 3 nodes sync p50 vs NATS R3 sync p50" ms "$(median B2.gs)" "$(median B2.nats)" le 1.0
 row "B3 3 nodes 16 sync producers vs NATS (rec/s)" rate "$(median B3.gs)" "$(median B3.nats)" ge 2.0
+row "B1 CPU per record, servers + client (us)" us "$(median "B1.gs.cpu.$B1_gs_n")" "$(median "B1.nats.cpu.$B1_nats_n")" ref 0
+row "B3 CPU per record, servers + client (us)" us "$(median B3.gs.cpu)" "$(median B3.nats.cpu)" ref 0
 echo "settings: A1 gostream ${A1_gs_n:--} producer(s) x $PARTITIONS partitions, NATS ${A1_nats_n:--} client(s);" \
 	"B1 gostream ${B1_gs_n:--} producer(s) x $CLUSTER_PARTITIONS partitions, NATS ${B1_nats_n:--} client(s);" \
 	"B3 16 producers x $SYNC16_PARTITIONS partition(s); $RECORDS / $SYNC_RECORDS / $SYNC16_RECORDS records"
