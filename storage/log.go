@@ -105,9 +105,8 @@ type Log struct {
 	// of the active segment looks at (see segment.preallocate). Under
 	// appendMu.
 	prealloc struct {
-		written int64  // bytes appended since Open
-		mark    int64  // written at the last preallocation
-		syncs   uint64 // syncs at the last preallocation
+		bytes int64  // appended since the last preallocation
+		syncs uint64 // syncs at the last preallocation
 	}
 	// syncs counts group-commit fsyncs that succeeded.
 	syncs atomic.Uint64
@@ -425,9 +424,8 @@ const zeroFillBelow = 32 << 10
 func (l *Log) zeroFill() bool {
 	syncs := l.syncs.Load()
 	n := syncs - l.prealloc.syncs
-	bytes := l.prealloc.written - l.prealloc.mark
-	l.prealloc.mark, l.prealloc.syncs = l.prealloc.written, syncs
-	zeros := n > 0 && bytes/int64(n) < zeroFillBelow
+	zeros := n > 0 && l.prealloc.bytes/int64(n) < zeroFillBelow
+	l.prealloc.bytes, l.prealloc.syncs = 0, syncs
 	if preallocHook != nil {
 		preallocHook(zeros)
 	}
@@ -476,7 +474,7 @@ func (l *Log) writeLocked(batch record.Batch, prepare func(next int64, lastEpoch
 		l.fail(err)
 		return AppendResult{}, 0, err
 	}
-	l.prealloc.written += int64(len(batch))
+	l.prealloc.bytes += int64(len(batch))
 	l.mu.Lock()
 	active.noteBatch(size, batch, l.opts.IndexIntervalBytes)
 	l.mu.next = batch.NextOffset()
