@@ -14,6 +14,7 @@ import (
 type history struct {
 	path string
 	mu   sync.Mutex
+	last []byte // the line appended last, under mu
 }
 
 func (h *history) append(ev HistoryEvent) error {
@@ -23,6 +24,12 @@ func (h *history) append(ev HistoryEvent) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	// An Audit request retried after its connection died (transport
+	// counts Audit as idempotent) brings the same event again, time
+	// included: it is recorded once.
+	if bytes.Equal(line, h.last) {
+		return nil
+	}
 	f, err := os.OpenFile(h.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -35,7 +42,11 @@ func (h *history) append(ev HistoryEvent) error {
 		f.Close()
 		return err
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return err
+	}
+	h.last = line
+	return nil
 }
 
 // read returns every event, oldest first. A damaged line is reported, not

@@ -21,8 +21,9 @@ const (
 
 // Idempotent reports whether a request of api can be made twice with the
 // effect of once: it only reads, or (ReplicaState) fences at an epoch the
-// replica then holds anyway. A call of such an API whose outcome is unknown
-// may be retried.
+// replica then holds anyway, or (Audit) the controller records an event
+// that arrives twice in a row once. A call of such an API whose outcome is
+// unknown may be retried.
 func Idempotent(api API) bool {
 	switch api {
 	case APIFetch, APIListOffsets, APIMetadata, APIFetchMetadata, APIReplicaState, APIDescribeCluster,
