@@ -103,7 +103,7 @@ func (c *Client) SealTopic(ctx context.Context, name string) error {
 func (c *Client) ListOffsets(ctx context.Context, topic string, partition int32) (PartitionOffsets, error) {
 	var resp transport.ListOffsetsResponse
 	err := c.withLeader(ctx, topic, partition, func(ctx context.Context, r route) error {
-		return c.call(ctx, r.addr, 0, transport.APIListOffsets, &transport.ListOffsetsRequest{Topic: topic, Partition: partition}, &resp)
+		return c.call(ctx, r.addr, 0, transport.APIListOffsets, &transport.ListOffsetsRequest{Topic: topic, TopicID: r.topicID, Partition: partition}, &resp)
 	})
 	if err != nil {
 		return PartitionOffsets{}, fmt.Errorf("list offsets of %s/%d: %w", topic, partition, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"gostream/metadata"
 	"gostream/transport"
 )
 
@@ -90,7 +91,10 @@ type PartitionMetadata struct {
 
 // TopicMetadata is one topic's metadata.
 type TopicMetadata struct {
-	Name              string
+	Name string
+	// ID tells this topic from an earlier or later one of the same name
+	// (a topic deleted and created again gets a new ID).
+	ID                string
 	ReplicationFactor int
 	Sealed            bool
 	Partitions        []PartitionMetadata
@@ -116,9 +120,10 @@ type clusterState struct {
 
 // route is where a partition's requests go.
 type route struct {
-	leader int32
-	epoch  int32
-	addr   string
+	leader  int32
+	epoch   int32
+	addr    string
+	topicID string
 }
 
 // Client holds the cluster's metadata and the connections to its brokers.
@@ -384,7 +389,7 @@ func (c *Client) updateTopic(name string, t *TopicMetadata) {
 }
 
 func topicFromWire(t *transport.TopicInfo) TopicMetadata {
-	tm := TopicMetadata{Name: t.Name, ReplicationFactor: int(t.ReplicationFactor), Sealed: t.Sealed}
+	tm := TopicMetadata{Name: t.Name, ID: t.ID, ReplicationFactor: int(t.ReplicationFactor), Sealed: t.Sealed}
 	tm.Partitions = make([]PartitionMetadata, len(t.Partitions))
 	for i, p := range t.Partitions {
 		tm.Partitions[i] = PartitionMetadata{
@@ -437,14 +442,14 @@ func (c *Client) leader(ctx context.Context, topic string, partition int32) (rou
 		return route{}, err
 	}
 	if partition < 0 || int(partition) >= len(t.Partitions) {
-		return route{}, fmt.Errorf("%w: topic %q has %d partitions, not %d", transport.ErrUnknownPartition, topic, len(t.Partitions), partition)
+		return route{}, fmt.Errorf("%w: %s", transport.ErrUnknownPartition, metadata.NoSuchPartition(topic, len(t.Partitions), partition))
 	}
 	p := t.Partitions[partition]
 	b, ok := c.state().brokers[p.Leader]
 	if p.Leader < 0 || !ok || b.Addr == "" {
 		return route{}, fmt.Errorf("%w: partition %s/%d (leader %d)", ErrNoLeader, topic, partition, p.Leader)
 	}
-	return route{leader: p.Leader, epoch: p.LeaderEpoch, addr: b.Addr}, nil
+	return route{leader: p.Leader, epoch: p.LeaderEpoch, addr: b.Addr, topicID: t.ID}, nil
 }
 
 // backoff waits RetryBackoff or until ctx ends.
@@ -470,7 +475,7 @@ func (c *Client) withLeader(ctx context.Context, topic string, partition int32, 
 				return nil
 			}
 		}
-		if !staleRoute(err) || attempt >= c.cfg.Retries || ctx.Err() != nil || errors.Is(err, ErrClosed) {
+		if !staleRoute(err) || errors.Is(err, ErrTopicRecreated) || attempt >= c.cfg.Retries || ctx.Err() != nil || errors.Is(err, ErrClosed) {
 			return err
 		}
 		c.log.Debug("retrying after stale route", "topic", topic, "partition", partition, "err", err)
@@ -484,6 +489,19 @@ func (c *Client) withLeader(ctx context.Context, topic string, partition int32, 
 			c.log.Debug("metadata refresh failed", "topic", topic, "err", rerr)
 		}
 	}
+}
+
+// pinTopic holds a long-lived reader or writer to the incarnation of a
+// topic it first found: *pinned is set to r's topic id the first time, and
+// a route to another id afterwards is ErrTopicRecreated.
+func pinTopic(pinned *string, topic string, r route) error {
+	switch {
+	case *pinned == "":
+		*pinned = r.topicID
+	case r.topicID != "" && r.topicID != *pinned:
+		return fmt.Errorf("%w: topic %q (id %s) was deleted, and the topic now of that name has id %s", ErrTopicRecreated, topic, *pinned, r.topicID)
+	}
+	return nil
 }
 
 // call makes one request to addr with the client's request timeout plus

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"gostream/metadata"
 	"gostream/transport"
 )
 
@@ -113,7 +114,7 @@ func (c *Client) CatchUp(ctx context.Context, topic string, partition, broker in
 		return CatchUpResult{}, wrap(err)
 	}
 	if partition < 0 || int(partition) >= len(t.Partitions) {
-		return CatchUpResult{}, wrap(fmt.Errorf("%w: topic %q has %d partitions, not %d", transport.ErrUnknownPartition, topic, len(t.Partitions), partition))
+		return CatchUpResult{}, wrap(fmt.Errorf("%w: %s", transport.ErrUnknownPartition, metadata.NoSuchPartition(topic, len(t.Partitions), partition)))
 	}
 	switch p := t.Partitions[partition]; {
 	case p.Leader == broker:

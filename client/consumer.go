@@ -29,6 +29,7 @@ type Consumer struct {
 	cfg       ConsumerConfig
 	position  atomic.Int64
 	hw        atomic.Int64
+	topicID   string // the incarnation read (see pinTopic); owned by Poll
 }
 
 // NewConsumer returns a Consumer of partition partition of topic that
@@ -111,8 +112,12 @@ func (c *Consumer) Poll(ctx context.Context, maxWait time.Duration) ([]record.Re
 				wait = max(time.Until(d)-pollMargin, time.Millisecond)
 			}
 		}
+		if err := pinTopic(&c.topicID, c.topic, r); err != nil {
+			return err
+		}
 		req := &transport.FetchRequest{
 			Topic:     c.topic,
+			TopicID:   c.topicID,
 			Partition: c.partition,
 			Offset:    pos,
 			MaxBytes:  int32(c.cfg.MaxBytes),

@@ -29,6 +29,11 @@ var (
 	// checksum, framing, record layout or offsets. It also matches the
 	// record package's error (record.ErrChecksum or record.ErrInvalid).
 	ErrCorruptBatch = errors.New("client: corrupt batch")
+	// ErrTopicRecreated means a Producer or Consumer that started on one
+	// topic finds that the topic was deleted and another of the same name
+	// created: its records are never written to, nor read from, the new
+	// one. It matches transport.ErrUnknownTopicID.
+	ErrTopicRecreated = fmt.Errorf("client: topic deleted and created again: %w", transport.ErrUnknownTopicID)
 	// ErrNoLeader means the metadata names no reachable leader for a
 	// partition. It matches transport.ErrBrokerNotAvailable.
 	ErrNoLeader = fmt.Errorf("client: no leader known: %w", transport.ErrBrokerNotAvailable)
@@ -42,5 +47,6 @@ func staleRoute(err error) bool {
 		errors.Is(err, transport.ErrUnknownPartition) ||
 		errors.Is(err, transport.ErrBrokerNotAvailable) ||
 		errors.Is(err, transport.ErrShuttingDown) ||
-		errors.Is(err, transport.ErrNotReady)
+		errors.Is(err, transport.ErrNotReady) ||
+		errors.Is(err, transport.ErrUnknownTopicID)
 }

@@ -39,11 +39,12 @@ func classify(err error) outcome {
 	switch {
 	case err == nil:
 		return appended
-	case errors.Is(err, ErrClosed):
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrTopicRecreated):
 		return rejected
 	case errors.Is(err, transport.ErrNotSent),
 		errors.Is(err, transport.ErrNotLeader),
 		errors.Is(err, transport.ErrUnknownTopic),
+		errors.Is(err, transport.ErrUnknownTopicID),
 		errors.Is(err, transport.ErrUnknownPartition):
 		return notAppended
 	case errors.Is(err, transport.ErrTopicSealed),
@@ -121,6 +122,7 @@ type partitionProducer struct {
 	conn          *transport.Conn // the connection of the batches in flight
 	flushWaiters  []flushWaiter
 	pulledSeq     uint64 // every record with a lower seq has been pulled
+	topicID       string // the incarnation of the topic this producer writes to (see pinTopic)
 }
 
 func newPartitionProducer(p *Producer, tp topicPartition) *partitionProducer {
@@ -307,6 +309,9 @@ func (pp *partitionProducer) refreshMetadata() {
 func (pp *partitionProducer) connect(ctx context.Context) (*transport.Conn, error) {
 	r, err := pp.p.c.leader(ctx, pp.tp.topic, pp.tp.partition)
 	if err == nil {
+		if err := pinTopic(&pp.topicID, pp.tp.topic, r); err != nil {
+			return nil, err // not wrapped in ErrNotSent: it is final
+		}
 		var conn *transport.Conn
 		if conn, err = pp.p.c.pipes.Get(ctx, r.addr); err == nil {
 			return conn, nil
@@ -328,6 +333,7 @@ func (pp *partitionProducer) send(ctx context.Context, cancel context.CancelFunc
 	brokerTimeout := max(pp.p.cfg.RequestTimeout*8/10, time.Millisecond)
 	req := &transport.ProduceRequest{
 		Topic:     pp.tp.topic,
+		TopicID:   pp.topicID,
 		Partition: pp.tp.partition,
 		TimeoutMs: int32(min(brokerTimeout.Milliseconds(), math.MaxInt32)),
 		Batch:     b.data,

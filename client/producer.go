@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"gostream/metadata"
 	"gostream/record"
 	"gostream/transport"
 )
@@ -250,7 +251,7 @@ func (p *Producer) enqueue(ctx context.Context, rec ProducerRecord, cb func(Ack,
 	switch {
 	case rec.ManualPartition:
 		if rec.Partition < 0 || int(rec.Partition) >= n {
-			return fmt.Errorf("produce to %s: %w: topic has %d partitions, not %d", rec.Topic, transport.ErrUnknownPartition, n, rec.Partition)
+			return fmt.Errorf("produce to %s: %w: %s", rec.Topic, transport.ErrUnknownPartition, metadata.NoSuchPartition(rec.Topic, n, rec.Partition))
 		}
 		partition = rec.Partition
 	case rec.Key != nil:

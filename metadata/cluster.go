@@ -1,6 +1,8 @@
 package metadata
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -45,11 +47,20 @@ type Broker struct {
 	Addr   string `json:"addr"`
 	HTTP   string `json:"http,omitempty"`
 	Gossip string `json:"gossip,omitempty"`
+	// RootID is the unique id stamped in the broker's storage root: a
+	// broker id belongs to one storage root. Empty until the broker's first
+	// registration binds it, and again after the operator replaced a broker
+	// whose disk was lost.
+	RootID string `json:"root_id,omitempty"`
 }
 
 // Topic is one topic.
 type Topic struct {
-	Name              string      `json:"name"`
+	Name string `json:"name"`
+	// ID tells incarnations of a name apart: a topic deleted and created
+	// again gets a new one, and requests carry the id of the topic they
+	// mean. Empty only in metadata written before topics had ids.
+	ID                string      `json:"id,omitempty"`
 	ReplicationFactor int         `json:"replication_factor"`
 	Sealed            bool        `json:"sealed,omitempty"`
 	Partitions        []Partition `json:"partitions"`
@@ -145,13 +156,36 @@ func (c *Cluster) AddTopic(name string, partitions, replicationFactor int) (*Top
 	if err != nil {
 		return nil, err
 	}
-	t := Topic{Name: name, ReplicationFactor: replicationFactor, Partitions: make([]Partition, partitions)}
+	t := Topic{Name: name, ID: NewID(), ReplicationFactor: replicationFactor, Partitions: make([]Partition, partitions)}
 	for p, replicas := range placement {
 		t.Partitions[p] = Partition{Replicas: replicas, Active: slices.Clone(replicas), Leader: replicas[0]}
 	}
 	c.Topics = append(c.Topics, t)
 	sort.Slice(c.Topics, func(i, j int) bool { return c.Topics[i].Name < c.Topics[j].Name })
 	return c.Topic(name), nil
+}
+
+// NewID returns a new random 128-bit id in hex, for a topic or a storage
+// root.
+func NewID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("metadata: no randomness: " + err.Error()) // crypto/rand does not fail on Linux
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// AssignTopicIDs gives an id to every topic that has none (metadata
+// written before topics had ids). It reports whether it changed anything.
+func (c *Cluster) AssignTopicIDs() bool {
+	changed := false
+	for i := range c.Topics {
+		if c.Topics[i].ID == "" {
+			c.Topics[i].ID = NewID()
+			changed = true
+		}
+	}
+	return changed
 }
 
 // RemoveTopic removes the named topic.
@@ -215,10 +249,23 @@ func (c *Cluster) Validate() error {
 		if b.Addr == "" {
 			return fmt.Errorf("%w: broker %d has no address", ErrInvalid, b.ID)
 		}
+		if b.RootID != "" && !validID(b.RootID) {
+			return fmt.Errorf("%w: broker %d has root id %q, want 32 hex digits", ErrInvalid, b.ID, b.RootID)
+		}
 	}
+	ids := make(map[string]bool, len(c.Topics))
 	for i, t := range c.Topics {
 		if err := storage.ValidateTopicName(t.Name); err != nil {
 			return fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		if t.ID != "" {
+			if !validID(t.ID) {
+				return fmt.Errorf("%w: topic %q has id %q, want 32 hex digits", ErrInvalid, t.Name, t.ID)
+			}
+			if ids[t.ID] {
+				return fmt.Errorf("%w: topic %q has the id of another topic", ErrInvalid, t.Name)
+			}
+			ids[t.ID] = true
 		}
 		if i > 0 && c.Topics[i-1].Name >= t.Name {
 			return fmt.Errorf("%w: topics not sorted by unique name at %q", ErrInvalid, t.Name)
@@ -228,6 +275,31 @@ func (c *Cluster) Validate() error {
 		}
 	}
 	return nil
+}
+
+// NoSuchPartition says, for an error, that topic (of n partitions) has no
+// partition p: "topic "orders" has 3 partitions (0 to 2); there is no
+// partition 5".
+func NoSuchPartition(topic string, n int, p int32) string {
+	switch n {
+	case 1:
+		return fmt.Sprintf("topic %q has one partition (0); there is no partition %d", topic, p)
+	default:
+		return fmt.Sprintf("topic %q has %d partitions (0 to %d); there is no partition %d", topic, n, n-1, p)
+	}
+}
+
+// validID reports whether id looks like one NewID made.
+func validID(id string) bool {
+	if len(id) != 32 {
+		return false
+	}
+	for _, r := range id {
+		if !('0' <= r && r <= '9' || 'a' <= r && r <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *Cluster) validateTopic(t *Topic) error {

@@ -35,6 +35,8 @@ func storeFuzzSeeds(t testing.TB) []storeFuzzSeed {
 	oneBroker.PutBroker(metadata.Broker{ID: 1, Addr: "127.0.0.1:9092", HTTP: "127.0.0.1:8080", Gossip: "127.0.0.1:7946"})
 	_, err := oneBroker.AddTopic("events", 3, 1)
 	require.NoError(t, err)
+	oneBroker.Topics[0].ID = "00112233445566778899aabbccddeeff" // seeds are fixed bytes
+	oneBroker.Brokers[0].RootID = "ffeeddccbbaa99887766554433221100"
 	full := validCluster()
 	valid := indent(full)
 	leaderNotActive := full.Clone()
@@ -72,6 +74,7 @@ func storeFuzzSeeds(t testing.TB) []storeFuzzSeed {
           ]`)},
 		{"negative-leader-epoch", replace(`"leader_epoch": 4`, `"leader_epoch": -4`)},
 		{"controller-huge", replace(`"controller_id": 1`, `"controller_id": 99999999999`)},
+		{"bad-topic-id", indent(func() *metadata.Cluster { c := oneBroker.Clone(); c.Topics[0].ID = "not-hex"; return c }())},
 		{"bitflip-key", flip(strings.Index(string(valid), `"brokers"`) + 1)},
 	}
 }

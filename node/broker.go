@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -112,12 +114,18 @@ func (b *broker) applyMetadata(meta *metadata.Cluster) error {
 			b.mu.RLock()
 			r, ok := b.mu.replicas[tp]
 			b.mu.RUnlock()
+			if ok && r.part.TopicID != t.ID {
+				// The topic was deleted and created again while this
+				// broker held the old one open: the old replica goes.
+				b.closeReplica(tp, r)
+				ok = false
+			}
 			if !ok {
 				if b.offlineErr(tp.topic, tp.partition) != nil {
 					continue // stays offline until recover rebuilds it
 				}
 				var err error
-				if r, err = b.openReplica(tp); err != nil {
+				if r, err = b.openReplica(tp, t.ID); err != nil {
 					if !errors.Is(err, storage.ErrCorrupt) {
 						errs = append(errs, err)
 					}
@@ -158,11 +166,7 @@ func (b *broker) applyMetadata(meta *metadata.Cluster) error {
 	b.metrics.partitions.Set(float64(len(b.mu.replicas)))
 	b.mu.Unlock()
 	for i, tp := range gone {
-		r := goneReplicas[i]
-		r.part.Close()
-		if err := r.log.Close(); err != nil {
-			b.logger.Warn("close log of deleted topic", "topic", tp.topic, "partition", tp.partition, "err", err)
-		}
+		b.closeLog(tp, goneReplicas[i])
 		if meta.Topic(tp.topic) == nil {
 			if err := b.removeTopicDir(tp.topic); err != nil {
 				errs = append(errs, err)
@@ -172,14 +176,37 @@ func (b *broker) applyMetadata(meta *metadata.Cluster) error {
 	return errors.Join(errs...)
 }
 
-func (b *broker) openReplica(tp topicPartition) (*replica, error) {
-	return b.openReplicaAt(tp, 0)
+func (b *broker) openReplica(tp topicPartition, topicID string) (*replica, error) {
+	return b.openReplicaAt(tp, topicID, 0)
 }
 
+// topicIDFile, in a replica's directory, names the incarnation of the
+// topic the replica belongs to (metadata.Topic.ID).
+const topicIDFile = "topic-id"
+
 // openReplicaAt opens a replica's log; a new, empty log starts at offset
-// initial. A log found corrupt is recorded as offline, and the node goes
-// on serving its other replicas.
-func (b *broker) openReplicaAt(tp topicPartition, initial int64) (*replica, error) {
+// initial. A directory left by an earlier incarnation of the topic (its
+// topic-id file names another id: the topic was deleted and created again
+// while this broker was away) is removed first: its records belong to a
+// topic that no longer exists. A log found corrupt is recorded as offline,
+// and the node goes on serving its other replicas.
+func (b *broker) openReplicaAt(tp topicPartition, topicID string, initial int64) (*replica, error) {
+	dir, err := b.root.ReplicaDir(tp.topic, tp.partition)
+	if err != nil {
+		return nil, err
+	}
+	idPath := filepath.Join(dir, topicIDFile)
+	held, err := os.ReadFile(idPath)
+	switch {
+	case err == nil && topicID != "" && strings.TrimSpace(string(held)) != topicID:
+		b.logger.Warn("removing a replica of a deleted incarnation of the topic", "topic", tp.topic, "partition", tp.partition,
+			"old_id", strings.TrimSpace(string(held)), "id", topicID)
+		if err := b.removeDir(dir, tp.topic); err != nil {
+			return nil, fmt.Errorf("remove replica %s/%d of a deleted incarnation: %w", tp.topic, tp.partition, err)
+		}
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("replica %s/%d: %w", tp.topic, tp.partition, err)
+	}
 	opts := b.logOpts
 	opts.InitialOffset = initial
 	log, err := b.root.OpenLog(tp.topic, tp.partition, opts)
@@ -194,10 +221,19 @@ func (b *broker) openReplicaAt(tp topicPartition, initial int64) (*replica, erro
 		}
 		return nil, err
 	}
+	// A directory without the file is new, or from before topics had ids:
+	// it is this incarnation's from now on.
+	if topicID != "" && (len(held) == 0 || strings.TrimSpace(string(held)) != topicID) {
+		if err := storage.WriteFileAtomic(idPath, []byte(topicID+"\n")); err != nil {
+			log.Close()
+			return nil, fmt.Errorf("replica %s/%d: record its topic id: %w", tp.topic, tp.partition, err)
+		}
+	}
 	part := replication.NewPartition(tp.topic, tp.partition, b.id, log, b.logger.Named("replication"), replication.Options{
 		Peers:        b.peers,
 		EpochFile:    filepath.Join(log.Dir(), "leader-epoch"),
 		OnStaleEpoch: b.metrics.staleEpochs.Inc,
+		TopicID:      topicID,
 	})
 	r := &replica{log: log, part: part}
 	b.mu.Lock()
@@ -218,12 +254,15 @@ func (b *broker) offlineErr(topic string, partition int32) error {
 // moved whole into quarantine/damaged-<time>/ under the replica directory,
 // and an empty log starting at offset start takes their place, to be
 // filled from the leader. A replica that this broker leads is never reset.
-func (b *broker) resetReplica(topic string, partition int32, start int64) error {
+func (b *broker) resetReplica(topic, id string, partition int32, start int64) error {
 	meta := b.metadata()
 	if meta == nil {
 		return fmt.Errorf("%w: no metadata", transport.ErrNotReady)
 	}
 	t := meta.Topic(topic)
+	if t != nil && id != "" && t.ID != id {
+		return fmt.Errorf("%w: reset of topic %q with id %s, which here has id %s", transport.ErrUnknownTopicID, topic, id, t.ID)
+	}
 	if t == nil || partition < 0 || int(partition) >= len(t.Partitions) {
 		return fmt.Errorf("%w: %s/%d", transport.ErrUnknownPartition, topic, partition)
 	}
@@ -250,7 +289,7 @@ func (b *broker) resetReplica(topic string, partition int32, start int64) error 
 		return fmt.Errorf("quarantine damaged replica %s/%d: %w", topic, partition, err)
 	}
 	b.logger.Warn("damaged replica moved to quarantine; rebuilding it from its leader", "topic", topic, "partition", partition, "start", start)
-	nr, err := b.openReplicaAt(tp, start)
+	nr, err := b.openReplicaAt(tp, t.ID, start)
 	if err != nil {
 		return err
 	}
@@ -288,27 +327,50 @@ func quarantineAll(dir string) error {
 	return d.Sync()
 }
 
-// removeTopicDir deletes a deleted topic's directory: it is renamed out of
-// the way first, so a crash never leaves a half-deleted topic under its name.
+// closeReplica takes a replica out of the map and closes it, outside the
+// lock (closing waits for follower senders).
+func (b *broker) closeReplica(tp topicPartition, r *replica) {
+	b.mu.Lock()
+	if b.mu.replicas[tp] == r {
+		delete(b.mu.replicas, tp)
+	}
+	b.mu.Unlock()
+	b.closeLog(tp, r)
+}
+
+func (b *broker) closeLog(tp topicPartition, r *replica) {
+	r.part.Close()
+	if err := r.log.Close(); err != nil {
+		b.logger.Warn("close log of a replica that goes", "topic", tp.topic, "partition", tp.partition, "err", err)
+	}
+}
+
+// removeTopicDir deletes a deleted topic's directory.
 func (b *broker) removeTopicDir(topic string) error {
 	dir, err := b.root.ReplicaDir(topic, 0)
 	if err != nil {
 		return err
 	}
-	topicDir := filepath.Dir(dir)
+	return b.removeDir(filepath.Dir(dir), topic)
+}
+
+// removeDir deletes a directory under the root (a topic's, or one
+// replica's): it is renamed out of the way first, so a crash never leaves
+// a half-deleted one under its name.
+func (b *broker) removeDir(dir, name string) error {
 	trash := filepath.Join(b.root.Dir(), "deleted")
 	if err := ensureDir(trash); err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp(trash, topic+"-")
+	tmp, err := os.MkdirTemp(trash, name+"-")
 	if err != nil {
 		return err
 	}
-	if err := os.Rename(topicDir, filepath.Join(tmp, topic)); err != nil {
+	if err := os.Rename(dir, filepath.Join(tmp, filepath.Base(dir))); err != nil {
 		if os.IsNotExist(err) {
 			return os.Remove(tmp)
 		}
-		return fmt.Errorf("delete topic %s: %w", topic, err)
+		return fmt.Errorf("delete %s: %w", dir, err)
 	}
 	return os.RemoveAll(tmp)
 }
@@ -319,8 +381,10 @@ func (b *broker) metadata() *metadata.Cluster {
 }
 
 // lookup returns the topic's metadata and this broker's replica of the
-// partition (nil when it hosts none).
-func (b *broker) lookup(topic string, partition int32) (*metadata.Topic, *replica, error) {
+// partition (nil when it hosts none). A request that names a topic id
+// (id != "") other than the topic's is for another incarnation of the
+// name: transport.ErrUnknownTopicID, and the topic is not touched.
+func (b *broker) lookup(topic, id string, partition int32) (*metadata.Topic, *replica, error) {
 	meta := b.meta.Load()
 	if meta == nil {
 		return nil, nil, fmt.Errorf("%w: %q (no metadata yet)", metadata.ErrUnknownTopic, topic)
@@ -328,6 +392,13 @@ func (b *broker) lookup(topic string, partition int32) (*metadata.Topic, *replic
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	t := meta.Topic(topic)
+	if t != nil && id != "" && t.ID != id {
+		return nil, nil, fmt.Errorf("%w: topic %q here is the one with id %s (metadata epoch %d), not %s: that one was deleted, or is newer than this broker's metadata",
+			transport.ErrUnknownTopicID, topic, t.ID, meta.Epoch, id)
+	}
+	if t == nil && id != "" {
+		return nil, nil, fmt.Errorf("%w: no topic %q with id %s here (metadata epoch %d)", transport.ErrUnknownTopicID, topic, id, meta.Epoch)
+	}
 	if t != nil && partition >= 0 && int(partition) < len(t.Partitions) {
 		if err := b.mu.offline[topicPartition{topic, partition}]; err != nil {
 			return t, nil, err
@@ -337,7 +408,7 @@ func (b *broker) lookup(topic string, partition int32) (*metadata.Topic, *replic
 		return nil, nil, fmt.Errorf("%w: %q", metadata.ErrUnknownTopic, topic)
 	}
 	if partition < 0 || int(partition) >= len(t.Partitions) {
-		return nil, nil, fmt.Errorf("%w: topic %q has partitions 0 to %d, not %d", transport.ErrUnknownPartition, topic, len(t.Partitions)-1, partition)
+		return nil, nil, fmt.Errorf("%w: %s", transport.ErrUnknownPartition, metadata.NoSuchPartition(topic, len(t.Partitions), partition))
 	}
 	return t, b.mu.replicas[topicPartition{topic, partition}], nil
 }

@@ -18,7 +18,7 @@ func (h *rpcHandler) replicate(req *transport.Request) transport.Reply {
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
 	}
-	rep, err := h.replicaOf(r.Topic, r.Partition)
+	rep, err := h.replicaOf(r.Topic, r.TopicID, r.Partition)
 	if err != nil {
 		return transport.Immediate(nil, err)
 	}
@@ -37,18 +37,18 @@ func (h *rpcHandler) replicate(req *transport.Request) transport.Reply {
 
 // replicaOfRequest and leaderOfRequest find, for serveWith, the replica a
 // request names once it is decoded into the fields given.
-func (h *rpcHandler) replicaOfRequest(topic *string, partition *int32) func() (*replica, error) {
-	return func() (*replica, error) { return h.replicaOf(*topic, *partition) }
+func (h *rpcHandler) replicaOfRequest(topic, id *string, partition *int32) func() (*replica, error) {
+	return func() (*replica, error) { return h.replicaOf(*topic, *id, *partition) }
 }
 
-func (h *rpcHandler) leaderOfRequest(topic *string, partition *int32) func() (*replica, error) {
-	return func() (*replica, error) { return h.leaderOf(*topic, *partition) }
+func (h *rpcHandler) leaderOfRequest(topic, id *string, partition *int32) func() (*replica, error) {
+	return func() (*replica, error) { return h.leaderOf(*topic, *id, *partition) }
 }
 
 func (h *rpcHandler) replicaState(req *transport.Request) transport.Reply {
 	var r transport.ReplicaStateRequest
 	// Fencing writes the epoch file, so it runs in the Reply, not in line.
-	return serveWith(req, &r, h.replicaOfRequest(&r.Topic, &r.Partition), func(_ context.Context, rep *replica) (transport.Message, error) {
+	return serveWith(req, &r, h.replicaOfRequest(&r.Topic, &r.TopicID, &r.Partition), func(_ context.Context, rep *replica) (transport.Message, error) {
 		return rep.part.ReplicaState(&r)
 	})
 }
@@ -124,7 +124,7 @@ func (h *rpcHandler) describeCluster(req *transport.Request) transport.Reply {
 
 func (h *rpcHandler) catchUp(req *transport.Request) transport.Reply {
 	var r transport.CatchUpRequest
-	return serveWith(req, &r, h.leaderOfRequest(&r.Topic, &r.Partition), func(ctx context.Context, rep *replica) (transport.Message, error) {
+	return serveWith(req, &r, h.leaderOfRequest(&r.Topic, &r.TopicID, &r.Partition), func(ctx context.Context, rep *replica) (transport.Message, error) {
 		st := rep.part.State()
 		from, to, err := rep.part.CatchUp(ctx, r.Broker)
 		if err != nil {
@@ -141,8 +141,8 @@ func (h *rpcHandler) catchUp(req *transport.Request) transport.Reply {
 
 // leaderOf finds this broker's replica of a partition that it leads, for
 // requests only a leader serves.
-func (h *rpcHandler) leaderOf(topic string, partition int32) (*replica, error) {
-	t, rep, err := h.n.broker.lookup(topic, partition)
+func (h *rpcHandler) leaderOf(topic, id string, partition int32) (*replica, error) {
+	t, rep, err := h.n.broker.lookup(topic, id, partition)
 	if err != nil {
 		return nil, err
 	}
@@ -154,8 +154,8 @@ func (h *rpcHandler) leaderOf(topic string, partition int32) (*replica, error) {
 
 // replicaOf finds this broker's replica of a partition for replica-level
 // requests.
-func (h *rpcHandler) replicaOf(topic string, partition int32) (*replica, error) {
-	_, rep, err := h.n.broker.lookup(topic, partition)
+func (h *rpcHandler) replicaOf(topic, id string, partition int32) (*replica, error) {
+	_, rep, err := h.n.broker.lookup(topic, id, partition)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +167,7 @@ func (h *rpcHandler) replicaOf(topic string, partition int32) (*replica, error) 
 
 func (h *rpcHandler) replicaDigest(req *transport.Request) transport.Reply {
 	var r transport.ReplicaDigestRequest
-	return serveWith(req, &r, h.replicaOfRequest(&r.Topic, &r.Partition), func(ctx context.Context, rep *replica) (transport.Message, error) {
+	return serveWith(req, &r, h.replicaOfRequest(&r.Topic, &r.TopicID, &r.Partition), func(ctx context.Context, rep *replica) (transport.Message, error) {
 		sum, n, err := rep.part.Digest(ctx, r.From, r.To)
 		if err != nil {
 			return nil, err
@@ -178,7 +178,7 @@ func (h *rpcHandler) replicaDigest(req *transport.Request) transport.Reply {
 
 func (h *rpcHandler) replicaBatches(req *transport.Request) transport.Reply {
 	var r transport.ReplicaBatchesRequest
-	return serveWith(req, &r, h.replicaOfRequest(&r.Topic, &r.Partition), func(_ context.Context, rep *replica) (transport.Message, error) {
+	return serveWith(req, &r, h.replicaOfRequest(&r.Topic, &r.TopicID, &r.Partition), func(_ context.Context, rep *replica) (transport.Message, error) {
 		bs, err := rep.part.Batches(&r)
 		if err != nil {
 			return nil, err
@@ -189,14 +189,14 @@ func (h *rpcHandler) replicaBatches(req *transport.Request) transport.Reply {
 
 func (h *rpcHandler) truncateReplica(req *transport.Request) transport.Reply {
 	var r transport.TruncateReplicaRequest
-	return serveWith(req, &r, h.replicaOfRequest(&r.Topic, &r.Partition), func(ctx context.Context, rep *replica) (transport.Message, error) {
+	return serveWith(req, &r, h.replicaOfRequest(&r.Topic, &r.TopicID, &r.Partition), func(ctx context.Context, rep *replica) (transport.Message, error) {
 		return nil, rep.part.Truncate(ctx, &r)
 	})
 }
 
 func (h *rpcHandler) recoverReplica(req *transport.Request) transport.Reply {
 	var r transport.CatchUpRequest
-	return serveWith(req, &r, h.leaderOfRequest(&r.Topic, &r.Partition), func(ctx context.Context, rep *replica) (transport.Message, error) {
+	return serveWith(req, &r, h.leaderOfRequest(&r.Topic, &r.TopicID, &r.Partition), func(ctx context.Context, rep *replica) (transport.Message, error) {
 		res, err := rep.part.RecoverFollower(ctx, r.Broker)
 		if err != nil {
 			return nil, err
@@ -219,7 +219,7 @@ func (h *rpcHandler) resetReplica(req *transport.Request) transport.Reply {
 			t.Partitions[r.Partition].LeaderEpoch > r.LeaderEpoch {
 			return nil, fmt.Errorf("%w: reset of %s/%d from epoch %d, metadata has %d", transport.ErrStaleEpoch, r.Topic, r.Partition, r.LeaderEpoch, t.Partitions[r.Partition].LeaderEpoch)
 		}
-		return nil, h.n.broker.resetReplica(r.Topic, r.Partition, r.Offset)
+		return nil, h.n.broker.resetReplica(r.Topic, r.TopicID, r.Partition, r.Offset)
 	}
 }
 

@@ -70,8 +70,13 @@ func openController(dataDir string, self metadata.Broker, logger hclog.Logger, a
 	if meta.ControllerID != self.ID {
 		return nil, fmt.Errorf("controller metadata %s names controller %d, but this is broker %d", c.store.Path(), meta.ControllerID, self.ID)
 	}
+	// Topics created before topics had ids get theirs now, once.
+	changed := meta.AssignTopicIDs()
 	if old, ok := meta.Broker(self.ID); !ok || old != self {
 		meta.PutBroker(self)
+		changed = true
+	}
+	if changed {
 		meta.Epoch++
 		if err := c.persist(meta); err != nil {
 			return nil, err

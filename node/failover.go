@@ -76,6 +76,15 @@ const (
 	fenceTimeout = 3 * time.Second
 )
 
+// topicID is the id of the topic of that name in the controller's
+// metadata, for the requests it sends about the topic's partitions.
+func (c *controller) topicID(topic string) string {
+	if t := c.Metadata().Topic(topic); t != nil {
+		return t.ID
+	}
+	return ""
+}
+
 // call makes one RPC to a registered broker.
 func (c *controller) call(ctx context.Context, broker int32, api transport.API, req, resp transport.Message) error {
 	b, ok := c.Metadata().Broker(broker)
@@ -96,7 +105,7 @@ func (c *controller) answers(ctx context.Context, broker int32, topic string, pa
 	ctx, cancel := context.WithTimeout(ctx, aliveTimeout)
 	defer cancel()
 	var st transport.ReplicaStateResponse
-	err := c.call(ctx, broker, transport.APIReplicaState, &transport.ReplicaStateRequest{Topic: topic, Partition: partition}, &st)
+	err := c.call(ctx, broker, transport.APIReplicaState, &transport.ReplicaStateRequest{Topic: topic, TopicID: c.topicID(topic), Partition: partition}, &st)
 	if err != nil && c.opSilent != nil {
 		c.opSilent[broker] = true
 	}
@@ -369,18 +378,19 @@ func (c *controller) probe(ctx context.Context, topic string, partition int32, a
 	var out []Candidate
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for _, id := range active {
-		if id == leader {
+	id := c.topicID(topic)
+	for _, b := range active {
+		if b == leader {
 			continue
 		}
 		wg.Add(1)
-		go func(id int32) {
+		go func(b int32) {
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, fenceTimeout)
 			defer cancel()
 			var st transport.ReplicaStateResponse
-			err := c.call(cctx, id, transport.APIReplicaState, &transport.ReplicaStateRequest{Topic: topic, Partition: partition, LeaderEpoch: epoch}, &st)
-			cd := Candidate{Broker: id, LogEndOffset: -1, LastEpoch: -1}
+			err := c.call(cctx, b, transport.APIReplicaState, &transport.ReplicaStateRequest{Topic: topic, TopicID: id, Partition: partition, LeaderEpoch: epoch}, &st)
+			cd := Candidate{Broker: b, LogEndOffset: -1, LastEpoch: -1}
 			if err != nil {
 				cd.Note = err.Error()
 			} else {
@@ -389,7 +399,7 @@ func (c *controller) probe(ctx context.Context, topic string, partition int32, a
 			mu.Lock()
 			out = append(out, cd)
 			mu.Unlock()
-		}(id)
+		}(b)
 	}
 	wg.Wait()
 	sort.Slice(out, func(i, j int) bool { return out[i].Broker < out[j].Broker })
@@ -404,7 +414,7 @@ func (c *controller) agree(ctx context.Context, topic string, partition int32, a
 	var da, db transport.ReplicaDigestResponse
 	// The shared range starts at the later log start of the two, as the
 	// probe read them.
-	req := &transport.ReplicaDigestRequest{Topic: topic, Partition: partition, From: max(a.logStart, b.logStart), To: to}
+	req := &transport.ReplicaDigestRequest{Topic: topic, TopicID: c.topicID(topic), Partition: partition, From: max(a.logStart, b.logStart), To: to}
 	if req.From >= to {
 		return true, "no shared offsets"
 	}
@@ -509,7 +519,7 @@ func (c *controller) recoverReplica(ctx context.Context, topic string, partition
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	var rr transport.RecoverReplicaResponse
-	if err := c.call(rctx, part.Leader, transport.APIRecoverReplica, &transport.CatchUpRequest{Topic: topic, Partition: partition, Broker: broker}, &rr); err != nil {
+	if err := c.call(rctx, part.Leader, transport.APIRecoverReplica, &transport.CatchUpRequest{Topic: topic, TopicID: c.topicID(topic), Partition: partition, Broker: broker}, &rr); err != nil {
 		return res, err
 	}
 	if rr.CommonPrefix < rr.PreviousEnd {

@@ -129,7 +129,7 @@ func (h *rpcHandler) produce(req *transport.Request) transport.Reply {
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
 	}
-	t, rep, err := h.n.broker.lookup(r.Topic, r.Partition)
+	t, rep, err := h.n.broker.lookup(r.Topic, r.TopicID, r.Partition)
 	if err != nil {
 		return transport.Immediate(nil, err)
 	}
@@ -174,8 +174,8 @@ func (h *rpcHandler) produce(req *transport.Request) transport.Reply {
 // hosted finds this broker's replica of a partition for client requests; a
 // broker that holds none answers NotLeader, so the client looks again.
 // The partition itself refuses what only its leader may serve.
-func (h *rpcHandler) hosted(topic string, partition int32) (*replica, error) {
-	t, rep, err := h.n.broker.lookup(topic, partition)
+func (h *rpcHandler) hosted(topic, id string, partition int32) (*replica, error) {
+	t, rep, err := h.n.broker.lookup(topic, id, partition)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +195,7 @@ func (h *rpcHandler) fetch(req *transport.Request) transport.Reply {
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
 	}
-	rep, err := h.hosted(r.Topic, r.Partition)
+	rep, err := h.hosted(r.Topic, r.TopicID, r.Partition)
 	if err != nil {
 		return transport.Immediate(nil, err)
 	}
@@ -226,7 +226,7 @@ func (h *rpcHandler) listOffsets(req *transport.Request) transport.Reply {
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
 	}
-	rep, err := h.hosted(r.Topic, r.Partition)
+	rep, err := h.hosted(r.Topic, r.TopicID, r.Partition)
 	if err != nil {
 		return transport.Immediate(nil, err)
 	}
@@ -267,7 +267,7 @@ func (h *rpcHandler) metadata(req *transport.Request) transport.Reply {
 }
 
 func topicInfo(t *metadata.Topic) transport.TopicInfo {
-	ti := transport.TopicInfo{Name: t.Name, ReplicationFactor: int16(t.ReplicationFactor), Sealed: t.Sealed}
+	ti := transport.TopicInfo{Name: t.Name, ID: t.ID, ReplicationFactor: int16(t.ReplicationFactor), Sealed: t.Sealed}
 	for p, part := range t.Partitions {
 		ti.Partitions = append(ti.Partitions, transport.PartitionInfo{
 			Partition: int32(p), Leader: part.Leader, LeaderEpoch: part.LeaderEpoch,

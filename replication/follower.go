@@ -172,7 +172,7 @@ func (f *follower) peer() (Peer, error) {
 
 func (f *follower) request(batch []byte) *transport.ReplicateRequest {
 	return &transport.ReplicateRequest{
-		Topic: f.p.Topic, Partition: f.p.Index, LeaderEpoch: f.epoch, LeaderID: f.p.brokerID,
+		Topic: f.p.Topic, TopicID: f.p.TopicID, Partition: f.p.Index, LeaderEpoch: f.epoch, LeaderID: f.p.brokerID,
 		HighWatermark: f.p.HighWatermark(), Batch: batch,
 	}
 }
@@ -293,7 +293,7 @@ func (f *follower) catchUp(target int64) (from, to int64, err error) {
 	ctx, cancel := context.WithTimeout(f.ctx, f.p.opts.ReplicationTimeout)
 	defer cancel()
 	st, err := peer.ReplicaState(ctx, &transport.ReplicaStateRequest{
-		Topic: f.p.Topic, Partition: f.p.Index, LeaderEpoch: f.epoch, TailBatches: tailCheck,
+		Topic: f.p.Topic, TopicID: f.p.TopicID, Partition: f.p.Index, LeaderEpoch: f.epoch, TailBatches: tailCheck,
 	})
 	if err != nil {
 		return 0, 0, f.classify(err)
@@ -372,7 +372,7 @@ func copyBatches(ctx context.Context, p *Partition, peer Peer, epoch int32, from
 		if len(data) == 0 {
 			return off, fmt.Errorf("nothing to copy at offset %d", off)
 		}
-		req := &transport.ReplicateRequest{Topic: p.Topic, Partition: p.Index, LeaderEpoch: epoch, LeaderID: p.brokerID,
+		req := &transport.ReplicateRequest{Topic: p.Topic, TopicID: p.TopicID, Partition: p.Index, LeaderEpoch: epoch, LeaderID: p.brokerID,
 			HighWatermark: p.HighWatermark(), Batch: data}
 		w, err := peer.SendReplicate(ctx, req)
 		if err != nil {

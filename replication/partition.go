@@ -74,12 +74,18 @@ type Options struct {
 	ReplicationTimeout time.Duration
 	// OnStaleEpoch is called for every request refused for its old epoch.
 	OnStaleEpoch func()
+	// TopicID is the topic's id (see Partition.TopicID).
+	TopicID string
 	Logger       hclog.Logger
 }
 
 // Partition is one partition replica on this broker, leader or follower.
 type Partition struct {
-	Topic    string
+	Topic string
+	// TopicID is the id of the topic's incarnation (metadata.Topic.ID),
+	// carried by every request to another replica so that it never reaches
+	// a later topic of the same name.
+	TopicID  string
 	Index    int32
 	brokerID int32
 	log      Log
@@ -117,6 +123,7 @@ func NewPartition(topic string, index, brokerID int32, log Log, logger hclog.Log
 	if len(opts) > 0 {
 		p.opts = opts[0]
 	}
+	p.TopicID = p.opts.TopicID
 	if p.opts.ReplicationTimeout <= 0 {
 		p.opts.ReplicationTimeout = 10 * time.Second
 	}

@@ -62,15 +62,15 @@ func (p *Partition) RecoverFollower(ctx context.Context, broker int32) (RecoverR
 		return RecoverResult{}, fmt.Errorf("broker %d cannot be recovered through this peer", broker)
 	}
 	epoch := st.LeaderEpoch
-	rs, err := rp.ReplicaState(ctx, &transport.ReplicaStateRequest{Topic: p.Topic, Partition: p.Index, LeaderEpoch: epoch})
+	rs, err := rp.ReplicaState(ctx, &transport.ReplicaStateRequest{Topic: p.Topic, TopicID: p.TopicID, Partition: p.Index, LeaderEpoch: epoch})
 	if errors.Is(err, transport.ErrStorageFailed) {
 		// Its files are damaged: rebuild it whole from this leader.
 		p.logger.Warn("returning replica is damaged; rebuilding it from the leader", "peer", broker, "err", err)
-		reset := &transport.TruncateReplicaRequest{Topic: p.Topic, Partition: p.Index, LeaderEpoch: epoch, Offset: p.log.LogStartOffset()}
+		reset := &transport.TruncateReplicaRequest{Topic: p.Topic, TopicID: p.TopicID, Partition: p.Index, LeaderEpoch: epoch, Offset: p.log.LogStartOffset()}
 		if err := rp.ResetReplica(ctx, reset); err != nil {
 			return RecoverResult{}, fmt.Errorf("rebuild broker %d: %w", broker, err)
 		}
-		rs, err = rp.ReplicaState(ctx, &transport.ReplicaStateRequest{Topic: p.Topic, Partition: p.Index, LeaderEpoch: epoch})
+		rs, err = rp.ReplicaState(ctx, &transport.ReplicaStateRequest{Topic: p.Topic, TopicID: p.TopicID, Partition: p.Index, LeaderEpoch: epoch})
 	}
 	if err != nil {
 		return RecoverResult{}, fmt.Errorf("broker %d: %w", broker, err)
@@ -91,7 +91,7 @@ func (p *Partition) RecoverFollower(ctx context.Context, broker int32) (RecoverR
 	before := rs.LogEndOffset
 search:
 	for before > start {
-		page, err := rp.ReplicaBatches(ctx, &transport.ReplicaBatchesRequest{Topic: p.Topic, Partition: p.Index, Before: before, Max: 256})
+		page, err := rp.ReplicaBatches(ctx, &transport.ReplicaBatchesRequest{Topic: p.Topic, TopicID: p.TopicID, Partition: p.Index, Before: before, Max: 256})
 		if err != nil {
 			return res, fmt.Errorf("broker %d: %w", broker, err)
 		}
@@ -126,7 +126,7 @@ search:
 	}
 	res.CommonPrefix = prefix
 	if prefix < rs.LogEndOffset {
-		if err := rp.TruncateReplica(ctx, &transport.TruncateReplicaRequest{Topic: p.Topic, Partition: p.Index, LeaderEpoch: epoch, Offset: prefix}); err != nil {
+		if err := rp.TruncateReplica(ctx, &transport.TruncateReplicaRequest{Topic: p.Topic, TopicID: p.TopicID, Partition: p.Index, LeaderEpoch: epoch, Offset: prefix}); err != nil {
 			return res, fmt.Errorf("truncate broker %d to %d: %w", broker, prefix, err)
 		}
 		p.logger.Info("cut a returning replica back to its common prefix with the leader", "peer", broker, "from", rs.LogEndOffset, "to", prefix)
@@ -156,7 +156,7 @@ func (p *Partition) sameRange(ctx context.Context, rp RecoveryPeer, from, to int
 	if err != nil {
 		return false, err
 	}
-	theirs, err := rp.ReplicaDigest(ctx, &transport.ReplicaDigestRequest{Topic: p.Topic, Partition: p.Index, From: from, To: to})
+	theirs, err := rp.ReplicaDigest(ctx, &transport.ReplicaDigestRequest{Topic: p.Topic, TopicID: p.TopicID, Partition: p.Index, From: from, To: to})
 	if err != nil {
 		return false, nil // not a boundary there, or not that long: not the same
 	}

@@ -22,13 +22,17 @@ func init() {
 }
 
 // RegisterBrokerRequest announces a broker to the controller. ClusterID is
-// the cluster named in the broker's storage stamp, empty for a new root.
+// the cluster named in the broker's storage stamp, empty for a new root;
+// RootID is the root's unique id; MetadataEpoch is the epoch of the
+// metadata the broker holds, -1 for none.
 type RegisterBrokerRequest struct {
-	ID        int32
-	Addr      string
-	HTTP      string
-	Gossip    string
-	ClusterID string
+	ID            int32
+	Addr          string
+	HTTP          string
+	Gossip        string
+	ClusterID     string
+	RootID        string
+	MetadataEpoch int64
 }
 
 // Encode implements Message.
@@ -38,6 +42,8 @@ func (r *RegisterBrokerRequest) Encode(e *Encoder) {
 	e.String(r.HTTP)
 	e.String(r.Gossip)
 	e.String(r.ClusterID)
+	e.String(r.RootID)
+	e.Int64(r.MetadataEpoch)
 }
 
 // Decode implements Message.
@@ -47,6 +53,8 @@ func (r *RegisterBrokerRequest) Decode(d *Decoder) {
 	r.HTTP = d.String()
 	r.Gossip = d.String()
 	r.ClusterID = d.String()
+	r.RootID = d.String()
+	r.MetadataEpoch = d.Int64()
 }
 
 // MetadataBlob carries the whole cluster metadata as the controller
@@ -78,6 +86,7 @@ func (r *FetchMetadataRequest) Decode(d *Decoder) { r.KnownEpoch = d.Int64() }
 // stored them, to a follower.
 type ReplicateRequest struct {
 	Topic         string
+	TopicID       string // metadata.Topic.ID; a request for another incarnation is refused (empty: not checked)
 	Partition     int32
 	LeaderEpoch   int32
 	LeaderID      int32
@@ -92,6 +101,7 @@ type ReplicateRequest struct {
 // Encode implements Message.
 func (r *ReplicateRequest) Encode(e *Encoder) {
 	e.String(r.Topic)
+	e.String(r.TopicID)
 	e.Int32(r.Partition)
 	e.Int32(r.LeaderEpoch)
 	e.Int32(r.LeaderID)
@@ -120,12 +130,13 @@ func (r *ReplicateRequest) EncodedSize() int {
 	if len(r.Batches) > 0 {
 		n = r.batchesLen()
 	}
-	return 2 + len(r.Topic) + 24 + n
+	return 2 + len(r.Topic) + 2 + len(r.TopicID) + 24 + n
 }
 
 // Decode implements Message.
 func (r *ReplicateRequest) Decode(d *Decoder) {
 	r.Topic = d.String()
+	r.TopicID = d.String()
 	r.Partition = d.Int32()
 	r.LeaderEpoch = d.Int32()
 	r.LeaderID = d.Int32()
@@ -149,6 +160,7 @@ func (r *ReplicateResponse) Decode(d *Decoder) { r.LogEndOffset = d.Int64() }
 // identity of its last batches, for the prefix check of catch-up.
 type ReplicaStateRequest struct {
 	Topic       string
+	TopicID     string // metadata.Topic.ID; a request for another incarnation is refused (empty: not checked)
 	Partition   int32
 	LeaderEpoch int32
 	TailBatches int32
@@ -157,6 +169,7 @@ type ReplicaStateRequest struct {
 // Encode implements Message.
 func (r *ReplicaStateRequest) Encode(e *Encoder) {
 	e.String(r.Topic)
+	e.String(r.TopicID)
 	e.Int32(r.Partition)
 	e.Int32(r.LeaderEpoch)
 	e.Int32(r.TailBatches)
@@ -165,6 +178,7 @@ func (r *ReplicaStateRequest) Encode(e *Encoder) {
 // Decode implements Message.
 func (r *ReplicaStateRequest) Decode(d *Decoder) {
 	r.Topic = d.String()
+	r.TopicID = d.String()
 	r.Partition = d.Int32()
 	r.LeaderEpoch = d.Int32()
 	r.TailBatches = d.Int32()
@@ -225,14 +239,21 @@ type Member struct {
 	BrokerID int32
 	Gossip   string
 	State    string // alive, suspect, dead, left
+	RootID   string // the member's storage root: two members with one broker id are two processes
 }
 
 // DescribeClusterResponse is a node's view of the cluster: the metadata it
-// holds and the gossip state of every member it knows.
+// holds and the gossip state of every member it knows. RootID is the
+// unique id of the node's storage root, so that a caller can tell the
+// broker registered under NodeID from another process claiming its id.
+// Controller, on the controller's node, says whether it accepts changes
+// ("" when it does, else why not).
 type DescribeClusterResponse struct {
-	NodeID   int32
-	Metadata []byte
-	Members  []Member
+	NodeID     int32
+	Metadata   []byte
+	Members    []Member
+	RootID     string
+	Controller string
 }
 
 // Encode implements Message.
@@ -244,25 +265,31 @@ func (r *DescribeClusterResponse) Encode(e *Encoder) {
 		e.Int32(m.BrokerID)
 		e.String(m.Gossip)
 		e.String(m.State)
+		e.String(m.RootID)
 	}
+	e.String(r.RootID)
+	e.String(r.Controller)
 }
 
 // Decode implements Message.
 func (r *DescribeClusterResponse) Decode(d *Decoder) {
 	r.NodeID = d.Int32()
 	r.Metadata = d.Bytes32()
-	if n := d.Count(8); n > 0 {
+	if n := d.Count(10); n > 0 {
 		r.Members = make([]Member, n)
 		for i := range r.Members {
-			r.Members[i] = Member{BrokerID: d.Int32(), Gossip: d.String(), State: d.String()}
+			r.Members[i] = Member{BrokerID: d.Int32(), Gossip: d.String(), State: d.String(), RootID: d.String()}
 		}
 	}
+	r.RootID = d.String()
+	r.Controller = d.String()
 }
 
 // CatchUpRequest asks a partition's leader to bring one active follower up
 // to date now.
 type CatchUpRequest struct {
 	Topic     string
+	TopicID   string // metadata.Topic.ID; a request for another incarnation is refused (empty: not checked)
 	Partition int32
 	Broker    int32
 }
@@ -270,6 +297,7 @@ type CatchUpRequest struct {
 // Encode implements Message.
 func (r *CatchUpRequest) Encode(e *Encoder) {
 	e.String(r.Topic)
+	e.String(r.TopicID)
 	e.Int32(r.Partition)
 	e.Int32(r.Broker)
 }
@@ -277,6 +305,7 @@ func (r *CatchUpRequest) Encode(e *Encoder) {
 // Decode implements Message.
 func (r *CatchUpRequest) Decode(d *Decoder) {
 	r.Topic = d.String()
+	r.TopicID = d.String()
 	r.Partition = d.Int32()
 	r.Broker = d.Int32()
 }

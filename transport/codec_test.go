@@ -32,7 +32,7 @@ func messageCases() []messageCase {
 		{"Empty", &Empty{}},
 
 		{"ProduceRequest/zero", &ProduceRequest{}},
-		{"ProduceRequest/full", &ProduceRequest{Topic: "orders", Partition: 3, TimeoutMs: 1500, Batch: []byte("batch bytes \x00\xff")}},
+		{"ProduceRequest/full", &ProduceRequest{Topic: "orders", TopicID: "00112233445566778899aabbccddeeff", Partition: 3, TimeoutMs: 1500, Batch: []byte("batch bytes \x00\xff")}},
 		{"ProduceRequest/extremes", &ProduceRequest{Topic: long, Partition: math.MinInt32, TimeoutMs: math.MaxInt32, Batch: bytes.Repeat([]byte{0xab}, 70000)}},
 
 		{"ProduceResponse/zero", &ProduceResponse{}},
@@ -40,14 +40,14 @@ func messageCases() []messageCase {
 		{"ProduceResponse/extremes", &ProduceResponse{Partition: -1, BaseOffset: math.MinInt64, NextOffset: math.MaxInt64, LeaderID: -1, LeaderEpoch: math.MaxInt32, AppendTime: -1, Replicas: []int32{math.MinInt32, 0, math.MaxInt32}}},
 
 		{"FetchRequest/zero", &FetchRequest{}},
-		{"FetchRequest/full", &FetchRequest{Topic: "événements", Partition: 9, Offset: 1 << 40, MaxBytes: 1 << 20, MaxWaitMs: 500}},
+		{"FetchRequest/full", &FetchRequest{Topic: "événements", TopicID: "id", Partition: 9, Offset: 1 << 40, MaxBytes: 1 << 20, MaxWaitMs: 500}},
 		{"FetchRequest/negative", &FetchRequest{Topic: "t", Partition: -1, Offset: -2, MaxBytes: -3, MaxWaitMs: -4}},
 
 		{"FetchResponse/zero", &FetchResponse{}},
 		{"FetchResponse/full", &FetchResponse{HighWatermark: 42, LogStartOffset: 7, Batches: []byte{1, 2, 3, 4, 5}}},
 
 		{"ListOffsetsRequest/zero", &ListOffsetsRequest{}},
-		{"ListOffsetsRequest/full", &ListOffsetsRequest{Topic: "a.b-c_d", Partition: 12}},
+		{"ListOffsetsRequest/full", &ListOffsetsRequest{Topic: "a.b-c_d", TopicID: "ffeeddccbbaa99887766554433221100", Partition: 12}},
 
 		{"ListOffsetsResponse/zero", &ListOffsetsResponse{}},
 		{"ListOffsetsResponse/full", &ListOffsetsResponse{LogStartOffset: 5, HighWatermark: 10, LogEndOffset: 12}},
@@ -63,7 +63,7 @@ func messageCases() []messageCase {
 				{ID: 2, Addr: "n2:9092"},
 			},
 			Topics: []TopicInfo{
-				{Name: "orders", ReplicationFactor: 3, Partitions: []PartitionInfo{
+				{Name: "orders", ID: "00112233445566778899aabbccddeeff", ReplicationFactor: 3, Partitions: []PartitionInfo{
 					{Partition: 0, Leader: 1, LeaderEpoch: 4, Replicas: []int32{1, 2, 3}, Active: []int32{1, 2}},
 					{Partition: 1, Leader: -1, LeaderEpoch: 0, Replicas: []int32{2, 3, 1}},
 				}},
@@ -79,7 +79,7 @@ func messageCases() []messageCase {
 		{"MetadataResponse/empty-topic-last", &MetadataResponse{Topics: []TopicInfo{{}}}},
 
 		{"TopicInfo/zero", &TopicInfo{}},
-		{"TopicInfo/full", &TopicInfo{Name: "t", ReplicationFactor: 2, Sealed: true, Partitions: []PartitionInfo{{Partition: 0, Leader: 1, Replicas: []int32{1}, Active: []int32{1}}}}},
+		{"TopicInfo/full", &TopicInfo{Name: "t", ID: "x", ReplicationFactor: 2, Sealed: true, Partitions: []PartitionInfo{{Partition: 0, Leader: 1, Replicas: []int32{1}, Active: []int32{1}}}}},
 
 		{"CreateTopicRequest/zero", &CreateTopicRequest{}},
 		{"CreateTopicRequest/full", &CreateTopicRequest{Name: "orders", Partitions: 12, ReplicationFactor: 3}},
@@ -285,6 +285,7 @@ func TestDecoderHugeCountsDoNotAllocate(t *testing.T) {
 	partitionPrefix := append(bytes.Clone(metadataPrefix), u32(nil, 0)...) // no brokers
 	partitionPrefix = u32(partitionPrefix, 1)                              // one topic
 	partitionPrefix = str(partitionPrefix, "t")
+	partitionPrefix = str(partitionPrefix, "")         // id
 	partitionPrefix = append(partitionPrefix, 0, 1, 0) // rf, sealed
 	partitionPrefix = u32(partitionPrefix, 1)          // one partition
 	partitionPrefix = append(partitionPrefix, make([]byte, 12)...)
@@ -298,11 +299,11 @@ func TestDecoderHugeCountsDoNotAllocate(t *testing.T) {
 		{"MetadataRequest topics", u32(nil, huge), &MetadataRequest{}, "count 4294967295"},
 		{"MetadataRequest topics, 2 bytes each claimed", append(u32(nil, 1<<20), 0, 0), &MetadataRequest{}, "count 1048576"},
 		{"ProduceResponse replicas", append(make([]byte, 36), u32(nil, huge)...), &ProduceResponse{}, "count 4294967295"},
-		{"ProduceRequest batch", append(append(str(nil, "t"), make([]byte, 8)...), u32(nil, huge)...), &ProduceRequest{}, "length 4294967295"},
+		{"ProduceRequest batch", append(append(str(str(nil, "t"), ""), make([]byte, 8)...), u32(nil, huge)...), &ProduceRequest{}, "length 4294967295"},
 		{"FetchResponse batches", append(make([]byte, 16), u32(nil, 1<<30)...), &FetchResponse{}, "length 1073741824"},
 		{"MetadataResponse brokers", u32(bytes.Clone(metadataPrefix), huge), &MetadataResponse{}, "count 4294967295"},
 		{"MetadataResponse topics", u32(u32(bytes.Clone(metadataPrefix), 0), huge), &MetadataResponse{}, "count 4294967295"},
-		{"TopicInfo partitions", u32(append(str(nil, "t"), 0, 1, 0), huge), &TopicInfo{}, "count 4294967295"},
+		{"TopicInfo partitions", u32(append(str(str(nil, "t"), ""), 0, 1, 0), huge), &TopicInfo{}, "count 4294967295"},
 		{"PartitionInfo replicas", append(u32(bytes.Clone(partitionPrefix), huge), make([]byte, 8)...), &MetadataResponse{}, "count 4294967295"},
 		{"PartitionInfo active", append(u32(u32(bytes.Clone(partitionPrefix), 0), huge), make([]byte, 4)...), &MetadataResponse{}, "count 4294967295"},
 	}

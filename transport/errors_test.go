@@ -48,6 +48,12 @@ var codeTable = []struct {
 	{CodeShuttingDown, 26, "ShuttingDown", true, ErrShuttingDown},
 	{CodeStampMismatch, 27, "StampMismatch", false, ErrStampMismatch},
 	{CodeNotReady, 28, "NotReady", true, ErrNotReady},
+	{CodeUnknownTopicID, 30, "UnknownTopicID", true, ErrUnknownTopicID},
+	{CodeDuplicateBroker, 31, "DuplicateBroker", false, ErrDuplicateBroker},
+	{CodeBrokerAlive, 32, "BrokerAlive", false, ErrBrokerAlive},
+	{CodeStaleMetadata, 33, "StaleMetadata", false, ErrStaleMetadata},
+	{CodeUnknownBroker, 34, "UnknownBroker", false, ErrUnknownBroker},
+	{CodeNoSpace, 35, "NoSpace", true, ErrNoSpace},
 }
 
 func TestCodeTable(t *testing.T) {

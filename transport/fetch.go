@@ -6,6 +6,7 @@ package transport
 // there is data, or empty when the wait is over.
 type FetchRequest struct {
 	Topic     string
+	TopicID   string // metadata.Topic.ID; a request for another incarnation is refused (empty: not checked)
 	Partition int32
 	Offset    int64
 	MaxBytes  int32
@@ -15,6 +16,7 @@ type FetchRequest struct {
 // Encode implements Message.
 func (r *FetchRequest) Encode(e *Encoder) {
 	e.String(r.Topic)
+	e.String(r.TopicID)
 	e.Int32(r.Partition)
 	e.Int64(r.Offset)
 	e.Int32(r.MaxBytes)
@@ -24,6 +26,7 @@ func (r *FetchRequest) Encode(e *Encoder) {
 // Decode implements Message.
 func (r *FetchRequest) Decode(d *Decoder) {
 	r.Topic = d.String()
+	r.TopicID = d.String()
 	r.Partition = d.Int32()
 	r.Offset = d.Int64()
 	r.MaxBytes = d.Int32()
@@ -69,18 +72,21 @@ func (r *FetchResponse) Decode(d *Decoder) {
 // ListOffsetsRequest asks for a partition's offsets.
 type ListOffsetsRequest struct {
 	Topic     string
+	TopicID   string // metadata.Topic.ID; a request for another incarnation is refused (empty: not checked)
 	Partition int32
 }
 
 // Encode implements Message.
 func (r *ListOffsetsRequest) Encode(e *Encoder) {
 	e.String(r.Topic)
+	e.String(r.TopicID)
 	e.Int32(r.Partition)
 }
 
 // Decode implements Message.
 func (r *ListOffsetsRequest) Decode(d *Decoder) {
 	r.Topic = d.String()
+	r.TopicID = d.String()
 	r.Partition = d.Int32()
 }
 

@@ -61,7 +61,10 @@ func (p *PartitionInfo) decode(d *Decoder) {
 
 // TopicInfo is one topic's metadata.
 type TopicInfo struct {
-	Name              string
+	Name string
+	// ID is the topic's id (metadata.Topic.ID): requests for its
+	// partitions carry it, so they never reach a later topic of the name.
+	ID                string
 	ReplicationFactor int16
 	Sealed            bool
 	Partitions        []PartitionInfo
@@ -70,6 +73,7 @@ type TopicInfo struct {
 // Encode implements Message.
 func (t *TopicInfo) Encode(e *Encoder) {
 	e.String(t.Name)
+	e.String(t.ID)
 	e.Int16(t.ReplicationFactor)
 	e.Bool(t.Sealed)
 	e.Count(len(t.Partitions))
@@ -81,6 +85,7 @@ func (t *TopicInfo) Encode(e *Encoder) {
 // Decode implements Message.
 func (t *TopicInfo) Decode(d *Decoder) {
 	t.Name = d.String()
+	t.ID = d.String()
 	t.ReplicationFactor = d.Int16()
 	t.Sealed = d.Bool()
 	// A partition is at least 20 bytes: three int32s and two empty lists.
@@ -128,9 +133,9 @@ func (r *MetadataResponse) Decode(d *Decoder) {
 			r.Brokers[i].decode(d)
 		}
 	}
-	// A topic is at least 9 bytes: an empty name (2), the replication
-	// factor (2), sealed (1) and an empty partition list (4).
-	if n := d.Count(9); n > 0 {
+	// A topic is at least 11 bytes: an empty name and id (2 each), the
+	// replication factor (2), sealed (1) and an empty partition list (4).
+	if n := d.Count(11); n > 0 {
 		r.Topics = make([]TopicInfo, n)
 		for i := range r.Topics {
 			r.Topics[i].Decode(d)

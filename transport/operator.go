@@ -44,6 +44,7 @@ func (r *JSONMessage) Decode(d *Decoder) { r.Data = d.Bytes32() }
 // its batches that start in [From, To).
 type ReplicaDigestRequest struct {
 	Topic     string
+	TopicID   string // metadata.Topic.ID; a request for another incarnation is refused (empty: not checked)
 	Partition int32
 	From, To  int64
 }
@@ -51,6 +52,7 @@ type ReplicaDigestRequest struct {
 // Encode implements Message.
 func (r *ReplicaDigestRequest) Encode(e *Encoder) {
 	e.String(r.Topic)
+	e.String(r.TopicID)
 	e.Int32(r.Partition)
 	e.Int64(r.From)
 	e.Int64(r.To)
@@ -59,6 +61,7 @@ func (r *ReplicaDigestRequest) Encode(e *Encoder) {
 // Decode implements Message.
 func (r *ReplicaDigestRequest) Decode(d *Decoder) {
 	r.Topic = d.String()
+	r.TopicID = d.String()
 	r.Partition = d.Int32()
 	r.From = d.Int64()
 	r.To = d.Int64()
@@ -87,6 +90,7 @@ func (r *ReplicaDigestResponse) Decode(d *Decoder) {
 // end at or before Before, for walking a log backward.
 type ReplicaBatchesRequest struct {
 	Topic     string
+	TopicID   string // metadata.Topic.ID; a request for another incarnation is refused (empty: not checked)
 	Partition int32
 	Before    int64
 	Max       int32
@@ -95,6 +99,7 @@ type ReplicaBatchesRequest struct {
 // Encode implements Message.
 func (r *ReplicaBatchesRequest) Encode(e *Encoder) {
 	e.String(r.Topic)
+	e.String(r.TopicID)
 	e.Int32(r.Partition)
 	e.Int64(r.Before)
 	e.Int32(r.Max)
@@ -103,6 +108,7 @@ func (r *ReplicaBatchesRequest) Encode(e *Encoder) {
 // Decode implements Message.
 func (r *ReplicaBatchesRequest) Decode(d *Decoder) {
 	r.Topic = d.String()
+	r.TopicID = d.String()
 	r.Partition = d.Int32()
 	r.Before = d.Int64()
 	r.Max = d.Int32()
@@ -139,6 +145,7 @@ func (r *ReplicaBatchesResponse) Decode(d *Decoder) {
 // replica never truncates while it leads.
 type TruncateReplicaRequest struct {
 	Topic       string
+	TopicID     string // metadata.Topic.ID; a request for another incarnation is refused (empty: not checked)
 	Partition   int32
 	LeaderEpoch int32
 	Offset      int64
@@ -147,6 +154,7 @@ type TruncateReplicaRequest struct {
 // Encode implements Message.
 func (r *TruncateReplicaRequest) Encode(e *Encoder) {
 	e.String(r.Topic)
+	e.String(r.TopicID)
 	e.Int32(r.Partition)
 	e.Int32(r.LeaderEpoch)
 	e.Int64(r.Offset)
@@ -155,6 +163,7 @@ func (r *TruncateReplicaRequest) Encode(e *Encoder) {
 // Decode implements Message.
 func (r *TruncateReplicaRequest) Decode(d *Decoder) {
 	r.Topic = d.String()
+	r.TopicID = d.String()
 	r.Partition = d.Int32()
 	r.LeaderEpoch = d.Int32()
 	r.Offset = d.Int64()

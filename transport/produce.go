@@ -5,6 +5,7 @@ package transport
 // time left for the leader to stamp.
 type ProduceRequest struct {
 	Topic     string
+	TopicID   string // metadata.Topic.ID; a request for another incarnation is refused (empty: not checked)
 	Partition int32
 	TimeoutMs int32 // how long the leader may wait for replication
 	Batch     []byte
@@ -13,17 +14,21 @@ type ProduceRequest struct {
 // Encode implements Message.
 func (r *ProduceRequest) Encode(e *Encoder) {
 	e.String(r.Topic)
+	e.String(r.TopicID)
 	e.Int32(r.Partition)
 	e.Int32(r.TimeoutMs)
 	e.Bytes32(r.Batch)
 }
 
 // EncodedSize implements Sized.
-func (r *ProduceRequest) EncodedSize() int { return 2 + len(r.Topic) + 12 + len(r.Batch) }
+func (r *ProduceRequest) EncodedSize() int {
+	return 2 + len(r.Topic) + 2 + len(r.TopicID) + 12 + len(r.Batch)
+}
 
 // Decode implements Message.
 func (r *ProduceRequest) Decode(d *Decoder) {
 	r.Topic = d.String()
+	r.TopicID = d.String()
 	r.Partition = d.Int32()
 	r.TimeoutMs = d.Int32()
 	r.Batch = d.Bytes32()

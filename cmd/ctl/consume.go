@@ -13,6 +13,7 @@ import (
 
 	"gostream/client"
 	"gostream/cmd/internal/exitcode"
+	"gostream/metadata"
 	"gostream/record"
 	"gostream/transport"
 )
@@ -219,8 +220,7 @@ func newPartitionReaders(ctx context.Context, cl *client.Client, o consumeOption
 	parts := make([]int32, 0, len(t.Partitions))
 	if o.partition >= 0 {
 		if int(o.partition) >= len(t.Partitions) {
-			return nil, nil, fmt.Errorf("%w: topic %q has %d partitions, not %d",
-				transport.ErrUnknownPartition, o.topic, len(t.Partitions), o.partition)
+			return nil, nil, fmt.Errorf("%w: %s", transport.ErrUnknownPartition, metadata.NoSuchPartition(o.topic, len(t.Partitions), o.partition))
 		}
 		parts = append(parts, o.partition)
 	} else {

@@ -49,6 +49,8 @@ func errorName(err error) string {
 		return "NoLeader"
 	case errors.Is(err, client.ErrCorruptBatch):
 		return "CorruptBatch"
+	case errors.Is(err, client.ErrTopicRecreated):
+		return "TopicRecreated"
 	case errors.As(err, &te):
 		return te.Code.String()
 	case errors.Is(err, client.ErrBufferFull):

@@ -33,6 +33,7 @@ func topicCommand() *cli.Command {
 // the part of topic describe that comes from the metadata.
 type topicJSON struct {
 	Name              string `json:"name"`
+	ID                string `json:"id"`
 	ReplicationFactor int    `json:"replication_factor"`
 	Sealed            bool   `json:"sealed"`
 }
@@ -132,7 +133,7 @@ func topicCreateAction(c *cli.Context) error {
 }
 
 func newTopicJSON(t client.TopicMetadata) topicJSON {
-	return topicJSON{Name: t.Name, ReplicationFactor: t.ReplicationFactor, Sealed: t.Sealed}
+	return topicJSON{Name: t.Name, ID: t.ID, ReplicationFactor: t.ReplicationFactor, Sealed: t.Sealed}
 }
 
 // listedTopic is one topic of topic list -o json.
@@ -269,8 +270,8 @@ func describedPartitionOf(p client.PartitionMetadata, offs *client.PartitionOffs
 }
 
 func printDescribed(w io.Writer, d describedTopic) error {
-	fmt.Fprintf(w, "Topic: %s   Partitions: %d   Replication factor: %d   Sealed: %s\n\n",
-		d.Name, len(d.Partitions), d.ReplicationFactor, yesNo(d.Sealed))
+	fmt.Fprintf(w, "Topic: %s   Partitions: %d   Replication factor: %d   Sealed: %s   ID: %s\n\n",
+		d.Name, len(d.Partitions), d.ReplicationFactor, yesNo(d.Sealed), d.ID)
 	tw := newTable(w)
 	fmt.Fprintln(tw, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tACTIVE\tLOG-START\tHIGH-WATERMARK")
 	for _, p := range d.Partitions {

@@ -18,7 +18,10 @@ func TestTopicLifecycle(t *testing.T) {
 	assert.Equal(t, "created topic orders: 3 partitions, replication factor 1\n", out)
 	ctlFails(t, c, 2, "TopicExists: ", "", "topic", "create", "orders", "--partitions", "3")
 	out = ctlOK(t, c, "", "topic", "create", "events", "--partitions", "2", "-o", "json")
-	assert.JSONEq(t, `{"name":"events","replication_factor":1,"sealed":false,"partitions":[
+	var created struct{ ID string }
+	require.NoError(t, json.Unmarshal([]byte(out), &created))
+	assert.Regexp(t, `^[0-9a-f]{32}$`, created.ID, "a new topic has an id")
+	assert.JSONEq(t, `{"name":"events","id":"`+created.ID+`","replication_factor":1,"sealed":false,"partitions":[
 		{"partition":0,"leader":1,"leader_epoch":0,"replicas":[1],"active":[1]},
 		{"partition":1,"leader":1,"leader_epoch":0,"replicas":[1],"active":[1]}]}`, out)
 	ctlFails(t, c, 2, "InvalidTopicName: ", "", "topic", "create", "../x", "--partitions", "1")
@@ -30,9 +33,13 @@ func TestTopicLifecycle(t *testing.T) {
 	assert.Equal(t, []string{"events", "2", "1", "no"}, strings.Fields(lines(out)[1]))
 	assert.Equal(t, []string{"orders", "3", "1", "no"}, strings.Fields(lines(out)[2]))
 	out = ctlOK(t, c, "", "topic", "list", "-o", "json")
+	var listed struct{ Topics []struct{ ID string } }
+	require.NoError(t, json.Unmarshal([]byte(out), &listed))
+	require.Len(t, listed.Topics, 2, out)
+	assert.Equal(t, created.ID, listed.Topics[0].ID)
 	assert.JSONEq(t, `{"topics":[
-		{"name":"events","replication_factor":1,"sealed":false,"partitions":2},
-		{"name":"orders","replication_factor":1,"sealed":false,"partitions":3}]}`, out)
+		{"name":"events","id":"`+created.ID+`","replication_factor":1,"sealed":false,"partitions":2},
+		{"name":"orders","id":"`+listed.Topics[1].ID+`","replication_factor":1,"sealed":false,"partitions":3}]}`, out)
 
 	// describe, after two records in partition 1 and one in 2.
 	ctlOK(t, c, "", "produce", "orders", "--partition", "1", "a", "b")
@@ -79,7 +86,7 @@ func TestTopicLifecycle(t *testing.T) {
 // CLI.md, for a one-node cluster where broker 1 leads every partition.
 func checkDescribe(t *testing.T, out, name string, sealed bool, hw []int64) {
 	t.Helper()
-	top := requireKeys(t, json.RawMessage(out), "name", "replication_factor", "sealed", "partitions")
+	top := requireKeys(t, json.RawMessage(out), "name", "id", "replication_factor", "sealed", "partitions")
 	assert.JSONEq(t, `"`+name+`"`, string(top["name"]))
 	assert.JSONEq(t, `1`, string(top["replication_factor"]))
 	assert.JSONEq(t, map[bool]string{true: "true", false: "false"}[sealed], string(top["sealed"]))
