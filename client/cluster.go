@@ -18,6 +18,7 @@ type Member struct {
 	BrokerID int32
 	Gossip   string // gossip address
 	State    string // alive, suspect, dead or left
+	RootID   string // the member's storage root; several members with one broker id are several processes
 }
 
 // ClusterView is one node's view of the cluster.
@@ -62,7 +63,7 @@ func (c *Client) DescribeCluster(ctx context.Context, addr string) (ClusterView,
 	}
 	v := ClusterView{NodeID: resp.NodeID, Metadata: resp.Metadata, Members: make([]Member, 0, len(resp.Members))}
 	for _, m := range resp.Members {
-		v.Members = append(v.Members, Member{BrokerID: m.BrokerID, Gossip: m.Gossip, State: m.State})
+		v.Members = append(v.Members, Member{BrokerID: m.BrokerID, Gossip: m.Gossip, State: m.State, RootID: m.RootID})
 	}
 	return v, nil
 }

@@ -57,6 +57,9 @@ const (
 	ActionDropFollower = "drop-follower"
 	ActionRecover      = "recover"
 	ActionElectLeader  = "elect-leader"
+	// ActionReplaceBroker is the last result of a broker replace: the
+	// broker's storage root unbound (Topic empty, Partition -1).
+	ActionReplaceBroker = "replace-broker"
 )
 
 // ChangeResult is what a failover or recovery did to one partition (or,
@@ -165,6 +168,25 @@ func (c *Client) Recover(ctx context.Context, req RecoverRequest) (ChangeReport,
 	var rep ChangeReport
 	if err := c.operatorCall(ctx, transport.APIRecover, req, &rep); err != nil {
 		return ChangeReport{}, fmt.Errorf("recover %s: %w", what, err)
+	}
+	return rep, nil
+}
+
+// ReplaceBroker tells the controller that broker's disk is lost for good
+// and a new storage root will take its id: every partition it leads fails
+// over, it is dropped from every active set, and then the id is free for
+// the next node that registers with it, whatever its root. The new node's
+// replicas are rebuilt with Recover, from their leaders; an empty replica
+// never leads. The controller refuses (transport.ErrBrokerAlive) while the
+// broker answers as itself, and (transport.ErrNoEligibleReplica) when a
+// partition it leads has no other active replica. With dryRun it says
+// what it would do. The last result (ActionReplaceBroker) is the
+// unbinding; it is sent and bounded as Failover is.
+func (c *Client) ReplaceBroker(ctx context.Context, broker int32, dryRun bool, requester string) (ChangeReport, error) {
+	var rep ChangeReport
+	req := FailoverRequest{Broker: broker, DryRun: dryRun, Requester: requester}
+	if err := c.operatorCall(ctx, transport.APIReplaceBroker, req, &rep); err != nil {
+		return ChangeReport{}, fmt.Errorf("replace broker %d: %w", broker, err)
 	}
 	return rep, nil
 }

@@ -387,7 +387,7 @@ func (b *broker) metadata() *metadata.Cluster {
 func (b *broker) lookup(topic, id string, partition int32) (*metadata.Topic, *replica, error) {
 	meta := b.meta.Load()
 	if meta == nil {
-		return nil, nil, fmt.Errorf("%w: %q (no metadata yet)", metadata.ErrUnknownTopic, topic)
+		return nil, nil, fmt.Errorf("%w: broker %d has no metadata yet (it has not registered with the controller)", transport.ErrNotReady, b.id)
 	}
 	b.mu.RLock()
 	defer b.mu.RUnlock()

@@ -106,7 +106,7 @@ func (h *rpcHandler) describeCluster(req *transport.Request) transport.Reply {
 	if err := decode(req, &transport.Empty{}); err != nil {
 		return transport.Immediate(nil, err)
 	}
-	resp := &transport.DescribeClusterResponse{NodeID: h.n.cfg.ID}
+	resp := &transport.DescribeClusterResponse{NodeID: h.n.cfg.ID, RootID: h.n.root.Stamp().RootID}
 	if meta := h.n.broker.metadata(); meta != nil {
 		blob, err := metadata.Marshal(meta)
 		if err != nil {
@@ -116,7 +116,7 @@ func (h *rpcHandler) describeCluster(req *transport.Request) transport.Reply {
 	}
 	if h.n.gossip != nil {
 		for _, m := range h.n.gossip.members() {
-			resp.Members = append(resp.Members, transport.Member{BrokerID: m.BrokerID, Gossip: m.Gossip, State: m.State})
+			resp.Members = append(resp.Members, transport.Member{BrokerID: m.BrokerID, Gossip: m.Gossip, State: m.State, RootID: m.RootID})
 		}
 	}
 	return transport.Immediate(resp, nil)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -218,6 +219,45 @@ func (c Config) Validate() error {
 		}
 	}
 	return checkControllers(c.Controllers)
+}
+
+// checkControllerAddr refuses a node that --controller names as the
+// controller but that advertises another address: it would run a second
+// controller for the cluster, with metadata of its own, while every other
+// node follows the one at the named address. It runs on a config with its
+// defaults filled in.
+func (c Config) checkControllerAddr() error {
+	ctrl := c.Controllers[0]
+	if ctrl.ID != c.ID || sameHostPort(ctrl.Addr, c.Advertise) {
+		return nil
+	}
+	return &FieldError{Field: "Controllers", Value: ctrl.String(), Reason: fmt.Sprintf(
+		"names broker %d, this node, as the controller at %s, but this node advertises %s: a second controller for one cluster is refused. "+
+			"If this node is the controller, advertise %s (--advertise); if another node is, give this one its own --id", ctrl.ID, ctrl.Addr, c.Advertise, ctrl.Addr)}
+}
+
+// sameHostPort reports whether two HOST:PORT addresses name the same port
+// on the same host, resolving host names.
+func sameHostPort(a, b string) bool {
+	if a == b {
+		return true
+	}
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil || pa != pb {
+		return false
+	}
+	ipsA, errA := net.LookupHost(ha)
+	ipsB, errB := net.LookupHost(hb)
+	if errA != nil || errB != nil {
+		return false
+	}
+	for _, x := range ipsA {
+		if slices.Contains(ipsB, x) {
+			return true
+		}
+	}
+	return false
 }
 
 // withDefaults returns c with its empty optional fields filled in.

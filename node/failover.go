@@ -127,6 +127,9 @@ func (c *controller) failover(ctx context.Context, req FailoverRequest) (ChangeR
 	var targets []target
 	switch {
 	case req.Broker > 0:
+		if _, ok := meta.Broker(req.Broker); !ok {
+			return ChangeReport{}, unknownBroker(meta, req.Broker)
+		}
 		for _, t := range meta.Topics {
 			for p, part := range t.Partitions {
 				switch {
@@ -174,6 +177,12 @@ func (c *controller) failover(ctx context.Context, req FailoverRequest) (ChangeR
 		return rep, firstErr
 	}
 	return rep, nil
+}
+
+// unknownBroker is the error for a request that names a broker id the
+// cluster does not have.
+func unknownBroker(meta *metadata.Cluster, id int32) error {
+	return fmt.Errorf("%w: broker %d is not registered; the registered brokers are %v", transport.ErrUnknownBroker, id, meta.BrokerIDs())
 }
 
 func partitionOf(meta *metadata.Cluster, topic string, partition int32) (metadata.Partition, error) {
@@ -468,6 +477,9 @@ func (c *controller) recoverReplicas(ctx context.Context, req FailoverRequest) (
 		partition int32
 	}
 	var targets []target
+	if _, ok := meta.Broker(req.Broker); !ok {
+		return ChangeReport{}, unknownBroker(meta, req.Broker)
+	}
 	if req.Topic != "" {
 		if _, err := partitionOf(meta, req.Topic, req.Partition); err != nil {
 			return ChangeReport{}, err
@@ -516,6 +528,9 @@ func (c *controller) recoverReplica(ctx context.Context, topic string, partition
 	case slices.Contains(part.Active, broker):
 		return res, fmt.Errorf("%w: broker %d is already active for %s/%d; use gostream-ctl catch-up", transport.ErrInvalidRequest, broker, topic, partition)
 	}
+	if err := c.awaitRegistration(ctx, broker); err != nil {
+		return res, err
+	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	var rr transport.RecoverReplicaResponse
@@ -543,6 +558,31 @@ func (c *controller) recoverReplica(ctx context.Context, topic string, partition
 	return res, err
 }
 
+// registrationWait is how long a recovery waits for a replaced broker's
+// new node to register: "start the new node, then recover" must work when
+// the commands follow each other at once.
+const registrationWait = 15 * time.Second
+
+// awaitRegistration waits until broker is bound to a storage root again
+// after broker replace, that is until its new node has registered and
+// holds the metadata.
+func (c *controller) awaitRegistration(ctx context.Context, broker int32) error {
+	deadline := time.Now().Add(registrationWait)
+	for {
+		if b, ok := c.Metadata().Broker(broker); !ok || b.RootID != "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: broker %d was replaced and no new node has registered with its id yet: start it (an empty --data-dir, --id %d), then run recover again", transport.ErrNotReady, broker, broker)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // record appends an event to the audit trail. The trail is kept beside
 // the metadata; a failure to write it is logged, not fatal to a change
 // that is already persisted.
@@ -562,6 +602,103 @@ func jsonReply(v any, err error) (transport.Message, error) {
 		return nil, err
 	}
 	return &transport.JSONMessage{Data: data}, nil
+}
+
+// ActionReplaceBroker is the audit trail's action for a broker replaced.
+const ActionReplaceBroker = "replace-broker"
+
+// replaceBroker accepts a new storage root for a broker whose disk is lost
+// (docs/failover.md, "Replacing a broker"): refused while the broker
+// answers as itself, and when a partition it leads has no other active
+// replica (nothing to rebuild it from). Every partition it leads fails
+// over, it is dropped from every active set, and only once it is active
+// nowhere is its root unbound, so that the next registration of its id,
+// from any root, is accepted. Its replicas come back through recover,
+// filled from their leaders: an empty replica never leads.
+func (c *controller) replaceBroker(ctx context.Context, req FailoverRequest) (ChangeReport, error) {
+	c.opMu.Lock()
+	defer c.opMu.Unlock()
+	c.opSilent = map[int32]bool{}
+	defer func() { c.opSilent = nil }()
+	meta := c.Metadata()
+	b, ok := meta.Broker(req.Broker)
+	if !ok {
+		return ChangeReport{}, unknownBroker(meta, req.Broker)
+	}
+	if b.ID == meta.ControllerID {
+		return ChangeReport{}, fmt.Errorf("%w: broker %d runs the controller; a controller with a new disk starts a new cluster: restore its metadata (docs/operations.md) instead", transport.ErrInvalidRequest, b.ID)
+	}
+	if c.answersAs(ctx, b) {
+		return ChangeReport{}, fmt.Errorf("%w: broker %d answers at %s with its storage root %s: it is not lost. Stop it first; replace is for a broker whose disk is gone", transport.ErrBrokerAlive, b.ID, b.Addr, b.RootID)
+	}
+	var alone []string
+	for _, t := range meta.Topics {
+		for p, part := range t.Partitions {
+			if part.Leader == b.ID && len(part.Active) == 1 {
+				alone = append(alone, fmt.Sprintf("%s/%d", t.Name, p))
+			}
+		}
+	}
+	if len(alone) > 0 {
+		return ChangeReport{}, fmt.Errorf("%w: broker %d holds the only active replica of %v: its records would be lost with the disk, and nothing could rebuild them. "+
+			"Bring the disk back, or delete those topics, then run replace again", transport.ErrNoEligibleReplica, b.ID, alone)
+	}
+	rep := ChangeReport{Results: []ChangeResult{}}
+	for _, t := range meta.Topics {
+		for p, part := range t.Partitions {
+			var res ChangeResult
+			var err error
+			switch {
+			case part.Leader == b.ID:
+				res, err = c.failoverPartition(ctx, t.Name, int32(p), req.DryRun, 0)
+			case slices.Contains(part.Active, b.ID):
+				res, err = c.dropFollower(ctx, t.Name, int32(p), b.ID, req.DryRun)
+			default:
+				continue
+			}
+			c.reportChange(&rep, req, res, err)
+		}
+	}
+	// Not a partition's change: OldLeader and NewLeader name the broker.
+	res := ChangeResult{Action: ActionReplaceBroker, Partition: -1, OldLeader: b.ID, NewLeader: b.ID}
+	for _, r := range rep.Results {
+		if r.Error != "" {
+			err := fmt.Errorf("%w: broker %d is still active in %s/%d (%s); it keeps its storage root until every partition is moved: run replace again", transport.ErrNoEligibleReplica, b.ID, r.Topic, r.Partition, r.Error)
+			c.reportChange(&rep, req, res, err)
+			return rep, nil
+		}
+	}
+	if req.DryRun {
+		rep.Results = append(rep.Results, res)
+		return rep, nil
+	}
+	err := c.change(ctx, fmt.Sprintf("replace broker %d: unbind storage root %s", b.ID, b.RootID), func(m *metadata.Cluster) error {
+		for _, t := range m.Topics {
+			for p, part := range t.Partitions {
+				if slices.Contains(part.Active, b.ID) {
+					return fmt.Errorf("%w: broker %d became active in %s/%d meanwhile", transport.ErrInvalidRequest, b.ID, t.Name, p)
+				}
+			}
+		}
+		nb, _ := m.Broker(b.ID)
+		nb.RootID = ""
+		m.PutBroker(nb)
+		return nil
+	})
+	c.reportChange(&rep, req, res, err)
+	if err == nil {
+		c.logger.Warn("broker replaced: its id is free for a new storage root; rebuild its replicas with gostream-ctl recover", "peer", b.ID, "old_root", b.RootID)
+	}
+	return rep, nil
+}
+
+func (h *rpcHandler) replaceBroker(req *transport.Request) transport.Reply {
+	return h.operatorChange(req, func(ctx context.Context, c *controller, fr FailoverRequest) (ChangeReport, error) {
+		if fr.Broker <= 0 {
+			return ChangeReport{}, fmt.Errorf("%w: name the broker to replace", transport.ErrInvalidRequest)
+		}
+		return c.replaceBroker(ctx, fr)
+	})
 }
 
 func (h *rpcHandler) failover(req *transport.Request) transport.Reply {

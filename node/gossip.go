@@ -18,6 +18,7 @@ import (
 type gossip struct {
 	ml     *memberlist.Memberlist
 	logger hclog.Logger
+	self   *metaDelegate
 
 	mu struct {
 		sync.Mutex
@@ -30,6 +31,12 @@ type gossipMeta struct {
 	ID   int32  `json:"id"`
 	RPC  string `json:"rpc"`
 	HTTP string `json:"http"`
+	// Root is the node's storage root id: two members with one broker id
+	// are two processes, and the one the controller registered is the one
+	// whose root it bound.
+	Root string `json:"root,omitempty"`
+	// Cluster is the cluster id of the node's root, "" for a new root.
+	Cluster string `json:"cluster,omitempty"`
 }
 
 type memberInfo struct {
@@ -44,9 +51,14 @@ type gossipMember struct {
 	BrokerID int32
 	Gossip   string
 	State    string // alive, suspect, dead, left
+	RootID   string
 }
 
-func startGossip(cfg Config, logger hclog.Logger) (*gossip, error) {
+// startGossip starts memberlist for this node, whose storage root has id
+// root and belongs to cluster ("" for a new root). The member's name holds
+// both the broker id and the root id, so a second process claiming a
+// broker id shows as a member of its own rather than taking the name.
+func startGossip(cfg Config, root, cluster string, logger hclog.Logger) (*gossip, error) {
 	host, portText, err := net.SplitHostPort(cfg.Gossip)
 	if err != nil {
 		return nil, err
@@ -55,21 +67,20 @@ func startGossip(cfg Config, logger hclog.Logger) (*gossip, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &gossip{logger: logger}
+	g := &gossip{logger: logger, self: &metaDelegate{}}
 	g.mu.members = map[string]memberInfo{}
-	meta, err := json.Marshal(gossipMeta{ID: cfg.ID, RPC: cfg.Advertise, HTTP: cfg.HTTP})
-	if err != nil {
-		return nil, err
-	}
+	g.self.mu.meta = gossipMeta{ID: cfg.ID, RPC: cfg.Advertise, HTTP: cfg.HTTP, Root: root, Cluster: cluster}
 	mc := memberlist.DefaultLANConfig()
-	mc.Name = fmt.Sprintf("broker-%d", cfg.ID)
+	mc.Name = fmt.Sprintf("broker-%d-%.8s", cfg.ID, root)
 	mc.BindAddr, mc.BindPort = host, port
 	mc.AdvertiseAddr, mc.AdvertisePort = host, port
 	if host == "" || host == "0.0.0.0" || host == "::" {
 		mc.AdvertiseAddr = ""
 	}
-	mc.Delegate = metaDelegate(meta)
+	mc.Delegate = g.self
 	mc.Events = g
+	mc.Alive = g
+	mc.Merge = g
 	mc.Logger = logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
 	mc.LogOutput = nil
 	if src := net.ParseIP(cfg.DialSource); src != nil {
@@ -142,7 +153,7 @@ func (g *gossip) members() []gossipMember {
 		if s, ok := live[name]; ok {
 			st = s
 		}
-		out = append(out, gossipMember{BrokerID: m.meta.ID, Gossip: m.addr, State: st})
+		out = append(out, gossipMember{BrokerID: m.meta.ID, Gossip: m.addr, State: st, RootID: m.meta.Root})
 	}
 	slices.SortFunc(out, func(a, b gossipMember) int { return int(a.BrokerID - b.BrokerID) })
 	return out
@@ -157,6 +168,53 @@ func (g *gossip) note(n *memberlist.Node, state string) {
 	g.mu.Lock()
 	g.mu.members[n.Name] = memberInfo{meta: meta, addr: n.Address(), state: state, update: time.Now()}
 	g.mu.Unlock()
+}
+
+// refuse returns why a member may not be in this node's view: it gossips
+// another cluster's id. Gossip shows who is alive; a node of another
+// cluster (a second controller started with a new root and pointed at
+// this cluster's seeds, say) must not show as one of ours.
+func (g *gossip) refuse(n *memberlist.Node) error {
+	var meta gossipMeta
+	if err := json.Unmarshal(n.Meta, &meta); err != nil {
+		return fmt.Errorf("member %s has unreadable meta: %v", n.Name, err)
+	}
+	if mine := g.self.meta().Cluster; mine != "" && meta.Cluster != "" && meta.Cluster != mine {
+		return fmt.Errorf("member %s (broker %d at %s) belongs to cluster %s, this node to cluster %s", n.Name, meta.ID, n.Address(), meta.Cluster, mine)
+	}
+	return nil
+}
+
+// setCluster records the cluster id this node learned at registration, so
+// that it gossips it and keeps other clusters' members out. A broker joins
+// gossip only after it learned it (see Node.serve).
+func (g *gossip) setCluster(id string) {
+	if g.self.setCluster(id) {
+		if err := g.ml.UpdateNode(time.Second); err != nil {
+			g.logger.Debug("gossip: announce the cluster id", "err", err)
+		}
+	}
+}
+
+// NotifyAlive implements memberlist.AliveDelegate.
+func (g *gossip) NotifyAlive(n *memberlist.Node) error {
+	err := g.refuse(n)
+	if err != nil {
+		g.logger.Warn("gossip: refusing a member", "member", n.Name, "err", err)
+	}
+	return err
+}
+
+// NotifyMerge implements memberlist.MergeDelegate: a join that would merge
+// this node's view with another cluster's is refused.
+func (g *gossip) NotifyMerge(peers []*memberlist.Node) error {
+	for _, n := range peers {
+		if err := g.refuse(n); err != nil {
+			g.logger.Warn("gossip: refusing to merge with another cluster", "err", err)
+			return err
+		}
+	}
+	return nil
 }
 
 // NotifyJoin implements memberlist.EventDelegate.
@@ -187,16 +245,40 @@ func (g *gossip) leave() {
 	g.ml.Shutdown()
 }
 
-// metaDelegate gossips a fixed node meta and nothing else.
-type metaDelegate []byte
+// metaDelegate gossips this node's meta and nothing else.
+type metaDelegate struct {
+	mu struct {
+		sync.Mutex
+		meta gossipMeta
+	}
+}
 
-func (m metaDelegate) NodeMeta(limit int) []byte {
-	if len(m) > limit {
+func (m *metaDelegate) meta() gossipMeta {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mu.meta
+}
+
+// setCluster sets the cluster id in the meta; it reports whether it
+// changed.
+func (m *metaDelegate) setCluster(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.meta.Cluster == id {
+		return false
+	}
+	m.mu.meta.Cluster = id
+	return true
+}
+
+func (m *metaDelegate) NodeMeta(limit int) []byte {
+	b, err := json.Marshal(m.meta())
+	if err != nil || len(b) > limit {
 		return nil
 	}
-	return m
+	return b
 }
-func (metaDelegate) NotifyMsg([]byte)                {}
-func (metaDelegate) GetBroadcasts(int, int) [][]byte { return nil }
-func (metaDelegate) LocalState(bool) []byte          { return nil }
-func (metaDelegate) MergeRemoteState([]byte, bool)   {}
+func (*metaDelegate) NotifyMsg([]byte)                {}
+func (*metaDelegate) GetBroadcasts(int, int) [][]byte { return nil }
+func (*metaDelegate) LocalState(bool) []byte          { return nil }
+func (*metaDelegate) MergeRemoteState([]byte, bool)   {}

@@ -81,6 +81,8 @@ func (h *rpcHandler) Handle(ctx context.Context, req *transport.Request) transpo
 		reply = h.recover(req)
 	case transport.APIElectLeaders:
 		reply = h.electLeaders(req)
+	case transport.APIReplaceBroker:
+		reply = h.replaceBroker(req)
 	case transport.APIHistory:
 		reply = h.history(req)
 	default:

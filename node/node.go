@@ -23,6 +23,10 @@ import (
 // HTTP requests before it closes their connections.
 const ShutdownTimeout = 10 * time.Second
 
+// joinWithoutController is how long a broker that cannot reach the
+// controller waits before it joins gossip anyway.
+const joinWithoutController = 10 * time.Second
+
 // ErrCannotListen is matched by the error Run returns when it cannot bind one
 // of the node's addresses (already in use, not a local address, no
 // permission).
@@ -40,6 +44,9 @@ type Node struct {
 	pool       *transport.Pool
 	controller *controller // nil unless this node is the controller
 	gossip     *gossip
+
+	// registered is closed once the controller has accepted this broker.
+	registered chan struct{}
 
 	// pushes tracks, per broker, whether its last metadata push failed
 	// (lagging) and whether a push to it is in flight; see pushMetadata.
@@ -60,6 +67,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	cfg = cfg.withDefaults()
+	if err := cfg.checkControllerAddr(); err != nil {
+		return err
+	}
 	log := cfg.Logger.With("node", cfg.ID)
 
 	root, err := storage.OpenRoot(cfg.DataDir, cfg.ID, "", log.Named("storage"))
@@ -69,6 +79,7 @@ func Run(ctx context.Context, cfg Config) error {
 	n := &Node{cfg: cfg, logger: log, root: root, metrics: newMetrics(),
 		pool: transport.NewPool(transport.ConnConfig{MaxFrameBytes: cfg.MaxFrameBytes + 1<<20, LocalIP: net.ParseIP(cfg.DialSource)})}
 	n.pushes.lagging, n.pushes.inFlight = map[int32]bool{}, map[int32]bool{}
+	n.registered = make(chan struct{})
 	logOpts := cfg.Log
 	logOpts.OnSync = func(d time.Duration) { n.metrics.fsyncDuration.Observe(d.Seconds()) }
 	n.broker = newBroker(cfg.ID, root, logOpts, log.Named("broker"), n.metrics)
@@ -98,7 +109,7 @@ func Run(ctx context.Context, cfg Config) error {
 // cached copy, if any, so the node serves at once while it registers.
 func (n *Node) start() error {
 	if n.isController() {
-		self := metadata.Broker{ID: n.cfg.ID, Addr: n.cfg.Advertise, HTTP: n.cfg.HTTP, Gossip: n.cfg.Gossip}
+		self := metadata.Broker{ID: n.cfg.ID, Addr: n.cfg.Advertise, HTTP: n.cfg.HTTP, Gossip: n.cfg.Gossip, RootID: n.root.Stamp().RootID}
 		c, err := openController(n.cfg.DataDir, self, n.logger.Named("controller"), n.broker.applyMetadata, n.pushMetadata, n.pool)
 		if err != nil {
 			return err
@@ -182,11 +193,16 @@ func (n *Node) pushMetadata(ctx context.Context, meta *metadata.Cluster) {
 // returns an error only when the controller refuses this broker for good.
 func (n *Node) followController(ctx context.Context) error {
 	ctrl := n.cfg.Controllers[0]
+	stamp := n.root.Stamp()
 	req := &transport.RegisterBrokerRequest{ID: n.cfg.ID, Addr: n.cfg.Advertise, HTTP: n.cfg.HTTP, Gossip: n.cfg.Gossip,
-		ClusterID: n.root.Stamp().ClusterID}
+		ClusterID: stamp.ClusterID, RootID: stamp.RootID}
 	backoff := 200 * time.Millisecond
 	warned := false
 	for {
+		req.MetadataEpoch = -1
+		if m := n.broker.metadata(); m != nil {
+			req.MetadataEpoch = m.Epoch
+		}
 		var blob transport.MetadataBlob
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := n.pool.Call(cctx, ctrl.Addr, transport.APIRegisterBroker, req, &blob)
@@ -196,10 +212,14 @@ func (n *Node) followController(ctx context.Context) error {
 			err = n.applyBlob(blob.Metadata, "controller "+ctrl.String())
 			if err == nil {
 				n.logger.Info("registered with the controller", "controller", ctrl.String())
+				if n.gossip != nil {
+					n.gossip.setCluster(n.root.Stamp().ClusterID)
+				}
+				close(n.registered)
 				break
 			}
 		}
-		if errors.Is(err, transport.ErrStampMismatch) || errors.Is(err, storage.ErrStampMismatch) {
+		if errors.Is(err, transport.ErrStampMismatch) || errors.Is(err, storage.ErrStampMismatch) || errors.Is(err, transport.ErrDuplicateBroker) {
 			return fmt.Errorf("the controller refused this broker: %w", err)
 		}
 		if !warned {
@@ -280,7 +300,8 @@ func (n *Node) serve(ctx context.Context) error {
 		ErrorLog:          httpLog.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}
 
-	gs, err := startGossip(cfg, log.Named("gossip"))
+	stamp := n.root.Stamp()
+	gs, err := startGossip(cfg, stamp.RootID, stamp.ClusterID, log.Named("gossip"))
 	if err != nil {
 		rpcLn.Close()
 		httpLn.Close()
@@ -290,6 +311,19 @@ func (n *Node) serve(ctx context.Context) error {
 
 	g := newGroup(ctx)
 	g.run(func(ctx context.Context) error {
+		// A broker joins the cluster's gossip once the controller has
+		// accepted it, so that a process the controller refuses (a used
+		// --id) never shows in the others' view; with the controller out
+		// of reach it joins after a while anyway, for gossip to show it.
+		if !n.isController() {
+			select {
+			case <-n.registered:
+			case <-time.After(joinWithoutController):
+			case <-ctx.Done():
+				return nil
+			}
+			gs.setCluster(n.root.Stamp().ClusterID)
+		}
 		backoff := time.Second
 		for len(cfg.Join) > 0 && gs.join(cfg.Join) == 0 {
 			select {

@@ -1,5 +1,7 @@
 package node
 
+import "gostream/metadata"
+
 // Status is the body of GET /api/status: the same facts as
 // `gostream-ctl cluster status`, as this node knows them.
 type Status struct {
@@ -55,18 +57,32 @@ func (n *Node) status() Status {
 		return st
 	}
 	st.ClusterID, st.Controller, st.MetadataEpoch = meta.ClusterID, meta.ControllerID, meta.Epoch
-	states := map[int32]string{}
+	var members []gossipMember
 	if n.gossip != nil {
-		for _, m := range n.gossip.members() {
-			states[m.BrokerID] = m.State
-		}
+		members = n.gossip.members()
 	}
 	for _, b := range meta.Brokers {
-		s, ok := states[b.ID]
-		if !ok {
-			s = "unknown"
-		}
-		st.Brokers = append(st.Brokers, BrokerStatus{ID: b.ID, Addr: b.Addr, HTTP: b.HTTP, Gossip: b.Gossip, State: s})
+		st.Brokers = append(st.Brokers, BrokerStatus{ID: b.ID, Addr: b.Addr, HTTP: b.HTTP, Gossip: b.Gossip, State: gossipStateOf(b, members)})
 	}
 	return st
+}
+
+// gossipStateOf is the gossip state of the member that is broker b: the
+// one with b's storage root when gossip shows several claiming b's id
+// (another process started with the same --id), else the one member with
+// the id; "unknown" when none.
+func gossipStateOf(b metadata.Broker, members []gossipMember) string {
+	state := "unknown"
+	for _, m := range members {
+		if m.BrokerID != b.ID {
+			continue
+		}
+		if b.RootID != "" && m.RootID == b.RootID {
+			return m.State
+		}
+		if b.RootID == "" || m.RootID == "" {
+			state = m.State
+		}
+	}
+	return state
 }

@@ -76,7 +76,7 @@ type Options struct {
 	OnStaleEpoch func()
 	// TopicID is the topic's id (see Partition.TopicID).
 	TopicID string
-	Logger       hclog.Logger
+	Logger  hclog.Logger
 }
 
 // Partition is one partition replica on this broker, leader or follower.

@@ -40,6 +40,8 @@ var (
 	// ErrStampMismatch means a storage root that belongs to another broker
 	// or cluster.
 	ErrStampMismatch = errors.New("storage: root belongs to another broker or cluster")
+	// ErrRootInUse means a storage root that another process holds.
+	ErrRootInUse = errors.New("storage: root in use")
 	// ErrInvalidTopicName means a topic name that may not become a path.
 	ErrInvalidTopicName = errors.New("storage: invalid topic name")
 	// ErrInvalidPartition means a negative partition number.

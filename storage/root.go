@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
@@ -38,7 +41,15 @@ type Stamp struct {
 	Version   int    `json:"version"`
 	BrokerID  int32  `json:"broker_id"`
 	ClusterID string `json:"cluster_id,omitempty"`
+	// RootID is unique to this root, random, stamped at its first start:
+	// a broker is its storage root, not its number. The controller binds
+	// the broker id to it and refuses the id from any other root.
+	RootID string `json:"root_id,omitempty"`
 }
+
+// LockFile is the file of a storage root that one process at a time holds
+// locked while it uses the root.
+const LockFile = ".lock"
 
 // Root is one node's storage root: a directory stamped with the broker id
 // (and, once known, the cluster id) that owns it, under which every replica
@@ -46,6 +57,7 @@ type Stamp struct {
 type Root struct {
 	dir    string
 	logger hclog.Logger
+	lock   *os.File // held with flock until Close
 	// mu guards stamp: the cluster id is learned from the controller's
 	// metadata while other goroutines read the stamp.
 	mu    sync.Mutex
@@ -73,40 +85,107 @@ func OpenRoot(dir string, brokerID int32, clusterID string, logger hclog.Logger)
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return nil, fmt.Errorf("create storage root: %w", err)
 	}
-	r := &Root{dir: abs, logger: logger}
+	lock, err := lockRoot(abs)
+	if err != nil {
+		return nil, err
+	}
+	r := &Root{dir: abs, logger: logger, lock: lock}
+	if err := r.readStamp(brokerID, clusterID); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// readStamp loads the stamp of the root, or stamps a new root; see OpenRoot.
+func (r *Root) readStamp(brokerID int32, clusterID string) error {
+	abs, logger := r.dir, r.logger
 	path := filepath.Join(abs, StampFile)
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		r.stamp = Stamp{Version: stampVersion, BrokerID: brokerID, ClusterID: clusterID}
+		r.stamp = Stamp{Version: stampVersion, BrokerID: brokerID, ClusterID: clusterID, RootID: newRootID()}
 		if err := r.writeStamp(); err != nil {
-			return nil, err
+			return err
 		}
-		logger.Info("stamped new storage root", "dir", abs, "broker_id", brokerID, "cluster", clusterID)
-		return r, nil
+		logger.Info("stamped new storage root", "dir", abs, "broker_id", brokerID, "cluster", clusterID, "root_id", r.stamp.RootID)
+		return nil
 	case err != nil:
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return fmt.Errorf("read %s: %w", path, err)
 	}
 	var st Stamp
 	if err := json.Unmarshal(data, &st); err != nil {
-		return nil, markCorrupt(fmt.Errorf("stamp %s: %v", path, err))
+		return markCorrupt(fmt.Errorf("stamp %s: %v", path, err))
 	}
 	if st.Version != stampVersion || st.BrokerID <= 0 {
-		return nil, markCorrupt(fmt.Errorf("stamp %s: unsupported version %d or broker id %d", path, st.Version, st.BrokerID))
+		return markCorrupt(fmt.Errorf("stamp %s: unsupported version %d or broker id %d", path, st.Version, st.BrokerID))
+	}
+	if st.RootID != "" && !validRootID(st.RootID) {
+		return markCorrupt(fmt.Errorf("stamp %s: root id %q is not 32 hex digits", path, st.RootID))
 	}
 	if st.BrokerID != brokerID {
-		return nil, fmt.Errorf("%w: %s belongs to broker %d, not broker %d", ErrStampMismatch, abs, st.BrokerID, brokerID)
+		return fmt.Errorf("%w: %s belongs to broker %d, not broker %d", ErrStampMismatch, abs, st.BrokerID, brokerID)
 	}
 	if st.ClusterID != "" && clusterID != "" && st.ClusterID != clusterID {
-		return nil, fmt.Errorf("%w: %s belongs to cluster %q, not %q", ErrStampMismatch, abs, st.ClusterID, clusterID)
+		return fmt.Errorf("%w: %s belongs to cluster %q, not %q", ErrStampMismatch, abs, st.ClusterID, clusterID)
 	}
 	r.stamp = st
+	if st.RootID == "" {
+		// A root stamped before roots had ids gets one now, once.
+		r.stamp.RootID = newRootID()
+		if err := r.writeStamp(); err != nil {
+			return err
+		}
+		logger.Info("stamped the storage root with a root id", "dir", abs, "root_id", r.stamp.RootID)
+	}
 	if st.ClusterID == "" && clusterID != "" {
 		if err := r.SetClusterID(clusterID); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return r, nil
+	return nil
+}
+
+// newRootID returns a random 128-bit root id in hex.
+func newRootID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("storage: no randomness: " + err.Error()) // crypto/rand does not fail on Linux
+	}
+	return hex.EncodeToString(b[:])
+}
+
+func validRootID(id string) bool {
+	if len(id) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(id)
+	return err == nil && strings.ToLower(id) == id
+}
+
+// lockRoot takes the root's lock file, so that two processes never use
+// one root at once (a second gostream-node started on the same
+// --data-dir). The lock goes with the process, also on kill -9.
+func lockRoot(dir string) (*os.File, error) {
+	path := filepath.Join(dir, LockFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := flock(f); err != nil {
+		holder, _ := os.ReadFile(path)
+		f.Close()
+		who := ""
+		if pid := strings.TrimSpace(string(holder)); pid != "" {
+			who = " (pid " + pid + ")"
+		}
+		return nil, fmt.Errorf("%w: %s is in use by another process%s: %v", ErrRootInUse, dir, who, err)
+	}
+	// The pid is for the error above only; the lock is what counts.
+	if err := f.Truncate(0); err == nil {
+		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
 }
 
 // Dir returns the absolute path of the root.
@@ -167,8 +246,18 @@ func (r *Root) OpenLog(topic string, partition int32, opts Options) (*Log, error
 	return Open(dir, opts)
 }
 
-// Close releases the root. Logs opened from it are closed by their owners.
-func (r *Root) Close() error { return nil }
+// Close releases the root's lock. Logs opened from it are closed by their
+// owners. It is idempotent.
+func (r *Root) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lock == nil {
+		return nil
+	}
+	err := r.lock.Close() // releases the flock
+	r.lock = nil
+	return err
+}
 
 // WriteFileAtomic replaces path with data so that a crash leaves either the
 // old or the new content: it writes a temporary file, fsyncs it, renames it

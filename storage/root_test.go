@@ -2,6 +2,7 @@ package storage_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,7 +25,9 @@ func TestOpenRootStamps(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "root")
 	r, err := storage.OpenRoot(dir, 3, "cluster-a", testLogger(t))
 	require.NoError(t, err)
-	assert.Equal(t, storage.Stamp{Version: 1, BrokerID: 3, ClusterID: "cluster-a"}, r.Stamp())
+	rootID := r.Stamp().RootID
+	assert.Regexp(t, `^[0-9a-f]{32}$`, rootID, "a new root gets a unique id")
+	assert.Equal(t, storage.Stamp{Version: 1, BrokerID: 3, ClusterID: "cluster-a", RootID: rootID}, r.Stamp())
 	assert.True(t, filepath.IsAbs(r.Dir()))
 	var st storage.Stamp
 	require.NoError(t, json.Unmarshal(readStamp(t, dir), &st))
@@ -34,15 +37,55 @@ func TestOpenRootStamps(t *testing.T) {
 	r, err = storage.OpenRoot(dir, 3, "cluster-a", testLogger(t))
 	require.NoError(t, err, "the owner reopens its root")
 	assert.Equal(t, int32(3), r.Stamp().BrokerID)
+	assert.Equal(t, rootID, r.Stamp().RootID, "the root id stays")
+	require.NoError(t, r.Close())
 	r, err = storage.OpenRoot(dir, 3, "", testLogger(t))
 	require.NoError(t, err, "a node that does not know the cluster id yet may open its root")
 	assert.Equal(t, "cluster-a", r.Stamp().ClusterID)
+	require.NoError(t, r.Close())
+
+	other, err := storage.OpenRoot(filepath.Join(t.TempDir(), "root"), 3, "cluster-a", testLogger(t))
+	require.NoError(t, err)
+	defer other.Close()
+	assert.NotEqual(t, rootID, other.Stamp().RootID, "another root of the same broker id is another root")
+}
+
+// A root stamped before roots had ids gets one when it is opened, and
+// keeps it.
+func TestOpenRootGivesAnOldStampARootID(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, storage.StampFile), []byte(`{"version":1,"broker_id":2,"cluster_id":"c"}`), 0o644))
+	r, err := storage.OpenRoot(dir, 2, "c", testLogger(t))
+	require.NoError(t, err)
+	id := r.Stamp().RootID
+	assert.Regexp(t, `^[0-9a-f]{32}$`, id)
+	require.NoError(t, r.Close())
+	var st storage.Stamp
+	require.NoError(t, json.Unmarshal(readStamp(t, dir), &st))
+	assert.Equal(t, id, st.RootID, "written to the stamp")
+}
+
+// Two processes never use one root: the second open fails while the first
+// holds it, naming the holder, and succeeds once it is closed.
+func TestOpenRootRefusesASecondUser(t *testing.T) {
+	dir := t.TempDir()
+	r, err := storage.OpenRoot(dir, 2, "c", testLogger(t))
+	require.NoError(t, err)
+	_, err = storage.OpenRoot(dir, 2, "c", testLogger(t))
+	require.ErrorIs(t, err, storage.ErrRootInUse)
+	assert.Contains(t, err.Error(), fmt.Sprintf("pid %d", os.Getpid()))
+	require.NoError(t, r.Close())
+	require.NoError(t, r.Close(), "Close is idempotent")
+	r, err = storage.OpenRoot(dir, 2, "c", testLogger(t))
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
 }
 
 func TestOpenRootRefusesAnotherOwner(t *testing.T) {
 	dir := t.TempDir()
-	_, err := storage.OpenRoot(dir, 3, "cluster-a", testLogger(t))
+	r, err := storage.OpenRoot(dir, 3, "cluster-a", testLogger(t))
 	require.NoError(t, err)
+	require.NoError(t, r.Close())
 	stamp := readStamp(t, dir)
 	for _, tc := range []struct {
 		name    string
@@ -59,6 +102,9 @@ func TestOpenRootRefusesAnotherOwner(t *testing.T) {
 			assert.Equal(t, stamp, readStamp(t, dir), "the stamp is unchanged")
 		})
 	}
+	r, err = storage.OpenRoot(dir, 3, "cluster-a", testLogger(t))
+	require.NoError(t, err, "a refused open leaves the root unlocked")
+	require.NoError(t, r.Close())
 }
 
 func TestOpenRootLearnsClusterID(t *testing.T) {
@@ -66,9 +112,11 @@ func TestOpenRootLearnsClusterID(t *testing.T) {
 	r, err := storage.OpenRoot(dir, 2, "", testLogger(t))
 	require.NoError(t, err)
 	assert.Empty(t, r.Stamp().ClusterID)
+	require.NoError(t, r.Close())
 	r, err = storage.OpenRoot(dir, 2, "c1", testLogger(t))
 	require.NoError(t, err)
 	assert.Equal(t, "c1", r.Stamp().ClusterID)
+	require.NoError(t, r.Close())
 	_, err = storage.OpenRoot(dir, 2, "c2", testLogger(t))
 	assert.ErrorIs(t, err, storage.ErrStampMismatch, "once learned, the cluster id is enforced")
 	assert.ErrorIs(t, r.SetClusterID("c2"), storage.ErrStampMismatch)
@@ -84,6 +132,7 @@ func TestOpenRootGarbledStamp(t *testing.T) {
 		"no broker id":     `{"version": 1}`,
 		"negative broker":  `{"version": 1, "broker_id": -3}`,
 		"broker id string": `{"version": 1, "broker_id": "3"}`,
+		"bad root id":      `{"version": 1, "broker_id": 3, "root_id": "xyz"}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()

@@ -45,6 +45,8 @@ type Cluster struct {
 	cfg   Config
 	net   network
 	proxy *Proxy // nil unless cfg.Netns
+
+	impostors int // made by Impostor, for their names
 }
 
 // New builds the binaries and lays out the nodes. It starts nothing.

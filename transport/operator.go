@@ -13,6 +13,7 @@ const (
 	APIResetReplica    API = 34
 	APIAudit           API = 35
 	APIElectLeaders    API = 36
+	APIReplaceBroker   API = 37
 )
 
 func init() {
@@ -26,6 +27,7 @@ func init() {
 	apiNames[APIResetReplica] = "ResetReplica"
 	apiNames[APIAudit] = "Audit"
 	apiNames[APIElectLeaders] = "ElectLeaders"
+	apiNames[APIReplaceBroker] = "ReplaceBroker"
 }
 
 // JSONMessage carries a JSON document: the operator APIs exchange reports

@@ -61,6 +61,10 @@ func clusterCommand() *cli.Command {
 func brokerCommand() *cli.Command {
 	return parent("broker", "brokers",
 		leaf("list", "brokers with addresses and states", "", args(0, 0), brokerListAction),
+		leaf("replace", "accept a new storage root for broker ID, whose disk is lost: fail over what it leads, drop it everywhere; then start the new node and run recover --broker ID",
+			"ID", args(1, 1), brokerReplaceAction,
+			&cli.BoolFlag{Name: "dry-run", Usage: "print what would change, and change nothing"},
+		),
 	)
 }
 
@@ -255,8 +259,21 @@ func brokerWarnings(s *survey, brokers []brokerStatus) []warning {
 		})
 	}
 	gossipKnown := false
-	for _, v := range s.views {
+	seen := map[string]bool{}
+	for _, id := range sortedKeys(s.views) {
+		v := s.views[id]
 		gossipKnown = gossipKnown || (v.answered() && len(v.members) > 0)
+		if !v.answered() {
+			continue
+		}
+		for _, m := range v.impostors {
+			if seen[m.Gossip+m.RootID] || gone(m.State) {
+				continue
+			}
+			seen[m.Gossip+m.RootID] = true
+			out = append(out, warning{Message: fmt.Sprintf(
+				"another process claims broker id %d in gossip (at %s, storage root %s); the controller refuses it — stop it, or give it its own --id", m.BrokerID, m.Gossip, m.RootID)})
+		}
 	}
 	for _, b := range brokers {
 		failover := fmt.Sprintf("gostream-ctl failover --broker %d", b.ID)

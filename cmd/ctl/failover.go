@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"os/user"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -246,8 +247,12 @@ func changeReportJSON(results []client.ChangeResult, broker int32) any {
 	return out
 }
 
-// partitionName is topic/partition.
+// partitionName is topic/partition; "-" for a change of no partition (a
+// broker replaced).
 func partitionName(topic string, partition int32) string {
+	if topic == "" {
+		return "-"
+	}
 	return fmt.Sprintf("%s/%d", topic, partition)
 }
 
@@ -352,4 +357,62 @@ func printRecover(w io.Writer, results []client.ChangeResult, tg target) error {
 			r.NewLeader, r.NewEpoch, cut, copied, changeIDs(r.OldActive, r.NewActive), outcome(r))
 	}
 	return tw.Flush()
+}
+
+func brokerReplaceAction(c *cli.Context) error {
+	id, err := strconv.ParseInt(c.Args().First(), 10, 32)
+	if err != nil || id < 1 {
+		return exitcode.Usagef("InvalidArgument", "broker id %q: want a positive number", c.Args().First())
+	}
+	dry := c.Bool("dry-run")
+	return withClient(c, func(ctx context.Context, cl *client.Client, g globals) error {
+		rep, err := cl.ReplaceBroker(ctx, int32(id), dry, requester())
+		if err != nil {
+			return refused(err)
+		}
+		w := c.App.Writer
+		if g.output == outputJSON {
+			err = writeJSON(w, changeReportJSON(rep.Results, 0))
+		} else {
+			err = printReplace(w, rep.Results, int32(id), dry)
+		}
+		if err != nil {
+			return err
+		}
+		return partitionsFailed(rep.Results)
+	})
+}
+
+// printReplace prints what broker replace did to each partition, then
+// what the operator does next.
+func printReplace(w io.Writer, results []client.ChangeResult, id int32, dry bool) error {
+	var moves []client.ChangeResult
+	var last *client.ChangeResult
+	for i, r := range results {
+		if r.Action == client.ActionReplaceBroker {
+			last = &results[i]
+			continue
+		}
+		moves = append(moves, r)
+	}
+	if len(moves) > 0 {
+		if err := printFailover(w, moves, target{broker: id}, dry); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+	}
+	switch {
+	case last == nil:
+		return nil
+	case last.Error != "":
+		_, err := fmt.Fprintf(w, "broker %d was not replaced: %s\n", id, last.Error)
+		return err
+	case dry:
+		_, err := fmt.Fprintf(w, "Broker %d would be active nowhere, and its id free for a new storage root.\n", id)
+		return err
+	}
+	_, err := fmt.Fprintf(w, "Broker %d is active nowhere; its id is free for a new storage root.\n"+
+		"Next: start the new node with --id %d (an empty --data-dir), then rebuild its replicas from their leaders:\n"+
+		"  gostream-ctl recover --broker %d\n", id, id, id)
+	return err
 }

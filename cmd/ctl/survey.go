@@ -55,12 +55,25 @@ type nodeView struct {
 	// sent some that does not parse.
 	meta    *metadata.Cluster
 	members map[int32]client.Member
+	// impostors are gossip members that claim a broker id another member
+	// has: a second process started with a used --id.
+	impostors []client.Member
 	// status is the broker's GET /api/status, nil when not asked or when it
 	// failed.
 	status *nodeStatus
 }
 
 func (v *nodeView) answered() bool { return v != nil && v.err == nil }
+
+// isRegisteredRoot reports whether m has the storage root that the view's
+// metadata binds m's broker id to.
+func (v *nodeView) isRegisteredRoot(m client.Member) bool {
+	if v.meta == nil {
+		return false
+	}
+	b, ok := v.meta.Broker(m.BrokerID)
+	return ok && b.RootID != "" && b.RootID == m.RootID
+}
 
 // nodeStatus is the part of a node's GET /api/status (node.Status) that
 // cluster status reads: the replicas it hosts and, for those it leads, its
@@ -212,14 +225,24 @@ func askBrokers(ctx context.Context, cl *client.Client, brokers []metadata.Broke
 				v.err = fmt.Errorf("%s answers as broker %d, not %d", b.Addr, cv.NodeID, b.ID)
 				return
 			}
-			v.members = make(map[int32]client.Member, len(cv.Members))
-			for _, m := range cv.Members {
-				v.members[m.BrokerID] = m
-			}
 			if len(cv.Metadata) > 0 {
 				// A node validates metadata before it holds it; one that
 				// does not parse here is treated as none.
 				v.meta, _ = metadata.Parse(cv.Metadata, fmt.Sprintf("broker %d", b.ID))
+			}
+			v.members = make(map[int32]client.Member, len(cv.Members))
+			for _, m := range cv.Members {
+				// Another process claiming a registered broker's id shows
+				// as a member of its own; the broker is the one with the
+				// storage root the controller bound.
+				if old, dup := v.members[m.BrokerID]; dup {
+					v.impostors = append(v.impostors, m)
+					if !v.isRegisteredRoot(m) || v.isRegisteredRoot(old) {
+						continue
+					}
+					v.impostors[len(v.impostors)-1] = old
+				}
+				v.members[m.BrokerID] = m
 			}
 			if withStatus && b.HTTP != "" {
 				v.status, _ = getStatus(pctx, b.HTTP)

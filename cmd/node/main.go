@@ -19,6 +19,7 @@ import (
 	"gostream/cmd/internal/exitcode"
 	"gostream/node"
 	"gostream/storage"
+	"gostream/transport"
 )
 
 // version is the release this binary was built from, set at build time with
@@ -247,6 +248,10 @@ func nameRunError(err error) error {
 	switch {
 	case errors.Is(err, storage.ErrStampMismatch):
 		return exitcode.Fail("StampMismatch", err)
+	case errors.Is(err, storage.ErrRootInUse):
+		return exitcode.Fail("RootInUse", err)
+	case errors.Is(err, transport.ErrDuplicateBroker):
+		return exitcode.Fail("DuplicateBroker", err)
 	case errors.Is(err, storage.ErrCorrupt):
 		return exitcode.Fail("Corrupt", err)
 	case errors.Is(err, node.ErrCannotListen):
