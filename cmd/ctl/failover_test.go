@@ -52,10 +52,10 @@ func TestOperatorCommandsOnOneNode(t *testing.T) {
 	require.Len(t, rows, 2, res.Stdout)
 	assert.Equal(t, []string{"orders/0", "failover", "1", "0", "1", "-", "LeaderStillAvailable"}, rows[0])
 
-	// A broker with nothing to do.
-	out := ctlOK(t, c, "", "failover", "--broker", "9")
-	assert.Equal(t, "broker 9 leads and follows no partition: nothing to fail over\n", out)
-	out = ctlOK(t, c, "", "recover", "--broker", "1")
+	// A broker that does not exist is an error, not "nothing to do".
+	ctlFails(t, c, 2, "UnknownBroker: broker 9 is not registered", "", "failover", "--broker", "9")
+	ctlFails(t, c, 2, "UnknownBroker: broker 9 is not registered", "", "recover", "--broker", "9")
+	out := ctlOK(t, c, "", "recover", "--broker", "1")
 	assert.Equal(t, "broker 1 is active wherever it holds a replica: nothing to recover\n", out)
 	assert.JSONEq(t, `{"results":[]}`, ctlOK(t, c, "", "recover", "--broker", "1", "-o", "json"))
 	ctlFails(t, c, 2, "InvalidRequest: broker 1 leads orders/0; the leader is never recovered", "",
