@@ -30,6 +30,10 @@ type ClusterView struct {
 	Metadata []byte
 	// Members is every gossip member the node knows, with its state.
 	Members []Member
+	// ControllerRefusal, from the controller's node, says why the
+	// controller refuses every change (its metadata is missing or older
+	// than a broker's); empty when it accepts them.
+	ControllerRefusal string
 }
 
 // ReplicaState is one replica's position as its broker reports it.
@@ -61,7 +65,7 @@ func (c *Client) DescribeCluster(ctx context.Context, addr string) (ClusterView,
 	if err := c.call(ctx, addr, 0, transport.APIDescribeCluster, &transport.Empty{}, &resp); err != nil {
 		return ClusterView{}, fmt.Errorf("describe cluster at %s: %w", addr, err)
 	}
-	v := ClusterView{NodeID: resp.NodeID, Metadata: resp.Metadata, Members: make([]Member, 0, len(resp.Members))}
+	v := ClusterView{NodeID: resp.NodeID, Metadata: resp.Metadata, Members: make([]Member, 0, len(resp.Members)), ControllerRefusal: resp.Controller}
 	for _, m := range resp.Members {
 		v.Members = append(v.Members, Member{BrokerID: m.BrokerID, Gossip: m.Gossip, State: m.State, RootID: m.RootID})
 	}

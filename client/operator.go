@@ -191,6 +191,57 @@ func (c *Client) ReplaceBroker(ctx context.Context, broker int32, dryRun bool, r
 	return rep, nil
 }
 
+// RestoreRequest asks the controller to adopt a broker's copy of the
+// cluster's metadata: the newest one any broker holds, or FromBroker's.
+type RestoreRequest struct {
+	FromBroker int32  `json:"from_broker,omitempty"`
+	DryRun     bool   `json:"dry_run"`
+	Requester  string `json:"requester,omitempty"`
+}
+
+// RestoreSource is one broker's copy of the metadata, as a restore found
+// it.
+type RestoreSource struct {
+	Broker    int32  `json:"broker"`
+	Address   string `json:"address"`
+	Answered  bool   `json:"answered"`
+	ClusterID string `json:"cluster_id,omitempty"`
+	Epoch     int64  `json:"epoch"` // -1 when unknown
+	Topics    int    `json:"topics"`
+	Chosen    bool   `json:"chosen"`
+	Note      string `json:"note,omitempty"`
+}
+
+// RestoreReport says what a restore found and did.
+type RestoreReport struct {
+	// ControllerEpoch is the epoch of the controller's own metadata, -1
+	// when its file is missing (Missing).
+	ControllerEpoch int64           `json:"controller_epoch"`
+	Missing         bool            `json:"missing"`
+	Refused         string          `json:"refused,omitempty"` // why the controller refused changes
+	Sources         []RestoreSource `json:"sources"`
+	NewEpoch        int64           `json:"new_epoch,omitempty"`
+	TopicsGained    []string        `json:"topics_gained"`
+	TopicsLost      []string        `json:"topics_lost"`
+	DryRun          bool            `json:"dry_run"`
+	Restored        bool            `json:"restored"`
+}
+
+// RestoreMetadata asks the controller to adopt the newest copy of the
+// cluster's metadata that the brokers hold (or req.FromBroker's), with an
+// epoch above every one seen, when its own metadata file is missing or
+// older than a broker's: the controller refuses every change
+// (transport.ErrStaleMetadata) until this is done. With req.DryRun it
+// reports every copy and what would change. It is sent and bounded as
+// Failover is.
+func (c *Client) RestoreMetadata(ctx context.Context, req RestoreRequest) (RestoreReport, error) {
+	var rep RestoreReport
+	if err := c.operatorCall(ctx, transport.APIRestoreMetadata, req, &rep); err != nil {
+		return RestoreReport{}, fmt.Errorf("restore metadata: %w", err)
+	}
+	return rep, nil
+}
+
 // ElectLeadersRequest asks for the leadership of every partition (of
 // Topic, or of every topic when empty) to go back to its preferred
 // replica, the first of its replicas.

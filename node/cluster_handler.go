@@ -81,7 +81,16 @@ func (h *rpcHandler) updateMetadata(req *transport.Request) transport.Reply {
 		return transport.Immediate(nil, fmt.Errorf("%w: broker %d is the controller; it takes no metadata from others", transport.ErrInvalidRequest, h.n.cfg.ID))
 	}
 	return func(context.Context) (transport.Message, error) {
-		return nil, h.n.applyBlob(r.Metadata, "UpdateMetadata from "+req.RemoteAddr)
+		meta, err := metadata.Parse(r.Metadata, "UpdateMetadata from "+req.RemoteAddr)
+		if err != nil {
+			return nil, err
+		}
+		// Older than what this broker holds: say so, so that a controller
+		// whose metadata went back in time learns it.
+		if cur := h.n.broker.metadata(); cur != nil && meta.Epoch < cur.Epoch && meta.ClusterID == cur.ClusterID {
+			return nil, fmt.Errorf("%w: broker %d holds metadata epoch %d, newer than the pushed epoch %d", transport.ErrStaleMetadata, h.n.cfg.ID, cur.Epoch, meta.Epoch)
+		}
+		return nil, h.n.applyParsed(meta, "UpdateMetadata from "+req.RemoteAddr)
 	}
 }
 
@@ -92,6 +101,11 @@ func (h *rpcHandler) fetchMetadata(req *transport.Request) transport.Reply {
 	}
 	c, err := h.controller()
 	if err != nil {
+		return transport.Immediate(nil, err)
+	}
+	c.noteBroker(r.BrokerID, r.Addr)
+	c.checkEpoch(r.BrokerID, r.KnownEpoch)
+	if err := c.refusal(); err != nil {
 		return transport.Immediate(nil, err)
 	}
 	meta := c.Metadata()
@@ -107,6 +121,11 @@ func (h *rpcHandler) describeCluster(req *transport.Request) transport.Reply {
 		return transport.Immediate(nil, err)
 	}
 	resp := &transport.DescribeClusterResponse{NodeID: h.n.cfg.ID, RootID: h.n.root.Stamp().RootID}
+	if h.n.controller != nil {
+		if err := h.n.controller.refusal(); err != nil {
+			resp.Controller = err.Error()
+		}
+	}
 	if meta := h.n.broker.metadata(); meta != nil {
 		blob, err := metadata.Marshal(meta)
 		if err != nil {

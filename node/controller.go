@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -36,17 +37,38 @@ type controller struct {
 	// answer it once (guarded by opMu; see answers).
 	opSilent map[int32]bool
 	history  *history
+	// gossipPeers, once gossip runs, gives the RPC addresses gossip shows,
+	// by broker id: where a restore looks for copies of the metadata when
+	// the controller's own lists no broker. Nil before.
+	gossipPeers func() map[int32]string
 
 	mu struct {
 		sync.Mutex
 		meta *metadata.Cluster
+		// refused, when set, is why the controller makes no change at
+		// all: its metadata is missing, or older than a broker's (see
+		// docs/operations.md). Only restoreMetadata clears it.
+		refused error
+		// missing says the metadata file was gone although this root
+		// belongs to a cluster; meta is then a placeholder, never saved.
+		missing bool
+		// seen holds the brokers that reached the controller (by
+		// registration or metadata poll) with their addresses, so that a
+		// restore can ask those its old metadata does not name.
+		seen map[int32]string
 	}
 }
 
 // openController loads the metadata, or creates a new cluster with this
 // broker as its only member when there is none. Damaged metadata stops the
 // node with the file and the reason: it is never rewritten.
-func openController(dataDir string, self metadata.Broker, logger hclog.Logger, apply func(*metadata.Cluster) error, push func(context.Context, *metadata.Cluster), pool *transport.Pool) (*controller, error) {
+//
+// A root that belongs to a cluster already (rootCluster, from its stamp) or
+// that holds an audit trail had metadata: when the file is gone, nothing is
+// created in its place (a new cluster id would orphan every broker). The
+// controller then starts refusing every change, with a placeholder that is
+// never saved, until the operator restores the metadata.
+func openController(dataDir, rootCluster string, self metadata.Broker, logger hclog.Logger, apply func(*metadata.Cluster) error, push func(context.Context, *metadata.Cluster), pool *transport.Pool) (*controller, error) {
 	c := &controller{
 		store:   metadata.NewStore(filepath.Join(dataDir, "controller", "metadata.json")),
 		logger:  logger,
@@ -55,8 +77,18 @@ func openController(dataDir string, self metadata.Broker, logger hclog.Logger, a
 		pool:    pool,
 		history: &history{path: filepath.Join(dataDir, "controller", "history.jsonl")},
 	}
+	c.mu.seen = map[int32]string{}
 	meta, err := c.store.Load()
+	_, histErr := os.Stat(c.history.path)
 	switch {
+	case errors.Is(err, metadata.ErrNotFound) && (rootCluster != "" || histErr == nil):
+		c.mu.missing = true
+		c.mu.refused = fmt.Errorf("%w: the controller's metadata file %s is missing, but this node's storage root belongs to cluster %q: "+
+			"nothing is created in its place. Put a backup of the file back and restart this node, or adopt the newest copy the brokers hold: "+
+			"gostream-ctl cluster restore-metadata --dry-run, then gostream-ctl cluster restore-metadata", transport.ErrStaleMetadata, c.store.Path(), rootCluster)
+		logger.Error("controller metadata is missing; refusing every change until it is restored", "metadata", c.store.Path(), "cluster", rootCluster)
+		c.mu.meta = &metadata.Cluster{Version: metadata.FormatVersion, ClusterID: rootCluster, ControllerID: self.ID, Brokers: []metadata.Broker{self}}
+		return c, nil
 	case errors.Is(err, metadata.ErrNotFound):
 		id := make([]byte, 8)
 		if _, err := rand.Read(id); err != nil {
@@ -129,6 +161,9 @@ func (c *controller) changeAndPush(ctx context.Context, what string, push bool, 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if c.mu.refused != nil {
+		return c.mu.refused
+	}
 	next := c.mu.meta.Clone()
 	if err := fn(next); err != nil {
 		if errors.Is(err, errNoChange) {
@@ -168,8 +203,13 @@ func (c *controller) register(ctx context.Context, req *transport.RegisterBroker
 		return nil, fmt.Errorf("%w: broker id %d, address %q", transport.ErrInvalidRequest, req.ID, req.Addr)
 	}
 	cur := c.Metadata()
-	if req.ClusterID != "" && req.ClusterID != cur.ClusterID {
+	c.noteBroker(req.ID, req.Addr)
+	if req.ClusterID != "" && cur.ClusterID != "" && req.ClusterID != cur.ClusterID {
 		return nil, fmt.Errorf("%w: broker %d's storage belongs to cluster %q, this is cluster %q", transport.ErrStampMismatch, req.ID, req.ClusterID, cur.ClusterID)
+	}
+	c.checkEpoch(req.ID, req.MetadataEpoch)
+	if err := c.refusal(); err != nil {
+		return nil, err
 	}
 	if old, ok := cur.Broker(req.ID); ok && old.RootID != "" {
 		switch {

@@ -116,6 +116,9 @@ func (c *controller) answers(ctx context.Context, broker int32, topic string, pa
 func (c *controller) failover(ctx context.Context, req FailoverRequest) (ChangeReport, error) {
 	c.opMu.Lock() // one operator change at a time
 	defer c.opMu.Unlock()
+	if err := c.operatorGuard(); err != nil {
+		return ChangeReport{}, err
+	}
 	c.opSilent = map[int32]bool{}
 	defer func() { c.opSilent = nil }()
 	meta := c.Metadata()
@@ -334,6 +337,9 @@ const ActionElectLeader = "elect-leader"
 func (c *controller) electLeaders(ctx context.Context, req FailoverRequest) (ChangeReport, error) {
 	c.opMu.Lock()
 	defer c.opMu.Unlock()
+	if err := c.operatorGuard(); err != nil {
+		return ChangeReport{}, err
+	}
 	c.opSilent = map[int32]bool{}
 	defer func() { c.opSilent = nil }()
 	meta := c.Metadata()
@@ -470,6 +476,9 @@ func (c *controller) dropFollower(ctx context.Context, topic string, partition, 
 func (c *controller) recoverReplicas(ctx context.Context, req FailoverRequest) (ChangeReport, error) {
 	c.opMu.Lock()
 	defer c.opMu.Unlock()
+	if err := c.operatorGuard(); err != nil {
+		return ChangeReport{}, err
+	}
 	req.DryRun = false // a recovery has no dry run: what it does is recorded
 	meta := c.Metadata()
 	type target struct {
@@ -618,6 +627,9 @@ const ActionReplaceBroker = "replace-broker"
 func (c *controller) replaceBroker(ctx context.Context, req FailoverRequest) (ChangeReport, error) {
 	c.opMu.Lock()
 	defer c.opMu.Unlock()
+	if err := c.operatorGuard(); err != nil {
+		return ChangeReport{}, err
+	}
 	c.opSilent = map[int32]bool{}
 	defer func() { c.opSilent = nil }()
 	meta := c.Metadata()

@@ -170,6 +170,25 @@ func (g *gossip) note(n *memberlist.Node, state string) {
 	g.mu.Unlock()
 }
 
+// rpcAddrs returns the RPC address every live member gossips, by broker
+// id, for a restore of the controller's metadata to find the copies that
+// brokers hold when the controller's own file lists none of them.
+func (g *gossip) rpcAddrs() map[int32]string {
+	live := map[string]bool{}
+	for _, n := range g.ml.Members() {
+		live[n.Name] = true
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := map[int32]string{}
+	for name, m := range g.mu.members {
+		if live[name] && m.meta.RPC != "" {
+			out[m.meta.ID] = m.meta.RPC
+		}
+	}
+	return out
+}
+
 // refuse returns why a member may not be in this node's view: it gossips
 // another cluster's id. Gossip shows who is alive; a node of another
 // cluster (a second controller started with a new root and pointed at

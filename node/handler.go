@@ -83,6 +83,8 @@ func (h *rpcHandler) Handle(ctx context.Context, req *transport.Request) transpo
 		reply = h.electLeaders(req)
 	case transport.APIReplaceBroker:
 		reply = h.replaceBroker(req)
+	case transport.APIRestoreMetadata:
+		reply = h.restoreMetadata(req)
 	case transport.APIHistory:
 		reply = h.history(req)
 	default:

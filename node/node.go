@@ -110,11 +110,19 @@ func Run(ctx context.Context, cfg Config) error {
 func (n *Node) start() error {
 	if n.isController() {
 		self := metadata.Broker{ID: n.cfg.ID, Addr: n.cfg.Advertise, HTTP: n.cfg.HTTP, Gossip: n.cfg.Gossip, RootID: n.root.Stamp().RootID}
-		c, err := openController(n.cfg.DataDir, self, n.logger.Named("controller"), n.broker.applyMetadata, n.pushMetadata, n.pool)
+		c, err := openController(n.cfg.DataDir, n.root.Stamp().ClusterID, self, n.logger.Named("controller"), n.broker.applyMetadata, n.pushMetadata, n.pool)
 		if err != nil {
 			return err
 		}
 		n.controller = c
+		// Metadata older than a broker's (an old copy put back) must not
+		// reach this node's replicas either: they would open replicas of
+		// topics deleted since, and lead by old epochs.
+		c.verifyEpochs(context.Background())
+		if err := c.refusal(); err != nil {
+			n.logger.Error("the controller refuses every change; this node serves no replica until its metadata is restored", "err", err)
+			return nil
+		}
 		return n.broker.applyMetadata(c.Metadata())
 	}
 	n.broker.cache = metadata.NewStore(filepath.Join(n.cfg.DataDir, "metadata.json"))
@@ -143,6 +151,9 @@ func (n *Node) pushMetadata(ctx context.Context, meta *metadata.Cluster) {
 	}
 	push := func(ctx context.Context, b metadata.Broker) {
 		err := n.pool.Call(ctx, b.Addr, transport.APIUpdateMetadata, &transport.MetadataBlob{Metadata: blob}, nil)
+		if errors.Is(err, transport.ErrStaleMetadata) && n.controller != nil {
+			n.controller.checkPushRefused(ctx, b)
+		}
 		n.pushes.Lock()
 		n.pushes.lagging[b.ID] = err != nil
 		n.pushes.Unlock()
@@ -247,7 +258,7 @@ func (n *Node) followController(ctx context.Context) error {
 		}
 		var blob transport.MetadataBlob
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		err := n.pool.Call(cctx, ctrl.Addr, transport.APIFetchMetadata, &transport.FetchMetadataRequest{KnownEpoch: known}, &blob)
+		err := n.pool.Call(cctx, ctrl.Addr, transport.APIFetchMetadata, &transport.FetchMetadataRequest{KnownEpoch: known, BrokerID: n.cfg.ID, Addr: n.cfg.Advertise}, &blob)
 		cancel()
 		if err == nil && len(blob.Metadata) > 0 {
 			err = n.applyBlob(blob.Metadata, "controller "+ctrl.String())
@@ -264,6 +275,11 @@ func (n *Node) applyBlob(blob []byte, source string) error {
 	if err != nil {
 		return err
 	}
+	return n.applyParsed(meta, source)
+}
+
+// applyParsed applies metadata that came over the wire, parsed.
+func (n *Node) applyParsed(meta *metadata.Cluster, source string) error {
 	if meta.ControllerID != n.cfg.Controllers[0].ID {
 		return fmt.Errorf("%w: metadata from %s names controller %d, this node follows %d", transport.ErrInvalidRequest, source, meta.ControllerID, n.cfg.Controllers[0].ID)
 	}
@@ -308,6 +324,9 @@ func (n *Node) serve(ctx context.Context) error {
 		return err
 	}
 	n.gossip = gs
+	if n.controller != nil {
+		n.controller.gossipPeers = gs.rpcAddrs
+	}
 
 	g := newGroup(ctx)
 	g.run(func(ctx context.Context) error {

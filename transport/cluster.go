@@ -71,16 +71,28 @@ func (r *MetadataBlob) Encode(e *Encoder) { e.Bytes32(r.Metadata) }
 func (r *MetadataBlob) Decode(d *Decoder) { r.Metadata = d.Bytes32() }
 
 // FetchMetadataRequest asks the controller for metadata newer than
-// KnownEpoch.
+// KnownEpoch, the epoch the asking broker holds. BrokerID and Addr say
+// who asks, so that a controller whose own metadata is older than the
+// broker's knows where to find a newer copy.
 type FetchMetadataRequest struct {
 	KnownEpoch int64
+	BrokerID   int32
+	Addr       string
 }
 
 // Encode implements Message.
-func (r *FetchMetadataRequest) Encode(e *Encoder) { e.Int64(r.KnownEpoch) }
+func (r *FetchMetadataRequest) Encode(e *Encoder) {
+	e.Int64(r.KnownEpoch)
+	e.Int32(r.BrokerID)
+	e.String(r.Addr)
+}
 
 // Decode implements Message.
-func (r *FetchMetadataRequest) Decode(d *Decoder) { r.KnownEpoch = d.Int64() }
+func (r *FetchMetadataRequest) Decode(d *Decoder) {
+	r.KnownEpoch = d.Int64()
+	r.BrokerID = d.Int32()
+	r.Addr = d.String()
+}
 
 // ReplicateRequest carries batches, back to back and exactly as the leader
 // stored them, to a follower.

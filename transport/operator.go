@@ -14,6 +14,7 @@ const (
 	APIAudit           API = 35
 	APIElectLeaders    API = 36
 	APIReplaceBroker   API = 37
+	APIRestoreMetadata API = 38
 )
 
 func init() {
@@ -28,6 +29,7 @@ func init() {
 	apiNames[APIAudit] = "Audit"
 	apiNames[APIElectLeaders] = "ElectLeaders"
 	apiNames[APIReplaceBroker] = "ReplaceBroker"
+	apiNames[APIRestoreMetadata] = "RestoreMetadata"
 }
 
 // JSONMessage carries a JSON document: the operator APIs exchange reports

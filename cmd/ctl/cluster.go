@@ -4,13 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"gostream/client"
+	"gostream/cmd/internal/exitcode"
 	"gostream/metadata"
 )
 
@@ -55,7 +58,73 @@ func clusterCommand() *cli.Command {
 			"", args(0, 0), clusterStatusAction),
 		leaf("history", "the audit trail of failovers and recoveries, oldest first",
 			"", args(0, 0), clusterHistoryAction),
+		leaf("restore-metadata", "make the controller adopt the newest copy of the metadata the brokers hold, when its own is missing or older than theirs",
+			"", args(0, 0), restoreMetadataAction,
+			intFlag("from-broker", "adopt broker `B`'s copy instead of the newest"),
+			&cli.BoolFlag{Name: "dry-run", Usage: "print every copy and what would change, and change nothing"},
+		),
 	)
+}
+
+func restoreMetadataAction(c *cli.Context) error {
+	from := c.Int("from-broker")
+	if c.IsSet("from-broker") && (from < 1 || from > math.MaxInt32) {
+		return exitcode.Usagef("InvalidFlag", "--from-broker %d: want a broker id, a positive number", from)
+	}
+	dry := c.Bool("dry-run")
+	return withClient(c, func(ctx context.Context, cl *client.Client, g globals) error {
+		rep, err := cl.RestoreMetadata(ctx, client.RestoreRequest{FromBroker: int32(from), DryRun: dry, Requester: requester()})
+		if err != nil {
+			return refused(err)
+		}
+		w := c.App.Writer
+		if g.output == outputJSON {
+			return writeJSON(w, rep)
+		}
+		return printRestore(w, rep)
+	})
+}
+
+func printRestore(w io.Writer, rep client.RestoreReport) error {
+	switch {
+	case rep.Missing:
+		fmt.Fprintln(w, "The controller's metadata file is missing.")
+	default:
+		fmt.Fprintf(w, "The controller's metadata is at epoch %d.\n", rep.ControllerEpoch)
+	}
+	if rep.Refused != "" {
+		fmt.Fprintf(w, "It refuses every change: %s\n", rep.Refused)
+	}
+	fmt.Fprintln(w)
+	tw := newTable(w)
+	fmt.Fprintln(tw, "BROKER\tADDRESS\tEPOCH\tTOPICS\tCHOSEN\tNOTE")
+	for _, s := range rep.Sources {
+		epoch := "?"
+		if s.Answered && s.Epoch >= 0 {
+			epoch = fmt.Sprint(s.Epoch)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", s.Broker, s.Address, epoch, s.Topics, yesNo(s.Chosen), s.Note)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	verb := "Adopted"
+	if rep.DryRun {
+		verb = "Dry run: nothing was changed. Would adopt"
+	}
+	for _, s := range rep.Sources {
+		if s.Chosen {
+			fmt.Fprintf(w, "%s broker %d's copy as epoch %d.\n", verb, s.Broker, rep.NewEpoch)
+		}
+	}
+	if len(rep.TopicsGained) > 0 {
+		fmt.Fprintf(w, "Topics the controller gets back: %s\n", strings.Join(rep.TopicsGained, ", "))
+	}
+	if len(rep.TopicsLost) > 0 {
+		fmt.Fprintf(w, "Topics only the controller's copy has (gone from the adopted one): %s\n", strings.Join(rep.TopicsLost, ", "))
+	}
+	return nil
 }
 
 func brokerCommand() *cli.Command {
@@ -256,6 +325,12 @@ func brokerWarnings(s *survey, brokers []brokerStatus) []warning {
 	if _, ok := s.meta.Broker(ctrl); !ok {
 		out = append(out, warning{
 			Message: fmt.Sprintf("the controller, broker %d, is not among the registered brokers — check the nodes' --controller flags", ctrl),
+		})
+	}
+	if v := s.views[ctrl]; v.answered() && v.controllerRefusal != "" {
+		out = append(out, warning{
+			Message: "the controller refuses every change: " + v.controllerRefusal,
+			Command: "gostream-ctl cluster restore-metadata --dry-run",
 		})
 	}
 	gossipKnown := false

@@ -55,6 +55,9 @@ type nodeView struct {
 	// sent some that does not parse.
 	meta    *metadata.Cluster
 	members map[int32]client.Member
+	// controllerRefusal, from the controller's node, is why it refuses
+	// changes, or "".
+	controllerRefusal string
 	// impostors are gossip members that claim a broker id another member
 	// has: a second process started with a used --id.
 	impostors []client.Member
@@ -225,6 +228,7 @@ func askBrokers(ctx context.Context, cl *client.Client, brokers []metadata.Broke
 				v.err = fmt.Errorf("%s answers as broker %d, not %d", b.Addr, cv.NodeID, b.ID)
 				return
 			}
+			v.controllerRefusal = cv.ControllerRefusal
 			if len(cv.Metadata) > 0 {
 				// A node validates metadata before it holds it; one that
 				// does not parse here is treated as none.
