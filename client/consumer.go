@@ -53,9 +53,20 @@ func NewConsumer(c *Client, topic string, partition int32, cfg ConsumerConfig) (
 // Position is the offset of the next record Poll returns.
 func (c *Consumer) Position() int64 { return c.position.Load() }
 
-// HighWatermark is the high watermark the partition's leader reported last,
-// or -1 before any answer.
+// HighWatermark is the highest high watermark the partition's leader
+// reported, or -1 before any answer. It never goes back: a leader that
+// has just restarted, or just taken over, reports the HW it checkpointed,
+// which may lag the one it reported before.
 func (c *Consumer) HighWatermark() int64 { return c.hw.Load() }
+
+func (c *Consumer) noteHW(hw int64) {
+	for {
+		cur := c.hw.Load()
+		if hw <= cur || c.hw.CompareAndSwap(cur, hw) {
+			return
+		}
+	}
+}
 
 // SeekTo moves the position to offset. Poll returns an error matching
 // transport.ErrOffsetOutOfRange if the partition does not hold it. (It is
@@ -68,7 +79,7 @@ func (c *Consumer) SeekToBeginning(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.hw.Store(offs.HighWatermark)
+	c.noteHW(offs.HighWatermark)
 	c.position.Store(offs.LogStartOffset)
 	return nil
 }
@@ -80,8 +91,8 @@ func (c *Consumer) SeekToEnd(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.hw.Store(offs.HighWatermark)
-	c.position.Store(offs.HighWatermark)
+	c.noteHW(offs.HighWatermark)
+	c.position.Store(c.hw.Load())
 	return nil
 }
 
@@ -129,7 +140,7 @@ func (c *Consumer) Poll(ctx context.Context, maxWait time.Duration) ([]record.Re
 	if err != nil {
 		return nil, fmt.Errorf("fetch %s/%d at offset %d: %w", c.topic, c.partition, pos, err)
 	}
-	c.hw.Store(resp.HighWatermark)
+	c.noteHW(resp.HighWatermark)
 	recs, next, err := decodeFetched(resp.Batches, pos)
 	if len(recs) > 0 {
 		c.position.Store(next)

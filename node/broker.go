@@ -35,6 +35,9 @@ type broker struct {
 	// a restart even while the controller is down. Nil on the controller,
 	// whose own file is the truth.
 	cache *metadata.Store
+	// hw checkpoints the replicas' high watermarks; nil in tests that
+	// build a broker by hand.
+	hw *hwCheckpoints
 	// awaitingController is set while a restarted broker has not yet heard
 	// from the controller: it leads nothing on the strength of its cached
 	// metadata alone, since it cannot know whether a failover happened.
@@ -177,7 +180,7 @@ func (b *broker) applyMetadata(meta *metadata.Cluster) error {
 }
 
 func (b *broker) openReplica(tp topicPartition, topicID string) (*replica, error) {
-	return b.openReplicaAt(tp, topicID, 0)
+	return b.openReplicaAt(tp, topicID, 0, true)
 }
 
 // topicIDFile, in a replica's directory, names the incarnation of the
@@ -190,7 +193,11 @@ const topicIDFile = "topic-id"
 // while this broker was away) is removed first: its records belong to a
 // topic that no longer exists. A log found corrupt is recorded as offline,
 // and the node goes on serving its other replicas.
-func (b *broker) openReplicaAt(tp topicPartition, topicID string, initial int64) (*replica, error) {
+//
+// With checkpointed, the replica starts with the high watermark of the
+// last checkpoint (see hwCheckpoints); a replica rebuilt from empty does
+// not.
+func (b *broker) openReplicaAt(tp topicPartition, topicID string, initial int64, checkpointed bool) (*replica, error) {
 	dir, err := b.root.ReplicaDir(tp.topic, tp.partition)
 	if err != nil {
 		return nil, err
@@ -229,11 +236,16 @@ func (b *broker) openReplicaAt(tp topicPartition, topicID string, initial int64)
 			return nil, fmt.Errorf("replica %s/%d: record its topic id: %w", tp.topic, tp.partition, err)
 		}
 	}
+	var hw int64
+	if checkpointed && b.hw != nil {
+		hw = b.hw.of(tp, topicID)
+	}
 	part := replication.NewPartition(tp.topic, tp.partition, b.id, log, b.logger.Named("replication"), replication.Options{
-		Peers:        b.peers,
-		EpochFile:    filepath.Join(log.Dir(), "leader-epoch"),
-		OnStaleEpoch: b.metrics.staleEpochs.Inc,
-		TopicID:      topicID,
+		Peers:         b.peers,
+		EpochFile:     filepath.Join(log.Dir(), "leader-epoch"),
+		OnStaleEpoch:  b.metrics.staleEpochs.Inc,
+		TopicID:       topicID,
+		HighWatermark: hw,
 	})
 	r := &replica{log: log, part: part}
 	b.mu.Lock()
@@ -289,9 +301,14 @@ func (b *broker) resetReplica(topic, id string, partition int32, start int64) er
 		return fmt.Errorf("quarantine damaged replica %s/%d: %w", topic, partition, err)
 	}
 	b.logger.Warn("damaged replica moved to quarantine; rebuilding it from its leader", "topic", topic, "partition", partition, "start", start)
-	nr, err := b.openReplicaAt(tp, t.ID, start)
+	nr, err := b.openReplicaAt(tp, t.ID, start, false)
 	if err != nil {
 		return err
+	}
+	// The checkpoint must not keep the old replica's HW: the new log is
+	// empty until the leader fills it.
+	if err := b.checkpointHW(); err != nil {
+		b.logger.Warn("checkpoint high watermarks after a reset", "err", err)
 	}
 	st := replication.State{Leader: part.Leader, LeaderEpoch: part.LeaderEpoch, Active: part.Active}
 	if err := nr.part.SetState(st); err != nil && !errors.Is(err, replication.ErrStaleEpoch) {
@@ -417,6 +434,9 @@ func (b *broker) lookup(topic, id string, partition int32) (*metadata.Topic, *re
 // map under the lock and are closed outside it: closing waits for
 // follower senders, which must not wait for this broker's locks.
 func (b *broker) close() error {
+	if err := b.checkpointHW(); err != nil {
+		b.logger.Warn("last checkpoint of high watermarks", "err", err)
+	}
 	b.mu.Lock()
 	reps := b.mu.replicas
 	b.mu.replicas = make(map[topicPartition]*replica)

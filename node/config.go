@@ -183,6 +183,11 @@ type Config struct {
 	Log storage.Options
 	// RetentionInterval is how often retention runs. Zero means a minute.
 	RetentionInterval time.Duration
+	// HWCheckpointInterval is how often the replicas' high watermarks are
+	// checkpointed (when they moved). Zero means a second: a restarted
+	// leader serves at once every record acknowledged up to about this
+	// long before it stopped.
+	HWCheckpointInterval time.Duration
 }
 
 // Validate reports the first invalid field as a *FieldError, which matches
@@ -285,6 +290,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RetentionInterval <= 0 {
 		c.RetentionInterval = time.Minute
+	}
+	if c.HWCheckpointInterval <= 0 {
+		c.HWCheckpointInterval = time.Second
 	}
 	return c
 }

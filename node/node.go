@@ -83,6 +83,7 @@ func Run(ctx context.Context, cfg Config) error {
 	logOpts := cfg.Log
 	logOpts.OnSync = func(d time.Duration) { n.metrics.fsyncDuration.Observe(d.Seconds()) }
 	n.broker = newBroker(cfg.ID, root, logOpts, log.Named("broker"), n.metrics)
+	n.broker.hw = loadHWCheckpoints(root.Dir(), log.Named("broker"))
 	ps := &peers{pool: n.pool, broker: n.broker}
 	n.broker.peers = ps.peer
 	n.metrics.registry.MustRegister(newReplicationCollector(n.broker))
@@ -368,6 +369,23 @@ func (n *Node) serve(ctx context.Context) error {
 			return fmt.Errorf("http server on %s: %w", httpLn.Addr(), err)
 		}
 		return nil
+	})
+	g.run(func(ctx context.Context) error {
+		t := time.NewTicker(cfg.HWCheckpointInterval)
+		defer t.Stop()
+		failing := false
+		for {
+			select {
+			case <-t.C:
+				err := n.broker.checkpointHW()
+				if err != nil && !failing {
+					log.Warn("cannot checkpoint the high watermarks; retrying", "err", err)
+				}
+				failing = err != nil
+			case <-ctx.Done():
+				return nil
+			}
+		}
 	})
 	g.run(func(ctx context.Context) error {
 		t := time.NewTicker(cfg.RetentionInterval)

@@ -158,8 +158,10 @@ func TestProduceFollowerFailsThenCatchesUp(t *testing.T) {
 	pr.peer.setDown(errNetwork)
 	pr.setState(t, replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self, 2}})
 
-	_, err := pr.leader.Fetch(ctxTimeout(t, 5*time.Second), 0, 1<<20, 0)
-	require.ErrorIs(t, err, replication.ErrNotReady, "a leader that has not heard from its follower knows no HW")
+	res, err := pr.leader.Fetch(ctxTimeout(t, 5*time.Second), 0, 1<<20, 0)
+	require.NoError(t, err, "a leader that has not heard from its follower serves below the HW it had")
+	assert.Empty(t, res.Batches)
+	assert.Equal(t, int64(0), res.HighWatermark)
 
 	_, err = tryProduce(pr.leader, "lost", 3)
 	require.ErrorIs(t, err, replication.ErrReplicationFailed)
@@ -365,4 +367,20 @@ func TestCatchUpRacingProducers(t *testing.T) {
 	assert.Empty(t, failures, "produces failed while the follower was reachable")
 	pr.waitInSync(t)
 	assert.Equal(t, logBytes(t, pr.leaderLog), logBytes(t, pr.followerLog))
+}
+
+// A follower keeps the leader's HW as it learns it from replication, as
+// far as its own log holds it: what a checkpoint of its HW keeps, and what
+// it serves from if it is made leader.
+func TestFollowerLearnsTheHighWatermark(t *testing.T) {
+	pr := newPair(t)
+	pr.setState(t, replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self, 2}})
+	for i := range 3 {
+		_, err := tryProduce(pr.leader, fmt.Sprint("v", i), 2)
+		require.NoError(t, err)
+	}
+	// Each Replicate carries the HW before its own batch: after the third
+	// batch the follower knows the first two were acknowledged.
+	assert.Equal(t, int64(6), pr.leader.HighWatermark())
+	assert.Equal(t, int64(4), pr.follower.HighWatermark())
 }

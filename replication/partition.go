@@ -76,6 +76,11 @@ type Options struct {
 	OnStaleEpoch func()
 	// TopicID is the topic's id (see Partition.TopicID).
 	TopicID string
+	// HighWatermark is the replica's checkpointed high watermark, from
+	// before a restart (0: none). The replica starts with it, clamped to
+	// its durable log, so a restarted leader serves the records below it
+	// at once, before it has heard from its followers.
+	HighWatermark int64
 	Logger  hclog.Logger
 }
 
@@ -131,7 +136,7 @@ func NewPartition(topic string, index, brokerID int32, log Log, logger hclog.Log
 		p.opts.OnStaleEpoch = func() {}
 	}
 	p.mu.hwChanged = make(chan struct{})
-	p.mu.hw = log.LogStartOffset()
+	p.mu.hw = max(log.LogStartOffset(), min(p.opts.HighWatermark, log.DurableEndOffset()))
 	p.mu.state.Leader = -1
 	p.mu.fenced = max(log.LastEpoch(), 0)
 	if p.opts.EpochFile != "" {
@@ -441,9 +446,9 @@ type FetchResult struct {
 
 // Fetch reads whole batches from offset below the HW, up to about maxBytes.
 // With maxWait > 0 it waits until there is something to return or the wait
-// is over. It returns ErrNotLeader when this replica does not lead,
-// ErrNotReady while a new leader does not know its HW yet, and
-// ErrOffsetOutOfRange for an offset below the log start or above the log
+// is over. A leader that has not heard from its followers yet serves
+// below the HW it had (see LeaderOffsets). It returns ErrNotLeader when
+// this replica does not lead, and ErrOffsetOutOfRange for an offset below the log start or above the log
 // end.
 func (p *Partition) Fetch(ctx context.Context, offset int64, maxBytes int, maxWait time.Duration) (FetchResult, error) {
 	return p.FetchInto(ctx, offset, maxBytes, maxWait, nil)
@@ -460,14 +465,15 @@ func (p *Partition) FetchInto(ctx context.Context, offset int64, maxBytes int, m
 	}
 	for {
 		p.mu.Lock()
-		st, hw, known, changed := p.mu.state, p.mu.hw, p.mu.hwKnown, p.mu.hwChanged
+		st, hw, changed := p.mu.state, p.mu.hw, p.mu.hwChanged
 		p.mu.Unlock()
 		if st.Leader != p.brokerID {
 			return FetchResult{}, fmt.Errorf("%w: partition %s/%d is led by broker %d", ErrNotLeader, p.Topic, p.Index, st.Leader)
 		}
-		if !known {
-			return FetchResult{}, fmt.Errorf("%w: partition %s/%d is waiting to hear from its followers", ErrNotReady, p.Topic, p.Index)
-		}
+		// A leader that has not heard from its followers yet (just
+		// started, or just made leader) serves what lies below the HW it
+		// had, checkpointed: every active replica held those records. What
+		// lies above waits for the followers' answers.
 		start, end := p.log.LogStartOffset(), p.log.LogEndOffset()
 		if offset < start || offset > end {
 			return FetchResult{}, fmt.Errorf("%w: offset %d, partition %s/%d holds [%d, %d)", ErrOffsetOutOfRange, offset, p.Topic, p.Index, start, end)
@@ -501,18 +507,19 @@ func (p *Partition) Offsets() (start, hw, end int64) {
 }
 
 // LeaderOffsets is Offsets for a leader answering a client: ErrNotLeader
-// when it does not lead, and ErrNotReady while it does not know its HW yet,
-// so a client never sees the HW go back after a restart or failover.
+// when it does not lead. A leader that has not heard from its followers
+// yet answers with the HW it had (checkpointed before a restart, or known
+// as a follower): every active replica holds the records below it, though
+// records acknowledged just before a restart may lie above it until the
+// followers answer. So the HW a client is told can be lower than one it
+// was told before the restart; the Go client's consumers keep the highest.
 func (p *Partition) LeaderOffsets() (start, hw, end int64, err error) {
 	p.mu.Lock()
-	st, known, stepped := p.mu.state, p.mu.hwKnown, p.mu.steppedDn
+	st, stepped := p.mu.state, p.mu.steppedDn
 	hw = p.mu.hw
 	p.mu.Unlock()
-	switch {
-	case st.Leader != p.brokerID || stepped:
+	if st.Leader != p.brokerID || stepped {
 		return 0, 0, 0, fmt.Errorf("%w: partition %s/%d is led by broker %d", ErrNotLeader, p.Topic, p.Index, st.Leader)
-	case !known:
-		return 0, 0, 0, fmt.Errorf("%w: partition %s/%d is waiting to hear from its followers", ErrNotReady, p.Topic, p.Index)
 	}
 	return p.log.LogStartOffset(), hw, p.log.LogEndOffset(), nil
 }
@@ -596,6 +603,12 @@ func (p *Partition) Replicate(req *transport.ReplicateRequest) (func(ctx context
 		if err := durable(ctx); err != nil {
 			return 0, err
 		}
+		// The leader's HW, as far as this replica holds it: what a
+		// checkpoint keeps, and what this replica starts from if it is
+		// made leader.
+		p.mu.Lock()
+		p.advanceHWLocked(min(req.HighWatermark, last.NextOffset))
+		p.mu.Unlock()
 		return last.NextOffset, nil
 	}, nil
 }

@@ -277,18 +277,20 @@ func TestSetStateCommitsDurableLog(t *testing.T) {
 	t.Cleanup(p.Close)
 	assert.Equal(t, int64(0), p.HighWatermark())
 
-	// Broker 2 cannot be reached (no Peers): the HW stays unknown.
+	// Broker 2 cannot be reached (no Peers): the HW stays where it was,
+	// and nothing above it is served.
 	require.NoError(t, p.SetState(replication.State{Leader: self, LeaderEpoch: 2, Active: []int32{self, 2}}))
 	assert.Equal(t, int64(0), p.HighWatermark(), "committed without the other active replica")
-	_, err := p.Fetch(ctx, 0, 1<<20, 0)
-	require.ErrorIs(t, err, replication.ErrNotReady)
+	res, err := p.Fetch(ctx, 0, 1<<20, 0)
+	require.NoError(t, err)
+	assert.Empty(t, res.Batches)
 
 	require.NoError(t, p.SetState(replication.State{Leader: 2, LeaderEpoch: 3, Active: []int32{2}}))
 	assert.Equal(t, int64(0), p.HighWatermark(), "a follower committed on its own")
 
 	require.NoError(t, p.SetState(soleLeader(4)))
 	assert.Equal(t, int64(6), p.HighWatermark())
-	res, err := p.Fetch(ctx, 0, 1<<20, 0)
+	res, err = p.Fetch(ctx, 0, 1<<20, 0)
 	require.NoError(t, err)
 	assert.Len(t, decodeBatches(t, res.Batches), 3)
 }
@@ -542,4 +544,35 @@ func TestConcurrentProduce(t *testing.T) {
 		assert.Equal(t, acks[i].BaseOffset, b.Base)
 		assert.Equal(t, acks[i].NextOffset, b.Next)
 	}
+}
+
+// A replica reopened with its checkpointed HW leads with it at once: the
+// records below it are read while a follower has not answered (it may be
+// down for good); nothing above it is, and the checkpoint never reaches
+// past the durable log.
+func TestRestartedLeaderServesBelowItsCheckpoint(t *testing.T) {
+	l := openLog(t, t.TempDir())
+	ctx := ctxTimeout(t, 10*time.Second)
+	for i := range 3 {
+		_, err := l.Append(ctx, batch(t, fmt.Sprint("r", i), 2), 1)
+		require.NoError(t, err)
+	}
+	p := replication.NewPartition("orders", 0, self, l, nil, replication.Options{HighWatermark: 4})
+	t.Cleanup(p.Close)
+	require.NoError(t, p.SetState(replication.State{Leader: self, LeaderEpoch: 2, Active: []int32{self, 2}}))
+	assert.Equal(t, int64(4), p.HighWatermark())
+	res, err := p.Fetch(ctx, 0, 1<<20, 0)
+	require.NoError(t, err)
+	assert.Equal(t, int64(4), res.HighWatermark)
+	assert.Len(t, decodeBatches(t, res.Batches), 2, "the two batches below the checkpoint")
+	_, hw, _, err := p.LeaderOffsets()
+	require.NoError(t, err)
+	assert.Equal(t, int64(4), hw)
+	res, err = p.Fetch(ctx, 4, 1<<20, 50*time.Millisecond)
+	require.NoError(t, err)
+	assert.Empty(t, res.Batches, "above the checkpoint nothing is served until the follower answers")
+
+	high := replication.NewPartition("orders", 0, self, l, nil, replication.Options{HighWatermark: 99})
+	t.Cleanup(high.Close)
+	assert.Equal(t, int64(6), high.HighWatermark(), "clamped to the durable log")
 }

@@ -195,5 +195,17 @@ func (p *Partition) Truncate(ctx context.Context, req *transport.TruncateReplica
 	if st.Leader == p.brokerID && st.LeaderEpoch >= req.LeaderEpoch {
 		return fmt.Errorf("%w: broker %d leads %s/%d and is never truncated", ErrStaleEpoch, p.brokerID, p.Topic, p.Index)
 	}
-	return p.log.TruncateTo(ctx, req.Offset)
+	if err := p.log.TruncateTo(ctx, req.Offset); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	if p.mu.hw > req.Offset {
+		// Records below the HW were acknowledged; a recovery that cuts them
+		// rebuilds a replica whose content was wrong (its digest differed),
+		// and the leader's copy is the one that counts.
+		p.logger.Warn("truncated below the high watermark this replica knew", "offset", req.Offset, "hw", p.mu.hw)
+		p.mu.hw = req.Offset
+	}
+	p.mu.Unlock()
+	return nil
 }
