@@ -86,6 +86,9 @@ type ChangeResult struct {
 	// CopiedTo, for a recovery, is the leader's log end the replica was
 	// copied up to and verified against.
 	CopiedTo int64 `json:"copied_to,omitempty"`
+	// Note says why a leader or follower that still answers was replaced
+	// or dropped: its replica cannot serve (damaged, failed, behind).
+	Note string `json:"note,omitempty"`
 	// Error and ErrorName say why this partition failed, when it did, in a
 	// change of several partitions. ErrorName is the wire code's name
 	// (LeaderStillAvailable, ReplicaDivergence, ...).

@@ -30,6 +30,7 @@ var wireErrors = []struct {
 	{replication.ErrReplicaDivergence, transport.ErrReplicaDivergence},
 	{replication.ErrReplicationFailed, transport.ErrReplicationFailed},
 	{replication.ErrNotReady, transport.ErrNotReady},
+	{replication.ErrReplicaUnhealthy, transport.ErrStorageFailed},
 	{storage.ErrOffsetMismatch, transport.ErrInvalidRequest},
 	{storage.ErrStampMismatch, transport.ErrStampMismatch},
 	{replication.ErrStaleEpoch, transport.ErrStaleEpoch},

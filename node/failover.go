@@ -55,6 +55,7 @@ type ChangeResult struct {
 	LostFrom   *int64      `json:"lost_from_offset,omitempty"` // records at or past this offset held only by the old leader are lost
 	Truncated  *[2]int64   `json:"truncated,omitempty"`        // recovery: the replica's log was cut from [0] back to [1]
 	CopiedTo   int64       `json:"copied_to,omitempty"`
+	Note       string      `json:"note,omitempty"` // why a live leader or follower was replaced
 	Error      string      `json:"error,omitempty"`
 	ErrorName  string      `json:"error_name,omitempty"`
 }
@@ -94,22 +95,68 @@ func (c *controller) call(ctx context.Context, broker int32, api transport.API, 
 	return c.pool.Call(ctx, b.Addr, api, req, resp)
 }
 
-// answers reports whether broker answers the controller about a partition.
-// Within one operator request, a broker found silent is not asked again:
-// a broker cut off by the network costs aliveTimeout once per request, not
-// once per partition (one request may name a hundred).
-func (c *controller) answers(ctx context.Context, broker int32, topic string, partition int32) bool {
+// replicaHealth asks broker for its replica of a partition and reports
+// whether it answers at all, and, when it does, why its replica cannot be
+// trusted ("" when it can): damaged, behind an active follower, its
+// storage failed, offline, or not there. Within one operator request, a
+// broker found silent is not asked again: a broker cut off by the network
+// costs aliveTimeout once per request, not once per partition (one
+// request may name a hundred).
+func (c *controller) replicaHealth(ctx context.Context, broker int32, topic string, partition int32) (st *transport.ReplicaStateResponse, answers bool, problem string) {
 	if c.opSilent[broker] {
-		return false
+		return nil, false, ""
 	}
 	ctx, cancel := context.WithTimeout(ctx, aliveTimeout)
 	defer cancel()
-	var st transport.ReplicaStateResponse
-	err := c.call(ctx, broker, transport.APIReplicaState, &transport.ReplicaStateRequest{Topic: topic, TopicID: c.topicID(topic), Partition: partition}, &st)
-	if err != nil && c.opSilent != nil {
+	st = &transport.ReplicaStateResponse{}
+	err := c.call(ctx, broker, transport.APIReplicaState, &transport.ReplicaStateRequest{Topic: topic, TopicID: c.topicID(topic), Partition: partition}, st)
+	switch {
+	case err == nil:
+		return st, true, st.Problem
+	case answeredWith(err):
+		return nil, true, err.Error()
+	}
+	if c.opSilent != nil {
 		c.opSilent[broker] = true
 	}
-	return err == nil
+	return nil, false, ""
+}
+
+// answeredWith reports whether err is a broker's own answer about its
+// replica (it is there but unusable, or not there), not a failure to
+// reach the broker.
+func answeredWith(err error) bool {
+	for _, e := range []error{transport.ErrStorageFailed, transport.ErrNoSpace, transport.ErrUnknownPartition,
+		transport.ErrUnknownTopic, transport.ErrUnknownTopicID, transport.ErrNotReady} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// leaderUsable reports whether a partition's leader answers with a
+// healthy replica that is not behind any active follower; when it does not,
+// problem says why (empty when the leader does not answer at all). The
+// followers are asked first, then the leader: a leader writes before its
+// followers do, so a follower read earlier never passes a healthy leader
+// read later.
+func (c *controller) leaderUsable(ctx context.Context, part metadata.Partition, topic string, partition int32) (problem string, ok bool) {
+	followers := c.probe(ctx, topic, partition, part.Active, part.Leader, 0)
+	st, answers, problem := c.replicaHealth(ctx, part.Leader, topic, partition)
+	switch {
+	case !answers:
+		return "", false
+	case problem != "":
+		return problem, false
+	}
+	for _, f := range followers {
+		if f.Reachable && (f.LastEpoch > st.LastEpoch || f.LastEpoch == st.LastEpoch && f.LogEndOffset > st.LogEndOffset) {
+			return fmt.Sprintf("it is behind active follower %d (log end %d, last epoch %d; the leader's %d, %d)",
+				f.Broker, f.LogEndOffset, f.LastEpoch, st.LogEndOffset, st.LastEpoch), false
+		}
+	}
+	return "", true
 }
 
 // failover runs a failover request over the partitions it names.
@@ -216,9 +263,15 @@ func (c *controller) failoverPartition(ctx context.Context, topic string, partit
 			return res, fmt.Errorf("%w: broker %d is not in the active set %v of %s/%d; recover it first", transport.ErrInvalidRequest, to, part.Active, topic, partition)
 		}
 	}
-	// 1. Refuse while the leader answers (a failover is for a dead leader).
-	if !transfer && c.answers(ctx, part.Leader, topic, partition) {
-		return res, fmt.Errorf("%w: partition %s/%d is led by broker %d, which answers", transport.ErrLeaderStillAvailable, topic, partition, part.Leader)
+	// 1. Refuse while the leader answers and its replica is healthy (a
+	// failover is for a leader that is dead, or whose replica cannot
+	// lead: damaged, failed, offline, or behind its followers).
+	if !transfer {
+		if problem, ok := c.leaderUsable(ctx, part, topic, partition); ok {
+			return res, fmt.Errorf("%w: partition %s/%d is led by broker %d, which answers and whose replica is healthy", transport.ErrLeaderStillAvailable, topic, partition, part.Leader)
+		} else if problem != "" {
+			res.Note = "the leader answers, but its replica cannot lead: " + problem
+		}
 	}
 	// 2. The new epoch is above any handed out; persist it before using it.
 	newEpoch := max(part.LeaderEpoch, part.ReservedEpoch) + 1
@@ -456,8 +509,10 @@ func (c *controller) dropFollower(ctx context.Context, topic string, partition, 
 	res := ChangeResult{Topic: topic, Partition: partition, Action: "drop-follower", DryRun: dry,
 		OldLeader: part.Leader, NewLeader: part.Leader, OldEpoch: part.LeaderEpoch, NewEpoch: part.LeaderEpoch,
 		OldActive: slices.Clone(part.Active), NewActive: active}
-	if c.answers(ctx, broker, topic, partition) {
-		return res, fmt.Errorf("%w: broker %d, a follower of %s/%d, answers; nothing to drop", transport.ErrLeaderStillAvailable, broker, topic, partition)
+	if _, answers, problem := c.replicaHealth(ctx, broker, topic, partition); answers && problem == "" {
+		return res, fmt.Errorf("%w: broker %d, a follower of %s/%d, answers and its replica is healthy; nothing to drop", transport.ErrLeaderStillAvailable, broker, topic, partition)
+	} else if problem != "" {
+		res.Note = "the follower answers, but its replica cannot serve: " + problem
 	}
 	if dry {
 		return res, nil

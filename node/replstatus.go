@@ -68,6 +68,9 @@ func (b *broker) partitionStatuses() []PartitionStatus {
 			Active: s.Active, HighWatermark: hw, LogStartOffset: start, LogEndOffset: end,
 			SizeBytes: r.log.Size(), FencedEpoch: r.part.FencedEpoch(),
 		}
+		if err := r.part.Problem(); err != nil {
+			ps.Problem = err.Error()
+		}
 		if meta != nil {
 			if t := meta.Topic(tp.topic); t != nil {
 				ps.Sealed = t.Sealed

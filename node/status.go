@@ -38,7 +38,8 @@ type PartitionStatus struct {
 	LogEndOffset    int64            `json:"log_end_offset"`
 	SizeBytes       int64            `json:"size_bytes"`
 	UnderReplicated bool             `json:"under_replicated"`
-	Offline         string           `json:"offline,omitempty"` // why the replica cannot be used`
+	Offline         string           `json:"offline,omitempty"` // why the replica could not be opened
+	Problem         string           `json:"problem,omitempty"` // why the replica cannot be trusted: damaged, behind, failed
 	Followers       []FollowerStatus `json:"followers,omitempty"`
 }
 

@@ -302,6 +302,16 @@ func (f *follower) catchUp(target int64) (from, to int64, err error) {
 		f.p.stepDown(st.FencedEpoch)
 		return 0, 0, fmt.Errorf("%w: broker %d has seen epoch %d", ErrNotLeader, f.id, st.FencedEpoch)
 	}
+	if st.LogEndOffset > f.p.log.LogEndOffset() && st.LastEpoch >= f.p.log.LastEpoch() {
+		// The follower holds more than this leader, of no older an epoch:
+		// nothing acknowledged by this leader explains it, so this
+		// leader's log lost records. It must not lead; the follower is not
+		// the one at fault.
+		err := fmt.Errorf("this leader is behind: active follower %d holds offsets up to %d (last epoch %d), this leader only up to %d (last epoch %d)",
+			f.id, st.LogEndOffset, st.LastEpoch, f.p.log.LogEndOffset(), f.p.log.LastEpoch())
+		f.p.markBehind(err)
+		return 0, 0, fmt.Errorf("%w: %v", ErrReplicaUnhealthy, err)
+	}
 	if err := f.checkPrefix(st); err != nil {
 		f.mu.Lock()
 		f.mu.diverged = err
@@ -362,7 +372,7 @@ func copyBatches(ctx context.Context, p *Partition, peer Peer, epoch int32, from
 		}
 		data, err := p.log.Read(ctx, off, 1<<20, target, nil)
 		if err != nil {
-			return off, err
+			return off, p.noteLogErr(err)
 		}
 		// Whole batches, so the read can go out as one request.
 		var end int64

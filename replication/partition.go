@@ -36,6 +36,12 @@ var (
 	// ErrNotReady means a new leader that does not yet know its followers'
 	// positions, and so its high watermark. It is retriable.
 	ErrNotReady = errors.New("replication: leader not ready")
+	// ErrReplicaUnhealthy means a replica that cannot be trusted to lead:
+	// its log is damaged (a checksum failed on read), or an active
+	// follower holds more than it. It takes no writes; the operator fails
+	// the partition over (which this state allows while the node runs)
+	// and recovers the replica.
+	ErrReplicaUnhealthy = errors.New("replication: replica unhealthy")
 )
 
 // Log is what a Partition needs of its replica's log.
@@ -81,7 +87,7 @@ type Options struct {
 	// its durable log, so a restarted leader serves the records below it
 	// at once, before it has heard from its followers.
 	HighWatermark int64
-	Logger  hclog.Logger
+	Logger        hclog.Logger
 }
 
 // Partition is one partition replica on this broker, leader or follower.
@@ -113,6 +119,11 @@ type Partition struct {
 		hwKnown   bool
 		hwChanged chan struct{}
 		followers map[int32]*follower
+		// damaged is set, for good, when a read of the log finds a batch
+		// that fails its checksum; behind, when an active follower holds
+		// more than this replica while it leads (cleared by a new epoch).
+		damaged error
+		behind  error
 	}
 }
 
@@ -179,6 +190,52 @@ func (p *Partition) fenceTo(epoch int32) error {
 	return nil
 }
 
+// Problem says why this replica cannot be trusted to lead: its log is
+// damaged, or (as leader) an active follower holds more than it; nil when
+// healthy. A replica with a problem takes no writes.
+func (p *Partition) Problem() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.problemLocked()
+}
+
+func (p *Partition) problemLocked() error {
+	switch {
+	case p.mu.damaged != nil:
+		return p.mu.damaged
+	case p.mu.behind != nil:
+		return p.mu.behind
+	}
+	return nil
+}
+
+// noteLogErr marks the replica damaged when err says its log is corrupt,
+// and returns err.
+func (p *Partition) noteLogErr(err error) error {
+	if err == nil || !errors.Is(err, storage.ErrCorrupt) {
+		return err
+	}
+	p.mu.Lock()
+	if p.mu.damaged == nil {
+		p.mu.damaged = fmt.Errorf("%w: the log of %s/%d on broker %d is damaged: %v", ErrReplicaUnhealthy, p.Topic, p.Index, p.brokerID, err)
+		p.logger.Error("replica is damaged; it takes no writes: fail the partition over if it leads, then recover this replica", "err", err)
+	}
+	p.mu.Unlock()
+	return err
+}
+
+// markBehind records that an active follower holds more than this
+// leader's log: this leader lost records (a disk that lost writes, a file
+// put back), and must not lead.
+func (p *Partition) markBehind(err error) {
+	p.mu.Lock()
+	if p.mu.behind == nil {
+		p.mu.behind = fmt.Errorf("%w: %v", ErrReplicaUnhealthy, err)
+		p.logger.Error("this leader is behind an active follower; it takes no writes: fail the partition over (the follower has more), then recover this replica", "err", err)
+	}
+	p.mu.Unlock()
+}
+
 // FencedEpoch is the highest leader epoch this replica has seen.
 func (p *Partition) FencedEpoch() int32 {
 	p.mu.Lock()
@@ -200,6 +257,7 @@ func (p *Partition) SetState(s State) error {
 	p.mu.state = State{Leader: s.Leader, LeaderEpoch: s.LeaderEpoch, Active: slices.Clone(s.Active)}
 	if s.LeaderEpoch > prev.LeaderEpoch {
 		p.mu.steppedDn = false
+		p.mu.behind = nil // a new epoch, a new leader: it compares anew
 	}
 	var stop []*follower
 	var start []*follower
@@ -377,6 +435,7 @@ func (p *Partition) Produce(batch record.Batch) (func(ctx context.Context) (Ack,
 	// new leader reached it before the controller's metadata did) no longer
 	// leads.
 	st, stepped := p.mu.state, p.mu.steppedDn || p.mu.fenced > p.mu.state.LeaderEpoch
+	problem := p.problemLocked()
 	followers := make([]*follower, 0, len(p.mu.followers))
 	for _, f := range p.mu.followers {
 		followers = append(followers, f)
@@ -389,6 +448,10 @@ func (p *Partition) Produce(batch record.Batch) (func(ctx context.Context) (Ack,
 	if stepped {
 		p.produceMu.Unlock()
 		return nil, fmt.Errorf("%w: broker %d no longer leads %s/%d: a newer leader epoch than %d exists; waiting for the controller's metadata", ErrNotLeader, p.brokerID, p.Topic, p.Index, st.LeaderEpoch)
+	}
+	if problem != nil {
+		p.produceMu.Unlock()
+		return nil, fmt.Errorf("%w; it takes no writes: gostream-ctl failover --topic %s --partition %d", problem, p.Topic, p.Index)
 	}
 	res, durable, err := p.log.Write(batch, st.LeaderEpoch)
 	if err != nil {
@@ -480,6 +543,7 @@ func (p *Partition) FetchInto(ctx context.Context, offset int64, maxBytes int, m
 		}
 		if offset < hw {
 			b, err := p.log.Read(ctx, offset, maxBytes, hw, buf)
+			p.noteLogErr(err)
 			if errors.Is(err, storage.ErrOffsetOutOfRange) {
 				return FetchResult{}, fmt.Errorf("%w: %w", ErrOffsetOutOfRange, err)
 			}
@@ -624,6 +688,9 @@ func (p *Partition) ReplicaState(req *transport.ReplicaStateRequest) (*transport
 	resp := &transport.ReplicaStateResponse{
 		LogStartOffset: p.log.LogStartOffset(), LogEndOffset: p.log.LogEndOffset(),
 		HighWatermark: p.HighWatermark(), LastEpoch: p.log.LastEpoch(), FencedEpoch: p.FencedEpoch(),
+	}
+	if err := p.Problem(); err != nil {
+		resp.Problem = err.Error()
 	}
 	if req.TailBatches > 0 {
 		tail, err := p.log.LastBatches(int(min(req.TailBatches, 64)))

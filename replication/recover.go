@@ -167,7 +167,7 @@ func (p *Partition) sameRange(ctx context.Context, rp RecoveryPeer, from, to int
 func (p *Partition) Batches(req *transport.ReplicaBatchesRequest) ([]transport.BatchID, error) {
 	infos, err := p.log.BatchesBefore(req.Before, int(min(max(req.Max, 1), 1024)))
 	if err != nil {
-		return nil, err
+		return nil, p.noteLogErr(err)
 	}
 	out := make([]transport.BatchID, len(infos))
 	for i, b := range infos {
@@ -179,7 +179,7 @@ func (p *Partition) Batches(req *transport.ReplicaBatchesRequest) ([]transport.B
 // Digest is the replica side of ReplicaDigest.
 func (p *Partition) Digest(ctx context.Context, from, to int64) ([]byte, int, error) {
 	sum, n, err := p.log.Digest(ctx, from, to)
-	return sum[:], n, err
+	return sum[:], n, p.noteLogErr(err)
 }
 
 // Truncate is the replica side of TruncateReplica: from the leader of the

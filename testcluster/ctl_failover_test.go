@@ -133,7 +133,7 @@ func TestCtlFailoverRecoverVerifyHistory(t *testing.T) {
 	// The leader of a partition that answers is never replaced.
 	res := runCtl(t, c, "failover", "--topic", "orders", "--partition", "0")
 	assert.Equal(t, 2, res.Exit)
-	assert.Equal(t, "LeaderStillAvailable: partition orders/0 is led by broker 1, which answers\n", res.Stderr)
+	assert.Equal(t, "LeaderStillAvailable: partition orders/0 is led by broker 1, which answers and whose replica is healthy\n", res.Stderr)
 
 	require.NoError(t, c.Node(2).Kill())
 

@@ -213,6 +213,9 @@ type ReplicaStateResponse struct {
 	LastEpoch      int32 // epoch of the last batch, -1 when empty
 	FencedEpoch    int32 // highest leader epoch the replica has seen
 	Tail           []BatchID
+	// Problem says why the replica cannot be trusted to lead (damaged,
+	// behind an active follower, its storage failed); empty when healthy.
+	Problem string
 }
 
 // Encode implements Message.
@@ -229,6 +232,7 @@ func (r *ReplicaStateResponse) Encode(e *Encoder) {
 		e.Int32(b.LeaderEpoch)
 		e.Uint32(b.CRC)
 	}
+	e.String(r.Problem)
 }
 
 // Decode implements Message.
@@ -244,6 +248,7 @@ func (r *ReplicaStateResponse) Decode(d *Decoder) {
 			r.Tail[i] = BatchID{BaseOffset: d.Int64(), NextOffset: d.Int64(), LeaderEpoch: d.Int32(), CRC: d.Uint32()}
 		}
 	}
+	r.Problem = d.String()
 }
 
 // Member is one memberlist member as a node sees it.

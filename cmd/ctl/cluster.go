@@ -399,7 +399,15 @@ type partitionCheck struct {
 	inactive    []int32 // replicas outside the active set
 	unreachable []int32 // active followers that do not answer or are gone
 	diverged    []int32 // active followers the leader calls diverged
+	unusable    []unusableReplica
 	lags        []*lagCheck
+}
+
+// unusableReplica is an active follower whose own node says its replica
+// cannot serve.
+type unusableReplica struct {
+	broker int32
+	why    string
 }
 
 // lagCheck is an active follower whose log end is compared with its
@@ -463,8 +471,19 @@ func checkPartition(s *survey, topic string, partition int32, p metadata.Partiti
 		pc.offlineWarn = warning{Message: fmt.Sprintf(
 			"partition %s: gossip says its leader, broker %d, is %s, though it answers — fail over only if the broker is really gone", pc.name(), p.Leader, leaderGossip), Command: byBroker}
 	}
+	if why := s.statusOf(p.Leader).unusable(topic, partition); !pc.offline && why != "" {
+		pc.offline = true
+		pc.offlineWarn = warning{Message: fmt.Sprintf(
+			"partition %s: its leader, broker %d, answers but its replica cannot lead (%s) — fail the partition over, then recover broker %d's replica", pc.name(), p.Leader, why, p.Leader),
+			Command: byPartition}
+	}
 	if pc.offline {
 		return pc // nobody can say how its followers stand
+	}
+	for _, f := range p.Active {
+		if why := s.statusOf(f).unusable(topic, partition); f != p.Leader && why != "" {
+			pc.unusable = append(pc.unusable, unusableReplica{f, why})
+		}
 	}
 	view, fromLeader := s.views[p.Leader].status.followers(topic, partition, p.LeaderEpoch)
 	for _, f := range p.Active {
@@ -531,6 +550,13 @@ func (pc *partitionCheck) warnings() []warning {
 		out = append(out, warning{
 			Message: fmt.Sprintf("partition %s is under-replicated: its replica on broker %d is not active", pc.name(), r),
 			Command: pc.fix("recover", r),
+		})
+	}
+	for _, u := range pc.unusable {
+		out = append(out, warning{
+			Message: fmt.Sprintf("partition %s: its follower on broker %d cannot serve (%s) — writes to the partition fail until it is fixed or dropped; "+
+				"a full disk resumes by itself once space is freed, a damaged replica is dropped with failover --broker %d and rebuilt with recover", pc.name(), u.broker, u.why, u.broker),
+			Command: fmt.Sprintf("gostream-ctl failover --broker %d", u.broker),
 		})
 	}
 	for _, f := range pc.diverged {

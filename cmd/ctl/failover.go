@@ -303,6 +303,11 @@ func printFailover(w io.Writer, results []client.ChangeResult, tg target, dry bo
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	for _, r := range results {
+		if r.Note != "" {
+			fmt.Fprintf(w, "%s: %s\n", partitionName(r.Topic, r.Partition), r.Note)
+		}
+	}
 	if !dry {
 		return nil
 	}

@@ -26,16 +26,16 @@ func TestOperatorCommandsOnOneNode(t *testing.T) {
 
 	// The leader answers: refused, nothing printed, the controller's words.
 	res := ctlFails(t, c, 2, "", "", "failover", "--topic", "orders", "--partition", "0")
-	assert.Equal(t, "LeaderStillAvailable: partition orders/0 is led by broker 1, which answers\n", res.Stderr)
+	assert.Equal(t, "LeaderStillAvailable: partition orders/0 is led by broker 1, which answers and whose replica is healthy\n", res.Stderr)
 	assert.Empty(t, res.Stdout)
 	res = ctlFails(t, c, 2, "", "", "failover", "--topic", "orders", "--partition", "1", "--dry-run", "-o", "json")
-	assert.Equal(t, "LeaderStillAvailable: partition orders/1 is led by broker 1, which answers\n", res.Stderr)
+	assert.Equal(t, "LeaderStillAvailable: partition orders/1 is led by broker 1, which answers and whose replica is healthy\n", res.Stderr)
 	ctlFails(t, c, 2, "UnknownTopic: ", "", "failover", "--topic", "nope", "--partition", "0")
 	ctlFails(t, c, 2, "UnknownPartition: ", "", "failover", "--topic", "orders", "--partition", "7")
 
 	// --broker: every result is printed, then every error.
-	res = ctlFails(t, c, 2, "LeaderStillAvailable: partition orders/0 is led by broker 1, which answers; "+
-		"LeaderStillAvailable: partition orders/1 is led by broker 1, which answers\n", "", "failover", "--broker", "1", "-o", "json")
+	res = ctlFails(t, c, 2, "LeaderStillAvailable: partition orders/0 is led by broker 1, which answers and whose replica is healthy; "+
+		"LeaderStillAvailable: partition orders/1 is led by broker 1, which answers and whose replica is healthy\n", "", "failover", "--broker", "1", "-o", "json")
 	var rep struct {
 		Results []map[string]json.RawMessage `json:"results"`
 	}

@@ -94,6 +94,10 @@ type hostedReplica struct {
 	LeaderEpoch  int32            `json:"leader_epoch"`
 	LogEndOffset int64            `json:"log_end_offset"`
 	Followers    []followerStatus `json:"followers"`
+	// Offline or Problem say why the replica cannot serve: it could not
+	// be opened (damaged), or it is damaged, failed or behind.
+	Offline string `json:"offline"`
+	Problem string `json:"problem"`
 }
 
 // followerStatus is a leader's view of one follower.
@@ -113,6 +117,31 @@ const (
 
 // followers returns the leader's view of the followers of topic/partition
 // in epoch, if this status is from that partition's leader.
+// statusOf is broker id's GET /api/status, nil when it did not answer.
+func (s *survey) statusOf(id int32) *nodeStatus {
+	if v := s.views[id]; v != nil {
+		return v.status
+	}
+	return nil
+}
+
+// unusable says why the node's replica of a partition cannot serve, or ""
+// when it can (or the node did not say).
+func (s *nodeStatus) unusable(topic string, partition int32) string {
+	if s == nil {
+		return ""
+	}
+	for _, p := range s.Partitions {
+		if p.Topic == topic && p.Partition == partition {
+			if p.Offline != "" {
+				return p.Offline
+			}
+			return p.Problem
+		}
+	}
+	return ""
+}
+
 func (s *nodeStatus) followers(topic string, partition, epoch int32) (map[int32]followerStatus, bool) {
 	if s == nil {
 		return nil, false

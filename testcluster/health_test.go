@@ -1,0 +1,70 @@
+package testcluster
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// cutReplicaTo cuts the newest segment of a stopped node's replica back to
+// the end of the batch that holds offset keep-1 (a log that lost records
+// it had acknowledged: a disk that dropped writes, an old file put back).
+func cutReplicaTo(t *testing.T, dir string, keep int64) {
+	t.Helper()
+	base, err := newestSegment(dir)
+	require.NoError(t, err)
+	path := filepath.Join(dir, fmt.Sprintf("%020d.log", base))
+	scan, err := scanSegment(path)
+	require.NoError(t, err)
+	require.NoError(t, os.Truncate(path, scan.bound(keep)))
+}
+
+// A leader whose own log lost acknowledged records (its followers hold
+// more) stops taking writes and says so, and failover, refused for a
+// healthy live leader, is allowed for it, also when it is the
+// controller's node: the follower with the records becomes leader, the
+// damaged replica is recovered, and nothing acknowledged is lost.
+func TestLeaderBehindItsFollowersIsFailedOver(t *testing.T) {
+	c := startCluster(t, 3)
+	cl := newClient(t, c)
+	createTopic(t, cl, "lb", 1, 3) // led by broker 1, the controller's node
+	produceN(t, cl, "lb", 0, 20, "v")
+
+	res := ctlRun(t, c, "failover", "--topic", "lb", "--partition", "0")
+	require.Equal(t, 2, res.Exit)
+	assert.Contains(t, res.Stderr, "LeaderStillAvailable")
+
+	require.NoError(t, c.Node(1).Stop(10*time.Second))
+	cutReplicaTo(t, c.Node(1).ReplicaDir("lb", 0), 10)
+	// Without its checkpoint the leader cannot tell from its own files
+	// that it lost records; only its followers show it.
+	require.NoError(t, os.Remove(filepath.Join(c.Node(1).DataDir, "high-watermarks")))
+	require.NoError(t, c.StartNode(1))
+
+	require.Eventually(t, func() bool {
+		res = ctlRun(t, c, "produce", "lb", "--partition", "0", "refused")
+		return res.Exit == 2 && strings.Contains(res.Stderr, "StorageFailed") && strings.Contains(res.Stderr, "behind")
+	}, 30*time.Second, 200*time.Millisecond, "the leader refuses writes, saying it is behind: %s", res.Stderr)
+
+	res = ctlRun(t, c, "cluster", "status")
+	assert.Contains(t, res.Stdout, "answers but its replica cannot lead")
+	assert.Contains(t, res.Stdout, "gostream-ctl failover --topic lb --partition 0")
+
+	res = ctlRun(t, c, "failover", "--topic", "lb", "--partition", "0")
+	require.Equal(t, 0, res.Exit, "%s%s", res.Stdout, res.Stderr)
+	assert.Contains(t, res.Stdout, "cannot lead")
+	res = ctlRun(t, c, "recover", "--topic", "lb", "--partition", "0", "--broker", "1")
+	require.Equal(t, 0, res.Exit, "%s%s", res.Stdout, res.Stderr)
+	res = ctlRun(t, c, "verify")
+	require.Equal(t, 0, res.Exit, "%s%s", res.Stdout, res.Stderr)
+	got := consumeAll(t, newClient(t, c), "lb", 0)
+	for i := range 20 {
+		assert.Equal(t, fmt.Sprintf("v-%d", i), got[int64(i)], "offset %d", i)
+	}
+}
