@@ -144,8 +144,14 @@ func (c *Client) callController(ctx context.Context, api transport.API, req, res
 			if timeout > 0 {
 				cctx, cancel = context.WithTimeout(ctx, timeout)
 			}
+			start := time.Now()
 			err = conn.Call(cctx, api, req, resp)
 			cancel()
+			if err != nil && !transport.Idempotent(api) && unanswered(err) {
+				// Sent, and no answer: the change may have been made.
+				return fmt.Errorf("%w: the controller (%s) did not answer within %s; the change may have been made: %w",
+					ErrUnknownOutcome, addr, time.Since(start).Round(time.Millisecond), err)
+			}
 			if err == nil || !errors.Is(err, transport.ErrNotController) {
 				return err
 			}
@@ -156,6 +162,29 @@ func (c *Client) callController(ctx context.Context, api transport.API, req, res
 		}
 	}
 	return err
+}
+
+// unanswered reports whether a call's error leaves its outcome unknown:
+// it was sent (not ErrNotSent) and no answer came back (not an error the
+// server sent).
+func unanswered(err error) bool {
+	var te *transport.Error
+	if errors.Is(err, transport.ErrNotSent) || errors.As(err, &te) && !errors.Is(err, transport.ErrBrokerNotAvailable) && !errors.Is(err, transport.ErrTimeout) {
+		return false
+	}
+	return true
+}
+
+// PingController asks the controller's node for its view of the cluster,
+// once, to tell a controller that is busy from one that does not answer
+// at all. It returns the address asked.
+func (c *Client) PingController(ctx context.Context) (string, error) {
+	addrs := c.controllerCandidates()
+	if len(addrs) == 0 {
+		return "", fmt.Errorf("%w: no broker known", transport.ErrControllerUnavailable)
+	}
+	_, err := c.DescribeCluster(ctx, addrs[0])
+	return addrs[0], err
 }
 
 // controllerCandidates returns the controller's address when the metadata

@@ -50,7 +50,11 @@ func electLeadersCommand() *cli.Command {
 func electLeadersAction(c *cli.Context) error {
 	dry := c.Bool("dry-run")
 	return withClient(c, func(ctx context.Context, cl *client.Client, g globals) error {
-		rep, err := cl.ElectLeaders(ctx, client.ElectLeadersRequest{Topic: c.String("topic"), DryRun: dry, Requester: requester()})
+		var rep client.ChangeReport
+		err := watchedChange(ctx, cl, c.App.ErrWriter, "gostream-ctl cluster history", func() (err error) {
+			rep, err = cl.ElectLeaders(ctx, client.ElectLeadersRequest{Topic: c.String("topic"), DryRun: dry, Requester: requester()})
+			return err
+		})
 		if err != nil {
 			return refused(err)
 		}
@@ -145,7 +149,11 @@ func failoverAction(c *cli.Context) error {
 		if tg.topic == "" {
 			req.Partition = 0
 		}
-		rep, err := cl.Failover(ctx, req)
+		var rep client.ChangeReport
+		err := watchedChange(ctx, cl, c.App.ErrWriter, "gostream-ctl cluster history", func() (err error) {
+			rep, err = cl.Failover(ctx, req)
+			return err
+		})
 		if err != nil {
 			return refused(err)
 		}
@@ -168,7 +176,11 @@ func recoverAction(c *cli.Context) error {
 		return err
 	}
 	return withClient(c, func(ctx context.Context, cl *client.Client, g globals) error {
-		rep, err := cl.Recover(ctx, client.RecoverRequest{Topic: tg.topic, Partition: tg.partition, Broker: tg.broker, Requester: requester()})
+		var rep client.ChangeReport
+		err := watchedChange(ctx, cl, c.App.ErrWriter, "gostream-ctl cluster history", func() (err error) {
+			rep, err = cl.Recover(ctx, client.RecoverRequest{Topic: tg.topic, Partition: tg.partition, Broker: tg.broker, Requester: requester()})
+			return err
+		})
 		if err != nil {
 			return refused(err)
 		}
@@ -371,7 +383,11 @@ func brokerReplaceAction(c *cli.Context) error {
 	}
 	dry := c.Bool("dry-run")
 	return withClient(c, func(ctx context.Context, cl *client.Client, g globals) error {
-		rep, err := cl.ReplaceBroker(ctx, int32(id), dry, requester())
+		var rep client.ChangeReport
+		err := watchedChange(ctx, cl, c.App.ErrWriter, "gostream-ctl cluster history", func() (err error) {
+			rep, err = cl.ReplaceBroker(ctx, int32(id), dry, requester())
+			return err
+		})
 		if err != nil {
 			return refused(err)
 		}

@@ -115,7 +115,11 @@ func topicCreateAction(c *cli.Context) error {
 		return exitcode.Usagef("InvalidFlag", "--replication-factor %d: want a positive number", rf)
 	}
 	return withClient(c, func(ctx context.Context, cl *client.Client, g globals) error {
-		t, err := cl.CreateTopic(ctx, name, partitions, rf)
+		var t client.TopicMetadata
+		err := watchedChange(ctx, cl, c.App.ErrWriter, "gostream-ctl topic describe "+name, func() (err error) {
+			t, err = cl.CreateTopic(ctx, name, partitions, rf)
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -303,7 +307,7 @@ func optional(n *int64) string {
 func topicDeleteAction(c *cli.Context) error {
 	return withClient(c, func(ctx context.Context, cl *client.Client, g globals) error {
 		name := c.Args().First()
-		if err := cl.DeleteTopic(ctx, name); err != nil {
+		if err := watchedChange(ctx, cl, c.App.ErrWriter, "gostream-ctl topic list", func() error { return cl.DeleteTopic(ctx, name) }); err != nil {
 			return err
 		}
 		if g.output == outputJSON {
@@ -317,7 +321,7 @@ func topicDeleteAction(c *cli.Context) error {
 func topicSealAction(c *cli.Context) error {
 	return withClient(c, func(ctx context.Context, cl *client.Client, g globals) error {
 		name := c.Args().First()
-		if err := cl.SealTopic(ctx, name); err != nil {
+		if err := watchedChange(ctx, cl, c.App.ErrWriter, "gostream-ctl topic describe "+name, func() error { return cl.SealTopic(ctx, name) }); err != nil {
 			return err
 		}
 		if g.output == outputJSON {

@@ -1,0 +1,52 @@
+package testcluster
+
+import (
+	"bufio"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// With the controller paused, a topic create says so within seconds, not at
+// the end of its --timeout, and its final error says that the topic may
+// have been created and how to check.
+func TestChangeAgainstPausedControllerSaysOutcomeUnknown(t *testing.T) {
+	c := startCluster(t, 3)
+	newClient(t, c) // the cluster has registered and answers
+	require.NoError(t, c.Node(1).Pause())
+	t.Cleanup(func() { c.Node(1).Resume() })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := c.CtlCommand(ctx, "--timeout", "8s", "topic", "create", "late", "--partitions", "1", "--replication-factor", "3")
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	start := time.Now()
+	require.NoError(t, cmd.Start())
+	var lines []string
+	var noticeAt time.Duration
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		if noticeAt == 0 && strings.Contains(sc.Text(), "has not answered") {
+			noticeAt = time.Since(start)
+		}
+		lines = append(lines, sc.Text())
+	}
+	err = cmd.Wait()
+	require.Error(t, err)
+	out := strings.Join(lines, "\n")
+	t.Logf("stderr after %s:\n%s", time.Since(start), out)
+	require.NotZero(t, noticeAt, "a notice that the controller does not answer")
+	assert.Less(t, noticeAt, 5*time.Second, "told well before the 8s timeout")
+	assert.Contains(t, out, "the change may have been made")
+	assert.Contains(t, out, "check with gostream-ctl topic describe late")
+
+	require.NoError(t, c.Node(1).Resume())
+	res := ctlRun(t, c, "topic", "describe", "late")
+	t.Logf("after SIGCONT: exit %d %s%s", res.Exit, res.Stdout, res.Stderr)
+	assert.Contains(t, []int{0, 2}, res.Exit, "describe answers either way")
+}
