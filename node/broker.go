@@ -45,8 +45,14 @@ type broker struct {
 
 	// meta is the metadata applied last; readers never wait for an
 	// application in progress.
-	meta    atomic.Pointer[metadata.Cluster]
-	applyMu sync.Mutex
+	meta atomic.Pointer[metadata.Cluster]
+	// acceptMu orders the acceptance of new metadata, applyMu the
+	// reconciliations of the replicas with it (in that order when both
+	// are taken).
+	acceptMu sync.Mutex
+	applyMu  sync.Mutex
+	// reconcileKick, buffered 1, wakes reconcileLoop.
+	reconcileKick chan struct{}
 
 	mu struct {
 		sync.RWMutex
@@ -69,7 +75,7 @@ type replica struct {
 }
 
 func newBroker(id int32, root *storage.Root, logOpts storage.Options, logger hclog.Logger, m *metrics) *broker {
-	b := &broker{id: id, root: root, logOpts: logOpts, logger: logger, metrics: m}
+	b := &broker{id: id, root: root, logOpts: logOpts, logger: logger, metrics: m, reconcileKick: make(chan struct{}, 1)}
 	b.mu.replicas = make(map[topicPartition]*replica)
 	b.mu.offline = make(map[topicPartition]error)
 	return b
@@ -80,11 +86,18 @@ func newBroker(id int32, root *storage.Root, logOpts storage.Options, logger hcl
 // removes the replicas of deleted topics. Metadata older than what is held
 // is ignored.
 func (b *broker) applyMetadata(meta *metadata.Cluster) error {
-	// applyMu orders whole applications; mu is held only to touch the
-	// replica map, never while a partition changes state (which may wait
-	// for its follower senders, and they read the metadata).
-	b.applyMu.Lock()
-	defer b.applyMu.Unlock()
+	if err := b.acceptMetadata(meta); err != nil {
+		return err
+	}
+	return b.reconcile()
+}
+
+// acceptMetadata makes meta the metadata this broker holds and answers
+// with, cached on disk first, unless it is older than what it holds (then
+// it is ignored). The replicas follow in reconcile.
+func (b *broker) acceptMetadata(meta *metadata.Cluster) error {
+	b.acceptMu.Lock()
+	defer b.acceptMu.Unlock()
 	cur := b.meta.Load()
 	if cur != nil && meta.Epoch < cur.Epoch {
 		return nil
@@ -100,6 +113,52 @@ func (b *broker) applyMetadata(meta *metadata.Cluster) error {
 			return fmt.Errorf("cache metadata: %w", err)
 		}
 	}
+	b.meta.Store(meta)
+	return nil
+}
+
+// reconcileSoon asks the reconciler (reconcileLoop) to bring the replicas
+// to the metadata held, without waiting for it.
+func (b *broker) reconcileSoon() {
+	select {
+	case b.reconcileKick <- struct{}{}:
+	default:
+	}
+}
+
+// reconcileLoop reconciles the replicas whenever reconcileSoon asks, until
+// ctx ends.
+func (b *broker) reconcileLoop(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-b.reconcileKick:
+		}
+		if err := b.reconcile(); err != nil {
+			b.logger.Error("cannot apply the metadata to every replica", "err", err)
+		}
+	}
+}
+
+// openParallel bounds the replicas opened at once: a new topic of
+// thousands of partitions opens that many logs, each a few fsyncs, and
+// the disk takes many at a time.
+const openParallel = 16
+
+// reconcile makes the hosted replicas match the metadata held: it opens
+// the logs of replicas assigned to this broker (several at once), applies
+// leadership, and closes and removes the replicas of deleted topics.
+func (b *broker) reconcile() error {
+	// applyMu orders whole reconciliations; mu is held only to touch the
+	// replica map, never while a partition changes state (which may wait
+	// for its follower senders, and they read the metadata).
+	b.applyMu.Lock()
+	defer b.applyMu.Unlock()
+	meta := b.meta.Load()
+	if meta == nil {
+		return nil
+	}
 	var errs []error
 	type change struct {
 		r  *replica
@@ -107,6 +166,12 @@ func (b *broker) applyMetadata(meta *metadata.Cluster) error {
 	}
 	var changes []change
 	want := map[topicPartition]bool{}
+	type toOpen struct {
+		tp topicPartition
+		id string
+		st replication.State
+	}
+	var opens []toOpen
 	for _, t := range meta.Topics {
 		for p, part := range t.Partitions {
 			if !slices.Contains(part.Replicas, b.id) {
@@ -114,6 +179,10 @@ func (b *broker) applyMetadata(meta *metadata.Cluster) error {
 			}
 			tp := topicPartition{t.Name, int32(p)}
 			want[tp] = true
+			st := replication.State{Leader: part.Leader, LeaderEpoch: part.LeaderEpoch, Active: part.Active}
+			if st.Leader == b.id && b.awaitingController.Load() {
+				st.Leader = -1
+			}
 			b.mu.RLock()
 			r, ok := b.mu.replicas[tp]
 			b.mu.RUnlock()
@@ -123,26 +192,34 @@ func (b *broker) applyMetadata(meta *metadata.Cluster) error {
 				b.closeReplica(tp, r)
 				ok = false
 			}
-			if !ok {
-				if b.offlineErr(tp.topic, tp.partition) != nil {
-					continue // stays offline until recover rebuilds it
-				}
-				var err error
-				if r, err = b.openReplica(tp, t.ID); err != nil {
-					if !errors.Is(err, storage.ErrCorrupt) {
-						errs = append(errs, err)
-					}
-					continue
-				}
+			switch {
+			case ok:
+				changes = append(changes, change{r, st})
+			case b.offlineErr(tp.topic, tp.partition) == nil: // an offline one stays so until recover rebuilds it
+				opens = append(opens, toOpen{tp, t.ID, st})
 			}
-			st := replication.State{Leader: part.Leader, LeaderEpoch: part.LeaderEpoch, Active: part.Active}
-			if st.Leader == b.id && b.awaitingController.Load() {
-				st.Leader = -1
-			}
-			changes = append(changes, change{r, st})
 		}
 	}
-	b.meta.Store(meta)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, openParallel)
+	for _, o := range opens {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			r, err := b.openReplica(o.tp, o.id)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				changes = append(changes, change{r, o.st})
+			case !errors.Is(err, storage.ErrCorrupt):
+				errs = append(errs, err)
+			}
+		}()
+	}
+	wg.Wait()
 	for _, c := range changes {
 		err := c.r.part.SetState(c.st)
 		switch {
@@ -427,7 +504,11 @@ func (b *broker) lookup(topic, id string, partition int32) (*metadata.Topic, *re
 	if partition < 0 || int(partition) >= len(t.Partitions) {
 		return nil, nil, fmt.Errorf("%w: %s", transport.ErrUnknownPartition, metadata.NoSuchPartition(topic, len(t.Partitions), partition))
 	}
-	return t, b.mu.replicas[topicPartition{topic, partition}], nil
+	r := b.mu.replicas[topicPartition{topic, partition}]
+	if r != nil && r.part.TopicID != t.ID {
+		r = nil // a replica of an earlier incarnation, not closed yet
+	}
+	return t, r, nil
 }
 
 // close stops every partition and closes its log. The replicas leave the

@@ -287,6 +287,22 @@ func (n *Node) applyParsed(meta *metadata.Cluster, source string) error {
 	return n.broker.applyMetadata(meta)
 }
 
+// acceptPushed takes metadata the controller pushed: it is held (cached,
+// and answered with) before the push is answered, and the replicas follow
+// in the background, so a push of a topic of thousands of partitions is
+// answered in the time it takes to cache it, never timing out while the
+// replicas open.
+func (n *Node) acceptPushed(meta *metadata.Cluster, source string) error {
+	if meta.ControllerID != n.cfg.Controllers[0].ID {
+		return fmt.Errorf("%w: metadata from %s names controller %d, this node follows %d", transport.ErrInvalidRequest, source, meta.ControllerID, n.cfg.Controllers[0].ID)
+	}
+	if err := n.broker.acceptMetadata(meta); err != nil {
+		return err
+	}
+	n.broker.reconcileSoon()
+	return nil
+}
+
 // serve binds the node's servers and runs them until ctx is canceled or one
 // of them fails.
 func (n *Node) serve(ctx context.Context) error {
@@ -358,6 +374,7 @@ func (n *Node) serve(ctx context.Context) error {
 	if !n.isController() {
 		g.run(n.followController)
 	}
+	g.run(n.broker.reconcileLoop)
 	g.run(func(context.Context) error {
 		if err := rpc.Serve(rpcLn); err != nil {
 			return fmt.Errorf("rpc server on %s: %w", rpcLn.Addr(), err)
