@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"syscall"
 
 	"gostream/metadata"
 	"gostream/replication"
@@ -17,6 +18,10 @@ var wireErrors = []struct {
 	err  error
 	wire *transport.Error
 }{
+	// A full disk first: whatever failed for want of space (a log, the
+	// controller's metadata, an epoch file) is named for it.
+	{syscall.ENOSPC, transport.ErrNoSpace},
+	{syscall.EDQUOT, transport.ErrNoSpace},
 	{storage.ErrInvalidTopicName, transport.ErrInvalidTopicName},
 	{storage.ErrInvalidPartition, transport.ErrUnknownPartition},
 	{storage.ErrOffsetOutOfRange, transport.ErrOffsetOutOfRange},
