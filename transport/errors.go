@@ -40,6 +40,7 @@ const (
 	CodeShuttingDown          Code = 26
 	CodeStampMismatch         Code = 27
 	CodeNotReady              Code = 28
+	CodeBusy                  Code = 29
 )
 
 // Error is an error that crosses the wire: a code, whether retrying the same
@@ -101,6 +102,7 @@ var codes = map[Code]codeInfo{
 	CodeShuttingDown:          {"ShuttingDown", true},
 	CodeStampMismatch:         {"StampMismatch", false},
 	CodeNotReady:              {"NotReady", true},
+	CodeBusy:                  {"Busy", true},
 }
 
 // String is the code's name, as printed at the start of error messages.
@@ -152,6 +154,10 @@ var (
 	ErrShuttingDown          = sentinel(CodeShuttingDown)
 	ErrStampMismatch         = sentinel(CodeStampMismatch)
 	ErrNotReady              = sentinel(CodeNotReady)
+	// ErrBusy means the node refused the request before carrying it out,
+	// because its request memory was in use (see ServerConfig): sending
+	// it again later cannot do it twice.
+	ErrBusy = sentinel(CodeBusy)
 )
 
 // ToWire turns any error into the *Error sent to a client. An error that
