@@ -264,7 +264,7 @@ func (n *Node) serve(ctx context.Context) error {
 		return fmt.Errorf("%w on http address %s: %w", ErrCannotListen, cfg.HTTP, err)
 	}
 	rpc := transport.NewServer(transport.ServerConfig{
-		MaxFrameBytes: cfg.MaxFrameBytes,
+		MaxBatchBytes: cfg.MaxFrameBytes - transport.FrameAllowance,
 		Logger:        log.Named("rpc"),
 		OnConn:        func(d int) { n.metrics.connections.Add(float64(d)) },
 	}, &rpcHandler{n: n})

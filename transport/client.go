@@ -25,8 +25,12 @@ var ErrConnClosed = fmt.Errorf("%w: connection closed", ErrBrokerNotAvailable)
 
 // ConnConfig configures a client connection. Zero values take defaults.
 type ConnConfig struct {
-	DialTimeout   time.Duration // default 5s
-	MaxFrameBytes int           // largest response accepted (default 8 MiB + 1 MiB)
+	DialTimeout time.Duration // default 5s
+	// MaxFrameBytes bounds a response; default the frame limit of the
+	// largest batch limit a cluster may have
+	// (FrameLimit(MaxBatchBytesCeiling)). A response is read into a buffer
+	// of its own size, so the bound costs nothing for smaller ones.
+	MaxFrameBytes int
 	// LocalIP is the source address of the connections; nil lets the
 	// operating system choose.
 	LocalIP net.IP
@@ -102,7 +106,7 @@ func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 		cfg.DialTimeout = 5 * time.Second
 	}
 	if cfg.MaxFrameBytes <= 0 {
-		cfg.MaxFrameBytes = DefaultMaxFrameBytes + 1<<20
+		cfg.MaxFrameBytes = FrameLimit(MaxBatchBytesCeiling)
 	}
 	d := net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 15 * time.Second}
 	if cfg.LocalIP != nil {
