@@ -1019,3 +1019,37 @@ func TestDialSetsUserTimeout(t *testing.T) {
 		c.Close()
 	}
 }
+func TestPoolDropsIdleConnections(t *testing.T) {
+	const idle = 200 * time.Millisecond
+	release := make(chan struct{})
+	_, addr := startServer(t, ServerConfig{}, reservingHandler(nil, release))
+	p := NewPool(ConnConfig{IdleTimeout: idle})
+	t.Cleanup(func() { p.Close() })
+
+	c1, err := p.Get(testContext(t), addr)
+	require.NoError(t, err)
+	echo(t, c1, "one")
+	again, err := p.Get(testContext(t), addr)
+	require.NoError(t, err)
+	require.Same(t, c1, again)
+
+	// A call in flight longer than the idle timeout keeps its connection.
+	done := make(chan error, 1)
+	go func() { done <- c1.Call(testContext(t), apiBlock, &Empty{}, nil) }()
+	require.Eventually(t, func() bool { return c1.idleFor(time.Now()) == 0 }, 5*time.Second, time.Millisecond)
+	assert.Never(t, func() bool {
+		c, err := p.Get(testContext(t), addr)
+		return err != nil || c != c1
+	}, 2*idle, idle/10, "a connection with a call pending is not idle")
+	close(release)
+	require.NoError(t, <-done)
+
+	// Idle past the timeout, it is dropped: the next Get dials anew,
+	// before the server would close it.
+	require.Eventually(t, func() bool { return c1.idleFor(time.Now()) >= idle }, 5*time.Second, 5*time.Millisecond)
+	c2, err := p.Get(testContext(t), addr)
+	require.NoError(t, err)
+	assert.NotSame(t, c1, c2)
+	assert.Error(t, c1.Err(), "the idle connection was closed")
+	echo(t, c2, "two")
+}
