@@ -210,7 +210,8 @@ func (h *rpcHandler) fetch(req *transport.Request) transport.Reply {
 	maxBytes := min(int(r.MaxBytes), h.n.cfg.MaxFrameBytes-fetchFrameSlack)
 	return func(ctx context.Context) (transport.Message, error) {
 		buf := getReadBuffer(maxBytes)
-		res, err := rep.part.FetchInto(ctx, r.Offset, maxBytes, time.Duration(r.MaxWaitMs)*time.Millisecond, buf)
+		res, err := rep.part.FetchInto(ctx, r.Offset, maxBytes, time.Duration(r.MaxWaitMs)*time.Millisecond,
+			func() ([]byte, error) { return buf, nil })
 		if err != nil {
 			putReadBuffer(buf)
 			return nil, err
