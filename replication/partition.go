@@ -455,6 +455,8 @@ func (p *Partition) FetchInto(ctx context.Context, offset int64, maxBytes int, m
 		defer t.Stop()
 		timer = t.C
 	}
+	var into []byte // from buf
+	asked := false
 	for {
 		p.mu.Lock()
 		st, hw, known, changed := p.mu.state, p.mu.hw, p.mu.hwKnown, p.mu.hwChanged
@@ -470,12 +472,13 @@ func (p *Partition) FetchInto(ctx context.Context, offset int64, maxBytes int, m
 			return FetchResult{}, fmt.Errorf("%w: offset %d, partition %s/%d holds [%d, %d)", ErrOffsetOutOfRange, offset, p.Topic, p.Index, start, end)
 		}
 		if offset < hw {
-			var into []byte
-			if buf != nil {
+			if buf != nil && !asked {
+				asked = true
 				var err error
 				if into, err = buf(); err != nil {
 					return FetchResult{}, err
 				}
+				continue // buf may have waited: look at the leadership and the HW again
 			}
 			b, err := p.log.Read(ctx, offset, maxBytes, hw, into)
 			if errors.Is(err, storage.ErrOffsetOutOfRange) {
