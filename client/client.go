@@ -35,7 +35,8 @@ type Config struct {
 	// RetryBackoff is the wait before such a retry; default 100ms.
 	RetryBackoff time.Duration
 	// MaxFrameBytes bounds a response frame; default transport's client
-	// default (a little above the server's frame limit).
+	// default (the frame limit of the largest batch limit a cluster may
+	// have).
 	MaxFrameBytes int
 }
 
@@ -65,9 +66,6 @@ func (c *Config) setDefaults() error {
 	}
 	if c.RetryBackoff <= 0 {
 		c.RetryBackoff = 100 * time.Millisecond
-	}
-	if c.MaxFrameBytes <= 0 {
-		c.MaxFrameBytes = transport.DefaultMaxFrameBytes + 1<<20
 	}
 	return nil
 }
@@ -107,6 +105,9 @@ type Metadata struct {
 	Epoch        int64 // metadata epoch; every change bumps it
 	Brokers      []Broker
 	Topics       []TopicMetadata // by name
+	// MaxBatchBytes is the cluster's batch limit (--max-batch-bytes): the
+	// largest batch a produce may carry.
+	MaxBatchBytes int
 }
 
 // clusterState is an immutable snapshot of the cached metadata.
@@ -116,6 +117,7 @@ type clusterState struct {
 	epoch        int64
 	brokers      map[int32]Broker
 	topics       map[string]TopicMetadata
+	maxBatch     int // the batch limit the answering broker named
 }
 
 // route is where a partition's requests go.
@@ -332,6 +334,10 @@ func (c *Client) apply(resp *transport.MetadataResponse, topics []string) bool {
 		epoch:        resp.MetadataEpoch,
 		brokers:      make(map[int32]Broker, len(resp.Brokers)),
 		topics:       make(map[string]TopicMetadata),
+		maxBatch:     int(resp.MaxBatchBytes),
+	}
+	if st.maxBatch <= 0 {
+		st.maxBatch = transport.DefaultMaxBatchBytes
 	}
 	for _, b := range resp.Brokers {
 		st.brokers[b.ID] = Broker{ID: b.ID, Addr: b.Addr, HTTP: b.HTTP, Gossip: b.Gossip}
@@ -403,7 +409,7 @@ func topicFromWire(t *transport.TopicInfo) TopicMetadata {
 }
 
 func (st *clusterState) snapshot() Metadata {
-	m := Metadata{ClusterID: st.clusterID, ControllerID: st.controllerID, Epoch: st.epoch}
+	m := Metadata{ClusterID: st.clusterID, ControllerID: st.controllerID, Epoch: st.epoch, MaxBatchBytes: st.maxBatch}
 	for _, b := range st.brokers {
 		m.Brokers = append(m.Brokers, b)
 	}
@@ -466,7 +472,7 @@ func (c *Client) backoff(ctx context.Context, d time.Duration) error {
 
 // withLeader calls fn with the partition's leader, and after an error that
 // suggests a stale route refreshes the metadata and calls it again, up to
-// Retries times. fn must be safe to repeat: it is for reads only.
+// Retries times; after Busy it calls it again without the refresh. fn must be safe to repeat: it is for reads only.
 func (c *Client) withLeader(ctx context.Context, topic string, partition int32, fn func(ctx context.Context, r route) error) error {
 	for attempt := 0; ; attempt++ {
 		r, err := c.leader(ctx, topic, partition)
@@ -475,12 +481,16 @@ func (c *Client) withLeader(ctx context.Context, topic string, partition int32, 
 				return nil
 			}
 		}
-		if !staleRoute(err) || errors.Is(err, ErrTopicRecreated) || attempt >= c.cfg.Retries || ctx.Err() != nil || errors.Is(err, ErrClosed) {
+		busy := errors.Is(err, transport.ErrBusy)
+		if !staleRoute(err) && !busy || errors.Is(err, ErrTopicRecreated) || attempt >= c.cfg.Retries || ctx.Err() != nil || errors.Is(err, ErrClosed) {
 			return err
 		}
-		c.log.Debug("retrying after stale route", "topic", topic, "partition", partition, "err", err)
+		c.log.Debug("retrying", "topic", topic, "partition", partition, "err", err)
 		if berr := c.backoff(ctx, c.cfg.RetryBackoff); berr != nil {
 			return err
+		}
+		if busy {
+			continue // the route is fine: the broker had no memory to spare
 		}
 		if rerr := c.RefreshMetadata(ctx, topic); rerr != nil {
 			if errors.Is(rerr, transport.ErrUnknownTopic) || errors.Is(rerr, ErrClosed) {

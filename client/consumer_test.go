@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -76,6 +77,27 @@ func TestConsumerPollAndSeek(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []string{"f", "g"}, recordValues(recs))
 	})
+}
+
+func TestConsumerRetriesBusy(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	fc.addTopic("t", 1)
+	fc.appendValues("t", 0, "a")
+	busy := 2
+	fc.set(func(fc *fakeCluster) {
+		fc.fetchErr = func() error {
+			if busy > 0 {
+				busy--
+				return fmt.Errorf("%w: injected", transport.ErrBusy)
+			}
+			return nil
+		}
+	})
+	cons := newTestConsumer(t, fc, "t", 0)
+	recs, err := cons.Poll(testCtx(t), 0)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a"}, recordValues(recs))
+	assert.Equal(t, 3, fc.count(1, transport.APIFetch))
 }
 
 func TestConsumerLongPoll(t *testing.T) {

@@ -17,7 +17,8 @@
 // controller named in the metadata.
 //
 // Reads (metadata, fetch, list offsets) change nothing, so they are retried
-// after any of those errors, up to Config.Retries times. Catch-up
+// after any of those errors, and after Busy (the broker's request memory
+// was in use), up to Config.Retries times. Catch-up
 // (CatchUp) goes to the partition's leader and is retried the same way:
 // repeating it does no harm. The calls an operator makes to look at one
 // broker (DescribeCluster, ReplicaState, ReplicaDigest) go to that broker
@@ -73,7 +74,8 @@
 // A batch is retried only when its attempt provably did not append it:
 //
 //   - the broker answered NotLeader, UnknownTopic or UnknownPartition (it
-//     checks those before appending);
+//     checks those before appending), or Busy (it refused the request
+//     unread: its request memory was in use);
 //   - no leader was known, or the connection to the leader could not be
 //     opened, or the request was never written whole (the connection was
 //     already closed, or the write failed part way, which the broker
@@ -89,6 +91,10 @@
 // followed by a batch that was (or may have been) appended is not retried,
 // since sending it again would put it after a later record: it fails with
 // ErrNotAppended. A batch is sent at most 1 + ProducerConfig.Retries times.
+//
+// A record whose batch would exceed the cluster's batch limit (the
+// Metadata's MaxBatchBytes, a broker's --max-batch-bytes) fails at once
+// with MessageTooLarge, before anything is sent.
 //
 // Nothing else is retried. TopicSealed, MessageTooLarge, InvalidBatch and
 // InvalidRequest fail the batch with ErrNotAppended. Every other error

@@ -42,6 +42,11 @@ type fakeCluster struct {
 	replyDelay func() time.Duration
 	onMetadata func()
 	corrupt    map[int64]bool
+	// fetchErr runs before each fetch and may refuse it.
+	fetchErr func() error
+	// maxBatchBytes is the batch limit metadata answers name (0: none,
+	// as from an old broker).
+	maxBatchBytes int32
 	// catchUpErr runs when broker gets a CatchUp request, before anything
 	// else, and may refuse it.
 	catchUpErr func(broker int32) error
@@ -358,7 +363,7 @@ func (b *fakeBroker) metadata(req *transport.Request) transport.Reply {
 	}
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
-	resp := &transport.MetadataResponse{ClusterID: "fake", ControllerID: fc.controller, MetadataEpoch: fc.epoch}
+	resp := &transport.MetadataResponse{ClusterID: "fake", ControllerID: fc.controller, MetadataEpoch: fc.epoch, MaxBatchBytes: fc.maxBatchBytes}
 	for _, id := range fc.brokerIDsLocked() {
 		resp.Brokers = append(resp.Brokers, transport.BrokerInfo{ID: id, Addr: fc.brokers[id].addr})
 	}
@@ -490,6 +495,9 @@ func (b *fakeBroker) fetch(req *transport.Request) transport.Reply {
 		for {
 			fc.mu.Lock()
 			_, p, err := fc.partitionLocked(r.Topic, r.Partition)
+			if err == nil && fc.fetchErr != nil {
+				err = fc.fetchErr()
+			}
 			if err == nil {
 				err = b.leads(p, r.Topic, r.Partition)
 			}

@@ -42,6 +42,7 @@ func classify(err error) outcome {
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrTopicRecreated):
 		return rejected
 	case errors.Is(err, transport.ErrNotSent),
+		errors.Is(err, transport.ErrBusy), // refused before it was carried out
 		errors.Is(err, transport.ErrNotLeader),
 		errors.Is(err, transport.ErrUnknownTopic),
 		errors.Is(err, transport.ErrUnknownTopicID),
@@ -210,7 +211,8 @@ func (pp *partitionProducer) pull() {
 	pp.mu.incoming, pp.mu.flushes = nil, nil
 	pp.pulledSeq = pp.mu.nextSeq
 	pp.mu.Unlock()
-	limit := min(pp.p.cfg.BatchBytes, pp.p.cfg.maxBatchBytes())
+	maxBatch, _ := pp.p.batchLimit()
+	limit := min(pp.p.cfg.BatchBytes, maxBatch)
 	for _, r := range in {
 		if len(pp.building) > 0 && pp.buildingBytes+r.size > limit {
 			pp.seal()

@@ -43,9 +43,11 @@ type ProducerConfig struct {
 	// RequestTimeout bounds one produce request, replication included;
 	// default the client's RequestTimeout.
 	RequestTimeout time.Duration
-	// MaxRequestBytes bounds one produce request; a record that cannot fit
-	// fails with transport.ErrMessageTooLarge. Default a little under
-	// transport.DefaultMaxFrameBytes, the broker's default frame limit.
+	// MaxRequestBytes, if set, bounds one produce request below what the
+	// cluster's batch limit allows (Metadata.MaxBatchBytes, a broker's
+	// --max-batch-bytes). A record whose batch would exceed either limit
+	// fails with transport.ErrMessageTooLarge before anything is sent.
+	// Default: the cluster's limit alone.
 	MaxRequestBytes int
 }
 
@@ -81,17 +83,24 @@ func (cfg *ProducerConfig) setDefaults(c *Config) error {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = c.RequestTimeout
 	}
-	if cfg.MaxRequestBytes <= 0 {
-		cfg.MaxRequestBytes = transport.DefaultMaxFrameBytes
-	}
-	if cfg.MaxRequestBytes <= requestOverhead+record.HeaderSize {
+	if cfg.MaxRequestBytes < 0 || cfg.MaxRequestBytes > 0 && cfg.MaxRequestBytes <= requestOverhead+record.HeaderSize {
 		return fmt.Errorf("%w: MaxRequestBytes %d", ErrInvalidConfig, cfg.MaxRequestBytes)
 	}
 	return nil
 }
 
-// maxBatchBytes is the largest batch a request can carry.
-func (cfg *ProducerConfig) maxBatchBytes() int { return cfg.MaxRequestBytes - requestOverhead }
+// batchLimit is the largest batch a request can carry, and whether the
+// cluster's limit (not MaxRequestBytes) is the one that binds.
+func (p *Producer) batchLimit() (limit int, cluster bool) {
+	limit = transport.DefaultMaxBatchBytes
+	if st := p.c.state(); st != nil {
+		limit = st.maxBatch
+	}
+	if p.cfg.MaxRequestBytes > 0 && p.cfg.MaxRequestBytes-requestOverhead < limit {
+		return p.cfg.MaxRequestBytes - requestOverhead, false
+	}
+	return limit, true
+}
 
 // ProducerRecord is a record to produce.
 type ProducerRecord struct {
@@ -236,12 +245,17 @@ func (p *Producer) enqueue(ctx context.Context, rec ProducerRecord, cb func(Ack,
 	}
 	r := record.Record{Key: rec.Key, Value: rec.Value, Headers: rec.Headers}
 	size := r.EncodedSize()
-	if size+record.HeaderSize > p.cfg.maxBatchBytes() {
-		return fmt.Errorf("produce to %s: %w: record of %d bytes, requests are limited to %d", rec.Topic, transport.ErrMessageTooLarge, size, p.cfg.MaxRequestBytes)
-	}
 	t, err := p.c.topic(ctx, rec.Topic)
 	if err != nil {
 		return fmt.Errorf("produce to %s: %w", rec.Topic, err)
+	}
+	// The metadata is known now, and with it the cluster's limit.
+	if limit, cluster := p.batchLimit(); size+record.HeaderSize > limit {
+		if cluster {
+			return fmt.Errorf("produce to %s: %w", rec.Topic, transport.BatchTooLarge(size+record.HeaderSize, limit))
+		}
+		return fmt.Errorf("produce to %s: %w: a batch of %d bytes exceeds the producer's limit of %d bytes (MaxRequestBytes %d less %d for the request)",
+			rec.Topic, transport.ErrMessageTooLarge, size+record.HeaderSize, limit, p.cfg.MaxRequestBytes, requestOverhead)
 	}
 	n := len(t.Partitions)
 	if n == 0 {

@@ -501,6 +501,65 @@ func TestProducerRejectsRecordsTooLargeForARequest(t *testing.T) {
 	assert.Equal(t, 0, fc.produceRequests())
 }
 
+func TestProducerRefusesBatchesOverTheClusterLimit(t *testing.T) {
+	const limit = 8 << 10
+	fc := newFakeCluster(t, 1)
+	fc.addTopic("t", 1)
+	fc.set(func(fc *fakeCluster) { fc.maxBatchBytes = limit })
+	c := newTestClient(t, fc, nil)
+	md, err := c.Metadata(testCtx(t))
+	require.NoError(t, err)
+	assert.Equal(t, limit, md.MaxBatchBytes)
+
+	p := newTestProducer(t, c, ProducerConfig{Linger: time.Hour, BatchBytes: 1 << 20})
+	rec := record.Record{Value: make([]byte, limit)}
+	_, err = p.Send(testCtx(t), ProducerRecord{Topic: "t", Value: rec.Value})
+	require.ErrorIs(t, err, transport.ErrMessageTooLarge)
+	assert.Equal(t, fmt.Sprintf("produce to t: MessageTooLarge: a batch of %d bytes exceeds the cluster's limit of %d bytes (--max-batch-bytes)",
+		rec.EncodedSize()+record.HeaderSize, limit), err.Error())
+	assert.Equal(t, 0, fc.produceRequests(), "refused before sending")
+
+	// Records that fit are batched within the limit, however large
+	// BatchBytes is.
+	acks := newAckLog()
+	var vals []string
+	for i := range 40 {
+		v := fmt.Sprintf("%03d%s", i, strings.Repeat("x", 1000))
+		vals = append(vals, v)
+		p.SendAsync(ProducerRecord{Topic: "t", Value: []byte(v)}, acks.cb(v))
+	}
+	require.NoError(t, p.Flush(testCtx(t)))
+	assert.Equal(t, vals, fc.values("t", 0))
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	require.NotEmpty(t, fc.batchSizes)
+	for _, n := range fc.batchSizes {
+		assert.LessOrEqual(t, n, 8, "a batch of more than 8 records of 1 KiB is over the 8 KiB limit")
+	}
+}
+
+func TestProducerRetriesBusy(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	fc.addTopic("t", 1)
+	busy := 2
+	fc.set(func(fc *fakeCluster) {
+		fc.produceErr = func(int32, []string) error {
+			if busy > 0 {
+				busy--
+				return fmt.Errorf("%w: the node's request memory (1 bytes) is in use; retry", transport.ErrBusy)
+			}
+			return nil
+		}
+	})
+	c := newTestClient(t, fc, nil)
+	p := newTestProducer(t, c, ProducerConfig{Linger: -1})
+	ack, err := p.Send(testCtx(t), ProducerRecord{Topic: "t", Value: []byte("v")})
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), ack.Offset)
+	assert.Equal(t, []string{"v"}, fc.values("t", 0), "appended once")
+	assert.Equal(t, 3, fc.produceRequests())
+}
+
 func TestProducerBufferBytesBlocks(t *testing.T) {
 	fc := newFakeCluster(t, 1)
 	fc.addTopic("t", 1)

@@ -6,8 +6,10 @@
 // Promises:
 //
 //   - GET /api/health answers 200 with a Health object as JSON while the
-//     node's HTTP server runs. It is a liveness check: it says the process
-//     serves, not that its partitions are healthy.
+//     node's HTTP server runs and has no problems, and 503 with status
+//     "degraded" and the problems while it has some (it refused
+//     connections or requests over its limits lately). It says the
+//     process serves everyone, not that its partitions are healthy.
 //   - A known path asked with a method it does not accept answers 405 with
 //     an Allow header; an unknown path answers 404.
 //   - Every request is logged at Debug with method, path, status and

@@ -22,6 +22,10 @@ type Config struct {
 	// Status returns the body of GET /api/status, marshaled as JSON; nil
 	// answers 404.
 	Status func() any
+	// Problems returns what keeps the node from serving everyone, such as
+	// connections it refuses, one line each; while there is any, GET
+	// /api/health answers 503 with status "degraded". Nil means none.
+	Problems func() []string
 }
 
 // Paths of the HTTP surface besides HealthPath.
@@ -32,11 +36,19 @@ const (
 
 // Health is the body of GET /api/health.
 type Health struct {
-	// Status is "ok" whenever the node answers.
+	// Status is HealthOK, or HealthDegraded while the node has problems.
 	Status string `json:"status"`
 	// Node is the broker id of the node that answered.
 	Node int32 `json:"node"`
+	// Problems says what is wrong when Status is HealthDegraded.
+	Problems []string `json:"problems,omitempty"`
 }
+
+// The values of Health.Status.
+const (
+	HealthOK       = "ok"
+	HealthDegraded = "degraded"
+)
 
 // New returns the handler for one node's HTTP surface.
 func New(cfg Config) http.Handler {
@@ -47,7 +59,13 @@ func New(cfg Config) http.Handler {
 	// A GET pattern also serves HEAD; ServeMux answers other methods with
 	// 405 and an Allow header, and unknown paths with 404.
 	mux.HandleFunc("GET "+HealthPath, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, Health{Status: "ok", Node: cfg.NodeID})
+		if cfg.Problems != nil {
+			if problems := cfg.Problems(); len(problems) > 0 {
+				writeJSON(w, http.StatusServiceUnavailable, Health{Status: HealthDegraded, Node: cfg.NodeID, Problems: problems})
+				return
+			}
+		}
+		writeJSON(w, http.StatusOK, Health{Status: HealthOK, Node: cfg.NodeID})
 	})
 	if cfg.Metrics != nil {
 		mux.Handle("GET "+MetricsPath, cfg.Metrics)

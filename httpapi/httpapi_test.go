@@ -45,6 +45,29 @@ func TestHealth(t *testing.T) {
 	assert.Equal(t, httpapi.Health{Status: "ok", Node: 7}, h)
 }
 
+func TestHealthDegraded(t *testing.T) {
+	var problems []string
+	h := httpapi.New(httpapi.Config{NodeID: 2, Logger: testLogger(t), Problems: func() []string { return problems }})
+	get := func() *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, httpapi.HealthPath, nil))
+		return rec
+	}
+
+	rec := get()
+	assert.Equal(t, http.StatusOK, rec.Code)
+	assert.JSONEq(t, `{"status":"ok","node":2}`, rec.Body.String())
+
+	problems = []string{"refusing connections: 5 on the rpc listener"}
+	rec = get()
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+	assert.JSONEq(t, `{"status":"degraded","node":2,"problems":["refusing connections: 5 on the rpc listener"]}`, rec.Body.String())
+
+	problems = nil
+	assert.Equal(t, http.StatusOK, get().Code, "healthy again once the problems are gone")
+}
+
 func TestRoutesAnswerOnlyTheirMethodsAndPaths(t *testing.T) {
 	h := httpapi.New(httpapi.Config{NodeID: 1, Logger: testLogger(t)})
 	tests := []struct {

@@ -174,12 +174,35 @@ type Config struct {
 	Controllers []ControllerAddr
 	// Logger is the root logger of the process; nil discards logs.
 	Logger hclog.Logger
-	// MaxFrameBytes bounds one RPC frame. Zero means
-	// transport.DefaultMaxFrameBytes.
-	MaxFrameBytes int
+	// MaxBatchBytes is the batch limit: the largest batch a partition's
+	// log takes (it sets Log.MaxBatchBytes) and, plus
+	// transport.FrameAllowance, the largest RPC frame. Zero means
+	// storage.DefaultMaxBatchBytes; at most
+	// transport.MaxBatchBytesCeiling. Every node of a cluster should have
+	// the same: a follower refuses a batch over its own limit.
+	MaxBatchBytes int
+	// RequestMemory bounds the memory of the requests and responses of all
+	// RPC connections (see transport.ServerConfig); past it requests are
+	// refused with Busy. Zero means transport.DefaultMemoryBytes, or
+	// ConnRequestMemory if that is more.
+	RequestMemory int64
+	// ConnRequestMemory bounds the request memory of one RPC connection;
+	// past it the node stops reading that connection. Zero means two
+	// frames; at least one frame.
+	ConnRequestMemory int64
+	// MaxConns bounds the open connections of each listener (RPC, HTTP)
+	// in all, MaxConnsPerAddr those from one IP address. Zero means
+	// transport.DefaultMaxConns and transport.DefaultMaxConnsPerAddr.
+	MaxConns        int
+	MaxConnsPerAddr int
+	// IdleTimeout closes an RPC connection or an HTTP keep-alive
+	// connection that carried nothing for this long. Zero means
+	// transport.DefaultIdleTimeout. Keep it above the clients' pool idle
+	// timeout (transport.DefaultClientIdleTimeout).
+	IdleTimeout time.Duration
 	// Log configures every partition replica's log (segment size,
 	// retention). Its zero value takes the storage package's defaults:
-	// 128 MiB segments, retention off.
+	// 128 MiB segments, retention off. Its MaxBatchBytes is MaxBatchBytes.
 	Log storage.Options
 	// RetentionInterval is how often retention runs. Zero means a minute.
 	RetentionInterval time.Duration
@@ -223,6 +246,9 @@ func (c Config) Validate() error {
 			return &FieldError{Field: "Join", Value: seed, Reason: reason}
 		}
 	}
+	if err := c.validateLimits(); err != nil {
+		return err
+	}
 	return checkControllers(c.Controllers)
 }
 
@@ -265,6 +291,36 @@ func sameHostPort(a, b string) bool {
 	return false
 }
 
+// minMaxBatchBytes is the smallest batch limit: a few small records.
+const minMaxBatchBytes = 1 << 10
+
+// validateLimits checks the limits that are set; zero ones take defaults.
+func (c Config) validateLimits() error {
+	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
+	if c.MaxBatchBytes != 0 && (c.MaxBatchBytes < minMaxBatchBytes || c.MaxBatchBytes > transport.MaxBatchBytesCeiling) {
+		return &FieldError{Field: "MaxBatchBytes", Value: itoa(int64(c.MaxBatchBytes)),
+			Reason: fmt.Sprintf("want a number of bytes from %d to %d", minMaxBatchBytes, transport.MaxBatchBytesCeiling)}
+	}
+	d := c.withDefaults()
+	frame := int64(transport.FrameLimit(d.MaxBatchBytes))
+	switch {
+	case c.ConnRequestMemory < 0 || c.ConnRequestMemory > 0 && c.ConnRequestMemory < frame:
+		return &FieldError{Field: "ConnRequestMemory", Value: itoa(c.ConnRequestMemory),
+			Reason: fmt.Sprintf("want at least one frame, %d bytes (the batch limit plus %d)", frame, transport.FrameAllowance)}
+	case c.RequestMemory < 0 || c.RequestMemory > 0 && c.RequestMemory < d.ConnRequestMemory:
+		return &FieldError{Field: "RequestMemory", Value: itoa(c.RequestMemory),
+			Reason: fmt.Sprintf("want at least the request memory of one connection, %d bytes", d.ConnRequestMemory)}
+	case c.MaxConns < 0:
+		return &FieldError{Field: "MaxConns", Value: itoa(int64(c.MaxConns)), Reason: "want a positive number of connections"}
+	case c.MaxConnsPerAddr < 0 || c.MaxConnsPerAddr > d.MaxConns:
+		return &FieldError{Field: "MaxConnsPerAddr", Value: itoa(int64(c.MaxConnsPerAddr)),
+			Reason: fmt.Sprintf("want a positive number of connections, at most the total limit of %d", d.MaxConns)}
+	case c.IdleTimeout < 0:
+		return &FieldError{Field: "IdleTimeout", Value: c.IdleTimeout.String(), Reason: "want a positive duration"}
+	}
+	return nil
+}
+
 // withDefaults returns c with its empty optional fields filled in.
 func (c Config) withDefaults() Config {
 	if c.Listen == "" {
@@ -285,8 +341,24 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
-	if c.MaxFrameBytes <= 0 {
-		c.MaxFrameBytes = transport.DefaultMaxFrameBytes
+	if c.MaxBatchBytes <= 0 {
+		c.MaxBatchBytes = storage.DefaultMaxBatchBytes
+	}
+	c.Log.MaxBatchBytes = c.MaxBatchBytes
+	if c.ConnRequestMemory <= 0 {
+		c.ConnRequestMemory = 2 * int64(transport.FrameLimit(c.MaxBatchBytes))
+	}
+	if c.RequestMemory <= 0 {
+		c.RequestMemory = max(transport.DefaultMemoryBytes, c.ConnRequestMemory)
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = transport.DefaultMaxConns
+	}
+	if c.MaxConnsPerAddr <= 0 {
+		c.MaxConnsPerAddr = min(transport.DefaultMaxConnsPerAddr, c.MaxConns)
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = transport.DefaultIdleTimeout
 	}
 	if c.RetentionInterval <= 0 {
 		c.RetentionInterval = time.Minute

@@ -2,9 +2,13 @@ package node
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"gostream/storage"
+	"gostream/transport"
 )
 
 func TestParseControllers(t *testing.T) {
@@ -89,6 +93,23 @@ func TestConfigValidate(t *testing.T) {
 		{"bad controller id", func(c *Config) { c.Controllers = []ControllerAddr{{0, "a:1"}} }, "Controllers"},
 		{"bad controller addr", func(c *Config) { c.Controllers = []ControllerAddr{{1, "a"}} }, "Controllers"},
 		{"duplicate controller", func(c *Config) { c.Controllers = []ControllerAddr{{1, "a:1"}, {1, "b:1"}} }, "Controllers"},
+		{"limits set", func(c *Config) {
+			c.MaxBatchBytes, c.ConnRequestMemory, c.RequestMemory = 1<<20, 4<<20, 64<<20
+			c.MaxConns, c.MaxConnsPerAddr, c.IdleTimeout = 100, 10, time.Second
+		}, ""},
+		{"batch limit too small", func(c *Config) { c.MaxBatchBytes = 100 }, "MaxBatchBytes"},
+		{"batch limit too large", func(c *Config) { c.MaxBatchBytes = transport.MaxBatchBytesCeiling + 1 }, "MaxBatchBytes"},
+		{"negative batch limit", func(c *Config) { c.MaxBatchBytes = -1 }, "MaxBatchBytes"},
+		{"connection memory below a frame", func(c *Config) { c.ConnRequestMemory = storage.DefaultMaxBatchBytes }, "ConnRequestMemory"},
+		{"connection memory below a larger frame", func(c *Config) {
+			c.MaxBatchBytes, c.ConnRequestMemory = 16<<20, 8<<20
+		}, "ConnRequestMemory"},
+		{"node memory below a connection's", func(c *Config) { c.RequestMemory = 1 << 20 }, "RequestMemory"},
+		{"negative node memory", func(c *Config) { c.RequestMemory = -1 }, "RequestMemory"},
+		{"negative max conns", func(c *Config) { c.MaxConns = -1 }, "MaxConns"},
+		{"per-address limit over the total", func(c *Config) { c.MaxConns, c.MaxConnsPerAddr = 10, 11 }, "MaxConnsPerAddr"},
+		{"per-address limit over the default total", func(c *Config) { c.MaxConnsPerAddr = transport.DefaultMaxConns + 1 }, "MaxConnsPerAddr"},
+		{"negative idle timeout", func(c *Config) { c.IdleTimeout = -time.Second }, "IdleTimeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,4 +139,26 @@ func TestConfigDefaults(t *testing.T) {
 
 	c = Config{ID: 2, DataDir: "d", Listen: "0.0.0.0:9410", Advertise: "node2:9410"}.withDefaults()
 	assert.Equal(t, []ControllerAddr{{2, "node2:9410"}}, c.Controllers, "this node at its advertised address")
+}
+
+func TestLimitDefaults(t *testing.T) {
+	require.Equal(t, storage.DefaultMaxBatchBytes, transport.DefaultMaxBatchBytes, "one default batch limit")
+	c := Config{ID: 1, DataDir: "d"}.withDefaults()
+	assert.Equal(t, storage.DefaultMaxBatchBytes, c.MaxBatchBytes)
+	assert.Equal(t, c.MaxBatchBytes, c.Log.MaxBatchBytes, "the logs take the batch limit")
+	assert.Equal(t, int64(2*(4<<20+64<<10)), c.ConnRequestMemory, "two frames")
+	assert.Equal(t, int64(256<<20), c.RequestMemory)
+	assert.Equal(t, 4096, c.MaxConns)
+	assert.Equal(t, 1024, c.MaxConnsPerAddr)
+	assert.Equal(t, 2*time.Minute, c.IdleTimeout)
+
+	// A larger batch limit takes the memory defaults along.
+	c = Config{ID: 1, DataDir: "d", MaxBatchBytes: 200 << 20, Log: storage.Options{MaxBatchBytes: 1}}.withDefaults()
+	assert.Equal(t, 200<<20, c.Log.MaxBatchBytes)
+	assert.Equal(t, int64(2*(200<<20+64<<10)), c.ConnRequestMemory)
+	assert.Equal(t, c.ConnRequestMemory, c.RequestMemory)
+	assert.NoError(t, Config{ID: 1, DataDir: "d", MaxBatchBytes: 200 << 20}.Validate())
+
+	c = Config{ID: 1, DataDir: "d", MaxConns: 10}.withDefaults()
+	assert.Equal(t, 10, c.MaxConnsPerAddr, "the per-address default is at most the total")
 }

@@ -18,6 +18,12 @@
 //     returns nil.
 //   - If a server fails while running, the whole node stops and Run returns
 //     that error.
+//   - Its memory for RPC requests and responses, and its connections, stay
+//     within the Config's limits whatever clients send (MaxBatchBytes,
+//     RequestMemory, ConnRequestMemory, MaxConns, MaxConnsPerAddr,
+//     IdleTimeout; docs/cluster.md, "Limits"); while it refuses
+//     connections or requests over them, and for 30 s after, GET
+//     /api/health says it is degraded.
 //
 // Today a node is a cluster of one: it is its own controller (the metadata
 // lives in <data-dir>/controller/metadata.json), hosts every replica, serves

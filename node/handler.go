@@ -146,6 +146,9 @@ func (h *rpcHandler) produce(req *transport.Request) transport.Reply {
 	if r.TimeoutMs < 0 {
 		return transport.Immediate(nil, fmt.Errorf("%w: negative timeout %d ms", transport.ErrInvalidRequest, r.TimeoutMs))
 	}
+	if len(r.Batch) > h.n.cfg.MaxBatchBytes {
+		return transport.Immediate(nil, transport.BatchTooLarge(len(r.Batch), h.n.cfg.MaxBatchBytes))
+	}
 	start := time.Now()
 	wait, err := rep.part.Produce(record.Batch(r.Batch))
 	if err != nil {
@@ -211,18 +214,48 @@ func (h *rpcHandler) fetch(req *transport.Request) transport.Reply {
 	case r.MaxWaitMs < 0 || r.MaxWaitMs > maxWaitMs:
 		return transport.Immediate(nil, fmt.Errorf("%w: max wait %d ms outside [0, %d]", transport.ErrInvalidRequest, r.MaxWaitMs, maxWaitMs))
 	}
-	maxBytes := min(int(r.MaxBytes), h.n.cfg.MaxFrameBytes-fetchFrameSlack)
+	maxBytes := min(int(r.MaxBytes), transport.FrameLimit(h.n.cfg.MaxBatchBytes)-fetchFrameSlack)
 	return func(ctx context.Context) (transport.Message, error) {
-		buf := getReadBuffer(maxBytes)
-		res, err := rep.part.FetchInto(ctx, r.Offset, maxBytes, time.Duration(r.MaxWaitMs)*time.Millisecond, buf)
+		var buf []byte
+		// The read's memory is reserved once there is data to read, not
+		// while a long poll waits; the server trims the reservation to
+		// the response once this returns.
+		res, err := rep.part.FetchInto(ctx, r.Offset, maxBytes, time.Duration(r.MaxWaitMs)*time.Millisecond, func() ([]byte, error) {
+			if err := req.Reserve(ctx, readReservation(maxBytes, h.n.cfg.MaxBatchBytes)); err != nil {
+				return nil, err
+			}
+			buf = getReadBuffer(maxBytes)
+			return buf, nil
+		})
 		if err != nil {
 			putReadBuffer(buf)
 			return nil, err
+		}
+		if len(res.Batches) == 0 || cap(buf) == 0 || &res.Batches[:1][0] != &buf[:1][0] {
+			// The batches are not in buf (nothing read, or a first batch
+			// larger than buf read into a buffer of its own).
+			putReadBuffer(buf)
+			buf = nil
 		}
 		h.n.metrics.bytesOut.Add(float64(len(res.Batches)))
 		return &transport.FetchResponse{HighWatermark: res.HighWatermark, LogStartOffset: res.LogStartOffset, Batches: res.Batches,
 			Done: func() { putReadBuffer(buf) }}, nil
 	}
+}
+
+// readReservation is the memory a fetch of maxBytes may allocate for its
+// read, at most: its read buffer (a pooled one, or one of maxBytes), plus,
+// when a first batch larger than maxBytes can exist, a buffer for that
+// batch alone.
+func readReservation(maxBytes, maxBatchBytes int) int {
+	n := maxBytes
+	if maxBytes <= pooledReadBuffer {
+		n = pooledReadBuffer
+	}
+	if maxBytes < maxBatchBytes {
+		n += maxBatchBytes
+	}
+	return n
 }
 
 func (h *rpcHandler) listOffsets(req *transport.Request) transport.Reply {
@@ -250,7 +283,8 @@ func (h *rpcHandler) metadata(req *transport.Request) transport.Reply {
 	if meta == nil {
 		return transport.Immediate(nil, fmt.Errorf("%w: this node has no metadata yet", transport.ErrControllerUnavailable))
 	}
-	resp := &transport.MetadataResponse{ClusterID: meta.ClusterID, ControllerID: meta.ControllerID, MetadataEpoch: meta.Epoch}
+	resp := &transport.MetadataResponse{ClusterID: meta.ClusterID, ControllerID: meta.ControllerID, MetadataEpoch: meta.Epoch,
+		MaxBatchBytes: int32(h.n.cfg.MaxBatchBytes)}
 	for _, b := range meta.Brokers {
 		resp.Brokers = append(resp.Brokers, transport.BrokerInfo{ID: b.ID, Addr: b.Addr, HTTP: b.HTTP, Gossip: b.Gossip})
 	}
@@ -329,7 +363,7 @@ func getReadBuffer(maxBytes int) []byte {
 }
 
 func putReadBuffer(b []byte) {
-	if cap(b) == pooledReadBuffer {
+	if b != nil && cap(b) == pooledReadBuffer {
 		b = b[:cap(b)]
 		readBuffers.Put(&b)
 	}

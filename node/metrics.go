@@ -26,6 +26,8 @@ type metrics struct {
 	partitions      prometheus.Gauge
 	staleEpochs     prometheus.Counter
 	replication     prometheus.Histogram
+	refusedConns    *prometheus.CounterVec
+	refusedRequests prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -67,9 +69,16 @@ func newMetrics() *metrics {
 			Name: "gostream_replication_duration_seconds", Help: "Time from a leader's append to every active replica holding the batch, for partitions with followers.",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18),
 		}),
+		refusedConns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gostream_refused_connections_total", Help: "Connections closed at once because a connection limit was reached, by listener (rpc, http) and limit (per-address, total).",
+		}, []string{"listener", "limit"}),
+		refusedRequests: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gostream_busy_requests_total", Help: "RPC requests refused with Busy because the node's request memory was in use.",
+		}),
 	}
 	m.registry.MustRegister(m.requests, m.requestErrors, m.requestDuration, m.bytesIn, m.bytesOut,
 		m.recordsIn, m.fsyncDuration, m.connections, m.partitions, m.staleEpochs, m.replication,
+		m.refusedConns, m.refusedRequests,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

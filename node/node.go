@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"gostream/httpapi"
@@ -44,6 +45,7 @@ type Node struct {
 	pool       *transport.Pool
 	controller *controller // nil unless this node is the controller
 	gossip     *gossip
+	refusals   *refusals
 
 	// registered is closed once the controller has accepted this broker.
 	registered chan struct{}
@@ -77,7 +79,8 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("open storage root %s: %w", cfg.DataDir, err)
 	}
 	n := &Node{cfg: cfg, logger: log, root: root, metrics: newMetrics(),
-		pool: transport.NewPool(transport.ConnConfig{MaxFrameBytes: cfg.MaxFrameBytes + 1<<20, LocalIP: net.ParseIP(cfg.DialSource)})}
+		pool: transport.NewPool(transport.ConnConfig{LocalIP: net.ParseIP(cfg.DialSource)})}
+	n.refusals = newRefusals(n.metrics)
 	n.pushes.lagging, n.pushes.inFlight = map[int32]bool{}, map[int32]bool{}
 	n.registered = make(chan struct{})
 	logOpts := cfg.Log
@@ -317,19 +320,48 @@ func (n *Node) serve(ctx context.Context) error {
 		return fmt.Errorf("%w on http address %s: %w", ErrCannotListen, cfg.HTTP, err)
 	}
 	rpc := transport.NewServer(transport.ServerConfig{
-		MaxFrameBytes: cfg.MaxFrameBytes,
-		Logger:        log.Named("rpc"),
-		OnConn:        func(d int) { n.metrics.connections.Add(float64(d)) },
+		MaxBatchBytes:   cfg.MaxBatchBytes,
+		MaxConns:        cfg.MaxConns,
+		MaxConnsPerAddr: cfg.MaxConnsPerAddr,
+		ConnMemoryBytes: cfg.ConnRequestMemory,
+		MemoryBytes:     cfg.RequestMemory,
+		IdleTimeout:     cfg.IdleTimeout,
+		Logger:          log.Named("rpc"),
+		OnConn:          func(d int) { n.metrics.connections.Add(float64(d)) },
+		OnRefused:       func(r transport.Refusal) { n.refusals.record("rpc", r) },
 	}, &rpcHandler{n: n})
 	httpLog := log.Named("http")
+	httpLimits := transport.NewConnLimiter(transport.ConnLimits{
+		MaxConns: cfg.MaxConns, MaxConnsPerAddr: cfg.MaxConnsPerAddr, Logger: httpLog,
+		OnRefused: func(r transport.Refusal) { n.refusals.record("http", r) },
+	})
+	httpLn = transport.LimitListener(httpLn, httpLimits)
+	n.metrics.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "gostream_request_memory_bytes", Help: "Bytes of RPC requests and responses held (the budget of --request-memory).",
+		}, func() float64 { return float64(rpc.MemoryInUse()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "gostream_open_http_connections", Help: "Open HTTP connections.",
+		}, func() float64 { return float64(httpLimits.Conns()) }),
+	)
 	srv := &http.Server{
 		Handler: httpapi.New(httpapi.Config{
-			NodeID:  cfg.ID,
-			Logger:  httpLog,
-			Metrics: promhttp.HandlerFor(n.metrics.registry, promhttp.HandlerOpts{}),
-			Status:  func() any { return n.status() },
+			NodeID:   cfg.ID,
+			Logger:   httpLog,
+			Metrics:  promhttp.HandlerFor(n.metrics.registry, promhttp.HandlerOpts{}),
+			Status:   func() any { return n.status() },
+			Problems: n.refusals.problems,
 		}),
+		// These suit health, metrics and status, which answer at once
+		// with a small body and read none. The Durable Streams routes to
+		// come long-poll and stream: they will need per-route deadlines
+		// (http.ResponseController's SetReadDeadline/SetWriteDeadline in
+		// those handlers), not a longer WriteTimeout for every route.
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          httpLog.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}
 

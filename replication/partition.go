@@ -517,15 +517,21 @@ func (p *Partition) Fetch(ctx context.Context, offset int64, maxBytes int, maxWa
 	return p.FetchInto(ctx, offset, maxBytes, maxWait, nil)
 }
 
-// FetchInto is Fetch reading into buf when it is large enough, so a server
-// can reuse its read buffers; the result's Batches may alias buf.
-func (p *Partition) FetchInto(ctx context.Context, offset int64, maxBytes int, maxWait time.Duration, buf []byte) (FetchResult, error) {
+// FetchInto is Fetch reading into the buffer that buf returns, when it is
+// large enough, so a server can reuse its read buffers; the result's
+// Batches may alias it. buf is called once there is something to read,
+// not while a long poll waits, so a server that must reserve memory for
+// the read does it in buf; an error from buf ends the fetch with it. A
+// nil buf reads into a new buffer.
+func (p *Partition) FetchInto(ctx context.Context, offset int64, maxBytes int, maxWait time.Duration, buf func() ([]byte, error)) (FetchResult, error) {
 	var timer <-chan time.Time
 	if maxWait > 0 {
 		t := time.NewTimer(maxWait)
 		defer t.Stop()
 		timer = t.C
 	}
+	var into []byte // from buf
+	asked := false
 	for {
 		p.mu.Lock()
 		st, hw, changed := p.mu.state, p.mu.hw, p.mu.hwChanged
@@ -542,7 +548,15 @@ func (p *Partition) FetchInto(ctx context.Context, offset int64, maxBytes int, m
 			return FetchResult{}, fmt.Errorf("%w: offset %d, partition %s/%d holds [%d, %d)", ErrOffsetOutOfRange, offset, p.Topic, p.Index, start, end)
 		}
 		if offset < hw {
-			b, err := p.log.Read(ctx, offset, maxBytes, hw, buf)
+			if buf != nil && !asked {
+				asked = true
+				var err error
+				if into, err = buf(); err != nil {
+					return FetchResult{}, err
+				}
+				continue // buf may have waited: look at the leadership and the HW again
+			}
+			b, err := p.log.Read(ctx, offset, maxBytes, hw, into)
 			p.noteLogErr(err)
 			if errors.Is(err, storage.ErrOffsetOutOfRange) {
 				return FetchResult{}, fmt.Errorf("%w: %w", ErrOffsetOutOfRange, err)

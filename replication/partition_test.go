@@ -3,11 +3,13 @@ package replication_test
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -416,6 +418,34 @@ func TestFetchLongPoll(t *testing.T) {
 		require.NoError(t, err)
 		assert.Less(t, time.Since(begin), 30*time.Second)
 		assert.Len(t, decodeBatches(t, res.Batches), 1)
+	})
+
+	t.Run("the read buffer is asked for once there is data", func(t *testing.T) {
+		p, _ := newPartition(t)
+		require.NoError(t, p.SetState(soleLeader(1)))
+		produce(t, p, "a", 1)
+		var asked atomic.Int64
+		buf := func() ([]byte, error) { asked.Add(1); return make([]byte, 0, 1<<20), nil }
+		done := make(chan replication.FetchResult, 1)
+		go func() {
+			res, err := p.FetchInto(ctxTimeout(t, time.Minute), 1, 1<<20, time.Minute, buf)
+			assert.NoError(t, err)
+			done <- res
+		}()
+		assert.Never(t, func() bool { return asked.Load() > 0 }, 200*time.Millisecond, 5*time.Millisecond,
+			"no buffer while the long poll waits")
+		produce(t, p, "b", 1)
+		select {
+		case res := <-done:
+			assert.Len(t, decodeBatches(t, res.Batches), 1)
+		case <-time.After(30 * time.Second):
+			t.Fatal("the fetch did not return")
+		}
+		assert.Equal(t, int64(1), asked.Load())
+
+		refused := errors.New("no memory")
+		_, err := p.FetchInto(ctxTimeout(t, time.Minute), 0, 1<<20, 0, func() ([]byte, error) { return nil, refused })
+		assert.ErrorIs(t, err, refused)
 	})
 
 	t.Run("context ends the wait", func(t *testing.T) {

@@ -275,6 +275,39 @@ func runningThreads(pid int) (int, error) {
 	return running, nil
 }
 
+// PID is the process id of the running node, or 0.
+func (n *Node) PID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.mu.cmd == nil || n.mu.cmd.Process == nil {
+		return 0
+	}
+	return n.mu.cmd.Process.Pid
+}
+
+// RSS is the resident set size of the node's process, in bytes, as
+// /proc/PID/status reports it (VmRSS).
+func (n *Node) RSS() (int64, error) {
+	pid := n.PID()
+	if pid == 0 {
+		return 0, fmt.Errorf("testcluster: node %d not started", n.ID)
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("testcluster: VmRSS line %q: %w", line, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("testcluster: no VmRSS in /proc/%d/status", pid)
+}
+
 // Resume continues a paused process group with SIGCONT.
 func (n *Node) Resume() error { return n.signal(syscall.SIGCONT) }
 

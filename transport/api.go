@@ -64,6 +64,17 @@ type Sized interface {
 	EncodedSize() int
 }
 
+// splicer is a message whose encoding ends with a large byte field that
+// a server writes from where it lies, after the rest of the frame, rather
+// than copy it in: a fetch's batches, in a read buffer the message gives
+// back (Release) once the frame is written.
+type splicer interface {
+	// encodeHead appends the encoding up to the tail's bytes.
+	encodeHead(dst []byte) []byte
+	// tail is the rest of the encoding.
+	tail() []byte
+}
+
 // Marshal appends the encoding of m to dst.
 func Marshal(dst []byte, m Message) []byte {
 	e := NewEncoder(dst)
@@ -85,7 +96,13 @@ func newFrame(m Message, extra int) []byte {
 
 // finishFrame fills in the head of a frame built on newFrame.
 func finishFrame(frame []byte, api, version uint16, correlationID uint32) []byte {
-	binary.BigEndian.PutUint32(frame[0:], uint32(len(frame)-4))
+	return finishFrameLen(frame, len(frame)-4, api, version, correlationID)
+}
+
+// finishFrameLen fills in the head of a frame of n bytes after its length
+// prefix, of which frame holds the first ones.
+func finishFrameLen(frame []byte, n int, api, version uint16, correlationID uint32) []byte {
+	binary.BigEndian.PutUint32(frame[0:], uint32(n))
 	binary.BigEndian.PutUint16(frame[4:], api)
 	binary.BigEndian.PutUint16(frame[6:], version)
 	binary.BigEndian.PutUint32(frame[8:], correlationID)

@@ -25,8 +25,12 @@ var ErrConnClosed = fmt.Errorf("%w: connection closed", ErrBrokerNotAvailable)
 
 // ConnConfig configures a client connection. Zero values take defaults.
 type ConnConfig struct {
-	DialTimeout   time.Duration // default 5s
-	MaxFrameBytes int           // largest response accepted (default 8 MiB + 1 MiB)
+	DialTimeout time.Duration // default 5s
+	// MaxFrameBytes bounds a response; default the frame limit of the
+	// largest batch limit a cluster may have
+	// (FrameLimit(MaxBatchBytesCeiling)). A response is read into a buffer
+	// of its own size, so the bound costs nothing for smaller ones.
+	MaxFrameBytes int
 	// LocalIP is the source address of the connections; nil lets the
 	// operating system choose.
 	LocalIP net.IP
@@ -35,7 +39,18 @@ type ConnConfig struct {
 	// Linux); default DefaultUserTimeout, negative for the system's
 	// (minutes of retransmissions).
 	UserTimeout time.Duration
+	// IdleTimeout is how long a Pool keeps a connection that carried
+	// nothing: one idle longer is closed and dialed anew when next
+	// needed, so that a call never meets a server closing it for
+	// idleness at the same moment (with a request on the wire, its
+	// outcome would be unknown). Keep it below the servers' idle timeout;
+	// default DefaultClientIdleTimeout, negative for never.
+	IdleTimeout time.Duration
 }
+
+// DefaultClientIdleTimeout is ConnConfig.IdleTimeout unless configured:
+// half of the server's DefaultIdleTimeout.
+const DefaultClientIdleTimeout = DefaultIdleTimeout / 2
 
 // DefaultUserTimeout is ConnConfig.UserTimeout's default. Without it a
 // connection across a network partition stays open, its retransmissions
@@ -62,8 +77,10 @@ type Conn struct {
 	callTimeout time.Duration // DefaultCallTimeout; tests shorten it
 
 	// lastRead is when the last frame arrived (UnixNano), for telling a
-	// slow answer from a dead connection.
+	// slow answer from a dead connection, and lastSent when a request was
+	// last written, for telling an idle connection.
 	lastRead atomic.Int64
+	lastSent atomic.Int64
 
 	// wsem serializes writes. It is a channel, not a mutex, so that a call
 	// waiting behind a write stuck on a peer that does not read gives up
@@ -102,7 +119,7 @@ func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 		cfg.DialTimeout = 5 * time.Second
 	}
 	if cfg.MaxFrameBytes <= 0 {
-		cfg.MaxFrameBytes = DefaultMaxFrameBytes + 1<<20
+		cfg.MaxFrameBytes = FrameLimit(MaxBatchBytesCeiling)
 	}
 	d := net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 15 * time.Second}
 	if cfg.LocalIP != nil {
@@ -126,8 +143,22 @@ func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 		wsem: make(chan struct{}, 1),
 	}
 	c.mu.pending = make(map[uint32]*Pending)
+	c.lastSent.Store(time.Now().UnixNano())
 	go c.readLoop()
 	return c, nil
+}
+
+// idleFor is how long the connection has carried nothing: no call pending
+// and nothing written or read since. It is 0 while a call is pending.
+func (c *Conn) idleFor(now time.Time) time.Duration {
+	c.mu.Lock()
+	pending := len(c.mu.pending)
+	c.mu.Unlock()
+	if pending > 0 {
+		return 0
+	}
+	last := max(c.lastSent.Load(), c.lastRead.Load())
+	return now.Sub(time.Unix(0, last))
 }
 
 // Addr is the address the connection was dialed to.
@@ -362,6 +393,7 @@ func (c *Conn) writeQueued() {
 	}
 	c.nc.SetWriteDeadline(deadline)
 	n, err := bufs.WriteTo(c.nc)
+	c.lastSent.Store(time.Now().UnixNano())
 	if err == nil {
 		for _, o := range frames {
 			o.p.written.Store(true)
@@ -467,7 +499,7 @@ func (c *Conn) ctxError(ctx context.Context, api API) error {
 }
 
 // Pool keeps one connection per address, dialing lazily and redialing after
-// a connection fails.
+// a connection fails or has been idle for ConnConfig.IdleTimeout.
 type Pool struct {
 	cfg ConnConfig
 	mu  struct {
@@ -479,6 +511,9 @@ type Pool struct {
 
 // NewPool returns an empty pool.
 func NewPool(cfg ConnConfig) *Pool {
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultClientIdleTimeout
+	}
 	p := &Pool{cfg: cfg}
 	p.mu.conns = make(map[string]*Conn)
 	return p
@@ -491,11 +526,19 @@ func (p *Pool) Get(ctx context.Context, addr string) (*Conn, error) {
 		p.mu.Unlock()
 		return nil, fmt.Errorf("%w: pool closed", ErrConnClosed)
 	}
-	if c, ok := p.mu.conns[addr]; ok && c.Err() == nil {
+	c, ok := p.mu.conns[addr]
+	switch {
+	case ok && c.Err() == nil && p.cfg.IdleTimeout > 0 && c.idleFor(time.Now()) >= p.cfg.IdleTimeout:
+		// Dial anew rather than race the server's idle close.
+		delete(p.mu.conns, addr)
+		p.mu.Unlock()
+		c.Close()
+	case ok && c.Err() == nil:
 		p.mu.Unlock()
 		return c, nil
+	default:
+		p.mu.Unlock()
 	}
-	p.mu.Unlock()
 	c, err := Dial(ctx, addr, p.cfg)
 	if err != nil {
 		return nil, err

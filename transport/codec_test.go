@@ -69,6 +69,7 @@ func messageCases() []messageCase {
 				}},
 				{Name: "sealed", ReplicationFactor: 1, Sealed: true, Partitions: []PartitionInfo{{}}},
 			},
+			MaxBatchBytes: 4 << 20,
 		}},
 		// The smallest elements: each must still decode when it is the last
 		// thing in the body.
@@ -77,6 +78,7 @@ func messageCases() []messageCase {
 			Topics:  []TopicInfo{{Name: "a"}, {}},
 		}},
 		{"MetadataResponse/empty-topic-last", &MetadataResponse{Topics: []TopicInfo{{}}}},
+		{"MetadataResponse/max-batch-bytes", &MetadataResponse{MaxBatchBytes: math.MaxInt32}},
 
 		{"TopicInfo/zero", &TopicInfo{}},
 		{"TopicInfo/full", &TopicInfo{Name: "t", ID: "x", ReplicationFactor: 2, Sealed: true, Partitions: []PartitionInfo{{Partition: 0, Leader: 1, Replicas: []int32{1}, Active: []int32{1}}}}},
@@ -171,7 +173,7 @@ func randomMessages(r *rand.Rand) []Message {
 		}
 		return v
 	}
-	md := &MetadataResponse{ClusterID: str(), ControllerID: r.Int32(), MetadataEpoch: r.Int64()}
+	md := &MetadataResponse{ClusterID: str(), ControllerID: r.Int32(), MetadataEpoch: r.Int64(), MaxBatchBytes: r.Int32()}
 	for range r.IntN(4) {
 		md.Brokers = append(md.Brokers, BrokerInfo{ID: r.Int32(), Addr: str(), HTTP: str(), Gossip: str()})
 	}

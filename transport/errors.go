@@ -40,13 +40,13 @@ const (
 	CodeShuttingDown          Code = 26
 	CodeStampMismatch         Code = 27
 	CodeNotReady              Code = 28
-	// 29 is reserved for the node's memory budget (Busy).
-	CodeUnknownTopicID  Code = 30
-	CodeDuplicateBroker Code = 31
-	CodeBrokerAlive     Code = 32
-	CodeStaleMetadata   Code = 33
-	CodeUnknownBroker   Code = 34
-	CodeNoSpace         Code = 35
+	CodeBusy                  Code = 29
+	CodeUnknownTopicID        Code = 30
+	CodeDuplicateBroker       Code = 31
+	CodeBrokerAlive           Code = 32
+	CodeStaleMetadata         Code = 33
+	CodeUnknownBroker         Code = 34
+	CodeNoSpace               Code = 35
 )
 
 // Error is an error that crosses the wire: a code, whether retrying the same
@@ -108,6 +108,7 @@ var codes = map[Code]codeInfo{
 	CodeShuttingDown:          {"ShuttingDown", true},
 	CodeStampMismatch:         {"StampMismatch", false},
 	CodeNotReady:              {"NotReady", true},
+	CodeBusy:                  {"Busy", true},
 	// Retriable: the broker may not have heard of a new topic yet; a
 	// client that finds its topic's id changed stops (see client).
 	CodeUnknownTopicID:  {"UnknownTopicID", true},
@@ -168,12 +169,16 @@ var (
 	ErrShuttingDown          = sentinel(CodeShuttingDown)
 	ErrStampMismatch         = sentinel(CodeStampMismatch)
 	ErrNotReady              = sentinel(CodeNotReady)
-	ErrUnknownTopicID        = sentinel(CodeUnknownTopicID)
-	ErrDuplicateBroker       = sentinel(CodeDuplicateBroker)
-	ErrBrokerAlive           = sentinel(CodeBrokerAlive)
-	ErrStaleMetadata         = sentinel(CodeStaleMetadata)
-	ErrUnknownBroker         = sentinel(CodeUnknownBroker)
-	ErrNoSpace               = sentinel(CodeNoSpace)
+	// ErrBusy means the node refused the request before carrying it out,
+	// because its request memory was in use (see ServerConfig): sending
+	// it again later cannot do it twice.
+	ErrBusy            = sentinel(CodeBusy)
+	ErrUnknownTopicID  = sentinel(CodeUnknownTopicID)
+	ErrDuplicateBroker = sentinel(CodeDuplicateBroker)
+	ErrBrokerAlive     = sentinel(CodeBrokerAlive)
+	ErrStaleMetadata   = sentinel(CodeStaleMetadata)
+	ErrUnknownBroker   = sentinel(CodeUnknownBroker)
+	ErrNoSpace         = sentinel(CodeNoSpace)
 )
 
 // ToWire turns any error into the *Error sent to a client. An error that

@@ -48,6 +48,7 @@ var codeTable = []struct {
 	{CodeShuttingDown, 26, "ShuttingDown", true, ErrShuttingDown},
 	{CodeStampMismatch, 27, "StampMismatch", false, ErrStampMismatch},
 	{CodeNotReady, 28, "NotReady", true, ErrNotReady},
+	{CodeBusy, 29, "Busy", true, ErrBusy},
 	{CodeUnknownTopicID, 30, "UnknownTopicID", true, ErrUnknownTopicID},
 	{CodeDuplicateBroker, 31, "DuplicateBroker", false, ErrDuplicateBroker},
 	{CodeBrokerAlive, 32, "BrokerAlive", false, ErrBrokerAlive},

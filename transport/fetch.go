@@ -39,9 +39,9 @@ type FetchResponse struct {
 	HighWatermark  int64
 	LogStartOffset int64
 	Batches        []byte
-	// Done, if set, is called by the server once the response is encoded,
-	// so the handler may reuse the buffer Batches points into. It is not
-	// sent.
+	// Done, if set, is called by the server once it no longer needs
+	// Batches (the response is copied into its frame, or written), so the
+	// handler may reuse the buffer Batches points into. It is not sent.
 	Done func()
 }
 
@@ -57,10 +57,19 @@ func (r *FetchResponse) EncodedSize() int { return 20 + len(r.Batches) }
 
 // Encode implements Message.
 func (r *FetchResponse) Encode(e *Encoder) {
+	e.buf = append(r.encodeHead(e.buf), r.Batches...)
+}
+
+// encodeHead implements splicer: the batches are the tail.
+func (r *FetchResponse) encodeHead(dst []byte) []byte {
+	e := NewEncoder(dst)
 	e.Int64(r.HighWatermark)
 	e.Int64(r.LogStartOffset)
-	e.Bytes32(r.Batches)
+	e.Uint32(uint32(len(r.Batches)))
+	return e.Bytes()
 }
+
+func (r *FetchResponse) tail() []byte { return r.Batches }
 
 // Decode implements Message.
 func (r *FetchResponse) Decode(d *Decoder) {

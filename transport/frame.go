@@ -11,8 +11,41 @@ import (
 // API key, version and correlation id.
 const FrameHeaderSize = 8
 
-// DefaultMaxFrameBytes bounds a frame (header and body) unless configured.
-const DefaultMaxFrameBytes = 8 << 20
+// The batch limit is the one size limit of the protocol: a frame may hold
+// one batch at most as large as the limit, plus FrameAllowance for
+// everything else. So a node has no frame limit of its own to configure:
+// it is FrameLimit of its batch limit (the storage log's MaxBatchBytes,
+// set by gostream-node --max-batch-bytes).
+const (
+	// DefaultMaxBatchBytes is the batch limit unless configured; it is
+	// storage.DefaultMaxBatchBytes, which this package cannot import.
+	DefaultMaxBatchBytes = 4 << 20
+	// MaxBatchBytesCeiling bounds a configured batch limit.
+	MaxBatchBytesCeiling = 256 << 20
+	// FrameAllowance is the room a frame has besides its batch: the
+	// frame's header and the other fields of a request or response (a
+	// topic name is at most 249 bytes).
+	FrameAllowance = 64 << 10
+	// DefaultMaxFrameBytes is FrameLimit(DefaultMaxBatchBytes).
+	DefaultMaxFrameBytes = DefaultMaxBatchBytes + FrameAllowance
+)
+
+// FrameLimit is the largest frame, after its length prefix, of a node whose
+// batch limit is maxBatchBytes.
+func FrameLimit(maxBatchBytes int) int { return maxBatchBytes + FrameAllowance }
+
+// maxClaimedFrame bounds the length a frame may claim at all: a server
+// reads and discards a frame over its limit but under this one, and
+// answers it MessageTooLarge; a larger claim is garbage or another
+// protocol, and closes the connection.
+const maxClaimedFrame = 1 << 30
+
+// BatchTooLarge is the error for a batch of n bytes over a cluster's batch
+// limit, in the words of every place that enforces it (the Go producer
+// before sending, the node on receipt).
+func BatchTooLarge(n, limit int) error {
+	return fmt.Errorf("%w: a batch of %d bytes exceeds the cluster's limit of %d bytes (--max-batch-bytes)", ErrMessageTooLarge, n, limit)
+}
 
 // ErrFrame means bytes on a connection that are not a frame of ours. The
 // connection is closed.
@@ -54,26 +87,10 @@ func ReadFrame(r io.Reader, maxSize int) (Frame, error) {
 // A client reading its server's responses, bounded by its own frame limit,
 // may take the whole body at once and spare the regrowing copies.
 func readFrame(r io.Reader, maxSize, ahead int) (Frame, error) {
-	var hdr [4 + FrameHeaderSize]byte
-	if _, err := io.ReadFull(r, hdr[:4]); err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return Frame{}, truncated(err) // cut inside the length prefix
-		}
+	f, bodyLen, err := readHeader(r, maxSize, maxSize)
+	if err != nil {
 		return Frame{}, err
 	}
-	n := binary.BigEndian.Uint32(hdr[:4])
-	if n < FrameHeaderSize || uint64(n) > uint64(maxSize) {
-		return Frame{}, fmt.Errorf("%w: length %d outside [%d, %d]%s", ErrFrame, n, FrameHeaderSize, maxSize, sniff(hdr[:4]))
-	}
-	if _, err := io.ReadFull(r, hdr[4:]); err != nil {
-		return Frame{}, truncated(err)
-	}
-	f := Frame{
-		API:           binary.BigEndian.Uint16(hdr[4:]),
-		Version:       binary.BigEndian.Uint16(hdr[6:]),
-		CorrelationID: binary.BigEndian.Uint32(hdr[8:]),
-	}
-	bodyLen := int(n) - FrameHeaderSize
 	body := make([]byte, 0, min(bodyLen, ahead))
 	for len(body) < bodyLen {
 		step := min(bodyLen-len(body), ahead)
@@ -90,6 +107,34 @@ func readFrame(r io.Reader, maxSize, ahead int) (Frame, error) {
 	}
 	f.Body = body
 	return f, nil
+}
+
+// readHeader reads a frame's length prefix and header, and returns them
+// with the length of the body that follows, which it has not read. The
+// frame, header included, may claim at most maxSize bytes; a claim over
+// limit that looks like another protocol (sniff) fails at once, before the
+// rest of the header is awaited.
+func readHeader(r io.Reader, limit, maxSize int) (Frame, int, error) {
+	var hdr [4 + FrameHeaderSize]byte
+	if _, err := io.ReadFull(r, hdr[:4]); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return Frame{}, 0, truncated(err) // cut inside the length prefix
+		}
+		return Frame{}, 0, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:4])
+	if n < FrameHeaderSize || uint64(n) > uint64(maxSize) || uint64(n) > uint64(limit) && sniff(hdr[:4]) != "" {
+		return Frame{}, 0, fmt.Errorf("%w: length %d outside [%d, %d]%s", ErrFrame, n, FrameHeaderSize, limit, sniff(hdr[:4]))
+	}
+	if _, err := io.ReadFull(r, hdr[4:]); err != nil {
+		return Frame{}, 0, truncated(err)
+	}
+	f := Frame{
+		API:           binary.BigEndian.Uint16(hdr[4:]),
+		Version:       binary.BigEndian.Uint16(hdr[6:]),
+		CorrelationID: binary.BigEndian.Uint32(hdr[8:]),
+	}
+	return f, int(n) - FrameHeaderSize, nil
 }
 
 func truncated(err error) error {

@@ -104,6 +104,10 @@ type MetadataResponse struct {
 	MetadataEpoch int64
 	Brokers       []BrokerInfo
 	Topics        []TopicInfo
+	// MaxBatchBytes is the answering node's batch limit (its
+	// --max-batch-bytes): a produced batch larger than this is refused
+	// with ErrMessageTooLarge, so a client checks before sending.
+	MaxBatchBytes int32
 }
 
 // Encode implements Message.
@@ -119,6 +123,7 @@ func (r *MetadataResponse) Encode(e *Encoder) {
 	for i := range r.Topics {
 		r.Topics[i].Encode(e)
 	}
+	e.Int32(r.MaxBatchBytes)
 }
 
 // Decode implements Message.
@@ -141,4 +146,5 @@ func (r *MetadataResponse) Decode(d *Decoder) {
 			r.Topics[i].Decode(d)
 		}
 	}
+	r.MaxBatchBytes = d.Int32()
 }

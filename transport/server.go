@@ -21,6 +21,8 @@ import (
 type Request struct {
 	Frame
 	RemoteAddr string
+
+	charge *charge // what the request holds of its connection's and server's memory; nil outside a Server
 }
 
 // Reply produces the response to a request. It runs on its own goroutine,
@@ -50,27 +52,88 @@ func Immediate(m Message, err error) Reply {
 }
 
 // ServerConfig holds the server's limits. Zero values take defaults.
+//
+// Request memory: the bytes of request bodies read and not yet answered,
+// of what Replies reserved (Request.Reserve), and of response frames built
+// and not yet written, are charged to the memory of their connection
+// (ConnMemoryBytes) and of the server (MemoryBytes). A connection whose
+// share is spent waits: its reader stops reading, so TCP slows that
+// client alone, and a Reply's reservation waits for the connection's
+// responses to be written. When the server's memory is spent, a request
+// waits up to MemoryWait and is then refused, unread, with ErrBusy; an
+// eighth of MemoryBytes past it is kept for requests of at most 64 KiB,
+// so that small requests of other connections (metadata, acknowledgements)
+// are served while large ones fill it. A response frame is charged when
+// it is built, without waiting: the work is done by then, and a handler
+// that builds a large one reserves its size first.
 type ServerConfig struct {
-	MaxFrameBytes int           // largest frame accepted (default 8 MiB)
-	MaxConns      int           // connections beyond this are closed at once (default 4096)
-	MaxInFlight   int           // requests of one connection being served at once (default 256)
-	ReadTimeout   time.Duration // to receive the rest of a frame once it started (default 30s)
-	WriteTimeout  time.Duration // to write one response (default 30s)
-	IdleTimeout   time.Duration // a connection with nothing in flight and no new frame is closed (default 10m)
-	Logger        hclog.Logger
+	// MaxBatchBytes is the batch limit, from which the frame limit is
+	// derived (FrameLimit); default DefaultMaxBatchBytes. A request frame
+	// over the frame limit is read, discarded and answered
+	// ErrMessageTooLarge; one claiming more than 1 GiB is not a frame and
+	// closes the connection.
+	MaxBatchBytes int
+	// MaxConns bounds the open connections in all, MaxConnsPerAddr those
+	// from one IP address (defaults DefaultMaxConns,
+	// DefaultMaxConnsPerAddr). Connections over a limit are closed at once.
+	MaxConns        int
+	MaxConnsPerAddr int
+	// MaxInFlight bounds the requests of one connection being served at
+	// once (default 256).
+	MaxInFlight int
+	// ConnMemoryBytes bounds one connection's request memory (default two
+	// frames; never less than one frame).
+	ConnMemoryBytes int64
+	// MemoryBytes bounds the server's request memory (default
+	// DefaultMemoryBytes; never less than ConnMemoryBytes).
+	MemoryBytes int64
+	// MemoryWait is how long a request waits for the server's memory
+	// before it is refused with ErrBusy (default 1s).
+	MemoryWait   time.Duration
+	ReadTimeout  time.Duration // to receive the rest of a frame once it started (default 30s)
+	WriteTimeout time.Duration // to write one response (default 30s)
+	// IdleTimeout closes a connection with nothing in flight and no new
+	// frame for this long (default DefaultIdleTimeout).
+	IdleTimeout time.Duration
+	Logger      hclog.Logger
 	// OnConn is called with +1 and -1 as connections open and close.
 	OnConn func(delta int)
+	// OnRefused, if set, is called for every connection and request
+	// refused by a limit.
+	OnRefused func(Refusal)
 }
 
+// DefaultMemoryBytes is ServerConfig.MemoryBytes unless configured: room
+// for 60 frames of the default size at once, and little enough for a
+// small VM.
+const DefaultMemoryBytes = 256 << 20
+
+// DefaultIdleTimeout is ServerConfig.IdleTimeout unless configured. An
+// idle connection holds a descriptor, a goroutine, a read buffer and a
+// place under the connection limits; clients dial again in one round
+// trip, so two minutes is plenty (Kafka's ten are for clients that keep
+// idle connections around, which ours do not: see
+// ConnConfig.IdleTimeout). A long poll in flight is not idle.
+const DefaultIdleTimeout = 2 * time.Minute
+
 func (c *ServerConfig) setDefaults() {
-	if c.MaxFrameBytes <= 0 {
-		c.MaxFrameBytes = DefaultMaxFrameBytes
-	}
-	if c.MaxConns <= 0 {
-		c.MaxConns = 4096
+	if c.MaxBatchBytes <= 0 {
+		c.MaxBatchBytes = DefaultMaxBatchBytes
 	}
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = 256
+	}
+	frame := int64(FrameLimit(c.MaxBatchBytes))
+	if c.ConnMemoryBytes <= 0 {
+		c.ConnMemoryBytes = 2 * frame
+	}
+	c.ConnMemoryBytes = max(c.ConnMemoryBytes, frame)
+	if c.MemoryBytes <= 0 {
+		c.MemoryBytes = DefaultMemoryBytes
+	}
+	c.MemoryBytes = max(c.MemoryBytes, c.ConnMemoryBytes)
+	if c.MemoryWait <= 0 {
+		c.MemoryWait = time.Second
 	}
 	if c.ReadTimeout <= 0 {
 		c.ReadTimeout = 30 * time.Second
@@ -79,7 +142,7 @@ func (c *ServerConfig) setDefaults() {
 		c.WriteTimeout = 30 * time.Second
 	}
 	if c.IdleTimeout <= 0 {
-		c.IdleTimeout = 10 * time.Minute
+		c.IdleTimeout = DefaultIdleTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
@@ -87,13 +150,20 @@ func (c *ServerConfig) setDefaults() {
 	if c.OnConn == nil {
 		c.OnConn = func(int) {}
 	}
+	if c.OnRefused == nil {
+		c.OnRefused = func(Refusal) {}
+	}
 }
 
 // Server accepts connections and serves framed requests with a Handler.
 type Server struct {
-	cfg     ServerConfig
-	handler Handler
-	logger  hclog.Logger
+	cfg        ServerConfig
+	handler    Handler
+	logger     hclog.Logger
+	frameLimit int
+	limiter    *ConnLimiter
+	mem        *memory
+	busyLog    *refusalLog
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -111,7 +181,10 @@ type Server struct {
 // NewServer returns a server that serves with h.
 func NewServer(cfg ServerConfig, h Handler) *Server {
 	cfg.setDefaults()
-	s := &Server{cfg: cfg, handler: h, logger: cfg.Logger}
+	s := &Server{cfg: cfg, handler: h, logger: cfg.Logger, frameLimit: FrameLimit(cfg.MaxBatchBytes),
+		mem: newMemory(cfg.MemoryBytes, cfg.MemoryBytes/8), busyLog: newRefusalLog(cfg.Logger)}
+	s.limiter = NewConnLimiter(ConnLimits{MaxConns: cfg.MaxConns, MaxConnsPerAddr: cfg.MaxConnsPerAddr,
+		Logger: cfg.Logger, OnRefused: cfg.OnRefused})
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.conns = make(map[*serverConn]struct{})
 	return s
@@ -150,12 +223,12 @@ func (s *Server) Serve(ln net.Listener) error {
 			return fmt.Errorf("accept: %w", err)
 		}
 		backoff = 0
-		if s.conns.Load() >= int64(s.cfg.MaxConns) {
-			s.logger.Warn("too many connections; closing new one", "peer", nc.RemoteAddr().String(), "limit", s.cfg.MaxConns)
+		release := s.limiter.Admit(nc.RemoteAddr())
+		if release == nil {
 			nc.Close()
 			continue
 		}
-		s.startConn(nc)
+		s.startConn(nc, release)
 	}
 }
 
@@ -165,13 +238,14 @@ func isTemporary(err error) bool {
 	return errors.As(err, &t) && t.Temporary()
 }
 
-func (s *Server) startConn(nc net.Conn) {
-	c := &serverConn{s: s, nc: nc, sem: make(chan struct{}, s.cfg.MaxInFlight)}
+func (s *Server) startConn(nc net.Conn, release func()) {
+	c := &serverConn{s: s, nc: nc, sem: make(chan struct{}, s.cfg.MaxInFlight), mem: newMemory(s.cfg.ConnMemoryBytes, 0)}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	s.mu.Lock()
 	if s.mu.closed {
 		s.mu.Unlock()
 		nc.Close()
+		release()
 		return
 	}
 	s.mu.conns[c] = struct{}{}
@@ -185,6 +259,7 @@ func (s *Server) startConn(nc net.Conn) {
 		s.mu.Lock()
 		delete(s.mu.conns, c)
 		s.mu.Unlock()
+		release()
 		s.conns.Add(-1)
 		s.cfg.OnConn(-1)
 	}()
@@ -192,6 +267,14 @@ func (s *Server) startConn(nc net.Conn) {
 
 // Conns is the number of open connections.
 func (s *Server) Conns() int { return int(s.conns.Load()) }
+
+// MemoryInUse is the number of bytes of request memory charged (see
+// ServerConfig).
+func (s *Server) MemoryInUse() int64 { return s.mem.inUse() }
+
+// FrameLimit is the largest frame the server reads, after its length
+// prefix.
+func (s *Server) FrameLimit() int { return s.frameLimit }
 
 // Close stops accepting, closes every connection, ends the contexts of
 // requests in flight and waits for every goroutine of the server. It is
@@ -226,6 +309,7 @@ type serverConn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	sem    chan struct{} // one slot per request in flight
+	mem    *memory       // the connection's request memory
 	wg     sync.WaitGroup
 
 	// inFlight counts Replies not yet written, and lastReply is when one
@@ -242,8 +326,16 @@ type serverConn struct {
 		sync.Mutex
 		failed  bool
 		writing bool
-		queue   [][]byte
+		queue   []*response
 	}
+}
+
+// response is a response frame waiting to be written: one buffer, or a
+// head and the tail a message lent it (see splicer).
+type response struct {
+	bufs    [][]byte
+	charge  *charge
+	release func() // gives back what the message lent, once written
 }
 
 // serverReadBuffer is small because every open connection holds one, idle or
@@ -259,6 +351,7 @@ func (c *serverConn) serve() {
 	}()
 	r := &deadlineReader{c: c}
 	br := bufio.NewReaderSize(r, serverReadBuffer)
+	maxBody := c.s.frameLimit - FrameHeaderSize
 	for {
 		// Wait for a free in-flight slot before reading more: a client that
 		// floods us is slowed by TCP, not by our memory.
@@ -273,7 +366,7 @@ func (c *serverConn) serve() {
 		if !r.idle {
 			r.frameDeadline = time.Now().Add(c.s.cfg.ReadTimeout)
 		}
-		f, err := ReadFrame(br, c.s.cfg.MaxFrameBytes)
+		req, reply, err := c.read(br, r, maxBody, log)
 		if err != nil {
 			<-c.sem
 			switch {
@@ -286,8 +379,6 @@ func (c *serverConn) serve() {
 			}
 			return
 		}
-		req := &Request{Frame: f, RemoteAddr: c.nc.RemoteAddr().String()}
-		reply := c.handle(req, log)
 		c.inFlight.Add(1)
 		c.wg.Add(1)
 		go func() {
@@ -296,6 +387,61 @@ func (c *serverConn) serve() {
 			c.respond(req, m, err, log) // frees the in-flight slot once written
 		}()
 	}
+}
+
+// read reads the next request and returns it with its Reply. Before it
+// reads a body it charges its length to the connection's memory, waiting
+// while that is spent (it reads nothing meanwhile), and to the server's,
+// waiting up to MemoryWait. A body over the frame limit, or one the
+// server has no memory for, is read and discarded and its request
+// answered with an error without reaching the handler; the connection
+// goes on.
+func (c *serverConn) read(br *bufio.Reader, r *deadlineReader, maxBody int, log hclog.Logger) (*Request, Reply, error) {
+	f, n, err := readHeader(br, c.s.frameLimit, maxClaimedFrame)
+	if err != nil {
+		return nil, nil, err
+	}
+	req := &Request{Frame: f, RemoteAddr: c.nc.RemoteAddr().String()}
+	if n > maxBody {
+		log.Debug("request over the frame limit; discarding it", "api", API(f.API).String(), "bytes", n+FrameHeaderSize, "limit", c.s.frameLimit)
+		if err := discard(br, n); err != nil {
+			return nil, nil, err
+		}
+		return req, Immediate(nil, fmt.Errorf("%w: a request of %d bytes exceeds the limit of %d bytes (the cluster's batch limit of %d bytes, --max-batch-bytes, plus %d for headers)",
+			ErrMessageTooLarge, n+FrameHeaderSize, c.s.frameLimit, c.s.cfg.MaxBatchBytes, FrameAllowance)), nil
+	}
+	ch := &charge{conn: c.mem, server: c.s.mem, wait: c.s.cfg.MemoryWait}
+	err = ch.take(c.ctx, int64(n))
+	// The rest of the frame is due ReadTimeout from now: the time spent
+	// waiting for memory was ours, not the peer's.
+	r.frameDeadline = time.Now().Add(c.s.cfg.ReadTimeout)
+	if errors.Is(err, ErrBusy) {
+		c.s.busyLog.refused("request memory in use; refusing requests", Refusal{Limit: LimitMemory, Addr: req.RemoteAddr, Max: c.s.mem.capacity})
+		c.s.cfg.OnRefused(Refusal{Limit: LimitMemory, Addr: req.RemoteAddr, Max: c.s.mem.capacity})
+		if err := discard(br, n); err != nil {
+			return nil, nil, err
+		}
+		return req, Immediate(nil, err), nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	req.charge = ch
+	body := make([]byte, n)
+	if _, err := io.ReadFull(br, body); err != nil {
+		ch.release()
+		return nil, nil, truncated(err)
+	}
+	req.Body = body
+	return req, c.handle(req, log), nil
+}
+
+// discard reads and drops the n bytes of a body, in bounded memory.
+func discard(br *bufio.Reader, n int) error {
+	if _, err := io.CopyN(io.Discard, br, int64(n)); err != nil {
+		return truncated(err)
+	}
+	return nil
 }
 
 // handle calls the handler. A panic in it is a bug of ours, never the
@@ -322,10 +468,28 @@ func (c *serverConn) runReply(reply Reply, req *Request, log hclog.Logger) (m Me
 	return reply(c.ctx)
 }
 
-func (c *serverConn) respond(req *Request, m Message, err error, log hclog.Logger) {
+// spliceMin is the size from which a splicer's tail is written from where
+// it lies rather than copied into the frame.
+const spliceMin = 64 << 10
+
+// build makes the response frame to req. A message's large tail (a
+// fetch's batches) is not copied: the frame is its head and the tail, and
+// the message gives its buffer back once they are written.
+func (c *serverConn) build(req *Request, m Message, err error) *response {
+	if err == nil {
+		if sp, ok := m.(splicer); ok && len(sp.tail()) >= spliceMin {
+			head := AppendResponseError(make([]byte, frameHead, frameHead+128), nil)
+			head = sp.encodeHead(head)
+			tail := sp.tail()
+			if n := len(head) - 4 + len(tail); n <= c.s.frameLimit {
+				head = finishFrameLen(head, n, req.API, req.Version, req.CorrelationID)
+				return &response{bufs: [][]byte{head, tail}, release: releaser(m)}
+			}
+		}
+	}
 	// The frame is built in one buffer, header space first, sized for the
-	// message when it can say how big it is (fetch responses), so batch
-	// bytes are copied once on their way out.
+	// message when it can say how big it is, so batch bytes are copied once
+	// on their way out.
 	var frame []byte
 	if err != nil {
 		frame = AppendResponseError(newFrame(nil, 64), ToWire(err))
@@ -335,23 +499,46 @@ func (c *serverConn) respond(req *Request, m Message, err error, log hclog.Logge
 			frame = Marshal(frame, m)
 		}
 	}
-	if len(frame)-4 > c.s.cfg.MaxFrameBytes {
+	if len(frame)-4 > c.s.frameLimit {
 		n := len(frame) - frameHead
 		frame = AppendResponseError(frame[:frameHead], ToWire(fmt.Errorf("%w: response of %d bytes exceeds the frame limit", ErrMessageTooLarge, n)))
 	}
 	// The frame holds its own copy now: a message may give back what it
 	// borrowed (a fetch's read buffer).
-	if r, ok := m.(interface{ Release() }); ok {
-		r.Release()
+	if release := releaser(m); release != nil {
+		release()
 	}
-	frame = finishFrame(frame, req.API, req.Version, req.CorrelationID)
+	return &response{bufs: [][]byte{finishFrame(frame, req.API, req.Version, req.CorrelationID)}}
+}
+
+// releaser returns m's Release, or nil.
+func releaser(m Message) func() {
+	if r, ok := m.(interface{ Release() }); ok {
+		return r.Release
+	}
+	return nil
+}
+
+func (c *serverConn) respond(req *Request, m Message, err error, log hclog.Logger) {
+	resp := c.build(req, m, err)
+	// From now on the request holds its body and its frame: its
+	// reservations are used or given back.
+	resp.charge = req.charge
+	if resp.charge == nil {
+		resp.charge = &charge{conn: c.mem, server: c.s.mem}
+	}
+	size := int64(len(req.Body))
+	for _, b := range resp.bufs {
+		size += int64(cap(b))
+	}
+	resp.charge.set(size)
 	c.wmu.Lock()
 	if c.wmu.failed {
 		c.wmu.Unlock()
-		c.written(1)
+		c.written([]*response{resp})
 		return
 	}
-	c.wmu.queue = append(c.wmu.queue, frame)
+	c.wmu.queue = append(c.wmu.queue, resp)
 	if c.wmu.writing {
 		c.wmu.Unlock() // the running write takes it along
 		return
@@ -367,14 +554,17 @@ func (c *serverConn) respond(req *Request, m Message, err error, log hclog.Logge
 		c.wmu.Lock()
 	}
 	for len(c.wmu.queue) > 0 && !c.wmu.failed {
-		frames := c.wmu.queue
+		resps := c.wmu.queue
 		c.wmu.queue = nil
 		c.wmu.Unlock()
 		if serverWriteHook != nil {
-			serverWriteHook(len(frames))
+			serverWriteHook(len(resps))
+		}
+		var bufs net.Buffers
+		for _, r := range resps {
+			bufs = append(bufs, r.bufs...)
 		}
 		c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
-		bufs := net.Buffers(frames)
 		_, werr := bufs.WriteTo(c.nc)
 		c.wmu.Lock()
 		if werr != nil {
@@ -385,9 +575,9 @@ func (c *serverConn) respond(req *Request, m Message, err error, log hclog.Logge
 			c.nc.Close()
 			c.cancel()
 		}
-		c.written(len(frames))
+		c.written(resps)
 	}
-	dropped := len(c.wmu.queue) // queued behind a failed write
+	dropped := c.wmu.queue // queued behind a failed write
 	c.wmu.queue = nil
 	c.wmu.writing = false
 	c.wmu.Unlock()
@@ -398,15 +588,22 @@ func (c *serverConn) respond(req *Request, m Message, err error, log hclog.Logge
 // write of a server connection carries.
 var serverWriteHook func(frames int)
 
-// written accounts for n responses written (or dropped with their failed
-// connection): each frees its in-flight slot.
-func (c *serverConn) written(n int) {
-	if n == 0 {
+// written accounts for responses written (or dropped with their failed
+// connection): each gives back what it lent and what it held of the
+// connection's and server's memory, and frees its in-flight slot.
+func (c *serverConn) written(resps []*response) {
+	if len(resps) == 0 {
 		return
 	}
+	for _, r := range resps {
+		if r.release != nil {
+			r.release()
+		}
+		r.charge.release()
+	}
 	c.lastReply.Store(time.Now().UnixNano())
-	c.inFlight.Add(-int64(n)) // after lastReply: see deadlineReader
-	for range n {
+	c.inFlight.Add(-int64(len(resps))) // after lastReply: see deadlineReader
+	for range resps {
 		<-c.sem
 	}
 }

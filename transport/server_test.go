@@ -356,23 +356,22 @@ func TestServerErrorsComeBackAsSentinels(t *testing.T) {
 }
 
 func TestServerResponseTooLarge(t *testing.T) {
-	_, addr := startServer(t, ServerConfig{MaxFrameBytes: 64 << 10}, testHandler(nil))
+	_, addr := startServer(t, ServerConfig{MaxBatchBytes: 64 << 10}, testHandler(nil))
 	c := dial(t, addr)
 	var resp FetchResponse
-	err := c.Call(testContext(t), apiBig, &FetchRequest{MaxBytes: 64 << 10}, &resp)
+	err := c.Call(testContext(t), apiBig, &FetchRequest{MaxBytes: 128 << 10}, &resp)
 	assert.ErrorIs(t, err, ErrMessageTooLarge)
-	require.NoError(t, c.Call(testContext(t), apiBig, &FetchRequest{MaxBytes: 32 << 10}, &resp))
-	assert.Len(t, resp.Batches, 32<<10)
+	require.NoError(t, c.Call(testContext(t), apiBig, &FetchRequest{MaxBytes: 64 << 10}, &resp))
+	assert.Len(t, resp.Batches, 64<<10)
 }
 
 // TestServerClosesBadConnections sends each kind of bad input on its own
 // connection and checks that the server closes that connection, says why in
 // its log, and goes on serving a well-behaved connection.
 func TestServerClosesBadConnections(t *testing.T) {
-	const maxFrame = 1 << 20
 	logger, logs := testLogger(t)
 	cfg := ServerConfig{
-		MaxFrameBytes: maxFrame,
+		MaxBatchBytes: 1 << 20,
 		ReadTimeout:   500 * time.Millisecond,
 		WriteTimeout:  300 * time.Millisecond,
 		Logger:        logger,
@@ -438,10 +437,10 @@ func TestServerClosesBadConnections(t *testing.T) {
 			log:    "looks like a TLS handshake",
 		},
 		{
-			name:   "oversized length",
-			send:   func(t *testing.T, nc net.Conn) { nc.Write(frameWithLength(maxFrame+1, make([]byte, 100)...)) },
+			name:   "length over 1 GiB",
+			send:   func(t *testing.T, nc net.Conn) { nc.Write(frameWithLength(1<<30+1, make([]byte, 100)...)) },
 			within: 2 * time.Second,
-			log:    fmt.Sprintf("length %d outside", maxFrame+1),
+			log:    fmt.Sprintf("length %d outside", 1<<30+1),
 		},
 		{
 			name: "truncated frame, then the client closes",
@@ -609,7 +608,7 @@ func TestServerManyIdleConnections(t *testing.T) {
 	const n = 2000
 	raiseFileLimit(t, 2*n+256)
 	logger := hclog.NewNullLogger() // 2,000 connection lines are noise
-	s, addr := startServer(t, ServerConfig{Logger: logger}, testHandler(nil))
+	s, addr := startServer(t, ServerConfig{Logger: logger, MaxConnsPerAddr: n + 1}, testHandler(nil))
 
 	var before runtime.MemStats
 	runtime.GC()
@@ -1019,4 +1018,38 @@ func TestDialSetsUserTimeout(t *testing.T) {
 		}
 		c.Close()
 	}
+}
+func TestPoolDropsIdleConnections(t *testing.T) {
+	const idle = 200 * time.Millisecond
+	release := make(chan struct{})
+	_, addr := startServer(t, ServerConfig{}, reservingHandler(nil, release))
+	p := NewPool(ConnConfig{IdleTimeout: idle})
+	t.Cleanup(func() { p.Close() })
+
+	c1, err := p.Get(testContext(t), addr)
+	require.NoError(t, err)
+	echo(t, c1, "one")
+	again, err := p.Get(testContext(t), addr)
+	require.NoError(t, err)
+	require.Same(t, c1, again)
+
+	// A call in flight longer than the idle timeout keeps its connection.
+	done := make(chan error, 1)
+	go func() { done <- c1.Call(testContext(t), apiBlock, &Empty{}, nil) }()
+	require.Eventually(t, func() bool { return c1.idleFor(time.Now()) == 0 }, 5*time.Second, time.Millisecond)
+	assert.Never(t, func() bool {
+		c, err := p.Get(testContext(t), addr)
+		return err != nil || c != c1
+	}, 2*idle, idle/10, "a connection with a call pending is not idle")
+	close(release)
+	require.NoError(t, <-done)
+
+	// Idle past the timeout, it is dropped: the next Get dials anew,
+	// before the server would close it.
+	require.Eventually(t, func() bool { return c1.idleFor(time.Now()) >= idle }, 5*time.Second, 5*time.Millisecond)
+	c2, err := p.Get(testContext(t), addr)
+	require.NoError(t, err)
+	assert.NotSame(t, c1, c2)
+	assert.Error(t, c1.Err(), "the idle connection was closed")
+	echo(t, c2, "two")
 }

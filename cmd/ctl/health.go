@@ -18,13 +18,14 @@ import (
 
 // healthResult is what gostream-ctl health prints, one per node asked.
 type healthResult struct {
-	Address string `json:"address"`
-	Status  string `json:"status"`
-	Node    int32  `json:"node"`
+	Address  string   `json:"address"`
+	Status   string   `json:"status"`
+	Node     int32    `json:"node"`
+	Problems []string `json:"problems,omitempty"`
 }
 
 func healthCommand() *cli.Command {
-	return leaf("health", "ask one node's HTTP surface whether it is alive (GET /api/health)",
+	return leaf("health", "ask one node's HTTP surface whether it is alive and serving everyone (GET /api/health); a degraded node's problems are printed and the exit status is 2",
 		"", args(0, 0), healthAction,
 		&cli.StringFlag{Name: "http", Usage: "the node's HTTP address `HOST:PORT`", Value: "127.0.0.1:9402"},
 	)
@@ -42,19 +43,31 @@ func healthAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	res := healthResult{Address: addr, Status: h.Status, Node: h.Node}
+	res := healthResult{Address: addr, Status: h.Status, Node: h.Node, Problems: h.Problems}
 	if g.output == outputJSON {
-		return json.NewEncoder(c.App.Writer).Encode(res)
+		err = json.NewEncoder(c.App.Writer).Encode(res)
+	} else {
+		tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ADDRESS\tNODE\tSTATUS")
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", res.Address, res.Node, res.Status)
+		err = tw.Flush()
+		for _, p := range res.Problems {
+			fmt.Fprintf(c.App.Writer, "  - %s\n", p)
+		}
 	}
-	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ADDRESS\tNODE\tSTATUS")
-	fmt.Fprintf(tw, "%s\t%d\t%s\n", res.Address, res.Node, res.Status)
-	return tw.Flush()
+	if err != nil {
+		return err
+	}
+	if h.Status == httpapi.HealthDegraded {
+		return exitcode.Fail("Degraded", fmt.Errorf("node %d at %s: %s", h.Node, addr, strings.Join(h.Problems, "; ")))
+	}
+	return nil
 }
 
-// getHealth asks the node at addr for GET /api/health. Its errors are named:
-// Timeout, Unreachable, Unhealthy (an answer other than 200) and
-// BadResponse (a 200 that is not a health object).
+// getHealth asks the node at addr for GET /api/health. A degraded node's
+// answer (503 with a health object) is returned as it is. Its errors are
+// named: Timeout, Unreachable, Unhealthy (any other answer than 200 or a
+// degraded 503) and BadResponse (a 200 that is not a health object).
 func getHealth(ctx context.Context, addr string) (httpapi.Health, error) {
 	url := "http://" + addr + httpapi.HealthPath
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -73,11 +86,15 @@ func getHealth(ctx context.Context, addr string) (httpapi.Health, error) {
 	if err != nil {
 		return httpapi.Health{}, exitcode.Fail("Unreachable", fmt.Errorf("GET %s: read body: %w", url, err))
 	}
+	var h httpapi.Health
+	if resp.StatusCode == http.StatusServiceUnavailable && json.Unmarshal(body, &h) == nil && h.Status == httpapi.HealthDegraded {
+		return h, nil
+	}
 	if resp.StatusCode != http.StatusOK {
 		return httpapi.Health{}, exitcode.Fail("Unhealthy",
 			fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(body))))
 	}
-	var h httpapi.Health
+	h = httpapi.Health{}
 	if err := json.Unmarshal(body, &h); err != nil || h.Status == "" {
 		return httpapi.Health{}, exitcode.Fail("BadResponse", fmt.Errorf("GET %s: not a health object: %.200q", url, body))
 	}

@@ -197,6 +197,24 @@ func TestHealthFailuresExitTwo(t *testing.T) {
 		assert.Equal(t, 2, code)
 		assert.True(t, strings.HasPrefix(stderr, "Unreachable: "), stderr)
 	})
+	t.Run("degraded", func(t *testing.T) {
+		problems := []string{"refusing connections: 7 on the rpc listener in the last 3s: 127.0.0.2 holds the per-address limit of 1024 (--max-conns-per-ip)"}
+		srv := httptest.NewServer(httpapi.New(httpapi.Config{NodeID: 3, Problems: func() []string { return problems }}))
+		t.Cleanup(srv.Close)
+		addr := srv.Listener.Addr().String()
+
+		code, stdout, stderr := runCtl(t, nil, "health", "--http", addr)
+		assert.Equal(t, 2, code)
+		lines := strings.Split(strings.TrimSpace(stdout), "\n")
+		require.Len(t, lines, 3, stdout)
+		assert.Equal(t, []string{addr, "3", "degraded"}, strings.Fields(lines[1]))
+		assert.Equal(t, "  - "+problems[0], lines[2])
+		assert.Equal(t, fmt.Sprintf("Degraded: node 3 at %s: %s\n", addr, problems[0]), stderr)
+
+		code, stdout, _ = runCtl(t, nil, "health", "--http", addr, "-o", "json")
+		assert.Equal(t, 2, code)
+		assert.JSONEq(t, fmt.Sprintf(`{"address":%q,"status":"degraded","node":3,"problems":[%q]}`, addr, problems[0]), stdout)
+	})
 	t.Run("unhealthy", func(t *testing.T) {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)

@@ -7,11 +7,13 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
@@ -39,6 +41,13 @@ const (
 	flagController = "controller"
 	flagLogLevel   = "log-level"
 	flagLogFormat  = "log-format"
+
+	flagMaxBatchBytes        = "max-batch-bytes"
+	flagRequestMemory        = "request-memory"
+	flagRequestMemoryPerConn = "request-memory-per-conn"
+	flagMaxConns             = "max-conns"
+	flagMaxConnsPerIP        = "max-conns-per-ip"
+	flagIdleTimeout          = "idle-timeout"
 )
 
 // configFlag maps node.Config field names (as node.FieldError reports them)
@@ -53,6 +62,13 @@ var configFlag = map[string]string{
 	"DialSource":  flagDialSource,
 	"HTTP":        flagHTTP,
 	"Controllers": flagController,
+
+	"MaxBatchBytes":     flagMaxBatchBytes,
+	"RequestMemory":     flagRequestMemory,
+	"ConnRequestMemory": flagRequestMemoryPerConn,
+	"MaxConns":          flagMaxConns,
+	"MaxConnsPerAddr":   flagMaxConnsPerIP,
+	"IdleTimeout":       flagIdleTimeout,
 }
 
 var logLevels = []string{"trace", "debug", "info", "warn", "error"}
@@ -114,6 +130,15 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				"", "this node, a cluster of one"),
 			stringFlag(flagLogLevel, "log `LEVEL`, one of "+strings.Join(logLevels, ", "), "info", ""),
 			stringFlag(flagLogFormat, "log `FORMAT`, text or json", "text", ""),
+			stringFlag(flagMaxBatchBytes, "the largest batch a partition takes, `BYTES` (suffix KiB, MiB or GiB allowed); the RPC frame limit is this plus 64 KiB. Set the same on every node",
+				"", "4MiB"),
+			stringFlag(flagRequestMemory, "memory for the RPC requests and responses of all connections, `BYTES`; past it requests are refused with Busy",
+				"", "256MiB"),
+			stringFlag(flagRequestMemoryPerConn, "memory for the requests and responses of one RPC connection, `BYTES`; past it the node stops reading that connection",
+				"", "two frames, 8.125MiB"),
+			stringFlag(flagMaxConns, "open connections in all, `N`, on each of the RPC and HTTP listeners", "", "4096"),
+			stringFlag(flagMaxConnsPerIP, "open connections from one IP address, `N`, on each listener", "", "1024"),
+			stringFlag(flagIdleTimeout, "close an RPC or HTTP keep-alive connection idle this long, `DURATION`; keep it above clients' 1m pool idle timeout", "", "2m"),
 		},
 		Action:         runNodeAction,
 		OnUsageError:   onUsageError,
@@ -176,10 +201,74 @@ func configFromFlags(c *cli.Context) (node.Config, error) {
 	if cfg.Controllers, err = node.ParseControllers(c.String(flagController)); err != nil {
 		return node.Config{}, configError(err)
 	}
+	if err := limitsFromFlags(c, &cfg); err != nil {
+		return node.Config{}, err
+	}
 	if err := cfg.Validate(); err != nil {
 		return node.Config{}, configError(err)
 	}
 	return cfg, nil
+}
+
+// limitsFromFlags reads the limit flags that are set into cfg; unset ones
+// stay zero, which takes the node's defaults.
+func limitsFromFlags(c *cli.Context, cfg *node.Config) error {
+	for _, f := range []struct {
+		name string
+		set  func(int64)
+	}{
+		{flagMaxBatchBytes, func(n int64) { cfg.MaxBatchBytes = int(n) }},
+		{flagRequestMemory, func(n int64) { cfg.RequestMemory = n }},
+		{flagRequestMemoryPerConn, func(n int64) { cfg.ConnRequestMemory = n }},
+	} {
+		if text := strings.TrimSpace(c.String(f.name)); text != "" {
+			n, ok := parseBytes(text)
+			if !ok {
+				return invalidFlag(f.name, text, "want a positive number of bytes, such as 4194304 or 4MiB")
+			}
+			f.set(n)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		dst  *int
+	}{{flagMaxConns, &cfg.MaxConns}, {flagMaxConnsPerIP, &cfg.MaxConnsPerAddr}} {
+		if text := strings.TrimSpace(c.String(f.name)); text != "" {
+			n, err := strconv.Atoi(text)
+			if err != nil || n <= 0 {
+				return invalidFlag(f.name, text, "want a positive integer")
+			}
+			*f.dst = n
+		}
+	}
+	if text := strings.TrimSpace(c.String(flagIdleTimeout)); text != "" {
+		d, err := time.ParseDuration(text)
+		if err != nil || d <= 0 {
+			return invalidFlag(flagIdleTimeout, text, "want a positive duration, such as 2m or 90s")
+		}
+		cfg.IdleTimeout = d
+	}
+	return nil
+}
+
+// parseBytes reads a positive number of bytes, with an optional binary
+// suffix: 4194304, 4096KiB, 4MiB, 1GiB.
+func parseBytes(s string) (int64, bool) {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = strings.TrimSpace(rest), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 || n > math.MaxInt64/mult {
+		return 0, false
+	}
+	return n * mult, true
 }
 
 // splitList splits a comma-separated list, trimming spaces. An empty string

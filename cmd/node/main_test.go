@@ -246,6 +246,12 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		{"--controller ID@HOST:PORT", "$GOSTREAM_CONTROLLER", "this node"},
 		{"--log-level LEVEL", "$GOSTREAM_LOG_LEVEL", `"info"`},
 		{"--log-format FORMAT", "$GOSTREAM_LOG_FORMAT", `"text"`},
+		{"--max-batch-bytes BYTES", "$GOSTREAM_MAX_BATCH_BYTES", "4MiB"},
+		{"--request-memory BYTES", "$GOSTREAM_REQUEST_MEMORY", "256MiB"},
+		{"--request-memory-per-conn BYTES", "$GOSTREAM_REQUEST_MEMORY_PER_CONN", "two frames"},
+		{"--max-conns N", "$GOSTREAM_MAX_CONNS", "4096"},
+		{"--max-conns-per-ip N", "$GOSTREAM_MAX_CONNS_PER_IP", "1024"},
+		{"--idle-timeout DURATION", "$GOSTREAM_IDLE_TIMEOUT", "2m"},
 	} {
 		t.Run(f.flag, func(t *testing.T) {
 			var line string
@@ -287,6 +293,18 @@ func TestBadFlagsExitOne(t *testing.T) {
 		{"controller", "0@a:1", `InvalidFlag: --controller "0@a:1": want ID@HOST:PORT with ID a positive integer`},
 		{"log-level", "loud", `InvalidFlag: --log-level "loud": want one of trace, debug, info, warn, error`},
 		{"log-format", "xml", `InvalidFlag: --log-format "xml": want text or json`},
+		{"max-batch-bytes", "big", `InvalidFlag: --max-batch-bytes "big": want a positive number of bytes, such as 4194304 or 4MiB`},
+		{"max-batch-bytes", "0", `InvalidFlag: --max-batch-bytes "0": want a positive number of bytes, such as 4194304 or 4MiB`},
+		{"max-batch-bytes", "512", `InvalidFlag: --max-batch-bytes "512": want a number of bytes from 1024 to 268435456`},
+		{"max-batch-bytes", "1GiB", `InvalidFlag: --max-batch-bytes "1073741824": want a number of bytes from 1024 to 268435456`},
+		{"request-memory", "1MiB", `InvalidFlag: --request-memory "1048576": want at least the request memory of one connection, 8519680 bytes`},
+		{"request-memory-per-conn", "4MiB", `InvalidFlag: --request-memory-per-conn "4194304": want at least one frame, 4259840 bytes (the batch limit plus 65536)`},
+		{"request-memory-per-conn", "-1", `InvalidFlag: --request-memory-per-conn "-1": want a positive number of bytes, such as 4194304 or 4MiB`},
+		{"max-conns", "none", `InvalidFlag: --max-conns "none": want a positive integer`},
+		{"max-conns-per-ip", "0", `InvalidFlag: --max-conns-per-ip "0": want a positive integer`},
+		{"max-conns-per-ip", "5000", `InvalidFlag: --max-conns-per-ip "5000": want a positive number of connections, at most the total limit of 4096`},
+		{"idle-timeout", "10", `InvalidFlag: --idle-timeout "10": want a positive duration, such as 2m or 90s`},
+		{"idle-timeout", "-1s", `InvalidFlag: --idle-timeout "-1s": want a positive duration, such as 2m or 90s`},
 	}
 	for _, tt := range tests {
 		for _, via := range []string{"flag", "env"} {
@@ -442,4 +460,18 @@ func TestNodeCannotBindHTTP(t *testing.T) {
 	line := lastLine(stderr)
 	assert.True(t, strings.HasPrefix(line, "CannotListen: "), "last stderr line: %q", line)
 	assert.Contains(t, line, a.http)
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{
+		"4194304": 4 << 20, "4096KiB": 4 << 20, "4MiB": 4 << 20, "4 MiB": 4 << 20, "1GiB": 1 << 30,
+	} {
+		got, ok := parseBytes(in)
+		assert.True(t, ok, in)
+		assert.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"", "0", "-1", "4MB", "MiB", "1.5MiB", "9223372036854775807KiB"} {
+		_, ok := parseBytes(in)
+		assert.False(t, ok, in)
+	}
 }
