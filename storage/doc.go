@@ -17,6 +17,9 @@
 // them. A cut from the log (TruncateTo, or a torn tail found on open) is
 // first copied to quarantine/ under the log directory.
 //
+// Every file operation goes through an FS (Options.FS, RootOptions.FS):
+// the operating system's by default.
+//
 // # Promises
 //
 //   - Durability: Append and AppendExact return only after the batch is

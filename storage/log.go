@@ -55,6 +55,9 @@ type Options struct {
 	// from a leader whose log no longer starts at 0. Ignored for a log that
 	// exists.
 	InitialOffset int64
+	// FS is the file system the log's files are on; DefaultFS() by
+	// default.
+	FS FS
 }
 
 func (o *Options) setDefaults() error {
@@ -82,6 +85,9 @@ func (o *Options) setDefaults() error {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.FS == nil {
+		o.FS = defaultFS
+	}
 	return nil
 }
 
@@ -95,6 +101,7 @@ func (o *Options) setDefaults() error {
 type Log struct {
 	dir    string
 	opts   Options
+	fs     FS
 	logger hclog.Logger
 
 	// appendMu serializes everything that writes the log's files: appends,
@@ -146,13 +153,13 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := opts.FS.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create log dir: %w", err)
 	}
-	l := &Log{dir: dir, opts: opts, logger: opts.Logger}
+	l := &Log{dir: dir, opts: opts, fs: opts.FS, logger: opts.Logger}
 	l.mu.changed = make(chan struct{})
 	l.mu.lastEpoch = -1
-	bases, err := listSegments(dir)
+	bases, err := listSegments(l.fs, dir)
 	if err != nil {
 		return nil, fmt.Errorf("list segments: %w", err)
 	}
@@ -160,11 +167,11 @@ func Open(dir string, opts Options) (*Log, error) {
 		if opts.InitialOffset < 0 {
 			return nil, fmt.Errorf("storage: negative initial offset %d", opts.InitialOffset)
 		}
-		s, err := openSegmentFile(dir, opts.InitialOffset, true)
+		s, err := openSegmentFile(l.fs, dir, opts.InitialOffset, true)
 		if err != nil {
 			return nil, err
 		}
-		if err := syncDir(dir); err != nil {
+		if err := syncDir(l.fs, dir); err != nil {
 			s.f.Close()
 			return nil, err
 		}
@@ -185,7 +192,7 @@ func Open(dir string, opts Options) (*Log, error) {
 func (l *Log) recover(bases []int64) error {
 	next, epoch := bases[0], int32(-1)
 	for i, base := range bases {
-		s, err := openSegmentFile(l.dir, base, false)
+		s, err := openSegmentFile(l.fs, l.dir, base, false)
 		if err != nil {
 			return err
 		}
@@ -204,7 +211,7 @@ func (l *Log) recover(bases []int64) error {
 			}
 			continue
 		}
-		res, err := s.scan(0, base, epoch, l.opts.MaxBatchBytes, l.opts.IndexIntervalBytes)
+		res, err := s.scan(0, fi.Size(), base, epoch, l.opts.MaxBatchBytes, l.opts.IndexIntervalBytes)
 		if err != nil {
 			return err
 		}
@@ -216,7 +223,7 @@ func (l *Log) recover(bases []int64) error {
 				return err
 			}
 			if end > res.end {
-				later, err := validBatchAfter(s.path, res.end, l.opts.MaxBatchBytes)
+				later, err := validBatchAfter(s.f, res.end, fi.Size(), l.opts.MaxBatchBytes)
 				if err != nil {
 					return err
 				}
@@ -243,7 +250,7 @@ func (l *Log) checkClosedSegment(s *segment, fileSize int64, epoch int32) (int64
 		return 0, 0, corruptf("%s: closed segment is empty", s.path)
 	}
 	from, next, prevEpoch := int64(0), s.base, epoch
-	if s.loadIndex() {
+	if s.loadIndex(l.fs) {
 		last := s.index[len(s.index)-1]
 		from, next = int64(last.pos), s.base+int64(last.rel)
 		s.index = s.index[:len(s.index)-1] // re-noted by the scan below
@@ -264,14 +271,14 @@ func (l *Log) checkClosedSegment(s *segment, fileSize int64, epoch int32) (int64
 	} else {
 		s.index, s.indexedAt = nil, -1
 	}
-	res, err := s.scan(from, next, epoch, l.opts.MaxBatchBytes, l.opts.IndexIntervalBytes)
+	res, err := s.scan(from, fileSize, next, epoch, l.opts.MaxBatchBytes, l.opts.IndexIntervalBytes)
 	if from > 0 && (err != nil || res.stopErr != nil || res.end != fileSize) {
 		// The index is a cache, and a wrong last entry sends the scan into
 		// the middle of a batch: only a scan of the whole segment can tell
 		// a damaged index from a damaged segment.
 		l.logger.Warn("index does not match its segment; checking the whole segment", "segment", filepath.Base(s.path))
 		s.index, s.indexedAt, s.firstTime = nil, -1, 0
-		res, err = s.scan(0, s.base, prevEpoch, l.opts.MaxBatchBytes, l.opts.IndexIntervalBytes)
+		res, err = s.scan(0, fileSize, s.base, prevEpoch, l.opts.MaxBatchBytes, l.opts.IndexIntervalBytes)
 	}
 	if err != nil {
 		return 0, 0, err
@@ -496,14 +503,14 @@ func (l *Log) rollLocked(old *segment, next int64) (*segment, error) {
 	if err := old.f.Sync(); err != nil {
 		return nil, fmt.Errorf("sync segment %d before roll: %w", old.base, err)
 	}
-	if err := old.writeIndex(); err != nil {
+	if err := old.writeIndex(l.fs); err != nil {
 		return nil, err
 	}
-	s, err := openSegmentFile(l.dir, next, true)
+	s, err := openSegmentFile(l.fs, l.dir, next, true)
 	if err != nil {
 		return nil, err
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := syncDir(l.fs, l.dir); err != nil {
 		s.f.Close()
 		return nil, err
 	}

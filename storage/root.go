@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -45,6 +44,7 @@ type Stamp struct {
 // of that broker lives. A Root never creates anything outside its directory.
 type Root struct {
 	dir    string
+	fs     FS
 	logger hclog.Logger
 	// mu guards stamp: the cluster id is learned from the controller's
 	// metadata while other goroutines read the stamp.
@@ -52,30 +52,54 @@ type Root struct {
 	stamp Stamp
 }
 
-// OpenRoot opens or creates the storage root dir for broker brokerID.
-//
-// A new root is stamped with brokerID and clusterID. An existing root must
-// carry the same broker id, and the same cluster id when both are known;
-// otherwise OpenRoot returns an error wrapping ErrStampMismatch and changes
-// nothing. A stamp that cannot be parsed is reported with ErrCorrupt and is
-// never rewritten.
+// RootOptions configures OpenRootWith.
+type RootOptions struct {
+	// BrokerID is the broker that owns the root; it must be positive.
+	BrokerID int32
+	// ClusterID is the cluster the broker belongs to, or "" while unknown.
+	ClusterID string
+	// Logger receives lifecycle messages; none by default.
+	Logger hclog.Logger
+	// FS is the file system of the root and, unless their options name
+	// another, of the logs opened from it; DefaultFS() by default.
+	FS FS
+}
+
+// OpenRoot opens or creates the storage root dir for broker brokerID on
+// the default FS; see OpenRootWith.
 func OpenRoot(dir string, brokerID int32, clusterID string, logger hclog.Logger) (*Root, error) {
+	return OpenRootWith(dir, RootOptions{BrokerID: brokerID, ClusterID: clusterID, Logger: logger})
+}
+
+// OpenRootWith opens or creates the storage root dir for broker
+// opts.BrokerID.
+//
+// A new root is stamped with the broker id and cluster id. An existing root
+// must carry the same broker id, and the same cluster id when both are
+// known; otherwise OpenRootWith returns an error wrapping ErrStampMismatch
+// and changes nothing. A stamp that cannot be parsed is reported with
+// ErrCorrupt and is never rewritten.
+func OpenRootWith(dir string, opts RootOptions) (*Root, error) {
+	brokerID, clusterID, logger, fsys := opts.BrokerID, opts.ClusterID, opts.Logger, opts.FS
 	if brokerID <= 0 {
 		return nil, fmt.Errorf("storage: broker id must be positive, got %d", brokerID)
 	}
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
+	if fsys == nil {
+		fsys = defaultFS
+	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("storage root %q: %w", dir, err)
 	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
+	if err := fsys.MkdirAll(abs, 0o755); err != nil {
 		return nil, fmt.Errorf("create storage root: %w", err)
 	}
-	r := &Root{dir: abs, logger: logger}
+	r := &Root{dir: abs, fs: fsys, logger: logger}
 	path := filepath.Join(abs, StampFile)
-	data, err := os.ReadFile(path)
+	data, err := readFile(fsys, path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		r.stamp = Stamp{Version: stampVersion, BrokerID: brokerID, ClusterID: clusterID}
@@ -140,7 +164,7 @@ func (r *Root) writeStamp() error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(filepath.Join(r.dir, StampFile), append(data, '\n'))
+	return writeFileAtomic(r.fs, filepath.Join(r.dir, StampFile), append(data, '\n'))
 }
 
 // ReplicaDir returns the directory of one partition replica under the root.
@@ -155,11 +179,15 @@ func (r *Root) ReplicaDir(topic string, partition int32) (string, error) {
 	return filepath.Join(r.dir, "topics", topic, "partition-"+strconv.Itoa(int(partition))), nil
 }
 
-// OpenLog opens (creating if needed) the log of one partition replica.
+// OpenLog opens (creating if needed) the log of one partition replica, on
+// the root's FS unless opts names another.
 func (r *Root) OpenLog(topic string, partition int32, opts Options) (*Log, error) {
 	dir, err := r.ReplicaDir(topic, partition)
 	if err != nil {
 		return nil, err
+	}
+	if opts.FS == nil {
+		opts.FS = r.fs
 	}
 	if opts.Logger == nil {
 		opts.Logger = r.logger.Named("log").With("topic", topic, "partition", partition)
@@ -170,17 +198,21 @@ func (r *Root) OpenLog(topic string, partition int32, opts Options) (*Log, error
 // Close releases the root. Logs opened from it are closed by their owners.
 func (r *Root) Close() error { return nil }
 
-// WriteFileAtomic replaces path with data so that a crash leaves either the
-// old or the new content: it writes a temporary file, fsyncs it, renames it
-// over path and fsyncs the directory.
+// WriteFileAtomic replaces path with data, on the default FS, so that a
+// crash leaves either the old or the new content: it writes a temporary
+// file, fsyncs it, renames it over path and fsyncs the directory.
 func WriteFileAtomic(path string, data []byte) error {
+	return writeFileAtomic(defaultFS, path, data)
+}
+
+func writeFileAtomic(fsys FS, path string, data []byte) error {
 	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	tmp, name, err := createTemp(fsys, dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if _, err := tmp.Write(data); err != nil {
+	defer fsys.Remove(name) // fails harmlessly after a successful rename
+	if _, err := tmp.WriteAt(data, 0); err != nil {
 		tmp.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -191,20 +223,8 @@ func WriteFileAtomic(path string, data []byte) error {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", path, err)
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := fsys.Rename(name, path); err != nil {
 		return fmt.Errorf("rename %s: %w", path, err)
 	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open dir %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync dir %s: %w", dir, err)
-	}
-	return nil
+	return syncDir(fsys, dir)
 }

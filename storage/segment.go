@@ -29,7 +29,7 @@ const (
 type segment struct {
 	base int64
 	path string
-	f    *os.File
+	f    File
 
 	size      int64        // bytes of whole batches in the file
 	alloc     int64        // bytes in the file: size, then zeros preallocated for appends (see preallocate)
@@ -50,8 +50,8 @@ func segmentName(base int64) string {
 }
 
 // listSegments returns the base offsets of the segment files in dir, sorted.
-func listSegments(dir string) ([]int64, error) {
-	entries, err := os.ReadDir(dir)
+func listSegments(fsys FS, dir string) ([]int64, error) {
+	entries, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -120,9 +120,6 @@ func indexMiss(pos int64, h batchHeader, err error, want int64) bool {
 // stretches, 0.373/0.354 ms with 1 MiB).
 const preallocBytes = 256 << 10
 
-// errNoFallocate means the filesystem cannot preallocate without writing.
-var errNoFallocate = errors.New("storage: fallocate not supported")
-
 // zeroChunk is the source of written zeros; it is never written to.
 var zeroChunk [preallocBytes]byte
 
@@ -142,12 +139,12 @@ func (s *segment) preallocate(need, limit int64, zeros func() bool) error {
 	}
 	target := max(min((need+preallocBytes-1)/preallocBytes*preallocBytes, limit), need)
 	if !zeros() {
-		err := fallocate(s.f, s.alloc, target-s.alloc)
+		err := s.f.Allocate(s.alloc, target-s.alloc)
 		if err == nil {
 			s.alloc = target
 			return nil
 		}
-		if !errors.Is(err, errNoFallocate) {
+		if !errors.Is(err, errors.ErrUnsupported) {
 			return fmt.Errorf("preallocate segment %d: %w", s.base, err)
 		}
 	}
@@ -177,7 +174,7 @@ func (s *segment) trimToData() error {
 
 // nonZeroEnd returns the position just after the last byte in [from, to)
 // of f that is not zero, or from if they all are.
-func nonZeroEnd(f *os.File, from, to int64) (int64, error) {
+func nonZeroEnd(f File, from, to int64) (int64, error) {
 	buf := make([]byte, min(to-from, 64<<10))
 	end := from
 	for pos := from; pos < to; {
@@ -205,7 +202,7 @@ type batchHeader struct {
 }
 
 // readHeader reads the batch header at pos without checking the checksum.
-func readHeader(f *os.File, pos int64, maxSize int) (batchHeader, error) {
+func readHeader(f File, pos int64, maxSize int) (batchHeader, error) {
 	var buf [record.HeaderSize]byte
 	if _, err := f.ReadAt(buf[:], pos); err != nil {
 		return batchHeader{}, err
@@ -223,13 +220,13 @@ func readHeader(f *os.File, pos int64, maxSize int) (batchHeader, error) {
 
 // writeIndex persists the sparse index of s next to its log file. The index
 // is a cache: a missing or damaged index is rebuilt from the log.
-func (s *segment) writeIndex() error {
+func (s *segment) writeIndex(fsys FS) error {
 	buf := make([]byte, len(s.index)*indexEntrySize)
 	for i, e := range s.index {
 		binary.BigEndian.PutUint32(buf[i*indexEntrySize:], e.rel)
 		binary.BigEndian.PutUint32(buf[i*indexEntrySize+4:], e.pos)
 	}
-	return WriteFileAtomic(indexPath(s.path), buf)
+	return writeFileAtomic(fsys, indexPath(s.path), buf)
 }
 
 func indexPath(logPath string) string {
@@ -238,8 +235,8 @@ func indexPath(logPath string) string {
 
 // loadIndex reads the persisted index of a closed segment and checks that
 // it is plausible: sorted, inside the file, first entry at the start.
-func (s *segment) loadIndex() bool {
-	buf, err := os.ReadFile(indexPath(s.path))
+func (s *segment) loadIndex(fsys FS) bool {
+	buf, err := readFile(fsys, indexPath(s.path))
 	if err != nil || len(buf) == 0 || len(buf)%indexEntrySize != 0 {
 		return false
 	}
@@ -274,12 +271,10 @@ type scanResult struct {
 
 // scan reads and fully validates the batches of s from position pos, where
 // a batch with base offset next is expected, noting each in the segment.
-// It stops at the end of the file or at the first batch that is not valid.
-func (s *segment) scan(pos, next int64, epoch int32, maxSize int, interval int64) (scanResult, error) {
-	if _, err := s.f.Seek(pos, io.SeekStart); err != nil {
-		return scanResult{}, err
-	}
-	r := bufio.NewReaderSize(s.f, 1<<20)
+// It stops at end, the end of the file, or at the first batch that is not
+// valid.
+func (s *segment) scan(pos, end, next int64, epoch int32, maxSize int, interval int64) (scanResult, error) {
+	r := bufio.NewReaderSize(io.NewSectionReader(s.f, pos, max(end-pos, 0)), 1<<20)
 	var buf []byte
 	res := scanResult{end: pos, next: next, epoch: epoch}
 	for {
@@ -324,21 +319,13 @@ func (s *segment) scan(pos, next int64, epoch int32, maxSize int, interval int64
 	}
 }
 
-// validBatchAfter reports whether any valid batch starts anywhere in the
-// file after position from. A crash can only damage bytes that were never
-// fsync'd, which form a suffix of the file; a valid batch after a damaged
-// one means the damage is not such a suffix.
-func validBatchAfter(path string, from int64, maxSize int) (bool, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	if _, err := f.Seek(from, io.SeekStart); err != nil {
-		return false, err
-	}
-	rest, err := io.ReadAll(f)
-	if err != nil {
+// validBatchAfter reports whether any valid batch starts anywhere in
+// [from, end) of f after position from. A crash can only damage bytes that
+// were never fsync'd, which form a suffix of the file; a valid batch after
+// a damaged one means the damage is not such a suffix.
+func validBatchAfter(f File, from, end int64, maxSize int) (bool, error) {
+	rest := make([]byte, end-from)
+	if _, err := f.ReadAt(rest, from); err != nil && !errors.Is(err, io.EOF) {
 		return false, err
 	}
 	for i := 1; i+record.HeaderSize <= len(rest); i++ {
@@ -352,13 +339,13 @@ func validBatchAfter(path string, from int64, maxSize int) (bool, error) {
 	return false, nil
 }
 
-func openSegmentFile(dir string, base int64, create bool) (*segment, error) {
+func openSegmentFile(fsys FS, dir string, base int64, create bool) (*segment, error) {
 	path := filepath.Join(dir, segmentName(base)+logSuffix)
 	flag := os.O_RDWR
 	if create {
 		flag |= os.O_CREATE | os.O_EXCL
 	}
-	f, err := os.OpenFile(path, flag, 0o644)
+	f, err := fsys.OpenFile(path, flag, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open segment %d: %w", base, err)
 	}

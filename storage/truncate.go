@@ -2,8 +2,10 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -22,19 +24,20 @@ type quarantineRange struct {
 // quarantine/ and makes it durable before anything is cut.
 func (l *Log) quarantine(name string, ranges []quarantineRange) error {
 	qdir := filepath.Join(l.dir, QuarantineDir)
-	if err := os.MkdirAll(qdir, 0o755); err != nil {
+	if err := l.fs.MkdirAll(qdir, 0o755); err != nil {
 		return fmt.Errorf("create quarantine: %w", err)
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := syncDir(l.fs, l.dir); err != nil {
 		return err
 	}
 	path := filepath.Join(qdir, name)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := l.fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return fmt.Errorf("create quarantine file: %w", err)
 	}
+	w := io.NewOffsetWriter(f, 0)
 	for _, r := range ranges {
-		if _, err := io.Copy(f, io.NewSectionReader(r.s.f, r.from, r.to-r.from)); err != nil {
+		if _, err := io.Copy(w, io.NewSectionReader(r.s.f, r.from, r.to-r.from)); err != nil {
 			f.Close()
 			return fmt.Errorf("copy to quarantine: %w", err)
 		}
@@ -46,7 +49,7 @@ func (l *Log) quarantine(name string, ranges []quarantineRange) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return syncDir(qdir)
+	return syncDir(l.fs, qdir)
 }
 
 // TruncateTo removes every record at or after offset, so that the log ends
@@ -142,7 +145,7 @@ func (l *Log) TruncateTo(ctx context.Context, offset int64) error {
 	l.notifyLocked() // readers waiting below offset can go on
 	l.mu.Unlock()
 	// The active segment's index is rebuilt on open; drop a stale one.
-	if err := os.Remove(indexPath(s.path)); err != nil && !os.IsNotExist(err) {
+	if err := l.fs.Remove(indexPath(s.path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	l.logger.Warn("truncated log", "offset", offset, "previous_end", next, "quarantined", name)
@@ -187,11 +190,11 @@ func (l *Log) boundary(s *segment, offset int64) (pos int64, epoch int32, lastTi
 // durable.
 func (l *Log) removeSegment(s *segment) error {
 	s.f.Close()
-	if err := os.Remove(s.path); err != nil && !os.IsNotExist(err) {
+	if err := l.fs.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove segment %d: %w", s.base, err)
 	}
-	if err := os.Remove(indexPath(s.path)); err != nil && !os.IsNotExist(err) {
+	if err := l.fs.Remove(indexPath(s.path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove index %d: %w", s.base, err)
 	}
-	return syncDir(l.dir)
+	return syncDir(l.fs, l.dir)
 }
