@@ -18,7 +18,9 @@
 // first copied to quarantine/ under the log directory.
 //
 // Every file operation goes through an FS (Options.FS, RootOptions.FS):
-// the operating system's by default.
+// the operating system's by default. CrashFS keeps unsynced writes in
+// memory so that a crash loses exactly them; binaries built with the
+// crashfs tag use it as their default.
 //
 // # Promises
 //

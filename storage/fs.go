@@ -107,7 +107,7 @@ func (f osFile) Allocate(off, n int64) error { return fallocate(f.File, off, n) 
 
 // defaultFS is the FS of the logs and roots that name none, and of
 // WriteFileAtomic: the operating system's, except in binaries built with
-// the crashfs tag, where crashfs.go makes it a CrashFS.
+// the crashfs tag, where defaultfs_crashfs.go makes it a CrashFS.
 var defaultFS FS = OSFS{}
 
 // DefaultFS returns the FS that logs and roots use when their options name
