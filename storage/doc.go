@@ -34,11 +34,21 @@
 //   - Only the newest segment can hold a torn write: a segment is fsync'd
 //     whole before the next one is created. The newest segment is
 //     preallocated ahead of its data (so an append's fsync commits no size
-//     change); on open, zeros after its last batch are free space. A
-//     damaged tail of the newest segment with no valid batch after it is
-//     cut and logged. Anything
-//     else that does not check out is corruption (ErrCorrupt): reported,
-//     never repaired, and the files are left as they were.
+//     change); on open, zeros after its last batch are free space.
+//   - Torn or corrupt: a crash can only leave bytes of a batch missing,
+//     past the end of the file or reading as zeros, a 512-byte sector
+//     (aligned to file position) at a time. So where the scan of the
+//     newest segment stops, the batch is a torn write only if its frame
+//     cannot be read whole (the file ends inside its header, its length is
+//     out of range, or the file ends inside it) or a sector of the file
+//     reads as zeros wherever it overlaps the batch, and no valid batch
+//     starts after it; then it is cut (after it is quarantined) and
+//     logged. Preallocated space changes nothing here: its zeros are such
+//     sectors. A batch that lies whole in the file with no sector of zeros
+//     and fails its checksum or validation is corruption (ErrCorrupt), as
+//     is anything else that does not check out, and a log that would end
+//     below Options.DurableFloor: reported, never repaired, and the files
+//     are left as they were.
 //   - After a failed write or fsync the log refuses appends (ErrFailed)
 //     until it is reopened and recovered.
 //   - The log start offset moves only forward (ApplyRetention deletes whole

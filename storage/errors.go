@@ -9,8 +9,10 @@ import (
 // test for them with errors.Is.
 var (
 	// ErrCorrupt marks data on disk that is damaged in a way a crash cannot
-	// explain: a complete batch with a bad checksum followed by valid data,
-	// offsets that are not contiguous, a damaged stamp. It is reported, never
+	// explain: a batch that lies whole in the file with no sector of zeros
+	// and fails its checksum, a damaged batch followed by valid data,
+	// offsets that are not contiguous, a log that ends below the floor its
+	// caller knows was durable, a damaged stamp. It is reported, never
 	// repaired.
 	ErrCorrupt = errors.New("storage: corrupt")
 	// ErrOffsetOutOfRange means an offset below the log start or above the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -58,6 +59,11 @@ type Options struct {
 	// FS is the file system the log's files are on; DefaultFS() by
 	// default.
 	FS FS
+	// DurableFloor is an offset the caller knows was durable in this log
+	// (a replica's checkpointed high watermark); zero or less when it
+	// knows none. Open refuses, with ErrCorrupt, to recover a log that
+	// would end below it.
+	DurableFloor int64
 }
 
 func (o *Options) setDefaults() error {
@@ -140,32 +146,49 @@ type Log struct {
 }
 
 // Open opens the log in dir, creating dir and an empty first segment when
-// there is none, and recovers it:
+// there is none, and recovers it. Where the scan of the newest segment
+// stops at a batch that does not check out:
 //
-//   - an incomplete or damaged batch at the very end of the newest segment,
-//     with no valid batch after it, is a torn write: it is cut off (its bytes
-//     copied to quarantine/ first) and logged;
-//   - anything else that does not check out (a damaged batch followed by a
-//     valid one, offsets that are not contiguous, epochs that go backward,
-//     a damaged older segment) is corruption: Open returns an error matching
-//     ErrCorrupt and changes nothing.
+//   - zeros up to the end of the file are free space, preallocated for
+//     appends: nothing is cut;
+//   - a torn write is cut off (its bytes, and any zeros after them, copied
+//     to quarantine/ first) and logged. A crash can only leave bytes of a
+//     batch missing: past the end of the file, or reading as zeros
+//     (preallocated space, sectors never written). So the batch is torn
+//     when its frame cannot be read whole (the file ends inside its
+//     header, its length field is out of range, or the file ends inside
+//     it), or when some 512-byte sector of the file, aligned to file
+//     position, reads as zeros wherever it overlaps the batch; and no
+//     valid batch starts anywhere after it;
+//   - anything else is corruption: a batch that lies whole in the file
+//     with no such sector of zeros and fails its checksum or validation, a
+//     damaged batch with a valid one after it, offsets that are not
+//     contiguous, epochs that go backward, a damaged older segment. So is a
+//     log that would end below opts.DurableFloor, by a cut or as it is (a
+//     directory with no segment included, when DurableFloor is above
+//     InitialOffset). Open then returns an error matching ErrCorrupt that
+//     names the file, the position and the reason, and changes nothing:
+//     it does not even create dir.
 func Open(dir string, opts Options) (*Log, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
-	}
-	if err := opts.FS.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create log dir: %w", err)
 	}
 	l := &Log{dir: dir, opts: opts, fs: opts.FS, logger: opts.Logger}
 	l.mu.changed = make(chan struct{})
 	l.mu.lastEpoch = -1
 	bases, err := listSegments(l.fs, dir)
-	if err != nil {
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("list segments: %w", err)
 	}
 	if len(bases) == 0 {
 		if opts.InitialOffset < 0 {
 			return nil, fmt.Errorf("storage: negative initial offset %d", opts.InitialOffset)
+		}
+		if opts.DurableFloor > opts.InitialOffset {
+			return nil, corruptf("%s: offsets below %d were acknowledged but the log has no segment", dir, opts.DurableFloor)
+		}
+		if err := opts.FS.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create log dir: %w", err)
 		}
 		s, err := openSegmentFile(l.fs, dir, opts.InitialOffset, true)
 		if err != nil {
@@ -188,9 +211,17 @@ func Open(dir string, opts Options) (*Log, error) {
 	return l, nil
 }
 
-// recover opens and checks every segment; see Open.
+// recover opens and checks every segment; see Open. It changes nothing
+// until every check has passed; then it cuts a torn tail.
 func (l *Log) recover(bases []int64) error {
 	next, epoch := bases[0], int32(-1)
+	var (
+		tornSeg  *segment // the newest segment, when it ends in a torn write
+		tornRes  scanResult
+		tornEnd  int64
+		tornWhy  string
+		lastPath string
+	)
 	for i, base := range bases {
 		s, err := openSegmentFile(l.fs, l.dir, base, false)
 		if err != nil {
@@ -205,6 +236,7 @@ func (l *Log) recover(bases []int64) error {
 			return err
 		}
 		s.alloc = fi.Size()
+		lastPath = s.path
 		if i < len(bases)-1 {
 			if next, epoch, err = l.checkClosedSegment(s, fi.Size(), epoch); err != nil {
 				return err
@@ -223,6 +255,13 @@ func (l *Log) recover(bases []int64) error {
 				return err
 			}
 			if end > res.end {
+				why, err := tornReason(s.f, res.end, fi.Size(), l.opts.MaxBatchBytes)
+				if err != nil {
+					return err
+				}
+				if why == "" {
+					return corruptf("%s: %v; the batch lies whole in the file and no sector of it reads as zeros, which no crash leaves", s.path, res.stopErr)
+				}
 				later, err := validBatchAfter(s.f, res.end, fi.Size(), l.opts.MaxBatchBytes)
 				if err != nil {
 					return err
@@ -230,12 +269,22 @@ func (l *Log) recover(bases []int64) error {
 				if later {
 					return corruptf("%s: %v, and valid data follows it", s.path, res.stopErr)
 				}
-				if err := l.cutTornTail(s, res, fi.Size()); err != nil {
-					return err
-				}
+				tornSeg, tornRes, tornEnd, tornWhy = s, res, fi.Size(), why
 			}
 		}
 		next, epoch = res.next, res.epoch
+	}
+	if floor := l.opts.DurableFloor; next < floor {
+		if tornSeg != nil {
+			return corruptf("%s: offsets below %d were acknowledged but the batch at position %d (offset %d) is damaged (%v; %s): recovery would cut them",
+				tornSeg.path, floor, tornRes.end, tornRes.next, tornRes.stopErr, tornWhy)
+		}
+		return corruptf("%s: offsets below %d were acknowledged but the log ends at offset %d", lastPath, floor, next)
+	}
+	if tornSeg != nil {
+		if err := l.cutTornTail(tornSeg, tornRes, tornEnd, tornWhy); err != nil {
+			return err
+		}
 	}
 	l.mu.next, l.mu.durable, l.mu.lastEpoch = next, next, epoch
 	return nil
@@ -290,9 +339,10 @@ func (l *Log) checkClosedSegment(s *segment, fileSize int64, epoch int32) (int64
 }
 
 // cutTornTail quarantines and removes the bytes after the last valid batch
-// of the newest segment, up to end, the end of the file. Zeros preallocated
-// after a torn write go with it: they cannot be told from zeros it wrote.
-func (l *Log) cutTornTail(s *segment, res scanResult, end int64) error {
+// of the newest segment, up to end, the end of the file; why says what
+// makes it a torn write. Zeros preallocated after a torn write go with it:
+// they cannot be told from zeros it wrote.
+func (l *Log) cutTornTail(s *segment, res scanResult, end int64, why string) error {
 	torn := end - res.end
 	name := fmt.Sprintf("torn-%s-%d.bin", segmentName(res.next), l.opts.Now().UnixNano())
 	if err := l.quarantine(name, []quarantineRange{{s, res.end, end}}); err != nil {
@@ -306,7 +356,7 @@ func (l *Log) cutTornTail(s *segment, res scanResult, end int64) error {
 	}
 	s.size, s.alloc = res.end, res.end
 	l.logger.Warn("cut a torn write off the end of the log", "segment", filepath.Base(s.path),
-		"offset", res.next, "position", res.end, "bytes", torn, "reason", res.stopErr, "quarantined", name)
+		"offset", res.next, "position", res.end, "bytes", torn, "reason", res.stopErr, "torn", why, "quarantined", name)
 	return nil
 }
 

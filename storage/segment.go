@@ -319,6 +319,58 @@ func (s *segment) scan(pos, end, next int64, epoch int32, maxSize int, interval 
 	}
 }
 
+// sectorSize is the unit a disk writes whole or not at all, aligned to file
+// position: a crash can leave a sector of a write unwritten (reading as
+// zeros in preallocated space), never part of one. 512 bytes is the
+// smallest sector of any disk; a larger one is a run of them.
+const sectorSize = 512
+
+// tornReason says why the batch that does not check out at position pos of
+// f, a file of end bytes, is what a crash can leave, or returns "" when it
+// is not: when the batch lies whole in the file and no sector of it reads
+// as zeros, so that it holds every byte it was written with and no crash
+// explains its damage. A crash leaves bytes of a write missing (past the
+// end of the file) or reading as zeros (space preallocated or allocated
+// but never written), a sector at a time.
+func tornReason(f File, pos, end int64, maxSize int) (string, error) {
+	var hdr [record.HeaderSize]byte
+	n := min(end-pos, record.HeaderSize)
+	if _, err := f.ReadAt(hdr[:n], pos); err != nil && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	if n < record.HeaderSize {
+		return "the file ends inside its header", nil
+	}
+	size, err := record.FrameSize(hdr[:], maxSize)
+	if err != nil {
+		return fmt.Sprintf("its frame cannot be read: %v", err), nil
+	}
+	if pos+int64(size) > end {
+		return fmt.Sprintf("its %d bytes run past the end of the file", size), nil
+	}
+	buf := make([]byte, size)
+	if _, err := f.ReadAt(buf, pos); err != nil {
+		return "", err
+	}
+	for from := pos; from < pos+int64(size); {
+		to := min((from/sectorSize+1)*sectorSize, pos+int64(size))
+		if allZero(buf[from-pos : to-pos]) {
+			return fmt.Sprintf("its bytes in the sector at position %d read as zeros", from/sectorSize*sectorSize), nil
+		}
+		from = to
+	}
+	return "", nil
+}
+
+func allZero(p []byte) bool {
+	for _, b := range p {
+		if b != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // validBatchAfter reports whether any valid batch starts anywhere in
 // [from, end) of f after position from. A crash can only damage bytes that
 // were never fsync'd, which form a suffix of the file; a valid batch after
