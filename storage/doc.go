@@ -49,8 +49,13 @@
 //     is anything else that does not check out, and a log that would end
 //     below Options.DurableFloor: reported, never repaired, and the files
 //     are left as they were.
-//   - After a failed write or fsync the log refuses appends (ErrFailed)
-//     until it is reopened and recovered.
+//   - A full disk (ENOSPC, EDQUOT: errors matching ErrNoSpace) fails the
+//     append that met it, not the log: preallocation, writes and rolls
+//     leave the files as they were, so that the next append tries again.
+//   - After a failed fsync, or a write that fails for another reason, the
+//     log refuses appends (ErrFailed, Failed) until Resume cuts it back to
+//     its durable end (quarantining what it cuts) or it is reopened and
+//     recovered: nothing above the last successful fsync can be trusted.
 //   - The log start offset moves only forward (ApplyRetention deletes whole
 //     old segments, never the active one). TruncateTo only cuts at batch
 //     boundaries and never below the log start.

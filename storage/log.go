@@ -169,7 +169,14 @@ type Log struct {
 //     InitialOffset). Open then returns an error matching ErrCorrupt that
 //     names the file, the position and the reason, and changes nothing:
 //     it does not even create dir.
+//
+// An error caused by a full disk matches ErrNoSpace.
 func Open(dir string, opts Options) (*Log, error) {
+	l, err := open(dir, opts)
+	return l, markNoSpace(err)
+}
+
+func open(dir string, opts Options) (*Log, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
@@ -366,7 +373,9 @@ func (l *Log) cutTornTail(s *segment, res scanResult, end int64, why string) err
 //
 // It returns ErrInvalidBatch, ErrBatchTooLarge, ErrEpochRegression,
 // ErrClosed, ErrFailed, ErrTruncated, or the context's error (in which case
-// the batch may still become durable).
+// the batch may still become durable). When the disk is full it returns an
+// error matching ErrNoSpace: if it does not match ErrFailed too, the append
+// did not happen, the log goes on, and the append may be tried again.
 func (l *Log) Append(ctx context.Context, batch record.Batch, epoch int32) (AppendResult, error) {
 	res, durable, err := l.Write(batch, epoch)
 	if err != nil {
@@ -513,23 +522,41 @@ func (l *Log) writeLocked(batch record.Batch, prepare func(next int64, lastEpoch
 	// Age is measured in append times, not by the local clock: a replica
 	// copying batches its leader appended long ago must not roll a segment
 	// for every batch. For the leader's own Append both are its clock.
+	//
+	// A roll, a preallocation or a write that fails for want of space
+	// leaves the files as they were (or as a crash could leave them, which
+	// recovery handles) and the log taking appends: the append fails with
+	// ErrNoSpace, and the next one does the same work again. Any other
+	// failure fails the log.
 	if size > 0 && (size+int64(len(batch)) > l.opts.SegmentBytes ||
 		batch.AppendTime()-firstTime >= l.opts.SegmentAge.Milliseconds()) {
 		var err error
 		if active, err = l.rollLocked(active, next); err != nil {
-			l.fail(err)
 			return AppendResult{}, 0, err
 		}
 		size = 0
 	}
 	if err := active.preallocate(size+int64(len(batch)), l.opts.SegmentBytes, l.zeroFill); err != nil {
-		l.fail(err)
-		return AppendResult{}, 0, err
+		return AppendResult{}, 0, l.failUnlessNoSpace(err)
 	}
 	if _, err := active.f.WriteAt(batch, size); err != nil {
 		err = fmt.Errorf("write segment %d: %w", active.base, err)
-		l.fail(err)
-		return AppendResult{}, 0, err
+		if !isNoSpace(err) {
+			return AppendResult{}, 0, l.failWith(err)
+		}
+		// A write cut short leaves part of the batch after the data.
+		// Cutting the file back to its data (preallocated space and all)
+		// makes [size, alloc) empty, so the invariant holds again and the
+		// next append preallocates afresh. Until the cut, a crash would
+		// find the partial batch after the data: a torn write (a kernel
+		// cuts a write short at a block boundary, so the rest of the batch
+		// reads as zeros or lies past the end of the file), never
+		// acknowledged, which recovery cuts.
+		if terr := active.f.Truncate(size); terr != nil {
+			return AppendResult{}, 0, l.failWith(fmt.Errorf("%v; cutting the partial write: %w", err, terr))
+		}
+		active.alloc = size
+		return AppendResult{}, 0, markNoSpace(err)
 	}
 	l.prealloc.bytes += int64(len(batch))
 	l.mu.Lock()
@@ -546,27 +573,48 @@ func (l *Log) writeLocked(batch record.Batch, prepare func(next int64, lastEpoch
 // rollLocked makes the active segment durable and whole, persists its index,
 // and starts a new segment at next. Because the old segment is fsync'd before
 // the new file exists, only the newest segment can ever hold a torn write.
+//
+// Every step leaves a state that a crash, or the retry of the next append,
+// goes on from; a step that fails for want of space leaves the log taking
+// appends (ErrNoSpace), with the old segment still active, and the next
+// append rolls again:
+//   - cutting the old segment's preallocated zeros is a truncation: it
+//     needs no space, and if it fails nothing changed;
+//   - the old segment's fsync: a failure fails the log. Once it succeeds,
+//     everything in the old segment is durable, and published as such;
+//   - the index is written to a temporary file renamed over the index
+//     file. A failure leaves no index, or the last one, and the index is a
+//     cache: a missing one is rebuilt, and the newest segment's is never
+//     read. The retry writes it again;
+//   - creating the new file: a failure creates nothing;
+//   - the directory's fsync: a failure fails the log, with the new segment
+//     in it (recovery, or Resume, takes it as an empty newest segment).
 func (l *Log) rollLocked(old *segment, next int64) (*segment, error) {
 	if err := old.trimToData(); err != nil {
-		return nil, err
+		return nil, l.failUnlessNoSpace(err)
 	}
 	if err := old.f.Sync(); err != nil {
-		return nil, fmt.Errorf("sync segment %d before roll: %w", old.base, err)
+		return nil, l.failWith(fmt.Errorf("sync segment %d before roll: %w", old.base, err))
 	}
+	l.mu.Lock()
+	if next > l.mu.durable {
+		l.mu.durable = next
+		l.notifyLocked()
+	}
+	l.mu.Unlock()
 	if err := old.writeIndex(l.fs); err != nil {
-		return nil, err
+		return nil, l.failUnlessNoSpace(err)
 	}
 	s, err := openSegmentFile(l.fs, l.dir, next, true)
 	if err != nil {
-		return nil, err
-	}
-	if err := syncDir(l.fs, l.dir); err != nil {
-		s.f.Close()
-		return nil, err
+		return nil, l.failUnlessNoSpace(err)
 	}
 	l.mu.Lock()
 	l.mu.segments = append(l.mu.segments, s)
 	l.mu.Unlock()
+	if err := syncDir(l.fs, l.dir); err != nil {
+		return nil, l.failWith(err)
+	}
 	l.logger.Debug("rolled segment", "offset", next, "previous", old.base)
 	return s, nil
 }
@@ -574,13 +622,39 @@ func (l *Log) rollLocked(old *segment, next int64) (*segment, error) {
 // fail makes the log refuse further appends: after a failed write or fsync
 // nothing can be promised about what reached the disk.
 func (l *Log) fail(err error) {
+	err = markNoSpace(err)
 	l.mu.Lock()
 	if l.mu.failed == nil {
 		l.mu.failed = err
-		l.logger.Error("log failed; it refuses appends until reopened", "err", err)
+		l.logger.Error("log failed; it refuses appends until resumed or reopened", "err", err)
 	}
 	l.notifyLocked()
 	l.mu.Unlock()
+}
+
+// failWith fails the log for err and returns the error the append that
+// met it gets.
+func (l *Log) failWith(err error) error {
+	l.fail(err)
+	return fmt.Errorf("%w: %w", ErrFailed, markNoSpace(err))
+}
+
+// failUnlessNoSpace fails the log for err, unless err is for want of
+// space: the caller left the files as they were, and the log goes on.
+func (l *Log) failUnlessNoSpace(err error) error {
+	if isNoSpace(err) {
+		return markNoSpace(err)
+	}
+	return l.failWith(err)
+}
+
+// Failed returns why the log refuses appends (the write or fsync that
+// failed, an error that matches ErrNoSpace if a full disk caused it), or
+// nil while it takes them.
+func (l *Log) Failed() error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.mu.failed
 }
 
 func (l *Log) notifyLocked() {
@@ -886,5 +960,5 @@ func (l *Log) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	return markNoSpace(errors.Join(errs...))
 }

@@ -78,8 +78,14 @@ func OpenRoot(dir string, brokerID int32, clusterID string, logger hclog.Logger)
 // must carry the same broker id, and the same cluster id when both are
 // known; otherwise OpenRootWith returns an error wrapping ErrStampMismatch
 // and changes nothing. A stamp that cannot be parsed is reported with
-// ErrCorrupt and is never rewritten.
+// ErrCorrupt and is never rewritten. An error caused by a full disk
+// matches ErrNoSpace.
 func OpenRootWith(dir string, opts RootOptions) (*Root, error) {
+	r, err := openRoot(dir, opts)
+	return r, markNoSpace(err)
+}
+
+func openRoot(dir string, opts RootOptions) (*Root, error) {
 	brokerID, clusterID, logger, fsys := opts.BrokerID, opts.ClusterID, opts.Logger, opts.FS
 	if brokerID <= 0 {
 		return nil, fmt.Errorf("storage: broker id must be positive, got %d", brokerID)
@@ -144,7 +150,8 @@ func (r *Root) Stamp() Stamp {
 }
 
 // SetClusterID records the cluster id in a root that did not know it yet. It
-// returns ErrStampMismatch if the root already names another cluster.
+// returns ErrStampMismatch if the root already names another cluster, and
+// an error matching ErrNoSpace if the disk is full.
 func (r *Root) SetClusterID(id string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -155,7 +162,11 @@ func (r *Root) SetClusterID(id string) error {
 		return fmt.Errorf("%w: %s belongs to cluster %q, not %q", ErrStampMismatch, r.dir, r.stamp.ClusterID, id)
 	}
 	r.stamp.ClusterID = id
-	return r.writeStamp()
+	if err := r.writeStamp(); err != nil {
+		r.stamp.ClusterID = ""
+		return markNoSpace(err)
+	}
+	return nil
 }
 
 // writeStamp persists the stamp; the caller holds mu or owns r alone.
@@ -200,9 +211,10 @@ func (r *Root) Close() error { return nil }
 
 // WriteFileAtomic replaces path with data, on the default FS, so that a
 // crash leaves either the old or the new content: it writes a temporary
-// file, fsyncs it, renames it over path and fsyncs the directory.
+// file, fsyncs it, renames it over path and fsyncs the directory. An error
+// caused by a full disk matches ErrNoSpace, and leaves the old content.
 func WriteFileAtomic(path string, data []byte) error {
-	return writeFileAtomic(defaultFS, path, data)
+	return markNoSpace(writeFileAtomic(defaultFS, path, data))
 }
 
 func writeFileAtomic(fsys FS, path string, data []byte) error {

@@ -130,13 +130,32 @@ var zeroChunk [preallocBytes]byte
 // else fallocate'd space. zeros is asked only when space is added. It does
 // not fsync: the next group commit makes the new size (and any zeros)
 // durable with the data written into it. The caller holds the Log's
-// appendMu.
+// appendMu. When it fails for want of space (an error matching ENOSPC),
+// the file is as it was: it ends at alloc.
 // Invariant: bytes [size, alloc) of the active segment read as zeros,
 // which is what recovery relies on to tell free space from a torn write.
 func (s *segment) preallocate(need, limit int64, zeros func() bool) error {
 	if need <= s.alloc {
 		return nil
 	}
+	err := s.extend(need, limit, zeros)
+	if err == nil || !isNoSpace(err) {
+		return err
+	}
+	// Out of space part way, the file may have grown (fallocate can
+	// allocate some blocks before it fails, and some zeros may have been
+	// written): give the space back so that the file ends at alloc again,
+	// and the next append tries afresh. A truncation needs no space. Should
+	// it fail, the file's size is unknown, and so the error must fail the
+	// log: it no longer matches ENOSPC.
+	if terr := s.f.Truncate(s.alloc); terr != nil {
+		return fmt.Errorf("%v; cutting it back to %d bytes: %w", err, s.alloc, terr)
+	}
+	return err
+}
+
+// extend is preallocate's work; it leaves alloc as it was when it fails.
+func (s *segment) extend(need, limit int64, zeros func() bool) error {
 	target := max(min((need+preallocBytes-1)/preallocBytes*preallocBytes, limit), need)
 	if !zeros() {
 		err := s.f.Allocate(s.alloc, target-s.alloc)
@@ -148,13 +167,14 @@ func (s *segment) preallocate(need, limit int64, zeros func() bool) error {
 			return fmt.Errorf("preallocate segment %d: %w", s.base, err)
 		}
 	}
-	for s.alloc < target {
-		n := min(target-s.alloc, preallocBytes)
-		if _, err := s.f.WriteAt(zeroChunk[:n], s.alloc); err != nil {
+	for pos := s.alloc; pos < target; {
+		n := min(target-pos, preallocBytes)
+		if _, err := s.f.WriteAt(zeroChunk[:n], pos); err != nil {
 			return fmt.Errorf("preallocate segment %d: %w", s.base, err)
 		}
-		s.alloc += n
+		pos += n
 	}
+	s.alloc = target
 	return nil
 }
 
