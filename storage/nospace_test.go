@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -397,4 +398,40 @@ func TestRollPublishesTheOldSegmentAsDurable(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(4), l.DurableEndOffset())
 	require.NoError(t, durable(ctxFor(t)))
+}
+
+// TestCrashFSFullDiskAndBack is the chaos harness's full disk on a log: on
+// a CrashFS whose disk fills up, appends fail with ErrNoSpace while it is
+// full and succeed once it is not, and a crash then loses none of those
+// that returned success.
+func TestCrashFSFullDiskAndBack(t *testing.T) {
+	dir := recoveryFuzzDir(t)
+	var full atomic.Bool
+	c := storage.NewCrashFS(storage.OSFS{}, full.Load)
+	opts := storage.Options{SegmentBytes: 64 << 10, FS: c}
+	l := openLog(t, dir, opts)
+	var acked []record.Batch
+	rejected := 0
+	for i := range 300 {
+		if i%50 == 10 {
+			full.Store(true)
+		}
+		if i%50 == 40 {
+			full.Store(false)
+		}
+		b := sizedBatch(t, 2000, byte(i))
+		_, err := l.Append(ctxFor(t), b, 0)
+		if err != nil {
+			requireNoSpace(t, l, err)
+			rejected++
+			continue
+		}
+		acked = append(acked, b)
+	}
+	t.Logf("%d appends acknowledged, %d rejected for want of space", len(acked), rejected)
+	require.Positive(t, rejected)
+	c.Crash()
+	l.Close()
+	r := openLog(t, dir, storage.Options{SegmentBytes: 64 << 10})
+	assertSameBytes(t, concat(acked), concat(readAll(t, r)))
 }
