@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"gostream/record"
 )
@@ -221,9 +222,18 @@ type batchHeader struct {
 	appendTime int64
 }
 
+// headerBufs holds buffers for one batch header. A buffer passed to a
+// File's ReadAt, an interface method, escapes to the heap: reads of
+// headers take one from here rather than allocating one each.
+var headerBufs = sync.Pool{New: func() any { return new([record.HeaderSize]byte) }}
+
+func getHeaderBuf() *[record.HeaderSize]byte  { return headerBufs.Get().(*[record.HeaderSize]byte) }
+func putHeaderBuf(b *[record.HeaderSize]byte) { headerBufs.Put(b) }
+
 // readHeader reads the batch header at pos without checking the checksum.
 func readHeader(f File, pos int64, maxSize int) (batchHeader, error) {
-	var buf [record.HeaderSize]byte
+	buf := getHeaderBuf()
+	defer putHeaderBuf(buf)
 	if _, err := f.ReadAt(buf[:], pos); err != nil {
 		return batchHeader{}, err
 	}
