@@ -32,9 +32,13 @@ const DiskFullEnv = "GOSTREAM_TEST_DISK_FULL"
 //
 // What it simulates: the loss, on a crash, of every write, truncation and
 // allocation of a file since that file's last successful Sync, all of it
-// and nothing else. A file is written below only by its own Sync, whole,
-// so a crash never leaves part of an fsync: each file is as of its last
-// Sync, and files are independent of each other.
+// and nothing else; files are independent of each other. A file is
+// written below only by its own Sync: its new size first, then its changed
+// 4 KiB pages in file order, then an fsync below. Crash waits for a Sync
+// under way, so in a process each file is as of its last Sync. A process
+// killed while a Sync writes the file below leaves that Sync's new size
+// and its first pages, never part of a page: unacknowledged bytes, some
+// of which read as zeros, a torn write.
 //
 // What it does not simulate:
 //   - the loss of directory entries. Creating, renaming and removing files
@@ -43,9 +47,10 @@ const DiskFullEnv = "GOSTREAM_TEST_DISK_FULL"
 //     the directory is synced). Storage fsyncs a directory wherever it
 //     depends on an entry, and a lost entry is a different fault from a
 //     lost write, so CrashFS leaves it to the file system below.
-//   - a partial fsync, torn sectors, or a disk that reorders writes: a
-//     crash keeps exactly the synced state, never something between (the
-//     harness's disk faults, testcluster/diskfault.go, make those).
+//   - torn sectors, or a disk that keeps later writes and loses earlier
+//     ones: apart from a process killed inside a Sync, a crash keeps
+//     exactly the synced state (the harness's disk faults,
+//     testcluster/diskfault.go, make torn tails).
 //   - write errors from the page cache after a failed fsync: an fsync
 //     that fails below keeps the bytes in memory, and the next Sync tries
 //     them again.
