@@ -19,6 +19,10 @@ import (
 	"gostream/storage"
 )
 
+// sectorSize is the sector of the rule that tells torn writes from
+// corruption (see storage.Open).
+const sectorSize = 512
+
 // crashOpts are small segments, so that crashes land in logs of one to a
 // few segments.
 var crashOpts = storage.Options{SegmentBytes: 1024, IndexIntervalBytes: 128}
@@ -122,33 +126,53 @@ func crashIteration(t *testing.T, rng *rand.Rand, it int) string {
 	require.Equal(t, make([]byte, len(content)-pos), content[pos:], "the newest segment holds its batches, then zeros")
 	content = content[:pos]
 
-	// Damage the newest segment as a crash could.
-	mode := []string{"drop", "junk", "zeroes", "torn", "torn+junk"}[rng.IntN(5)]
+	// Damage the newest segment as a crash can (see Open): its data ends at
+	// some length at or above the durable batches; the sectors from some
+	// aligned position on, above the durable batches, were never written
+	// and read as zeros; and zeros (space allocated, never written) may
+	// follow.
+	mode := []string{"drop", "zeroes", "torn", "lost-sectors", "torn-sectors"}[rng.IntN(5)]
 	last := len(inNewest) - 1
 	if strings.HasPrefix(mode, "torn") && (last < 0 || inNewest[last].i < len(durable)) {
 		mode = "drop" // no unsynced batch to tear
 	}
-	var cutAt int // where the damage starts
+	firstSector := (durablePos + sectorSize - 1) / sectorSize * sectorSize
+	length, zeroFrom := len(content), len(content) // the data's length; zeros from zeroFrom up to it
 	switch mode {
-	case "torn", "torn+junk":
+	case "drop", "zeroes":
+		length = durablePos + rng.IntN(len(content)-durablePos+1)
+		zeroFrom = length
+	case "torn":
 		p := inNewest[last]
-		cutAt = p.start + 1 + rng.IntN(p.end-p.start-1)
-	default:
-		cutAt = durablePos + rng.IntN(len(content)-durablePos+1)
-	}
-	damaged := append([]byte(nil), content[:cutAt]...)
-	switch mode {
-	case "junk", "torn+junk":
-		junk := make([]byte, 1+rng.IntN(300))
-		for i := range junk {
-			junk[i] = byte(rng.Uint32())
+		length = p.start + 1 + rng.IntN(p.end-p.start-1)
+		zeroFrom = length
+	case "lost-sectors":
+		if firstSector < len(content) {
+			zeroFrom = firstSector + rng.IntN((len(content)-firstSector)/sectorSize+1)*sectorSize
 		}
-		damaged = append(damaged, junk...)
-	case "zeroes":
-		damaged = append(damaged, make([]byte, 1+rng.IntN(300))...)
+	case "torn-sectors":
+		p := inNewest[last]
+		from := max(firstSector, (p.start+sectorSize)/sectorSize*sectorSize)
+		if from >= p.end {
+			mode, length = "torn", p.start+1+rng.IntN(p.end-p.start-1) // no sector boundary inside it
+			zeroFrom = length
+			break
+		}
+		zeroFrom = from + rng.IntN((p.end-1-from)/sectorSize+1)*sectorSize
 	}
-	if rng.IntN(2) == 0 {
-		// The zeros a crash leaves after preallocated data.
+	damaged := append([]byte(nil), content[:length]...)
+	clear(damaged[min(zeroFrom, length):])
+	// Zeros after the data need the write that the data's end cut short to
+	// have lost whole sectors: the data ends at a sector or batch boundary,
+	// or zeros start before its end.
+	atBoundary := length == durablePos || length%sectorSize == 0 || zeroFrom < length
+	for _, p := range inNewest {
+		atBoundary = atBoundary || length == p.end
+	}
+	if mode == "zeroes" || (atBoundary && rng.IntN(2) == 0) {
+		if !atBoundary {
+			damaged = damaged[:max(length/sectorSize*sectorSize, durablePos)]
+		}
 		damaged = append(damaged, make([]byte, 1+rng.IntN(2048))...)
 	}
 	require.NoError(t, os.WriteFile(newest, damaged, 0o644))
@@ -174,6 +198,9 @@ func crashIteration(t *testing.T, rng *rand.Rand, it int) string {
 	require.GreaterOrEqual(t, len(want), len(durable), "the damage model never reaches durable bytes")
 
 	opts.Logger = testLogger(t)
+	if len(durable) > 0 {
+		opts.DurableFloor = durable[len(durable)-1].NextOffset() // acknowledged
+	}
 	r, err := storage.Open(crashed, opts)
 	require.NoError(t, err, "mode %s: a crash-damaged tail is recovered, not an error", mode)
 	defer r.Close()
@@ -298,28 +325,6 @@ func TestCorruptBatchFollowedByValidData(t *testing.T) {
 			require.NoError(t, os.WriteFile(path, data, 0o644))
 			assertCorruptUntouched(t, dir, storage.Options{})
 		})
-	}
-}
-
-// TestDamagedLastBatchIsATornWrite: with nothing valid after it, a damaged
-// last batch of the newest segment cannot be told from a torn write; it is
-// cut and quarantined, as Open documents.
-func TestDamagedLastBatchIsATornWrite(t *testing.T) {
-	dir := t.TempDir()
-	batches := writeOneSegment(t, dir, 5)
-	path := filepath.Join(dir, segName(0))
-	data, err := os.ReadFile(path)
-	require.NoError(t, err)
-	data[len(data)-3] ^= 1
-	require.NoError(t, os.WriteFile(path, data, 0o644))
-
-	l := openLog(t, dir, storage.Options{})
-	assert.Equal(t, batches[3].NextOffset(), l.LogEndOffset())
-	assert.Equal(t, concat(batches[:4]), concat(readAll(t, l)))
-	q := quarantined(t, dir)
-	require.Len(t, q, 1)
-	for _, got := range q {
-		assert.Equal(t, data[len(concat(batches[:4])):], got)
 	}
 }
 

@@ -17,6 +17,11 @@
 // them. A cut from the log (TruncateTo, or a torn tail found on open) is
 // first copied to quarantine/ under the log directory.
 //
+// Every file operation goes through an FS (Options.FS, RootOptions.FS):
+// the operating system's by default. CrashFS keeps unsynced writes in
+// memory so that a crash loses exactly them; binaries built with the
+// crashfs tag use it as their default.
+//
 // # Promises
 //
 //   - Durability: Append and AppendExact return only after the batch is
@@ -29,13 +34,28 @@
 //   - Only the newest segment can hold a torn write: a segment is fsync'd
 //     whole before the next one is created. The newest segment is
 //     preallocated ahead of its data (so an append's fsync commits no size
-//     change); on open, zeros after its last batch are free space. A
-//     damaged tail of the newest segment with no valid batch after it is
-//     cut and logged. Anything
-//     else that does not check out is corruption (ErrCorrupt): reported,
-//     never repaired, and the files are left as they were.
-//   - After a failed write or fsync the log refuses appends (ErrFailed)
-//     until it is reopened and recovered.
+//     change); on open, zeros after its last batch are free space.
+//   - Torn or corrupt: a crash can only leave bytes of a batch missing,
+//     past the end of the file or reading as zeros, a 512-byte sector
+//     (aligned to file position) at a time. So where the scan of the
+//     newest segment stops, the batch is a torn write only if its frame
+//     cannot be read whole (the file ends inside its header, its length is
+//     out of range, or the file ends inside it) or a sector of the file
+//     reads as zeros wherever it overlaps the batch, and no valid batch
+//     starts after it; then it is cut (after it is quarantined) and
+//     logged. Preallocated space changes nothing here: its zeros are such
+//     sectors. A batch that lies whole in the file with no sector of zeros
+//     and fails its checksum or validation is corruption (ErrCorrupt), as
+//     is anything else that does not check out, and a log that would end
+//     below Options.DurableFloor: reported, never repaired, and the files
+//     are left as they were.
+//   - A full disk (ENOSPC, EDQUOT: errors matching ErrNoSpace) fails the
+//     append that met it, not the log: preallocation, writes and rolls
+//     leave the files as they were, so that the next append tries again.
+//   - After a failed fsync, or a write that fails for another reason, the
+//     log refuses appends (ErrFailed, Failed) until Resume cuts it back to
+//     its durable end (quarantining what it cuts) or it is reopened and
+//     recovered: nothing above the last successful fsync can be trusted.
 //   - The log start offset moves only forward (ApplyRetention deletes whole
 //     old segments, never the active one). TruncateTo only cuts at batch
 //     boundaries and never below the log start.

@@ -3,14 +3,17 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"syscall"
 )
 
 // Sentinel errors of package storage. Methods document which they return;
 // test for them with errors.Is.
 var (
 	// ErrCorrupt marks data on disk that is damaged in a way a crash cannot
-	// explain: a complete batch with a bad checksum followed by valid data,
-	// offsets that are not contiguous, a damaged stamp. It is reported, never
+	// explain: a batch that lies whole in the file with no sector of zeros
+	// and fails its checksum, a damaged batch followed by valid data,
+	// offsets that are not contiguous, a log that ends below the floor its
+	// caller knows was durable, a damaged stamp. It is reported, never
 	// repaired.
 	ErrCorrupt = errors.New("storage: corrupt")
 	// ErrOffsetOutOfRange means an offset below the log start or above the
@@ -34,9 +37,15 @@ var (
 	// ErrClosed means the log or root was closed.
 	ErrClosed = errors.New("storage: closed")
 	// ErrFailed means an earlier write or fsync of the log failed. The log
-	// refuses all further appends until it is reopened, because after a failed
-	// fsync the state of the page cache is unknown.
+	// refuses all further appends until Resume or a reopen, because after a
+	// failed fsync the state of the page cache is unknown.
 	ErrFailed = errors.New("storage: log failed")
+	// ErrNoSpace means the file system (or a quota) had no space for what
+	// was asked. Every storage error caused by ENOSPC or EDQUOT matches it,
+	// and the system error too. An append that fails with it and not with
+	// ErrFailed did not happen and left the log as it was: it may be tried
+	// again, and succeeds once there is space.
+	ErrNoSpace = errors.New("storage: no space left on device")
 	// ErrStampMismatch means a storage root that belongs to another broker
 	// or cluster.
 	ErrStampMismatch = errors.New("storage: root belongs to another broker or cluster")
@@ -60,3 +69,25 @@ func (e corruptError) Unwrap() []error {
 func markCorrupt(err error) error { return corruptError{err} }
 
 func corruptf(format string, args ...any) error { return markCorrupt(fmt.Errorf(format, args...)) }
+
+// noSpaceError wraps an error caused by a full disk so that it matches
+// ErrNoSpace while keeping its own text and chain.
+type noSpaceError struct{ err error }
+
+func (e noSpaceError) Error() string { return e.err.Error() }
+func (e noSpaceError) Unwrap() []error {
+	return []error{ErrNoSpace, e.err}
+}
+
+// markNoSpace makes err match ErrNoSpace if ENOSPC or EDQUOT caused it.
+func markNoSpace(err error) error {
+	if err == nil || errors.Is(err, ErrNoSpace) {
+		return err
+	}
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return noSpaceError{err}
+	}
+	return err
+}
+
+func isNoSpace(err error) bool { return errors.Is(markNoSpace(err), ErrNoSpace) }

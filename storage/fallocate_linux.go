@@ -8,7 +8,7 @@ import (
 
 // fallocate extends f to hold [off, off+n) with blocks that read as zeros
 // and are allocated now, without writing them ("unwritten" extents). It
-// returns errNoFallocate where the filesystem cannot do that.
+// returns errors.ErrUnsupported where the filesystem cannot do that.
 func fallocate(f *os.File, off, n int64) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
@@ -26,7 +26,10 @@ func fallocate(f *os.File, off, n int64) error {
 		return err
 	}
 	if errors.Is(ferr, syscall.EOPNOTSUPP) || errors.Is(ferr, syscall.ENOSYS) {
-		return errNoFallocate
+		return errors.ErrUnsupported
 	}
-	return ferr
+	if ferr != nil {
+		return &os.PathError{Op: "fallocate", Path: f.Name(), Err: ferr}
+	}
+	return nil
 }

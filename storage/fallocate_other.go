@@ -2,7 +2,10 @@
 
 package storage
 
-import "os"
+import (
+	"errors"
+	"os"
+)
 
 // fallocate is not available here: preallocation writes zeros instead.
-func fallocate(*os.File, int64, int64) error { return errNoFallocate }
+func fallocate(*os.File, int64, int64) error { return errors.ErrUnsupported }

@@ -76,18 +76,18 @@ func TestZeroTailIsFreeSpace(t *testing.T) {
 }
 
 // TestTornWriteBeforeZeros: a batch torn by a crash inside the preallocated
-// space is cut off and quarantined with the zeros after it; the batches
-// before it stay.
+// space (its sectors from some point on never written, so zeros) is cut off
+// and quarantined with the zeros after it; the batches before it stay.
 func TestTornWriteBeforeZeros(t *testing.T) {
-	dir, batches, data := preallocatedLog(t, 3)
-	good := len(concat(batches[:2]))
+	dir, batches, data := preallocatedLog(t, 4) // the last batch is [900, 1200)
+	good := len(concat(batches[:3]))
 	torn := bytes.Clone(data)
-	clear(torn[good+100 : len(concat(batches))]) // the last batch's end never reached the disk
+	clear(torn[1024:len(concat(batches))]) // the last batch's end never reached the disk
 	require.NoError(t, os.WriteFile(filepath.Join(dir, segName(0)), torn, 0o644))
 
 	l := openLog(t, dir, storage.Options{})
-	assert.Equal(t, int64(2), l.LogEndOffset())
-	assert.Equal(t, concat(batches[:2]), concat(readAll(t, l)))
+	assert.Equal(t, int64(3), l.LogEndOffset())
+	assert.Equal(t, concat(batches[:3]), concat(readAll(t, l)))
 	q := quarantined(t, dir)
 	require.Len(t, q, 1)
 	for _, cut := range q {

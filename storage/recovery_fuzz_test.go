@@ -53,19 +53,49 @@ func longestValidPrefix(data []byte) recoveryPrefix {
 	return p
 }
 
-// wantCorrupt is the documented rule for what follows the valid prefix: a
-// valid batch right there (so its offset or epoch is wrong), or a damaged
-// batch with a valid batch starting anywhere after it, is corruption;
-// anything else is a torn write.
+// wantCorrupt is the documented rule for what follows the valid prefix:
+// zeros to the end are free space; a valid batch right there (so its offset
+// or epoch is wrong) is corruption; so is a damaged batch that a crash
+// cannot leave (see tornByCrash), or one with a valid batch starting
+// anywhere after it; anything else is a torn write.
 func wantCorrupt(data []byte, p recoveryPrefix) bool {
 	tail := data[p.end:]
+	if len(bytes.TrimRight(tail, "\x00")) == 0 {
+		return false
+	}
 	if b, _, err := record.Frame(tail, recoveryFuzzMaxBatch); err == nil && b.Validate() == nil {
+		return true
+	}
+	if !tornByCrash(data, p.end) {
 		return true
 	}
 	for i := 1; i < len(tail); i++ {
 		if _, _, err := record.Frame(tail[i:], recoveryFuzzMaxBatch); err == nil {
 			return true
 		}
+	}
+	return false
+}
+
+// tornByCrash reports whether the damaged batch at position pos of a file
+// holding data is one a crash can leave, by the documented rule: its frame
+// cannot be read whole (the file ends inside its header, its length is out
+// of range, or the file ends inside it), or a 512-byte sector of the file,
+// aligned to file position, is all zeros where it overlaps the batch.
+func tornByCrash(data []byte, pos int) bool {
+	if len(data)-pos < record.HeaderSize {
+		return true
+	}
+	n, err := record.FrameSize(data[pos:], recoveryFuzzMaxBatch)
+	if err != nil || pos+n > len(data) {
+		return true
+	}
+	for from := pos; from < pos+n; {
+		to := min((from/512+1)*512, pos+n)
+		if len(bytes.TrimLeft(data[from:to], "\x00")) == 0 {
+			return true
+		}
+		from = to
 	}
 	return false
 }
@@ -146,7 +176,9 @@ func readWholeLog(t *testing.T, l *storage.Log) []byte {
 
 // FuzzSegmentRecovery opens a log whose only segment holds arbitrary bytes.
 // Open must either report corruption and change nothing, or recover exactly
-// the longest valid prefix, cutting (and quarantining) the rest.
+// the longest valid prefix, cutting (and quarantining) the rest, as the
+// rule for torn writes says; and with a DurableFloor above that prefix it
+// must report corruption.
 func FuzzSegmentRecovery(f *testing.F) {
 	for _, s := range recoveryFuzzSeeds(f) {
 		f.Add(s.data, s.fixCRC)
@@ -187,6 +219,17 @@ func FuzzSegmentRecovery(f *testing.F) {
 				require.NoError(t, err)
 				require.True(t, bytes.Equal(data[want.end:], cut), "quarantine does not hold the bytes that were cut")
 			}
+
+			// A caller that knows one more offset was durable gets
+			// corruption, and nothing is cut.
+			dir := recoveryFuzzDir(t)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, recoveryFuzzSegment), data, 0o644))
+			l, err := storage.Open(dir, storage.Options{MaxBatchBytes: recoveryFuzzMaxBatch, DurableFloor: want.next + 1})
+			if err == nil {
+				l.Close()
+			}
+			require.ErrorIs(t, err, storage.ErrCorrupt, "a log ending at %d opened with durable floor %d", want.next, want.next+1)
+			requireUntouched(t, dir, data)
 		}
 
 		// A valid batch whose base offset is not the next one is corruption,
@@ -241,6 +284,7 @@ func recoveryFuzzSeeds(t testing.TB) []recoveryFuzzSeed {
 		record.Record{Key: []byte("k2"), Value: []byte("v2")},
 		record.Record{Key: []byte{}, Headers: []record.Header{{Key: "e"}}})
 	b3 := batch(6, 2, record.Record{Value: []byte("next")})
+	big := batch(6, 2, record.Record{Value: bytes.Repeat([]byte("y"), 1500)}) // spans sectors
 	valid := cat(b0, b1, b2)
 	p1, p2 := len(b0), len(b0)+len(b1) // positions of b1 and b2
 
@@ -255,7 +299,10 @@ func recoveryFuzzSeeds(t testing.TB) []recoveryFuzzSeed {
 		{"bitflip-middle-batch", with(valid, func(b []byte) { b[p1+40] ^= 0x04 }), false},
 		{"zero-filled-tail", cat(valid, make([]byte, 512)), false},
 		{"only-zeros", make([]byte, 300), false},
-		{"torn-then-zeros", cat(valid, b3[:40], make([]byte, 700)), false},
+		{"partial-sector-then-zeros", cat(valid, b3[:40], make([]byte, 700)), false},
+		{"torn-sectors-zero", with(cat(valid, big, make([]byte, 300)), func(b []byte) { clear(b[512:]) }), false},
+		{"one-sector-zero", with(cat(valid, big, b3), func(b []byte) { clear(b[1024:1536]) }), false},
+		{"bitflip-last-batch-before-zeros", with(cat(valid, make([]byte, 512)), func(b []byte) { b[p2+60] ^= 0x04 }), false},
 		{"zeros-then-valid-batch", cat(valid, make([]byte, 64), b3), false},
 		{"garbage-then-valid-batch", cat(valid, []byte("xyz"), b3), false},
 		{"offset-gap", cat(b0, batch(5, 0, record.Record{Value: []byte("gap")})), false},

@@ -51,7 +51,7 @@ func (l *Log) ApplyRetention(ctx context.Context) (int, error) {
 	// Oldest first, so a crash part way leaves a contiguous log.
 	for _, s := range segs[:drop] {
 		if err := l.removeSegment(s); err != nil {
-			return 0, err
+			return 0, markNoSpace(err)
 		}
 	}
 	l.logger.Info("retention deleted segments", "segments", drop, "log_start_offset", segs[drop].base)

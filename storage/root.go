@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -56,42 +56,75 @@ const LockFile = ".lock"
 // of that broker lives. A Root never creates anything outside its directory.
 type Root struct {
 	dir    string
+	fs     FS
 	logger hclog.Logger
-	lock   *os.File // held with flock until Close
+	lock   io.Closer // the root's lock, held until Close; nil on an FS that cannot lock
 	// mu guards stamp: the cluster id is learned from the controller's
 	// metadata while other goroutines read the stamp.
 	mu    sync.Mutex
 	stamp Stamp
 }
 
-// OpenRoot opens or creates the storage root dir for broker brokerID.
-//
-// A new root is stamped with brokerID and clusterID. An existing root must
-// carry the same broker id, and the same cluster id when both are known;
-// otherwise OpenRoot returns an error wrapping ErrStampMismatch and changes
-// nothing. A stamp that cannot be parsed is reported with ErrCorrupt and is
-// never rewritten.
+// RootOptions configures OpenRootWith.
+type RootOptions struct {
+	// BrokerID is the broker that owns the root; it must be positive.
+	BrokerID int32
+	// ClusterID is the cluster the broker belongs to, or "" while unknown.
+	ClusterID string
+	// Logger receives lifecycle messages; none by default.
+	Logger hclog.Logger
+	// FS is the file system of the root and, unless their options name
+	// another, of the logs opened from it; DefaultFS() by default.
+	FS FS
+}
+
+// OpenRoot opens or creates the storage root dir for broker brokerID on
+// the default FS; see OpenRootWith.
 func OpenRoot(dir string, brokerID int32, clusterID string, logger hclog.Logger) (*Root, error) {
+	return OpenRootWith(dir, RootOptions{BrokerID: brokerID, ClusterID: clusterID, Logger: logger})
+}
+
+// OpenRootWith opens or creates the storage root dir for broker
+// opts.BrokerID.
+//
+// A new root is stamped with the broker id and cluster id. An existing root
+// must carry the same broker id, and the same cluster id when both are
+// known; otherwise OpenRootWith returns an error wrapping ErrStampMismatch
+// and changes nothing. A stamp that cannot be parsed is reported with
+// ErrCorrupt and is never rewritten. An error caused by a full disk
+// matches ErrNoSpace.
+func OpenRootWith(dir string, opts RootOptions) (*Root, error) {
+	r, err := openRoot(dir, opts)
+	return r, markNoSpace(err)
+}
+
+func openRoot(dir string, opts RootOptions) (*Root, error) {
+	brokerID, clusterID, logger, fsys := opts.BrokerID, opts.ClusterID, opts.Logger, opts.FS
 	if brokerID <= 0 {
 		return nil, fmt.Errorf("storage: broker id must be positive, got %d", brokerID)
 	}
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
+	if fsys == nil {
+		fsys = defaultFS
+	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("storage root %q: %w", dir, err)
 	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
+	if err := fsys.MkdirAll(abs, 0o755); err != nil {
 		return nil, fmt.Errorf("create storage root: %w", err)
 	}
-	lock, err := lockRoot(abs)
+	lock, err := lockRoot(fsys, abs)
 	if err != nil {
 		return nil, err
 	}
-	r := &Root{dir: abs, logger: logger, lock: lock}
+	r := &Root{dir: abs, fs: fsys, logger: logger, lock: lock}
 	if err := r.readStamp(brokerID, clusterID); err != nil {
-		lock.Close()
+		if lock != nil {
+			lock.Close()
+		}
 		return nil, err
 	}
 	return r, nil
@@ -99,9 +132,9 @@ func OpenRoot(dir string, brokerID int32, clusterID string, logger hclog.Logger)
 
 // readStamp loads the stamp of the root, or stamps a new root; see OpenRoot.
 func (r *Root) readStamp(brokerID int32, clusterID string) error {
-	abs, logger := r.dir, r.logger
+	abs, logger, fsys := r.dir, r.logger, r.fs
 	path := filepath.Join(abs, StampFile)
-	data, err := os.ReadFile(path)
+	data, err := readFile(fsys, path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		r.stamp = Stamp{Version: stampVersion, BrokerID: brokerID, ClusterID: clusterID, RootID: newRootID()}
@@ -163,29 +196,19 @@ func validRootID(id string) bool {
 	return err == nil && strings.ToLower(id) == id
 }
 
-// lockRoot takes the root's lock file, so that two processes never use
-// one root at once (a second gostream-node started on the same
-// --data-dir). The lock goes with the process, also on kill -9.
-func lockRoot(dir string) (*os.File, error) {
-	path := filepath.Join(dir, LockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+// lockRoot takes the root's lock file through fsys, when it can lock
+// (see Locker), so that two processes never use one root at once (a second
+// gostream-node started on the same --data-dir).
+func lockRoot(fsys FS, dir string) (io.Closer, error) {
+	l, ok := fsys.(Locker)
+	if !ok {
+		return nil, nil
+	}
+	c, err := l.Lock(filepath.Join(dir, LockFile))
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrRootInUse, dir, err)
 	}
-	if err := flock(f); err != nil {
-		holder, _ := os.ReadFile(path)
-		f.Close()
-		who := ""
-		if pid := strings.TrimSpace(string(holder)); pid != "" {
-			who = " (pid " + pid + ")"
-		}
-		return nil, fmt.Errorf("%w: %s is in use by another process%s: %v", ErrRootInUse, dir, who, err)
-	}
-	// The pid is for the error above only; the lock is what counts.
-	if err := f.Truncate(0); err == nil {
-		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	}
-	return f, nil
+	return c, nil
 }
 
 // Dir returns the absolute path of the root.
@@ -199,7 +222,8 @@ func (r *Root) Stamp() Stamp {
 }
 
 // SetClusterID records the cluster id in a root that did not know it yet. It
-// returns ErrStampMismatch if the root already names another cluster.
+// returns ErrStampMismatch if the root already names another cluster, and
+// an error matching ErrNoSpace if the disk is full.
 func (r *Root) SetClusterID(id string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -210,7 +234,11 @@ func (r *Root) SetClusterID(id string) error {
 		return fmt.Errorf("%w: %s belongs to cluster %q, not %q", ErrStampMismatch, r.dir, r.stamp.ClusterID, id)
 	}
 	r.stamp.ClusterID = id
-	return r.writeStamp()
+	if err := r.writeStamp(); err != nil {
+		r.stamp.ClusterID = ""
+		return markNoSpace(err)
+	}
+	return nil
 }
 
 // writeStamp persists the stamp; the caller holds mu or owns r alone.
@@ -219,7 +247,7 @@ func (r *Root) writeStamp() error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(filepath.Join(r.dir, StampFile), append(data, '\n'))
+	return writeFileAtomic(r.fs, filepath.Join(r.dir, StampFile), append(data, '\n'))
 }
 
 // ReplicaDir returns the directory of one partition replica under the root.
@@ -234,11 +262,15 @@ func (r *Root) ReplicaDir(topic string, partition int32) (string, error) {
 	return filepath.Join(r.dir, "topics", topic, "partition-"+strconv.Itoa(int(partition))), nil
 }
 
-// OpenLog opens (creating if needed) the log of one partition replica.
+// OpenLog opens (creating if needed) the log of one partition replica, on
+// the root's FS unless opts names another.
 func (r *Root) OpenLog(topic string, partition int32, opts Options) (*Log, error) {
 	dir, err := r.ReplicaDir(topic, partition)
 	if err != nil {
 		return nil, err
+	}
+	if opts.FS == nil {
+		opts.FS = r.fs
 	}
 	if opts.Logger == nil {
 		opts.Logger = r.logger.Named("log").With("topic", topic, "partition", partition)
@@ -259,17 +291,22 @@ func (r *Root) Close() error {
 	return err
 }
 
-// WriteFileAtomic replaces path with data so that a crash leaves either the
-// old or the new content: it writes a temporary file, fsyncs it, renames it
-// over path and fsyncs the directory.
+// WriteFileAtomic replaces path with data, on the default FS, so that a
+// crash leaves either the old or the new content: it writes a temporary
+// file, fsyncs it, renames it over path and fsyncs the directory. An error
+// caused by a full disk matches ErrNoSpace, and leaves the old content.
 func WriteFileAtomic(path string, data []byte) error {
+	return markNoSpace(writeFileAtomic(defaultFS, path, data))
+}
+
+func writeFileAtomic(fsys FS, path string, data []byte) error {
 	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	tmp, name, err := createTemp(fsys, dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if _, err := tmp.Write(data); err != nil {
+	defer fsys.Remove(name) // fails harmlessly after a successful rename
+	if _, err := tmp.WriteAt(data, 0); err != nil {
 		tmp.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -280,20 +317,8 @@ func WriteFileAtomic(path string, data []byte) error {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", path, err)
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := fsys.Rename(name, path); err != nil {
 		return fmt.Errorf("rename %s: %w", path, err)
 	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open dir %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync dir %s: %w", dir, err)
-	}
-	return nil
+	return syncDir(fsys, dir)
 }

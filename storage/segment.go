@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"gostream/record"
 )
@@ -29,7 +30,7 @@ const (
 type segment struct {
 	base int64
 	path string
-	f    *os.File
+	f    File
 
 	size      int64        // bytes of whole batches in the file
 	alloc     int64        // bytes in the file: size, then zeros preallocated for appends (see preallocate)
@@ -50,8 +51,8 @@ func segmentName(base int64) string {
 }
 
 // listSegments returns the base offsets of the segment files in dir, sorted.
-func listSegments(dir string) ([]int64, error) {
-	entries, err := os.ReadDir(dir)
+func listSegments(fsys FS, dir string) ([]int64, error) {
+	entries, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -120,9 +121,6 @@ func indexMiss(pos int64, h batchHeader, err error, want int64) bool {
 // stretches, 0.373/0.354 ms with 1 MiB).
 const preallocBytes = 256 << 10
 
-// errNoFallocate means the filesystem cannot preallocate without writing.
-var errNoFallocate = errors.New("storage: fallocate not supported")
-
 // zeroChunk is the source of written zeros; it is never written to.
 var zeroChunk [preallocBytes]byte
 
@@ -133,31 +131,51 @@ var zeroChunk [preallocBytes]byte
 // else fallocate'd space. zeros is asked only when space is added. It does
 // not fsync: the next group commit makes the new size (and any zeros)
 // durable with the data written into it. The caller holds the Log's
-// appendMu.
+// appendMu. When it fails for want of space (an error matching ENOSPC),
+// the file is as it was: it ends at alloc.
 // Invariant: bytes [size, alloc) of the active segment read as zeros,
 // which is what recovery relies on to tell free space from a torn write.
 func (s *segment) preallocate(need, limit int64, zeros func() bool) error {
 	if need <= s.alloc {
 		return nil
 	}
+	err := s.extend(need, limit, zeros)
+	if err == nil || !isNoSpace(err) {
+		return err
+	}
+	// Out of space part way, the file may have grown (fallocate can
+	// allocate some blocks before it fails, and some zeros may have been
+	// written): give the space back so that the file ends at alloc again,
+	// and the next append tries afresh. A truncation needs no space. Should
+	// it fail, the file's size is unknown, and so the error must fail the
+	// log: it no longer matches ENOSPC.
+	if terr := s.f.Truncate(s.alloc); terr != nil {
+		return fmt.Errorf("%v; cutting it back to %d bytes: %w", err, s.alloc, terr)
+	}
+	return err
+}
+
+// extend is preallocate's work; it leaves alloc as it was when it fails.
+func (s *segment) extend(need, limit int64, zeros func() bool) error {
 	target := max(min((need+preallocBytes-1)/preallocBytes*preallocBytes, limit), need)
 	if !zeros() {
-		err := fallocate(s.f, s.alloc, target-s.alloc)
+		err := s.f.Allocate(s.alloc, target-s.alloc)
 		if err == nil {
 			s.alloc = target
 			return nil
 		}
-		if !errors.Is(err, errNoFallocate) {
+		if !errors.Is(err, errors.ErrUnsupported) {
 			return fmt.Errorf("preallocate segment %d: %w", s.base, err)
 		}
 	}
-	for s.alloc < target {
-		n := min(target-s.alloc, preallocBytes)
-		if _, err := s.f.WriteAt(zeroChunk[:n], s.alloc); err != nil {
+	for pos := s.alloc; pos < target; {
+		n := min(target-pos, preallocBytes)
+		if _, err := s.f.WriteAt(zeroChunk[:n], pos); err != nil {
 			return fmt.Errorf("preallocate segment %d: %w", s.base, err)
 		}
-		s.alloc += n
+		pos += n
 	}
+	s.alloc = target
 	return nil
 }
 
@@ -177,7 +195,7 @@ func (s *segment) trimToData() error {
 
 // nonZeroEnd returns the position just after the last byte in [from, to)
 // of f that is not zero, or from if they all are.
-func nonZeroEnd(f *os.File, from, to int64) (int64, error) {
+func nonZeroEnd(f File, from, to int64) (int64, error) {
 	buf := make([]byte, min(to-from, 64<<10))
 	end := from
 	for pos := from; pos < to; {
@@ -204,9 +222,18 @@ type batchHeader struct {
 	appendTime int64
 }
 
+// headerBufs holds buffers for one batch header. A buffer passed to a
+// File's ReadAt, an interface method, escapes to the heap: reads of
+// headers take one from here rather than allocating one each.
+var headerBufs = sync.Pool{New: func() any { return new([record.HeaderSize]byte) }}
+
+func getHeaderBuf() *[record.HeaderSize]byte  { return headerBufs.Get().(*[record.HeaderSize]byte) }
+func putHeaderBuf(b *[record.HeaderSize]byte) { headerBufs.Put(b) }
+
 // readHeader reads the batch header at pos without checking the checksum.
-func readHeader(f *os.File, pos int64, maxSize int) (batchHeader, error) {
-	var buf [record.HeaderSize]byte
+func readHeader(f File, pos int64, maxSize int) (batchHeader, error) {
+	buf := getHeaderBuf()
+	defer putHeaderBuf(buf)
 	if _, err := f.ReadAt(buf[:], pos); err != nil {
 		return batchHeader{}, err
 	}
@@ -223,13 +250,13 @@ func readHeader(f *os.File, pos int64, maxSize int) (batchHeader, error) {
 
 // writeIndex persists the sparse index of s next to its log file. The index
 // is a cache: a missing or damaged index is rebuilt from the log.
-func (s *segment) writeIndex() error {
+func (s *segment) writeIndex(fsys FS) error {
 	buf := make([]byte, len(s.index)*indexEntrySize)
 	for i, e := range s.index {
 		binary.BigEndian.PutUint32(buf[i*indexEntrySize:], e.rel)
 		binary.BigEndian.PutUint32(buf[i*indexEntrySize+4:], e.pos)
 	}
-	return WriteFileAtomic(indexPath(s.path), buf)
+	return writeFileAtomic(fsys, indexPath(s.path), buf)
 }
 
 func indexPath(logPath string) string {
@@ -238,8 +265,8 @@ func indexPath(logPath string) string {
 
 // loadIndex reads the persisted index of a closed segment and checks that
 // it is plausible: sorted, inside the file, first entry at the start.
-func (s *segment) loadIndex() bool {
-	buf, err := os.ReadFile(indexPath(s.path))
+func (s *segment) loadIndex(fsys FS) bool {
+	buf, err := readFile(fsys, indexPath(s.path))
 	if err != nil || len(buf) == 0 || len(buf)%indexEntrySize != 0 {
 		return false
 	}
@@ -274,12 +301,10 @@ type scanResult struct {
 
 // scan reads and fully validates the batches of s from position pos, where
 // a batch with base offset next is expected, noting each in the segment.
-// It stops at the end of the file or at the first batch that is not valid.
-func (s *segment) scan(pos, next int64, epoch int32, maxSize int, interval int64) (scanResult, error) {
-	if _, err := s.f.Seek(pos, io.SeekStart); err != nil {
-		return scanResult{}, err
-	}
-	r := bufio.NewReaderSize(s.f, 1<<20)
+// It stops at end, the end of the file, or at the first batch that is not
+// valid.
+func (s *segment) scan(pos, end, next int64, epoch int32, maxSize int, interval int64) (scanResult, error) {
+	r := bufio.NewReaderSize(io.NewSectionReader(s.f, pos, max(end-pos, 0)), 1<<20)
 	var buf []byte
 	res := scanResult{end: pos, next: next, epoch: epoch}
 	for {
@@ -324,21 +349,65 @@ func (s *segment) scan(pos, next int64, epoch int32, maxSize int, interval int64
 	}
 }
 
-// validBatchAfter reports whether any valid batch starts anywhere in the
-// file after position from. A crash can only damage bytes that were never
-// fsync'd, which form a suffix of the file; a valid batch after a damaged
-// one means the damage is not such a suffix.
-func validBatchAfter(path string, from int64, maxSize int) (bool, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return false, err
+// sectorSize is the unit a disk writes whole or not at all, aligned to file
+// position: a crash can leave a sector of a write unwritten (reading as
+// zeros in preallocated space), never part of one. 512 bytes is the
+// smallest sector of any disk; a larger one is a run of them.
+const sectorSize = 512
+
+// tornReason says why the batch that does not check out at position pos of
+// f, a file of end bytes, is what a crash can leave, or returns "" when it
+// is not: when the batch lies whole in the file and no sector of it reads
+// as zeros, so that it holds every byte it was written with and no crash
+// explains its damage. A crash leaves bytes of a write missing (past the
+// end of the file) or reading as zeros (space preallocated or allocated
+// but never written), a sector at a time.
+func tornReason(f File, pos, end int64, maxSize int) (string, error) {
+	var hdr [record.HeaderSize]byte
+	n := min(end-pos, record.HeaderSize)
+	if _, err := f.ReadAt(hdr[:n], pos); err != nil && !errors.Is(err, io.EOF) {
+		return "", err
 	}
-	defer f.Close()
-	if _, err := f.Seek(from, io.SeekStart); err != nil {
-		return false, err
+	if n < record.HeaderSize {
+		return "the file ends inside its header", nil
 	}
-	rest, err := io.ReadAll(f)
+	size, err := record.FrameSize(hdr[:], maxSize)
 	if err != nil {
+		return fmt.Sprintf("its frame cannot be read: %v", err), nil
+	}
+	if pos+int64(size) > end {
+		return fmt.Sprintf("its %d bytes run past the end of the file", size), nil
+	}
+	buf := make([]byte, size)
+	if _, err := f.ReadAt(buf, pos); err != nil {
+		return "", err
+	}
+	for from := pos; from < pos+int64(size); {
+		to := min((from/sectorSize+1)*sectorSize, pos+int64(size))
+		if allZero(buf[from-pos : to-pos]) {
+			return fmt.Sprintf("its bytes in the sector at position %d read as zeros", from/sectorSize*sectorSize), nil
+		}
+		from = to
+	}
+	return "", nil
+}
+
+func allZero(p []byte) bool {
+	for _, b := range p {
+		if b != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// validBatchAfter reports whether any valid batch starts anywhere in
+// [from, end) of f after position from. A crash can only damage bytes that
+// were never fsync'd, which form a suffix of the file; a valid batch after
+// a damaged one means the damage is not such a suffix.
+func validBatchAfter(f File, from, end int64, maxSize int) (bool, error) {
+	rest := make([]byte, end-from)
+	if _, err := f.ReadAt(rest, from); err != nil && !errors.Is(err, io.EOF) {
 		return false, err
 	}
 	for i := 1; i+record.HeaderSize <= len(rest); i++ {
@@ -352,13 +421,13 @@ func validBatchAfter(path string, from int64, maxSize int) (bool, error) {
 	return false, nil
 }
 
-func openSegmentFile(dir string, base int64, create bool) (*segment, error) {
+func openSegmentFile(fsys FS, dir string, base int64, create bool) (*segment, error) {
 	path := filepath.Join(dir, segmentName(base)+logSuffix)
 	flag := os.O_RDWR
 	if create {
 		flag |= os.O_CREATE | os.O_EXCL
 	}
-	f, err := os.OpenFile(path, flag, 0o644)
+	f, err := fsys.OpenFile(path, flag, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open segment %d: %w", base, err)
 	}

@@ -19,3 +19,15 @@ func SetPreallocHook(f func(zeros bool)) (restore func()) {
 	preallocHook = f
 	return func() { preallocHook = nil }
 }
+
+// CrashFSFromEnv is the default FS of a binary built with the crashfs tag.
+func CrashFSFromEnv() FS { return crashFSFromEnv() }
+
+// SkipGroupCommitFsync makes every group commit publish its appends as
+// durable without fsyncing them, until the returned function is called:
+// the bug the crash tests must catch. Tests that use it must not run in
+// parallel with other tests of the package.
+func SkipGroupCommitFsync() (restore func()) {
+	groupCommitSync = func(File) error { return nil }
+	return func() { groupCommitSync = File.Sync }
+}

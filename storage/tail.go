@@ -73,7 +73,8 @@ func (l *Log) batchesBeforeInSegment(before int64, n int) ([]BatchInfo, int64, e
 	l.mu.RUnlock()
 
 	var page []BatchInfo
-	var hdr [record.HeaderSize]byte
+	hdr := getHeaderBuf()
+	defer putHeaderBuf(hdr)
 	for pos := from; pos < size; {
 		if _, err := s.f.ReadAt(hdr[:], pos); err != nil {
 			return nil, -1, fmt.Errorf("read segment %d at %d: %w", s.base, pos, err)
@@ -131,7 +132,8 @@ func (l *Log) Digest(ctx context.Context, from, to int64) ([32]byte, int, error)
 		starts = append(starts, start{s, pos, s.size})
 	}
 	l.mu.RUnlock()
-	var hdr [record.HeaderSize]byte
+	hdr := getHeaderBuf()
+	defer putHeaderBuf(hdr)
 	for _, st := range starts {
 		if err := ctx.Err(); err != nil {
 			return [32]byte{}, 0, err
@@ -193,7 +195,8 @@ func (l *Log) BatchAt(offset int64) (BatchInfo, bool, error) {
 		pos, _ = s.lookup(offset)
 	}
 	l.mu.RUnlock()
-	var hdr [record.HeaderSize]byte
+	hdr := getHeaderBuf()
+	defer putHeaderBuf(hdr)
 	for tries := 0; pos < size; tries++ {
 		if _, err := s.f.ReadAt(hdr[:], pos); err != nil {
 			return BatchInfo{}, false, fmt.Errorf("read segment %d at %d: %w", s.base, pos, err)

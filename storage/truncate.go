@@ -2,8 +2,10 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -19,34 +21,44 @@ type quarantineRange struct {
 }
 
 // quarantine copies the given byte ranges, in order, into one new file under
-// quarantine/ and makes it durable before anything is cut.
+// quarantine/ and makes it durable before anything is cut. If it fails, a
+// partly written file is removed again, so that a full disk gets its space
+// back.
 func (l *Log) quarantine(name string, ranges []quarantineRange) error {
 	qdir := filepath.Join(l.dir, QuarantineDir)
-	if err := os.MkdirAll(qdir, 0o755); err != nil {
+	if err := l.fs.MkdirAll(qdir, 0o755); err != nil {
 		return fmt.Errorf("create quarantine: %w", err)
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := syncDir(l.fs, l.dir); err != nil {
 		return err
 	}
 	path := filepath.Join(qdir, name)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := l.fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return fmt.Errorf("create quarantine file: %w", err)
 	}
-	for _, r := range ranges {
-		if _, err := io.Copy(f, io.NewSectionReader(r.s.f, r.from, r.to-r.from)); err != nil {
-			f.Close()
-			return fmt.Errorf("copy to quarantine: %w", err)
-		}
-	}
-	if err := f.Sync(); err != nil {
+	if err := copyRanges(f, ranges); err != nil {
 		f.Close()
-		return fmt.Errorf("sync quarantine file: %w", err)
+		l.fs.Remove(path) // a failure here leaves a partial copy, never a cut
+		return err
 	}
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return syncDir(qdir)
+	return syncDir(l.fs, qdir)
+}
+
+func copyRanges(f File, ranges []quarantineRange) error {
+	w := io.NewOffsetWriter(f, 0)
+	for _, r := range ranges {
+		if _, err := io.Copy(w, io.NewSectionReader(r.s.f, r.from, r.to-r.from)); err != nil {
+			return fmt.Errorf("copy to quarantine: %w", err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync quarantine file: %w", err)
+	}
+	return nil
 }
 
 // TruncateTo removes every record at or after offset, so that the log ends
@@ -56,13 +68,19 @@ func (l *Log) quarantine(name string, ranges []quarantineRange) error {
 //
 // offset must be a batch boundary (ErrNotBatchBoundary) between the log
 // start and end (ErrOffsetOutOfRange). Truncating to the log end does
-// nothing.
+// nothing. An error caused by a full disk matches ErrNoSpace; if it came
+// from the quarantine copy, nothing was cut.
 func (l *Log) TruncateTo(ctx context.Context, offset int64) error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	return markNoSpace(l.truncateLocked(offset))
+}
+
+// truncateLocked is TruncateTo; the caller holds appendMu.
+func (l *Log) truncateLocked(offset int64) error {
 	l.mu.RLock()
 	closed, next := l.mu.closed, l.mu.next
 	segs := append([]*segment(nil), l.mu.segments...)
@@ -142,7 +160,7 @@ func (l *Log) TruncateTo(ctx context.Context, offset int64) error {
 	l.notifyLocked() // readers waiting below offset can go on
 	l.mu.Unlock()
 	// The active segment's index is rebuilt on open; drop a stale one.
-	if err := os.Remove(indexPath(s.path)); err != nil && !os.IsNotExist(err) {
+	if err := l.fs.Remove(indexPath(s.path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	l.logger.Warn("truncated log", "offset", offset, "previous_end", next, "quarantined", name)
@@ -187,11 +205,72 @@ func (l *Log) boundary(s *segment, offset int64) (pos int64, epoch int32, lastTi
 // durable.
 func (l *Log) removeSegment(s *segment) error {
 	s.f.Close()
-	if err := os.Remove(s.path); err != nil && !os.IsNotExist(err) {
+	if err := l.fs.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove segment %d: %w", s.base, err)
 	}
-	if err := os.Remove(indexPath(s.path)); err != nil && !os.IsNotExist(err) {
+	if err := l.fs.Remove(indexPath(s.path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove index %d: %w", s.base, err)
 	}
-	return syncDir(l.dir)
+	return syncDir(l.fs, l.dir)
+}
+
+// Resume makes a failed log take appends again once what made it fail has
+// passed (space was freed, a disk came back). After a failed write or
+// fsync nothing above the last successful fsync can be trusted: the kernel
+// may have dropped the pages, or marked them clean without writing them.
+// So Resume cuts the log back to its durable end, the offset up to which
+// group commits (or a roll) published fsync'd data: the bytes above it are
+// copied to quarantine/ first, as TruncateTo does, then cut, together with
+// anything a failed write left after the data. It fsyncs the active
+// segment and the log's directory, and clears the failure. Appends that
+// were cut get ErrTruncated from their Durable wait.
+//
+// On a log that has not failed it does nothing. It returns ErrClosed, the
+// context's error, or the error of the step that failed (matching
+// ErrNoSpace when quarantining needs space that is not there); the log
+// then stays failed, and Resume may be called again.
+func (l *Log) Resume(ctx context.Context) error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	l.mu.RLock()
+	closed, failed, durable, next := l.mu.closed, l.mu.failed, l.mu.durable, l.mu.next
+	l.mu.RUnlock()
+	switch {
+	case closed:
+		return ErrClosed
+	case failed == nil:
+		return nil
+	}
+	if durable < next {
+		if err := l.truncateLocked(durable); err != nil {
+			return markNoSpace(err)
+		}
+	}
+	l.mu.RLock()
+	active := l.mu.segments[len(l.mu.segments)-1]
+	l.mu.RUnlock()
+	// The durable end is in the active segment: a roll publishes the old
+	// segment as durable once it is fsync'd, before the new one exists.
+	// Whatever follows its data now (a partial write, preallocated space)
+	// goes, and the size, the data and the directory entries are synced
+	// anew: the fsync that failed may have been any of them.
+	if err := active.f.Truncate(active.size); err != nil {
+		return markNoSpace(fmt.Errorf("truncate segment %d: %w", active.base, err))
+	}
+	active.alloc = active.size
+	if err := active.f.Sync(); err != nil {
+		return markNoSpace(fmt.Errorf("sync segment %d: %w", active.base, err))
+	}
+	if err := syncDir(l.fs, l.dir); err != nil {
+		return markNoSpace(err)
+	}
+	l.mu.Lock()
+	l.mu.failed = nil
+	l.notifyLocked()
+	l.mu.Unlock()
+	l.logger.Warn("resumed a failed log", "offset", durable, "cut", next-durable, "failure", failed)
+	return nil
 }

@@ -21,6 +21,15 @@ import (
 // machine crash can leave it, before the node restarts. They work on the
 // files alone, in the batch format of package record (the format clients
 // see too); the node's storage package is not imported.
+//
+// A crash only ever leaves bytes of a write missing: the file ends before
+// them, or they read as zeros (space the file system had allocated, or
+// sectors never written). A disk writes a 512-byte sector, aligned to file
+// position, whole or not at all. So these faults never write anything but
+// zeros, zero whole sectors only, and put zeros after a cut only where the
+// cut ends at a sector or batch boundary or the sectors before it are
+// zeroed: a batch whose bytes are all still there but damaged is
+// corruption, which storage rightly refuses, not a crash.
 
 // DiskFault is a kind of damage a machine crash can do to the newest
 // segment of a replica: the only one that can hold bytes never fsync'd.
@@ -28,21 +37,27 @@ type DiskFault int
 
 const (
 	// LoseUnsynced cuts the newest segment back to a random length no
-	// shorter than the durable bound, then appends 1 to 8 KiB of random
-	// bytes or of zeroes: written data that never reached the disk, and
-	// blocks the file system had allocated but never filled.
+	// shorter than the durable bound, sometimes zeroes the sectors before
+	// the cut from a random sector boundary above the bound on (written
+	// data that never reached the disk), and appends 1 to 8 KiB of zeros
+	// where a crash can leave them (blocks the file system had allocated
+	// but never filled).
 	LoseUnsynced DiskFault = iota
-	// TornTail cuts the newest segment inside its last batch: a partial
-	// write of that batch. It does nothing when any of that batch is at or
-	// below the durable bound.
+	// TornTail tears the last batch of the newest segment, a partial write
+	// of it: either the file is cut inside the batch, or, from a sector
+	// boundary inside the batch on, the file's sectors read as zeros. It
+	// does nothing when any of that batch is at or below the durable bound.
 	TornTail
 )
 
 // KeepAll, given as keep, keeps every record the replica holds.
 const KeepAll int64 = math.MaxInt64
 
-// maxAppended bounds the junk or zeroes LoseUnsynced appends.
+// maxAppended bounds the zeros LoseUnsynced appends.
 const maxAppended = 8 << 10
+
+// sectorSize is the unit a disk writes whole or not at all.
+const sectorSize = 512
 
 // ErrNodeRunning means disk damage was asked for on a node whose process
 // runs (or is paused): its files may change under the damage.
@@ -64,11 +79,12 @@ type DiskDamage struct {
 	Segment string // the file name of the damaged (newest) segment
 	Kind    DiskFault
 	OldSize int64 // the segment's size before
-	CutTo   int64 // the length it was cut to (OldSize if skipped)
-	// Appended is the number of bytes written after the cut: random bytes,
-	// or zeroes if Zeroes.
+	CutTo   int64 // the length it was cut to (OldSize if not cut)
+	// ZeroFrom, when below CutTo, is the sector boundary from which the
+	// bytes up to CutTo were zeroed; CutTo when none were.
+	ZeroFrom int64
+	// Appended is the number of zero bytes written after the cut.
 	Appended int64
-	Zeroes   bool
 	// Keep is the offset below which every record was kept, or KeepAll.
 	Keep int64
 	// Skipped, if not empty, says why nothing was done.
@@ -86,11 +102,11 @@ func (d DiskDamage) String() string {
 		return head + ": skipped: " + d.Skipped
 	}
 	s := fmt.Sprintf("%s: cut %d -> %d bytes", head, d.OldSize, d.CutTo)
-	switch {
-	case d.Appended > 0 && d.Zeroes:
+	if d.ZeroFrom < d.CutTo {
+		s += fmt.Sprintf(", zeroed [%d, %d)", d.ZeroFrom, d.CutTo)
+	}
+	if d.Appended > 0 {
 		s += fmt.Sprintf(", appended %d zero bytes", d.Appended)
-	case d.Appended > 0:
-		s += fmt.Sprintf(", appended %d random bytes", d.Appended)
 	}
 	return s
 }
@@ -123,7 +139,7 @@ func DamageReplica(dir string, keep int64, fault DiskFault, rng *rand.Rand) (Dis
 	if err != nil {
 		return d, fmt.Errorf("scan %s: %w", path, err)
 	}
-	d.OldSize, d.CutTo = seg.size, seg.size
+	d.OldSize, d.CutTo, d.ZeroFrom = seg.size, seg.size, seg.size
 	bound := seg.bound(keep)
 
 	switch fault {
@@ -139,8 +155,16 @@ func DamageReplica(dir string, keep int64, fault DiskFault, rng *rand.Rand) (Dis
 			}
 			d.CutTo = ends[rng.Intn(len(ends))]
 		}
-		d.Appended = 1 + rng.Int63n(maxAppended)
-		d.Zeroes = rng.Intn(2) == 0
+		d.ZeroFrom = d.CutTo
+		if first := roundUp(bound); first < d.CutTo && rng.Intn(2) == 0 {
+			d.ZeroFrom = first + rng.Int63n((d.CutTo-first)/sectorSize+1)*sectorSize
+		}
+		// Zeros after the cut need the write it ends to have lost whole
+		// sectors: else a batch could read whole, with zeros in place of
+		// part of a sector, which no crash leaves.
+		if d.ZeroFrom < d.CutTo || d.CutTo%sectorSize == 0 || seg.batchBoundary(d.CutTo, bound) {
+			d.Appended = 1 + rng.Int63n(maxAppended)
+		}
 	case TornTail:
 		if len(seg.batches) == 0 {
 			d.Skipped = "no whole batch in the segment"
@@ -151,19 +175,25 @@ func DamageReplica(dir string, keep int64, fault DiskFault, rng *rand.Rand) (Dis
 			d.Skipped = fmt.Sprintf("the last batch, offsets [%d, %d), is not wholly above the kept records", last.base, last.next)
 			return d, nil
 		}
+		if inside := roundUp(last.start + 1); inside < last.end && rng.Intn(2) == 0 {
+			// Its first sectors reached the disk, the rest read as zeros,
+			// to the end of the file.
+			d.ZeroFrom = inside + rng.Int63n((last.end-1-inside)/sectorSize+1)*sectorSize
+			break
+		}
 		// At least one byte of the batch stays and at least one goes.
 		d.CutTo = last.start + 1 + rng.Int63n(last.end-last.start-1)
+		d.ZeroFrom = d.CutTo
 	}
 
-	junk := make([]byte, d.Appended)
-	if !d.Zeroes {
-		rng.Read(junk)
-	}
-	if err := rewriteTail(path, d.CutTo, junk); err != nil {
+	if err := rewriteTail(path, d.CutTo, d.ZeroFrom, d.Appended); err != nil {
 		return d, err
 	}
 	return d, nil
 }
+
+// roundUp is the first sector boundary at or after pos.
+func roundUp(pos int64) int64 { return (pos + sectorSize - 1) / sectorSize * sectorSize }
 
 // DamageNode applies fault to every replica of topic on node n, which must
 // not be running (ErrNodeRunning): kill or stop it first. keep[partition]
@@ -251,6 +281,20 @@ func (s segmentScan) bound(keep int64) int64 {
 	return pos
 }
 
+// batchBoundary reports whether pos is where a batch of s ends, or the
+// bound (which is 0 or the end of a batch).
+func (s segmentScan) batchBoundary(pos, bound int64) bool {
+	if pos == bound {
+		return true
+	}
+	for _, b := range s.batches {
+		if b.end == pos {
+			return true
+		}
+	}
+	return false
+}
+
 // scanSegment reads the batches of the segment file at path, from the
 // start up to the first one that is incomplete or not valid.
 func scanSegment(path string) (segmentScan, error) {
@@ -298,9 +342,10 @@ func scanSegment(path string) (segmentScan, error) {
 	}
 }
 
-// rewriteTail cuts the file at path to size bytes, writes tail after them
-// and makes it durable.
-func rewriteTail(path string, size int64, tail []byte) error {
+// rewriteTail cuts the file at path to size bytes, zeroes its bytes from
+// zeroFrom up to size, writes appended zero bytes after them and makes it
+// durable.
+func rewriteTail(path string, size, zeroFrom, appended int64) error {
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		return err
@@ -309,7 +354,13 @@ func rewriteTail(path string, size int64, tail []byte) error {
 		f.Close()
 		return fmt.Errorf("cut %s to %d bytes: %w", path, size, err)
 	}
-	if _, err := f.WriteAt(tail, size); err != nil {
+	if zeroFrom < size {
+		if _, err := f.WriteAt(make([]byte, size-zeroFrom), zeroFrom); err != nil {
+			f.Close()
+			return fmt.Errorf("zero %s from %d: %w", path, zeroFrom, err)
+		}
+	}
+	if _, err := f.WriteAt(make([]byte, appended), size); err != nil {
 		f.Close()
 		return fmt.Errorf("append to %s: %w", path, err)
 	}

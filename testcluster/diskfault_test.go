@@ -231,8 +231,9 @@ func TestDamageReplicaRecovers(t *testing.T) {
 		return // too few seeds to meet every case
 	}
 	for _, k := range []string{
-		"lose-unsynced", "lose-unsynced/zeroes", "lose-unsynced/random", "lose-unsynced/on-boundary", "lose-unsynced/mid-batch",
-		"lose-unsynced/no-cut", "torn-tail", "torn-tail/skipped", "keep-0", "keep-in-older-segment", "keep-all",
+		"lose-unsynced", "lose-unsynced/appended", "lose-unsynced/not-appended", "lose-unsynced/zeroed-sectors",
+		"lose-unsynced/on-boundary", "lose-unsynced/mid-batch", "lose-unsynced/no-cut",
+		"torn-tail", "torn-tail/cut", "torn-tail/zeroed", "torn-tail/skipped", "keep-0", "keep-in-older-segment", "keep-all",
 		"keep-past-end", "keep-mid-newest", "cut-to-0-with-older-segments", "empty-log", "stale-index", "several-segments",
 		"torn-before-damage",
 	} {
@@ -343,6 +344,7 @@ func damageAndRecover(t *testing.T, seed int64, cov *coverage) {
 		require.Equal(t, TornTail, fault, "only a torn tail is ever skipped")
 		assert.True(t, bytes.Equal(old, damaged), "a skipped replica is not touched")
 		assert.Equal(t, d.OldSize, d.CutTo)
+		assert.Equal(t, d.CutTo, d.ZeroFrom)
 		assert.Zero(t, d.Appended)
 		if len(inNewest) > 0 {
 			assert.Less(t, inNewest[len(inNewest)-1].start, bound, "skipped only when the last batch holds kept records")
@@ -352,17 +354,28 @@ func damageAndRecover(t *testing.T, seed int64, cov *coverage) {
 		assert.GreaterOrEqual(t, d.CutTo, bound, "the cut never goes below the durable bound")
 		assert.LessOrEqual(t, d.CutTo, d.OldSize)
 		require.Len(t, damaged, int(d.CutTo+d.Appended))
-		assert.True(t, bytes.Equal(old[:d.CutTo], damaged[:d.CutTo]), "the bytes before the cut are unchanged")
-		if d.Zeroes {
-			assert.True(t, bytes.Equal(make([]byte, d.Appended), damaged[d.CutTo:]), "zeroes were appended")
+		require.LessOrEqual(t, d.ZeroFrom, d.CutTo)
+		assert.True(t, bytes.Equal(old[:d.ZeroFrom], damaged[:d.ZeroFrom]), "the bytes before the damage are unchanged")
+		assert.True(t, bytes.Equal(make([]byte, int(d.CutTo-d.ZeroFrom+d.Appended)), damaged[d.ZeroFrom:]),
+			"nothing but zeros is written: a crash leaves bytes missing, never different")
+		if d.ZeroFrom < d.CutTo {
+			assert.Zero(t, d.ZeroFrom%512, "whole sectors are zeroed")
+			assert.GreaterOrEqual(t, d.ZeroFrom, bound, "no durable byte is zeroed")
+		}
+		onBoundary := d.CutTo == 0 || d.CutTo == bound
+		for _, p := range inNewest {
+			onBoundary = onBoundary || d.CutTo == p.end
+		}
+		if d.Appended > 0 {
+			assert.True(t, onBoundary || d.CutTo%512 == 0 || d.ZeroFrom < d.CutTo,
+				"zeros appended after a cut at %d, inside a sector and a batch, with nothing zeroed before it", d.CutTo)
 		}
 		switch fault {
 		case LoseUnsynced:
-			assert.True(t, d.Appended >= 1 && d.Appended <= 8<<10, "appended %d bytes", d.Appended)
-			cov.add(fmt.Sprint("lose-unsynced/", map[bool]string{true: "zeroes", false: "random"}[d.Zeroes]))
-			onBoundary := d.CutTo == 0
-			for _, p := range inNewest {
-				onBoundary = onBoundary || d.CutTo == p.end
+			assert.LessOrEqual(t, d.Appended, int64(8<<10))
+			cov.add(map[bool]string{true: "lose-unsynced/appended", false: "lose-unsynced/not-appended"}[d.Appended > 0])
+			if d.ZeroFrom < d.CutTo {
+				cov.add("lose-unsynced/zeroed-sectors")
 			}
 			cov.add(map[bool]string{true: "lose-unsynced/on-boundary", false: "lose-unsynced/mid-batch"}[onBoundary])
 			if d.CutTo == d.OldSize {
@@ -375,9 +388,16 @@ func damageAndRecover(t *testing.T, seed int64, cov *coverage) {
 			require.NotEmpty(t, inNewest)
 			last := inNewest[len(inNewest)-1]
 			assert.Zero(t, d.Appended)
+			assert.GreaterOrEqual(t, last.start, bound)
+			if d.ZeroFrom < d.CutTo {
+				cov.add("torn-tail/zeroed")
+				assert.Equal(t, d.OldSize, d.CutTo, "zeroed, not cut")
+				assert.True(t, d.ZeroFrom > last.start && d.ZeroFrom < last.end, "zeroed from %d, inside the last batch [%d, %d)", d.ZeroFrom, last.start, last.end)
+				break
+			}
+			cov.add("torn-tail/cut")
 			assert.Less(t, d.CutTo, d.OldSize, "a torn tail shortens the file")
 			assert.True(t, d.CutTo > last.start && d.CutTo < last.end, "cut at %d inside the last batch [%d, %d)", d.CutTo, last.start, last.end)
-			assert.GreaterOrEqual(t, last.start, bound)
 		}
 	}
 
@@ -507,8 +527,9 @@ func TestDamageReplicaKeepToPosition(t *testing.T) {
 					continue
 				}
 				assert.Empty(t, d.Skipped)
-				assert.True(t, d.CutTo > lastStart && d.CutTo < d.OldSize)
-				assert.GreaterOrEqual(t, d.CutTo, tc.bound)
+				damage := min(d.CutTo, d.ZeroFrom) // the first byte cut or zeroed
+				assert.True(t, damage > lastStart && damage < d.OldSize)
+				assert.GreaterOrEqual(t, damage, tc.bound)
 				require.NoError(t, os.WriteFile(path, orig, 0o644))
 			}
 		})
