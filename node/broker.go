@@ -51,8 +51,6 @@ type broker struct {
 	// are taken).
 	acceptMu sync.Mutex
 	applyMu  sync.Mutex
-	// reconcileKick, buffered 1, wakes reconcileLoop.
-	reconcileKick chan struct{}
 
 	mu struct {
 		sync.RWMutex
@@ -75,7 +73,7 @@ type replica struct {
 }
 
 func newBroker(id int32, root *storage.Root, logOpts storage.Options, logger hclog.Logger, m *metrics) *broker {
-	b := &broker{id: id, root: root, logOpts: logOpts, logger: logger, metrics: m, reconcileKick: make(chan struct{}, 1)}
+	b := &broker{id: id, root: root, logOpts: logOpts, logger: logger, metrics: m}
 	b.mu.replicas = make(map[topicPartition]*replica)
 	b.mu.offline = make(map[topicPartition]error)
 	return b
@@ -115,30 +113,6 @@ func (b *broker) acceptMetadata(meta *metadata.Cluster) error {
 	}
 	b.meta.Store(meta)
 	return nil
-}
-
-// reconcileSoon asks the reconciler (reconcileLoop) to bring the replicas
-// to the metadata held, without waiting for it.
-func (b *broker) reconcileSoon() {
-	select {
-	case b.reconcileKick <- struct{}{}:
-	default:
-	}
-}
-
-// reconcileLoop reconciles the replicas whenever reconcileSoon asks, until
-// ctx ends.
-func (b *broker) reconcileLoop(ctx context.Context) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-b.reconcileKick:
-		}
-		if err := b.reconcile(); err != nil {
-			b.logger.Error("cannot apply the metadata to every replica", "err", err)
-		}
-	}
 }
 
 // openParallel bounds the replicas opened at once: a new topic of
@@ -291,8 +265,17 @@ func (b *broker) openReplicaAt(tp topicPartition, topicID string, initial int64,
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("replica %s/%d: %w", tp.topic, tp.partition, err)
 	}
+	var hw int64
+	if checkpointed && b.hw != nil {
+		hw = b.hw.of(tp, topicID)
+	}
 	opts := b.logOpts
 	opts.InitialOffset = initial
+	// The checkpointed HW is known durable: a log that would end below it
+	// (damage a crash cannot explain, an old copy put back, files deleted)
+	// is corrupt, and the replica offline, rather than a shorter log that
+	// could lead.
+	opts.DurableFloor = hw
 	log, err := b.root.OpenLog(tp.topic, tp.partition, opts)
 	if err != nil {
 		err = fmt.Errorf("open replica %s/%d: %w", tp.topic, tp.partition, err)
@@ -312,10 +295,6 @@ func (b *broker) openReplicaAt(tp topicPartition, topicID string, initial int64,
 			log.Close()
 			return nil, fmt.Errorf("replica %s/%d: record its topic id: %w", tp.topic, tp.partition, err)
 		}
-	}
-	var hw int64
-	if checkpointed && b.hw != nil {
-		hw = b.hw.of(tp, topicID)
 	}
 	part := replication.NewPartition(tp.topic, tp.partition, b.id, log, b.logger.Named("replication"), replication.Options{
 		Peers:         b.peers,
@@ -528,6 +507,29 @@ func (b *broker) close() error {
 		errs = append(errs, r.log.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// resumeFailed tries to bring back every log that failed (a write or an
+// fsync refused, a full disk): see storage.Log.Resume. A log that resumes
+// takes appends again, and its replica leads or follows as before.
+func (b *broker) resumeFailed(ctx context.Context) {
+	b.mu.RLock()
+	var failed []*replica
+	for _, r := range b.mu.replicas {
+		if r.log.Failed() != nil {
+			failed = append(failed, r)
+		}
+	}
+	b.mu.RUnlock()
+	for _, r := range failed {
+		reason := r.log.Failed()
+		if err := r.log.Resume(ctx); err != nil {
+			b.logger.Debug("failed log does not resume yet", "topic", r.part.Topic, "partition", r.part.Index, "err", err)
+			continue
+		}
+		b.logger.Info("failed log resumed", "topic", r.part.Topic, "partition", r.part.Index, "was", reason,
+			"log_end_offset", r.log.LogEndOffset())
+	}
 }
 
 // applyRetention runs retention on every log.

@@ -90,7 +90,7 @@ func (h *rpcHandler) updateMetadata(req *transport.Request) transport.Reply {
 		if cur := h.n.broker.metadata(); cur != nil && meta.Epoch < cur.Epoch && meta.ClusterID == cur.ClusterID {
 			return nil, fmt.Errorf("%w: broker %d holds metadata epoch %d, newer than the pushed epoch %d", transport.ErrStaleMetadata, h.n.cfg.ID, cur.Epoch, meta.Epoch)
 		}
-		return nil, h.n.acceptPushed(meta, "UpdateMetadata from "+req.RemoteAddr)
+		return nil, h.n.applyParsed(meta, "UpdateMetadata from "+req.RemoteAddr)
 	}
 }
 

@@ -142,6 +142,17 @@ var errNoChange = errors.New("no change")
 // metadata; a broker that misses it catches up by polling.
 const pushTimeout = 2 * time.Second
 
+// pushTimeoutFor is pushTimeout, and time for the brokers to open the
+// replicas of large metadata (a broker answers a push once its replicas
+// follow it): 5 ms a partition, up to two minutes.
+func pushTimeoutFor(meta *metadata.Cluster) time.Duration {
+	n := 0
+	for _, t := range meta.Topics {
+		n += len(t.Partitions)
+	}
+	return min(pushTimeout+time.Duration(n)*5*time.Millisecond, 2*time.Minute)
+}
+
 // change runs fn on a copy of the metadata, then persists the copy, applies
 // it here and pushes it to the other brokers, if fn succeeded. Nothing
 // changes unless fn succeeds and the copy is persisted.
@@ -181,7 +192,7 @@ func (c *controller) changeAndPush(ctx context.Context, what string, push bool, 
 		return fmt.Errorf("%s: persisted but not yet applied: %w", what, err)
 	}
 	if push {
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pushTimeout)
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pushTimeoutFor(next))
 		defer cancel()
 		c.push(pctx, next)
 	}

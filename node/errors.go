@@ -20,6 +20,7 @@ var wireErrors = []struct {
 }{
 	// A full disk first: whatever failed for want of space (a log, the
 	// controller's metadata, an epoch file) is named for it.
+	{storage.ErrNoSpace, transport.ErrNoSpace},
 	{syscall.ENOSPC, transport.ErrNoSpace},
 	{syscall.EDQUOT, transport.ErrNoSpace},
 	{storage.ErrInvalidTopicName, transport.ErrInvalidTopicName},

@@ -24,6 +24,9 @@ import (
 // HTTP requests before it closes their connections.
 const ShutdownTimeout = 10 * time.Second
 
+// resumeInterval is how often the logs that failed try to resume.
+const resumeInterval = 2 * time.Second
+
 // joinWithoutController is how long a broker that cannot reach the
 // controller waits before it joins gossip anyway.
 const joinWithoutController = 10 * time.Second
@@ -189,7 +192,7 @@ func (n *Node) pushMetadata(ctx context.Context, meta *metadata.Cluster) {
 		}
 		deadline, ok := ctx.Deadline()
 		if !ok {
-			deadline = time.Now().Add(pushTimeout)
+			deadline = time.Now().Add(pushTimeoutFor(meta))
 		}
 		go func() {
 			bctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
@@ -288,22 +291,6 @@ func (n *Node) applyParsed(meta *metadata.Cluster, source string) error {
 		return fmt.Errorf("%w: metadata from %s names controller %d, this node follows %d", transport.ErrInvalidRequest, source, meta.ControllerID, n.cfg.Controllers[0].ID)
 	}
 	return n.broker.applyMetadata(meta)
-}
-
-// acceptPushed takes metadata the controller pushed: it is held (cached,
-// and answered with) before the push is answered, and the replicas follow
-// in the background, so a push of a topic of thousands of partitions is
-// answered in the time it takes to cache it, never timing out while the
-// replicas open.
-func (n *Node) acceptPushed(meta *metadata.Cluster, source string) error {
-	if meta.ControllerID != n.cfg.Controllers[0].ID {
-		return fmt.Errorf("%w: metadata from %s names controller %d, this node follows %d", transport.ErrInvalidRequest, source, meta.ControllerID, n.cfg.Controllers[0].ID)
-	}
-	if err := n.broker.acceptMetadata(meta); err != nil {
-		return err
-	}
-	n.broker.reconcileSoon()
-	return nil
 }
 
 // serve binds the node's servers and runs them until ctx is canceled or one
@@ -406,7 +393,6 @@ func (n *Node) serve(ctx context.Context) error {
 	if !n.isController() {
 		g.run(n.followController)
 	}
-	g.run(n.broker.reconcileLoop)
 	g.run(func(context.Context) error {
 		if err := rpc.Serve(rpcLn); err != nil {
 			return fmt.Errorf("rpc server on %s: %w", rpcLn.Addr(), err)
@@ -418,6 +404,18 @@ func (n *Node) serve(ctx context.Context) error {
 			return fmt.Errorf("http server on %s: %w", httpLn.Addr(), err)
 		}
 		return nil
+	})
+	g.run(func(ctx context.Context) error {
+		t := time.NewTicker(resumeInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				n.broker.resumeFailed(ctx)
+			case <-ctx.Done():
+				return nil
+			}
+		}
 	})
 	g.run(func(ctx context.Context) error {
 		t := time.NewTicker(cfg.HWCheckpointInterval)

@@ -316,7 +316,7 @@ func (c *controller) restoreMetadata(ctx context.Context, req RestoreRequest) (R
 	if err := c.apply(next); err != nil {
 		errs = append(errs, fmt.Errorf("restored and persisted, but not yet applied on this node: %w", err))
 	}
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pushTimeout)
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pushTimeoutFor(next))
 	defer cancel()
 	c.push(pctx, next)
 	return rep, errors.Join(errs...)

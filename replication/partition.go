@@ -59,6 +59,9 @@ type Log interface {
 	LogEndOffset() int64
 	DurableEndOffset() int64
 	LastEpoch() int32
+	// Failed is why the log refuses appends (a failed write or fsync), nil
+	// when it takes them.
+	Failed() error
 }
 
 // State is the leadership state of a partition as the controller assigned it.
@@ -205,6 +208,9 @@ func (p *Partition) problemLocked() error {
 		return p.mu.damaged
 	case p.mu.behind != nil:
 		return p.mu.behind
+	}
+	if err := p.log.Failed(); err != nil {
+		return fmt.Errorf("%w: the storage of %s/%d on broker %d failed (%w); it resumes by itself once the cause is gone (a full disk freed)", ErrReplicaUnhealthy, p.Topic, p.Index, p.brokerID, err)
 	}
 	return nil
 }

@@ -32,11 +32,8 @@ func watchedChange(ctx context.Context, cl *client.Client, stderr io.Writer, che
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		addr, err := cl.PingController(pctx)
 		cancel()
-		select {
-		case <-done:
-			return
-		default:
-		}
+		// Said even if the change ended meanwhile: a ping unanswered is
+		// news about the controller either way.
 		if err != nil && ctx.Err() == nil {
 			deadline, _ := ctx.Deadline()
 			fmt.Fprintf(stderr, "gostream-ctl: the controller at %s has not answered for %s, nor a ping: it may be paused or cut off; waiting until the --timeout (%s left)\n",
