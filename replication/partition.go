@@ -127,6 +127,9 @@ type Partition struct {
 		// more than this replica while it leads (cleared by a new epoch).
 		damaged error
 		behind  error
+		// noSpace is the error of the last append when it failed for want
+		// of space (a full disk), until an append succeeds again.
+		noSpace error
 	}
 }
 
@@ -196,12 +199,22 @@ func (p *Partition) fenceTo(epoch int32) error {
 // Problem says why this replica cannot be trusted to lead: its log is
 // damaged, or (as leader) an active follower holds more than it; nil when
 // healthy. A replica with a problem takes no writes.
+//
+// A leader whose appends fail for want of space has a problem too, until
+// an append succeeds: it still tries every write, to find the space back.
 func (p *Partition) Problem() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.problemLocked()
+	if err := p.problemLocked(); err != nil {
+		return err
+	}
+	if p.mu.noSpace != nil && p.mu.state.Leader == p.brokerID {
+		return fmt.Errorf("%w: the disk of broker %d is full: %w; free space on it and writes go on by themselves", ErrReplicaUnhealthy, p.brokerID, p.mu.noSpace)
+	}
+	return nil
 }
 
+// problemLocked is a problem that keeps the replica from taking writes.
 func (p *Partition) problemLocked() error {
 	switch {
 	case p.mu.damaged != nil:
@@ -460,6 +473,14 @@ func (p *Partition) Produce(batch record.Batch) (func(ctx context.Context) (Ack,
 		return nil, fmt.Errorf("%w; it takes no writes: gostream-ctl failover --topic %s --partition %d", problem, p.Topic, p.Index)
 	}
 	res, durable, err := p.log.Write(batch, st.LeaderEpoch)
+	if noSpace := errors.Is(err, storage.ErrNoSpace); noSpace || err == nil {
+		p.mu.Lock()
+		p.mu.noSpace = nil
+		if noSpace {
+			p.mu.noSpace = err
+		}
+		p.mu.Unlock()
+	}
 	if err != nil {
 		p.produceMu.Unlock()
 		return nil, err

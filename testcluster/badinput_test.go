@@ -22,7 +22,15 @@ func raceEnabledOrNot() bool { return raceEnabled }
 
 func startCluster(t *testing.T, nodes int) *Cluster {
 	t.Helper()
-	c, err := New(Config{Nodes: nodes, Dir: t.TempDir(), Race: raceEnabledOrNot(), Logf: t.Logf})
+	return startClusterWith(t, Config{Nodes: nodes})
+}
+
+// startClusterWith starts a cluster of cfg, in a temporary directory, with
+// the race detector when the tests have it, logging to t.
+func startClusterWith(t *testing.T, cfg Config) *Cluster {
+	t.Helper()
+	cfg.Dir, cfg.Race, cfg.Logf = t.TempDir(), raceEnabledOrNot(), t.Logf
+	c, err := New(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		c.Close()

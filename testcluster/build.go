@@ -14,6 +14,11 @@ import (
 type Binaries struct {
 	Node string
 	Ctl  string
+	// CrashNode is gostream-node built with the crashfs tag: its storage
+	// keeps what it writes in memory until it is fsync'd (storage.CrashFS),
+	// so kill -9 loses exactly the bytes not yet fsync'd, and a file named
+	// by GOSTREAM_TEST_DISK_FULL makes its disk full.
+	CrashNode string
 }
 
 var (
@@ -56,11 +61,15 @@ func Build(race bool) (Binaries, error) {
 			buildErr = err
 			return
 		}
-		b := Binaries{Node: filepath.Join(dir, "gostream-node"), Ctl: filepath.Join(dir, "gostream-ctl")}
-		for _, t := range []struct{ out, pkg string }{{b.Node, "./cmd/node"}, {b.Ctl, "./cmd/ctl"}} {
+		b := Binaries{Node: filepath.Join(dir, "gostream-node"), Ctl: filepath.Join(dir, "gostream-ctl"),
+			CrashNode: filepath.Join(dir, "gostream-node-crashfs")}
+		for _, t := range []struct{ out, pkg, tags string }{{b.Node, "./cmd/node", ""}, {b.Ctl, "./cmd/ctl", ""}, {b.CrashNode, "./cmd/node", "crashfs"}} {
 			args := []string{"build", "-o", t.out, "-ldflags", "-X main.version=testcluster"}
 			if race {
 				args = append(args, "-race")
+			}
+			if t.tags != "" {
+				args = append(args, "-tags", t.tags)
 			}
 			cmd := exec.Command("go", append(args, t.pkg)...)
 			cmd.Dir = root

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"gostream/storage"
 )
 
 // Config describes a cluster to start.
@@ -34,6 +36,10 @@ type Config struct {
 	Seed int64
 	// NodeArgs are extra flags for every node.
 	NodeArgs []string
+	// CrashFS runs every node on the crashfs build (Binaries.CrashNode):
+	// kill -9 loses what a node had not fsync'd, as a power loss does, and
+	// Node.FillDisk makes a node's disk full.
+	CrashFS bool
 	// Logf receives the harness's own lines (for example testing.T.Logf).
 	Logf func(format string, args ...any)
 }
@@ -76,6 +82,11 @@ func New(cfg Config) (*Cluster, error) {
 		n := &Node{ID: int32(i), DataDir: filepath.Join(cfg.Dir, fmt.Sprintf("node%d", i)), bin: bins.Node,
 			logPath: filepath.Join(cfg.Dir, fmt.Sprintf("node%d.log", i)), logf: cfg.Logf,
 			Args: append([]string(nil), cfg.NodeArgs...), host: cfg.Host}
+		if cfg.CrashFS {
+			n.bin = bins.CrashNode
+			n.diskFull = filepath.Join(cfg.Dir, fmt.Sprintf("node%d.disk-full", i))
+			n.Env = append(n.Env, storage.DiskFullEnv+"="+n.diskFull)
+		}
 		if cfg.Netns {
 			n.host = NodeHost(n.ID)
 			n.Args = append(n.Args, "--dial-source", n.host)

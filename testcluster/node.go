@@ -35,11 +35,12 @@ type Node struct {
 	// Env is extra environment (NAME=value) given at every start.
 	Env []string
 
-	bin     string
-	host    string // the address the node binds
-	logPath string
-	started bool // has been healthy once; its addresses are now known to others
-	logf    func(format string, args ...any)
+	bin      string
+	diskFull string // the file whose existence fills a crashfs node's disk
+	host     string // the address the node binds
+	logPath  string
+	started  bool // has been healthy once; its addresses are now known to others
+	logf     func(format string, args ...any)
 
 	mu struct {
 		sync.Mutex
@@ -399,4 +400,25 @@ func (n *Node) Partitions(topic string) ([]int32, error) {
 	}
 	slices.Sort(parts)
 	return parts, nil
+}
+
+// FillDisk makes the disk of a node on the crashfs build full: from now
+// on every write that needs new space fails with ENOSPC. FreeDisk gives
+// the space back. Neither needs a restart.
+func (n *Node) FillDisk() error {
+	if n.diskFull == "" {
+		return fmt.Errorf("testcluster: node %d does not run on the crashfs build", n.ID)
+	}
+	return os.WriteFile(n.diskFull, nil, 0o644)
+}
+
+// FreeDisk undoes FillDisk.
+func (n *Node) FreeDisk() error {
+	if n.diskFull == "" {
+		return fmt.Errorf("testcluster: node %d does not run on the crashfs build", n.ID)
+	}
+	if err := os.Remove(n.diskFull); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return nil
 }

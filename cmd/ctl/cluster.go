@@ -420,6 +420,8 @@ type lagCheck struct {
 
 	lag *int64 // leader log end minus the follower's, nil when unknown
 	err error
+	// leaderSays is the error the leader last had replicating to it.
+	leaderSays string
 }
 
 // notInSync reports whether the follower is not in sync, once probed.
@@ -473,8 +475,12 @@ func checkPartition(s *survey, topic string, partition int32, p metadata.Partiti
 	}
 	if why := s.statusOf(p.Leader).unusable(topic, partition); !pc.offline && why != "" {
 		pc.offline = true
+		fix := fmt.Sprintf("fail the partition over, then recover broker %d's replica", p.Leader)
+		if strings.Contains(why, "no space left") || strings.Contains(why, "NoSpace") {
+			fix = fmt.Sprintf("free space on broker %d's disk and it goes on by itself (a failed log resumes within seconds); or fail the partition over", p.Leader)
+		}
 		pc.offlineWarn = warning{Message: fmt.Sprintf(
-			"partition %s: its leader, broker %d, answers but its replica cannot lead (%s) — fail the partition over, then recover broker %d's replica", pc.name(), p.Leader, why, p.Leader),
+			"partition %s: its leader, broker %d, answers but its replica cannot lead (%s) — %s", pc.name(), p.Leader, why, fix),
 			Command: byPartition}
 	}
 	if pc.offline {
@@ -502,7 +508,7 @@ func checkPartition(s *survey, topic string, partition int32, p metadata.Partiti
 		case fs.State == followerDiverged:
 			pc.diverged = append(pc.diverged, f)
 		default:
-			pc.lags = append(pc.lags, &lagCheck{follower: f})
+			pc.lags = append(pc.lags, &lagCheck{follower: f, leaderSays: fs.Error})
 		}
 	}
 	return pc
@@ -585,6 +591,13 @@ func (pc *partitionCheck) warnings() []warning {
 			w.Message = fmt.Sprintf("partition %s: follower %d lags by %d records", pc.name(), l.follower, *l.lag)
 		}
 		w.Command = pc.fix("catch-up", l.follower)
+		if strings.Contains(l.leaderSays, "NoSpace") || strings.Contains(l.leaderSays, "no space left") {
+			// Catch-up cannot help before space is back; then it is automatic.
+			w.Message += fmt.Sprintf(": broker %d's disk is full (%s) — free space on it, and the follower catches up by itself", l.follower, l.leaderSays)
+			w.Command = ""
+		} else if l.leaderSays != "" {
+			w.Message += " (the leader's last error replicating to it: " + l.leaderSays + ")"
+		}
 		out = append(out, w)
 	}
 	return out
