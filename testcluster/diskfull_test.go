@@ -61,7 +61,17 @@ func TestFullDiskIsNamedAndResumesWithoutARestart(t *testing.T) {
 		}, 30*time.Second, 200*time.Millisecond, "writes resume once space is back: %s", res.Stderr)
 		assert.True(t, c.Node(victim).Running(), "without a restart")
 	}
-	res := ctlRun(t, c, "verify")
+	// The controller's disk: a change is refused as NoSpace, and made once
+	// space is back.
+	require.NoError(t, c.Node(1).FillDisk())
+	res := ctlRun(t, c, "topic", "create", "later", "--partitions", "1", "--replication-factor", "3")
+	assert.Equal(t, 2, res.Exit)
+	assert.True(t, strings.HasPrefix(res.Stderr, "NoSpace:"), res.Stderr)
+	require.NoError(t, c.Node(1).FreeDisk())
+	res = ctlRun(t, c, "topic", "create", "later", "--partitions", "1", "--replication-factor", "3")
+	assert.Equal(t, 0, res.Exit, res.Stderr)
+
+	res = ctlRun(t, c, "verify")
 	require.Equal(t, 0, res.Exit, "%s%s", res.Stdout, res.Stderr)
 	got := consumeAll(t, newClient(t, c), "full", 1)
 	for i := range 10 {

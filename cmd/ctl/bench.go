@@ -181,7 +181,7 @@ func ensureTopic(ctx context.Context, cl *client.Client, topic string, partition
 	case err != nil:
 		return err
 	}
-	fmt.Fprintf(log, "bench: created topic %s: %d partitions, replication factor %d\n", topic, partitions, rf)
+	fmt.Fprintf(log, "bench: created topic %s: %s, replication factor %d\n", topic, plural(partitions, "partition"), rf)
 	return nil
 }
 
@@ -402,7 +402,7 @@ func benchConsumeAction(c *cli.Context) error {
 	if limit > 0 {
 		target = min(limit, available)
 	}
-	fmt.Fprintf(c.App.ErrWriter, "bench consume: %d records from %s, %d partitions\n", target, topic, len(readers))
+	fmt.Fprintf(c.App.ErrWriter, "bench consume: %d records from %s, %s\n", target, topic, plural(len(readers), "partition"))
 
 	ctx, cancel := context.WithCancel(c.Context)
 	defer cancel()

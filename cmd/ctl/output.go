@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -166,4 +167,12 @@ func newConsumedRecord(topic string, partition int32, r *record.Record) consumed
 		out.Headers = append(out.Headers, consumedHeader{Key: h.Key, Value: enc(h.Value)})
 	}
 	return out
+}
+
+// plural is "1 partition", "3 partitions".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -130,8 +130,8 @@ func topicCreateAction(c *cli.Context) error {
 			}
 			return writeJSON(c.App.Writer, out)
 		}
-		_, err = fmt.Fprintf(c.App.Writer, "created topic %s: %d partitions, replication factor %d\n",
-			t.Name, len(t.Partitions), t.ReplicationFactor)
+		_, err = fmt.Fprintf(c.App.Writer, "created topic %s: %s, replication factor %d\n",
+			t.Name, plural(len(t.Partitions), "partition"), t.ReplicationFactor)
 		return err
 	})
 }
