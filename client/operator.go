@@ -23,6 +23,11 @@ type FailoverRequest struct {
 	// over to another replica and it is dropped from the active set of the
 	// partitions it follows.
 	Broker int32 `json:"broker,omitempty"`
+	// BrokerOfPartition, with Topic and Partition, names one replica of
+	// the partition to take out of its active set: failed over when it
+	// leads, dropped when it follows (refused while it answers with a
+	// healthy replica).
+	BrokerOfPartition int32 `json:"broker_of_partition,omitempty"`
 	// DryRun asks what would happen and changes nothing.
 	DryRun bool `json:"dry_run"`
 	// Requester names who asked, for the audit trail; the controller uses
@@ -292,17 +297,35 @@ func (c *Client) History(ctx context.Context) ([]HistoryEvent, error) {
 }
 
 // ReplicaDigest asks broker for the digest of the batches of its replica
-// of a partition that start in [from, to). Both ends must lie within the
+// of a partition that start in [from, to), without reading them whole; see
+// VerifiedReplicaDigest. Both ends must lie within the
 // replica's log (transport.ErrOffsetOutOfRange otherwise); to compare two
 // replicas, pick ends that are batch boundaries on both. It is one request,
 // not retried, like ReplicaState, and returns the same errors for a broker
 // that cannot be reached or holds no replica.
 func (c *Client) ReplicaDigest(ctx context.Context, broker int32, topic string, partition int32, from, to int64) (ReplicaDigest, error) {
+	return c.replicaDigest(ctx, broker, topic, partition, from, to, false)
+}
+
+// VerifiedReplicaDigest is ReplicaDigest after the broker read every batch
+// of the range whole and checked it (checksum, records, offsets): a bit
+// flipped where no batch identity shows it is found, and the replica is
+// reported damaged (transport.ErrStorageFailed) from then on. It reads the
+// whole range on the broker.
+func (c *Client) VerifiedReplicaDigest(ctx context.Context, broker int32, topic string, partition int32, from, to int64) (ReplicaDigest, error) {
+	return c.replicaDigest(ctx, broker, topic, partition, from, to, true)
+}
+
+func (c *Client) replicaDigest(ctx context.Context, broker int32, topic string, partition int32, from, to int64, verify bool) (ReplicaDigest, error) {
 	addr, err := c.brokerAddr(ctx, broker)
 	if err != nil {
 		return ReplicaDigest{}, err
 	}
-	req := &transport.ReplicaDigestRequest{Topic: topic, Partition: partition, From: from, To: to}
+	var id string
+	if st := c.state(); st != nil {
+		id = st.topics[topic].ID
+	}
+	req := &transport.ReplicaDigestRequest{Topic: topic, TopicID: id, Partition: partition, From: from, To: to, Verify: verify}
 	var resp transport.ReplicaDigestResponse
 	if err := c.call(ctx, addr, 0, transport.APIReplicaDigest, req, &resp); err != nil {
 		return ReplicaDigest{}, fmt.Errorf("digest of %s/%d [%d, %d) on broker %d: %w", topic, partition, from, to, broker, err)

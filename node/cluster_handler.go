@@ -187,7 +187,7 @@ func (h *rpcHandler) replicaOf(topic, id string, partition int32) (*replica, err
 func (h *rpcHandler) replicaDigest(req *transport.Request) transport.Reply {
 	var r transport.ReplicaDigestRequest
 	return serveWith(req, &r, h.replicaOfRequest(&r.Topic, &r.TopicID, &r.Partition), func(ctx context.Context, rep *replica) (transport.Message, error) {
-		sum, n, err := rep.part.Digest(ctx, r.From, r.To)
+		sum, n, err := rep.part.Digest(ctx, r.From, r.To, r.Verify)
 		if err != nil {
 			return nil, err
 		}

@@ -22,8 +22,12 @@ type FailoverRequest struct {
 	Topic     string `json:"topic,omitempty"`
 	Partition int32  `json:"partition"`
 	Broker    int32  `json:"broker,omitempty"` // every partition this broker leads or follows
-	DryRun    bool   `json:"dry_run"`
-	Requester string `json:"requester,omitempty"`
+	// BrokerOfPartition, with Topic and Partition, names one replica to
+	// take out of the partition's active set: failed over if it leads,
+	// dropped if it follows.
+	BrokerOfPartition int32  `json:"broker_of_partition,omitempty"`
+	DryRun            bool   `json:"dry_run"`
+	Requester         string `json:"requester,omitempty"`
 }
 
 // Candidate is one replica considered by a failover.
@@ -201,7 +205,14 @@ func (c *controller) failover(ctx context.Context, req FailoverRequest) (ChangeR
 		if req.Partition < 0 || int(req.Partition) >= len(t.Partitions) {
 			return ChangeReport{}, fmt.Errorf("%w: topic %q has no partition %d", transport.ErrUnknownPartition, req.Topic, req.Partition)
 		}
-		targets = append(targets, target{req.Topic, req.Partition, false})
+		// With a broker too: that broker's replica of the partition goes
+		// out of the active set, failed over if it leads, dropped if it
+		// follows.
+		drop := req.BrokerOfPartition > 0 && t.Partitions[req.Partition].Leader != req.BrokerOfPartition
+		if req.BrokerOfPartition > 0 && !slices.Contains(t.Partitions[req.Partition].Active, req.BrokerOfPartition) {
+			return ChangeReport{}, fmt.Errorf("%w: broker %d is not in the active set %v of %s/%d", transport.ErrInvalidRequest, req.BrokerOfPartition, t.Partitions[req.Partition].Active, req.Topic, req.Partition)
+		}
+		targets = append(targets, target{req.Topic, req.Partition, drop})
 	default:
 		return ChangeReport{}, fmt.Errorf("%w: name --topic and --partition, or --broker", transport.ErrInvalidRequest)
 	}
@@ -211,7 +222,11 @@ func (c *controller) failover(ctx context.Context, req FailoverRequest) (ChangeR
 		var res ChangeResult
 		var err error
 		if tg.drop {
-			res, err = c.dropFollower(ctx, tg.topic, tg.partition, req.Broker, req.DryRun)
+			broker := req.Broker
+			if req.Topic != "" {
+				broker = req.BrokerOfPartition
+			}
+			res, err = c.dropFollower(ctx, tg.topic, tg.partition, broker, req.DryRun)
 		} else {
 			res, err = c.failoverPartition(ctx, tg.topic, tg.partition, req.DryRun, 0)
 		}

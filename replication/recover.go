@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 
+	"gostream/record"
 	"gostream/storage"
 	"gostream/transport"
 )
@@ -63,6 +64,12 @@ func (p *Partition) RecoverFollower(ctx context.Context, broker int32) (RecoverR
 	}
 	epoch := st.LeaderEpoch
 	rs, err := rp.ReplicaState(ctx, &transport.ReplicaStateRequest{Topic: p.Topic, TopicID: p.TopicID, Partition: p.Index, LeaderEpoch: epoch})
+	if err == nil && rs.Problem != "" {
+		// Open, but damaged (a check found a bad batch), behind, or its
+		// storage failed: its batch identities cannot be trusted to find a
+		// common prefix. Rebuilt whole, like one that could not be opened.
+		err = fmt.Errorf("%w: %s", transport.ErrStorageFailed, rs.Problem)
+	}
 	if errors.Is(err, transport.ErrStorageFailed) {
 		// Its files are damaged: rebuild it whole from this leader.
 		p.logger.Warn("returning replica is damaged; rebuilding it from the leader", "peer", broker, "err", err)
@@ -176,10 +183,69 @@ func (p *Partition) Batches(req *transport.ReplicaBatchesRequest) ([]transport.B
 	return out, nil
 }
 
-// Digest is the replica side of ReplicaDigest.
-func (p *Partition) Digest(ctx context.Context, from, to int64) ([]byte, int, error) {
+// Digest is the replica side of ReplicaDigest. With verify, every batch
+// in the range is read whole and checked first (see Verify).
+func (p *Partition) Digest(ctx context.Context, from, to int64, verify bool) ([]byte, int, error) {
+	if verify {
+		if err := p.Verify(ctx, from, to); err != nil {
+			return nil, 0, err
+		}
+	}
 	sum, n, err := p.log.Digest(ctx, from, to)
 	return sum[:], n, p.noteLogErr(err)
+}
+
+// verifyChunk is how much of the log Verify reads at a time.
+const verifyChunk = 1 << 20
+
+// Verify reads every batch that starts in [from, to) whole and checks its
+// checksum, its records and that offsets run on without a gap: the deep
+// check that catches damage a batch's identity (offsets, epoch, CRC field)
+// does not show, such as a bit flipped in an older segment, which nothing
+// reads until a consumer or a follower does. A replica found damaged is
+// marked so (see Problem). It reads the whole range: it costs what
+// reading it costs.
+func (p *Partition) Verify(ctx context.Context, from, to int64) error {
+	off := from
+	for off < to {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		data, err := p.log.Read(ctx, off, verifyChunk, to, nil)
+		if err != nil {
+			return p.noteLogErr(damageError(err))
+		}
+		if len(data) == 0 {
+			return p.noteLogErr(fmt.Errorf("%w: %s/%d: nothing can be read at offset %d, below %d", storage.ErrCorrupt, p.Topic, p.Index, off, to))
+		}
+		next := off
+		berr := record.Batches(data, func(b record.Batch) bool {
+			switch {
+			case b.NextOffset() <= next && next > off:
+				err = fmt.Errorf("batch at offset %d after offset %d", b.BaseOffset(), next)
+			case b.BaseOffset() > next:
+				err = fmt.Errorf("offsets %d to %d are missing", next, b.BaseOffset())
+			default:
+				err = b.Validate()
+			}
+			next = b.NextOffset()
+			return err == nil
+		})
+		if berr != nil || err != nil {
+			return p.noteLogErr(fmt.Errorf("%w: %s/%d near offset %d: %v", storage.ErrCorrupt, p.Topic, p.Index, off, errors.Join(berr, err)))
+		}
+		off = next
+	}
+	return nil
+}
+
+// damageError marks a read error as damage: reading a range the log
+// claims to hold can only fail for its files.
+func damageError(err error) error {
+	if errors.Is(err, storage.ErrCorrupt) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, storage.ErrClosed) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", storage.ErrCorrupt, err)
 }
 
 // Truncate is the replica side of TruncateReplica: from the leader of the

@@ -1,6 +1,7 @@
 package testcluster
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -128,4 +129,65 @@ func TestBitRotInTheLeadersLastBatchIsCorruptionAndCanBeFixed(t *testing.T) {
 	q, err := filepath.Glob(filepath.Join(c.Node(1).ReplicaDir("rot", 0), "quarantine", "damaged-*"))
 	require.NoError(t, err)
 	assert.NotEmpty(t, q, "the damaged files are kept in quarantine")
+}
+
+// A bit flipped where nothing reads it (a follower's batch in the middle
+// of its log, under the running node): verify reads every replica whole,
+// finds it, names the command that fixes it, and the command does.
+func TestVerifyFindsLatentBitRotAndItsFixWorks(t *testing.T) {
+	c := startCluster(t, 3)
+	cl := newClient(t, c)
+	createTopic(t, cl, "latent", 1, 3) // led by broker 1
+	produceN(t, cl, "latent", 0, 20, "v")
+
+	dir := c.Node(3).ReplicaDir("latent", 0)
+	base, err := newestSegment(dir)
+	require.NoError(t, err)
+	path := filepath.Join(dir, fmt.Sprintf("%020d.log", base))
+	scan, err := scanSegment(path)
+	require.NoError(t, err)
+	mid := scan.batches[len(scan.batches)/2]
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	require.NoError(t, err)
+	b := []byte{0}
+	_, err = f.ReadAt(b, mid.end-2)
+	require.NoError(t, err)
+	b[0] ^= 0x01
+	_, err = f.WriteAt(b, mid.end-2)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	res := ctlRun(t, c, "verify", "-o", "json")
+	require.Equal(t, 2, res.Exit, "%s%s", res.Stdout, res.Stderr)
+	assert.True(t, strings.HasPrefix(res.Stderr, "StorageFailed:"), res.Stderr)
+	var rep struct {
+		Partitions []struct {
+			Replicas []struct {
+				Broker  int32  `json:"broker"`
+				State   string `json:"state"`
+				Command string `json:"command"`
+			} `json:"replicas"`
+		} `json:"partitions"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.Stdout), &rep))
+	var fix string
+	for _, r := range rep.Partitions[0].Replicas {
+		if r.Broker == 3 {
+			assert.Equal(t, "damaged", r.State)
+			fix = r.Command
+		}
+	}
+	require.NotEmpty(t, fix)
+	for _, cmd := range strings.Split(fix, " && ") {
+		args := strings.Fields(strings.TrimPrefix(cmd, "gostream-ctl "))
+		res = ctlRun(t, c, args...)
+		require.Equal(t, 0, res.Exit, "%s: %s%s", cmd, res.Stdout, res.Stderr)
+	}
+	res = ctlRun(t, c, "verify")
+	require.Equal(t, 0, res.Exit, "%s%s", res.Stdout, res.Stderr)
+	leader, err := ReadReplica(c.Node(1).ReplicaDir("latent", 0))
+	require.NoError(t, err)
+	rebuilt, err := ReadReplica(dir)
+	require.NoError(t, err)
+	assert.Equal(t, leader, rebuilt, "broker 3's replica is the leader's again")
 }

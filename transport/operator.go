@@ -45,12 +45,16 @@ func (r *JSONMessage) Encode(e *Encoder) { e.Bytes32(r.Data) }
 func (r *JSONMessage) Decode(d *Decoder) { r.Data = d.Bytes32() }
 
 // ReplicaDigestRequest asks a replica for the digest of the identities of
-// its batches that start in [From, To).
+// its batches that start in [From, To). With Verify, the replica first
+// reads every batch of the range whole and checks it (checksum, framing,
+// offsets), so that damage the identities do not show is found: a replica
+// found damaged answers StorageFailed and says so from then on.
 type ReplicaDigestRequest struct {
 	Topic     string
 	TopicID   string // metadata.Topic.ID; a request for another incarnation is refused (empty: not checked)
 	Partition int32
 	From, To  int64
+	Verify    bool
 }
 
 // Encode implements Message.
@@ -60,6 +64,7 @@ func (r *ReplicaDigestRequest) Encode(e *Encoder) {
 	e.Int32(r.Partition)
 	e.Int64(r.From)
 	e.Int64(r.To)
+	e.Bool(r.Verify)
 }
 
 // Decode implements Message.
@@ -69,6 +74,7 @@ func (r *ReplicaDigestRequest) Decode(d *Decoder) {
 	r.Partition = d.Int32()
 	r.From = d.Int64()
 	r.To = d.Int64()
+	r.Verify = d.Bool()
 }
 
 // ReplicaDigestResponse is a SHA-256 over (base, next, epoch, CRC) of each

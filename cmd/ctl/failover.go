@@ -23,10 +23,10 @@ import (
 // when it refused or any partition failed.
 
 func failoverCommand() *cli.Command {
-	return leaf("failover", "replace a failed leader (--topic --partition) or drop a lost replica (--broker)",
+	return leaf("failover", "replace a failed leader (--topic --partition) or drop a lost replica (--broker, or --topic --partition --broker)",
 		"", args(0, 0), failoverAction,
 		topicFlag(), intFlag("partition", "partition `P`"),
-		intFlag("broker", "the lost broker `B`: fail over every partition it leads, drop it from those it follows"),
+		intFlag("broker", "the lost broker `B`: fail over every partition it leads, drop it from those it follows; with --topic and --partition, only its replica of that partition"),
 		&cli.BoolFlag{Name: "dry-run", Usage: "print what would change, per candidate, and change nothing"},
 	)
 }
@@ -88,7 +88,7 @@ type target struct {
 func parseTarget(c *cli.Context, brokerRequired bool) (target, error) {
 	var tg target
 	hasTopic, hasPartition, hasBroker := c.IsSet("topic"), c.IsSet("partition"), c.IsSet("broker")
-	usage := "name --topic T --partition P, or --broker B"
+	usage := "name --topic T --partition P [--broker B], or --broker B"
 	if brokerRequired {
 		usage = "name --topic T --partition P --broker B, or --broker B"
 	}
@@ -97,8 +97,6 @@ func parseTarget(c *cli.Context, brokerRequired bool) (target, error) {
 		return tg, exitcode.Usagef("MissingFlag", "--topic and --partition go together: %s (see %s --help)", usage, helpName(c))
 	case brokerRequired && !hasBroker, !hasTopic && !hasBroker:
 		return tg, exitcode.Usagef("MissingFlag", "%s (see %s --help)", usage, helpName(c))
-	case !brokerRequired && hasTopic && hasBroker:
-		return tg, exitcode.Usagef("InvalidFlag", "%s, not both", usage)
 	}
 	if hasTopic {
 		tg.topic = c.String("topic")
@@ -148,6 +146,8 @@ func failoverAction(c *cli.Context) error {
 		req := client.FailoverRequest{Topic: tg.topic, Partition: tg.partition, Broker: tg.broker, DryRun: dry, Requester: requester()}
 		if tg.topic == "" {
 			req.Partition = 0
+		} else {
+			req.Broker, req.BrokerOfPartition = 0, tg.broker
 		}
 		var rep client.ChangeReport
 		err := watchedChange(ctx, cl, c.App.ErrWriter, "gostream-ctl cluster history", func() (err error) {

@@ -84,6 +84,8 @@ type fakeChecker struct {
 	states map[int32]client.ReplicaState
 	logs   map[int32]string // one character per offset, one batch each
 	down   map[int32]error
+	// damaged fails a broker's digest (its check of the range) only.
+	damaged map[int32]error
 }
 
 func (f *fakeChecker) offsets(context.Context, string, int32) (client.PartitionOffsets, error) {
@@ -99,6 +101,9 @@ func (f *fakeChecker) state(_ context.Context, b int32, _ string, _ int32) (clie
 
 func (f *fakeChecker) digest(_ context.Context, b int32, _ string, _ int32, from, to int64) (client.ReplicaDigest, error) {
 	if err := f.down[b]; err != nil {
+		return client.ReplicaDigest{}, err
+	}
+	if err := f.damaged[b]; err != nil {
 		return client.ReplicaDigest{}, err
 	}
 	log := f.logs[b]
@@ -124,27 +129,34 @@ func TestVerifyPartition(t *testing.T) {
 		want   []verifiedReplica
 	}{
 		{name: "identical up to the high watermark", change: func(*fakeChecker) {},
-			want: []verifiedReplica{{1, verifyLeader, ""}, {2, verifyIdentical, ""}, {3, verifyIdentical, ""}}},
+			want: []verifiedReplica{{Broker: 1, State: verifyLeader, Error: ""}, {Broker: 2, State: verifyIdentical, Error: ""}, {Broker: 3, State: verifyIdentical, Error: ""}}},
 		{name: "past the high watermark is not compared", change: func(f *fakeChecker) { f.logs[2] = "abcdeX" },
-			want: []verifiedReplica{{1, verifyLeader, ""}, {2, verifyIdentical, ""}, {3, verifyIdentical, ""}}},
+			want: []verifiedReplica{{Broker: 1, State: verifyLeader, Error: ""}, {Broker: 2, State: verifyIdentical, Error: ""}, {Broker: 3, State: verifyIdentical, Error: ""}}},
 		{name: "differs", change: func(f *fakeChecker) { f.logs[3] = "abXde" },
-			want: []verifiedReplica{{1, verifyLeader, ""}, {2, verifyIdentical, ""},
-				{3, verifyDiffers, "differs from leader 1 in [0, 5): 5 batches against the leader's 5, digests differ"}}},
+			want: []verifiedReplica{{Broker: 1, State: verifyLeader, Error: ""}, {Broker: 2, State: verifyIdentical, Error: ""},
+				{Broker: 3, State: verifyDiffers, Error: "differs from leader 1 in [0, 5): 5 batches against the leader's 5, digests differ"}}},
 		{name: "only the shared offsets", change: func(f *fakeChecker) {
 			f.states[3] = client.ReplicaState{LogStartOffset: 2, LogEndOffset: 5}
 			f.logs[3] = "??cde"
-		}, want: []verifiedReplica{{1, verifyLeader, ""}, {2, verifyIdentical, ""}, {3, verifyIdentical, ""}}},
+		}, want: []verifiedReplica{{Broker: 1, State: verifyLeader, Error: ""}, {Broker: 2, State: verifyIdentical, Error: ""}, {Broker: 3, State: verifyIdentical, Error: ""}}},
 		{name: "short of the high watermark", change: func(f *fakeChecker) {
 			f.states[3] = client.ReplicaState{LogEndOffset: 4}
-		}, want: []verifiedReplica{{1, verifyLeader, ""}, {2, verifyIdentical, ""},
-			{3, verifyDiffers, "ends at offset 4, short of the high watermark 5: it lacks acknowledged records"}}},
+		}, want: []verifiedReplica{{Broker: 1, State: verifyLeader, Error: ""}, {Broker: 2, State: verifyIdentical, Error: ""},
+			{Broker: 3, State: verifyDiffers, Error: "ends at offset 4, short of the high watermark 5: it lacks acknowledged records"}}},
 		{name: "a follower does not answer", change: func(f *fakeChecker) { f.down[2] = transport.ErrBrokerNotAvailable },
-			want: []verifiedReplica{{1, verifyLeader, ""}, {2, verifyUnknown, "BrokerNotAvailable"}, {3, verifyIdentical, ""}}},
+			want: []verifiedReplica{{Broker: 1, State: verifyLeader, Error: ""}, {Broker: 2, State: verifyUnknown, Error: "BrokerNotAvailable"}, {Broker: 3, State: verifyIdentical, Error: ""}}},
 		{name: "the leader does not answer", change: func(f *fakeChecker) { f.offErr = transport.ErrBrokerNotAvailable },
-			want: []verifiedReplica{{1, verifyUnknown, "leader broker 1: BrokerNotAvailable"},
-				{2, verifyUnknown, "leader broker 1: BrokerNotAvailable"}, {3, verifyUnknown, "leader broker 1: BrokerNotAvailable"}}},
+			want: []verifiedReplica{{Broker: 1, State: verifyUnknown, Error: "leader broker 1: BrokerNotAvailable"},
+				{Broker: 2, State: verifyUnknown, Error: "leader broker 1: BrokerNotAvailable"}, {Broker: 3, State: verifyUnknown, Error: "leader broker 1: BrokerNotAvailable"}}},
+		{name: "a follower is damaged", change: func(f *fakeChecker) { f.damaged = map[int32]error{3: transport.ErrStorageFailed} },
+			want: []verifiedReplica{{Broker: 1, State: verifyLeader}, {Broker: 2, State: verifyIdentical},
+				{Broker: 3, State: verifyDamaged, Error: "StorageFailed", Command: "gostream-ctl failover --topic orders --partition 1 --broker 3 && gostream-ctl recover --topic orders --partition 1 --broker 3"}}},
+		{name: "the leader is damaged", change: func(f *fakeChecker) { f.damaged = map[int32]error{1: transport.ErrStorageFailed} },
+			want: []verifiedReplica{
+				{Broker: 1, State: verifyDamaged, Error: "StorageFailed", Command: "gostream-ctl failover --topic orders --partition 1 --broker 1 && gostream-ctl recover --topic orders --partition 1 --broker 1"},
+				{Broker: 2, State: verifyUnknown, Error: "leader broker 1: StorageFailed"}, {Broker: 3, State: verifyUnknown, Error: "leader broker 1: StorageFailed"}}},
 		{name: "the leader cannot digest", change: func(f *fakeChecker) { f.down[1] = transport.ErrTimeout },
-			want: []verifiedReplica{{1, verifyLeader, ""}, {2, verifyUnknown, "leader broker 1: Timeout"}, {3, verifyUnknown, "leader broker 1: Timeout"}}},
+			want: []verifiedReplica{{Broker: 1, State: verifyUnknown, Error: "Timeout"}, {Broker: 2, State: verifyUnknown, Error: "leader broker 1: Timeout"}, {Broker: 3, State: verifyUnknown, Error: "leader broker 1: Timeout"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -173,9 +185,9 @@ func TestVerifyPartition(t *testing.T) {
 func TestVerifyTable(t *testing.T) {
 	hw := int64(1200)
 	rep := verifyReport{Partitions: []verifiedPartition{
-		{Topic: "orders", Partition: 0, Leader: 1, HighWatermark: &hw, Replicas: []verifiedReplica{{1, verifyLeader, ""}, {2, verifyIdentical, ""}}},
+		{Topic: "orders", Partition: 0, Leader: 1, HighWatermark: &hw, Replicas: []verifiedReplica{{Broker: 1, State: verifyLeader, Error: ""}, {Broker: 2, State: verifyIdentical, Error: ""}}},
 		{Topic: "orders", Partition: 1, Leader: 1, HighWatermark: &hw, Replicas: []verifiedReplica{
-			{1, verifyLeader, ""}, {2, verifyUnknown, "BrokerNotAvailable: dial"}, {3, verifyDiffers, "differs from leader 1 in [0, 1200)"}}},
+			{Broker: 1, State: verifyLeader, Error: ""}, {Broker: 2, State: verifyUnknown, Error: "BrokerNotAvailable: dial"}, {Broker: 3, State: verifyDiffers, Error: "differs from leader 1 in [0, 1200)"}}},
 	}}
 	var b bytes.Buffer
 	require.NoError(t, printVerify(&b, rep))

@@ -14,6 +14,7 @@ import (
 
 	"gostream/client"
 	"gostream/cmd/internal/exitcode"
+	"gostream/transport"
 )
 
 // verify compares every active replica of a partition with its leader,
@@ -21,11 +22,13 @@ import (
 // [the later of their log starts, the leader's high watermark). The range
 // ends on a batch boundary of both: every batch is acknowledged whole, so
 // the high watermark is a boundary on the leader and on every replica that
-// holds it. Each replica's batch identities (offsets, epoch, CRC) in the
-// range are digested on its broker and the digests compared.
+// holds it. Each replica's broker reads every batch of the range whole and
+// checks it (so a bit flipped where no batch identity shows it is found),
+// then digests their identities (offsets, epoch, CRC), and the digests are
+// compared.
 
 func verifyCommand() *cli.Command {
-	return leaf("verify", "compare every active replica with its leader up to the high watermark",
+	return leaf("verify", "read every active replica up to the high watermark, check every batch, and compare it with its leader",
 		"", args(0, 0), verifyAction,
 		&cli.StringFlag{Name: "topic", Usage: "topic `T` (default every topic)"},
 	)
@@ -37,6 +40,9 @@ const (
 	verifyIdentical = "identical"
 	verifyDiffers   = "differs"
 	verifyUnknown   = "unknown"
+	// verifyDamaged is a replica whose broker found a batch that does not
+	// check out when it read the range.
+	verifyDamaged = "damaged"
 )
 
 // verifiedPartition is one partition of verify -o json.
@@ -55,6 +61,19 @@ type verifiedReplica struct {
 	Broker int32  `json:"broker"`
 	State  string `json:"state"`
 	Error  string `json:"error,omitempty"`
+	// Command fixes a damaged replica: it leaves the active set, then it
+	// is rebuilt from the leader.
+	Command string `json:"command,omitempty"`
+}
+
+// damaged is the verdict on a replica whose check failed for its files.
+func damaged(b int32, topic string, partition int32, err error) (verifiedReplica, bool) {
+	if !errors.Is(err, transport.ErrStorageFailed) {
+		return verifiedReplica{}, false
+	}
+	return verifiedReplica{Broker: b, State: verifyDamaged, Error: err.Error(), Command: fmt.Sprintf(
+		"gostream-ctl failover --topic %s --partition %d --broker %d && gostream-ctl recover --topic %s --partition %d --broker %d",
+		topic, partition, b, topic, partition, b)}, true
 }
 
 // verifyReport is what verify -o json prints.
@@ -87,7 +106,7 @@ func (cc clientChecker) digest(ctx context.Context, broker int32, topic string, 
 	if err != nil {
 		return client.ReplicaDigest{}, err
 	}
-	return cc.cl.ReplicaDigest(ctx, broker, topic, partition, from, to)
+	return cc.cl.VerifiedReplicaDigest(ctx, broker, topic, partition, from, to)
 }
 
 func verifyAction(c *cli.Context) error {
@@ -202,7 +221,18 @@ func verifyPartition(ctx context.Context, rc replicaChecker, vp *verifiedPartiti
 	}
 	for _, b := range active {
 		if b == p.Leader {
-			vp.Replicas = append(vp.Replicas, verifiedReplica{Broker: b, State: verifyLeader})
+			// The leader is checked whole too, from its own log start.
+			leader := verifiedReplica{Broker: b, State: verifyLeader}
+			if offs.LogStartOffset < hw {
+				if _, err := leaderDigest(offs.LogStartOffset); err != nil {
+					if d, ok := damaged(b, vp.Topic, vp.Partition, err); ok {
+						leader = d
+					} else {
+						leader = verifiedReplica{Broker: b, State: verifyUnknown, Error: err.Error()}
+					}
+				}
+			}
+			vp.Replicas = append(vp.Replicas, leader)
 			continue
 		}
 		vp.Replicas = append(vp.Replicas, verifyReplica(ctx, rc, vp, p.Leader, b, offs, leaderDigest))
@@ -230,6 +260,9 @@ func verifyReplica(ctx context.Context, rc replicaChecker, vp *verifiedPartition
 		return verifiedReplica{Broker: b, State: verifyUnknown, Error: fmt.Sprintf("leader broker %d: %v", leader, err)}
 	}
 	fd, err := rc.digest(ctx, b, vp.Topic, vp.Partition, from, hw)
+	if d, ok := damaged(b, vp.Topic, vp.Partition, err); ok {
+		return d
+	}
 	if err != nil {
 		return verifiedReplica{Broker: b, State: verifyUnknown, Error: err.Error()}
 	}
@@ -249,6 +282,8 @@ func (vp *verifiedPartition) problems() []string {
 			out = append(out, fmt.Sprintf("broker %d %s", r.Broker, r.Error))
 		case verifyUnknown:
 			out = append(out, fmt.Sprintf("broker %d unknown: %s", r.Broker, r.Error))
+		case verifyDamaged:
+			out = append(out, fmt.Sprintf("broker %d damaged: %s; fix: %s", r.Broker, r.Error, r.Command))
 		}
 	}
 	return out
@@ -282,7 +317,7 @@ func printVerify(w io.Writer, rep verifyReport) error {
 // replica differs from its leader, Unverified when none differs but some
 // could not be compared.
 func verifyFailed(rep verifyReport) error {
-	var differs, unknown []string
+	var differs, unknown, damage []string
 	for _, vp := range rep.Partitions {
 		for _, r := range vp.Replicas {
 			where := fmt.Sprintf("%s broker %d", partitionName(vp.Topic, vp.Partition), r.Broker)
@@ -291,10 +326,14 @@ func verifyFailed(rep verifyReport) error {
 				differs = append(differs, where)
 			case verifyUnknown:
 				unknown = append(unknown, where)
+			case verifyDamaged:
+				damage = append(damage, where+" (fix: "+r.Command+")")
 			}
 		}
 	}
 	switch {
+	case len(damage) > 0:
+		return exitcode.Fail("StorageFailed", fmt.Errorf("%d replica(s) are damaged: %s", len(damage), strings.Join(damage, ", ")))
 	case len(differs) > 0:
 		msg := fmt.Sprintf("%d replica(s) differ from their leader: %s", len(differs), strings.Join(differs, ", "))
 		if len(unknown) > 0 {
