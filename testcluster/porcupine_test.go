@@ -3,6 +3,8 @@ package testcluster
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -207,8 +209,38 @@ func TestPorcupineHandMade(t *testing.T) {
 			assert.Contains(t, res.Violations[0], "t/0")
 			var html bytes.Buffer
 			require.NoError(t, res.Visualize(&html))
-			assert.Contains(t, html.String(), "<html")
+			assert.True(t, strings.Contains(html.String(), "<html"), "no visualization")
 			assert.Equal(t, c.history, len(v) > 0, "CheckHistory: %v", v)
 		})
 	}
+}
+
+// TestPorcupineViolationSavedWithRun checks that a run that porcupine
+// finds a violation in is saved with the visualization and the verdict.
+func TestPorcupineViolationSavedWithRun(t *testing.T) {
+	h := (&hist{}).produce(1, 0, "a", 0, 1, ResultOK, 1).produce(2, 0, "b", 2, 3, ResultOK, 0).
+		read(1, 0, 4, 5, 2, "b@0", "a@1").read(2, 0, 4, 5, 2, "b@0", "a@1")
+	hs := &History{}
+	for _, op := range h.ops {
+		hs.Add(op)
+	}
+	dir, runs := t.TempDir(), t.TempDir()
+	logf, err := os.Create(filepath.Join(dir, "harness.log"))
+	require.NoError(t, err)
+	defer logf.Close()
+	r := &run{cfg: ScenarioConfig{Name: "hand-made", Seed: 1, RunsDir: runs, PorcupineTimeout: 10 * time.Second}, hist: hs, dir: dir, out: logWriter{t}, logf: logf}
+	res := Result{Porcupine: r.checkPorcupine(hs.Ops())}
+	require.Equal(t, PorcupineViolation, res.Porcupine.Verdict)
+	res.Violations = res.Porcupine.Violations
+	saved := r.save(res)
+	require.Equal(t, filepath.Join(runs, "hand-made-1"), saved)
+	html, err := os.ReadFile(filepath.Join(saved, "porcupine.html"))
+	require.NoError(t, err)
+	assert.True(t, strings.Contains(string(html), "ok at 1"), "the visualization does not name the operations")
+	text, err := os.ReadFile(filepath.Join(saved, "violations.txt"))
+	require.NoError(t, err)
+	assert.Contains(t, string(text), "porcupine: violation")
+	assert.Contains(t, string(text), "not linearizable")
+	_, err = os.Stat(filepath.Join(saved, "history.jsonl"))
+	assert.NoError(t, err)
 }
