@@ -40,7 +40,7 @@ import (
 //     healing the consumers read to the high watermark, which covers every
 //     acknowledged write).
 //
-// Three rewritings make the search feasible on histories of hundreds of
+// Four rewritings make the search feasible on histories of hundreds of
 // thousands of operations; each gives the same verdict as the plain
 // history (the proofs are in docs/chaos.md):
 //
@@ -59,7 +59,10 @@ import (
 //     the next stretch starts with it (a snapshot operation). No cut is
 //     made after the produce that reaches the last offset read begins, so
 //     the unread unknowns and the drained operations all fall in the last
-//     stretch.
+//     stretch;
+//  4. before cutting, each pinned produce and each poll is narrowed to
+//     where an order that explains the history can place it (narrow), so
+//     that one long operation does not leave nowhere to cut.
 
 // Porcupine verdicts of a history.
 const (

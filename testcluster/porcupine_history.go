@@ -263,12 +263,73 @@ func (b *lpBuilder) addProduces(ops []Op) {
 	}
 }
 
+// narrow narrows the pinned produces and the polls of a partition to
+// where an order that explains them can place them: produces are placed
+// in offset order, and before every poll told a high watermark above
+// their offset. So a produce comes after every produce at a lower offset
+// began, and before every produce at a higher offset and every such poll
+// ended; a poll comes after every produce below its high watermark began.
+// Where the bounds cross, the history is not linearizable and the
+// operation is left as it was. Long operations (a send whose record is
+// first read much later) would otherwise leave no point to cut at for as
+// long as they last.
+func narrow(ops []porcupine.Operation) {
+	var prods, polls []int
+	for i, op := range ops {
+		switch op.Input.(lpInput).kind {
+		case lpProduce:
+			prods = append(prods, i)
+		case lpRead:
+			polls = append(polls, i)
+		}
+	}
+	off := func(i int) int64 { return ops[i].Output.(lpOutput).offset }
+	hw := func(i int) int64 { return ops[i].Output.(lpOutput).hw }
+	sort.SliceStable(prods, func(a, b int) bool { return off(prods[a]) < off(prods[b]) })
+	sort.SliceStable(polls, func(a, b int) bool { return hw(polls[a]) > hw(polls[b]) })
+	// began[k]: the latest start of the produces up to the k-th by offset.
+	began := make([]int64, len(prods))
+	latest := int64(math.MinInt64)
+	for k, i := range prods {
+		latest = max(latest, ops[i].Call)
+		began[k] = latest
+	}
+	// ended[k]: the earliest end of the produces from the k-th on and of
+	// the polls told a high watermark above the k-th's offset.
+	ended := make([]int64, len(prods))
+	earliest := int64(math.MaxInt64)
+	j := 0
+	for k := len(prods) - 1; k >= 0; k-- {
+		i := prods[k]
+		for ; j < len(polls) && hw(polls[j]) > off(i); j++ {
+			earliest = min(earliest, ops[polls[j]].Return)
+		}
+		earliest = min(earliest, ops[i].Return)
+		ended[k] = earliest
+	}
+	for k, i := range prods {
+		if began[k] <= ended[k] {
+			ops[i].Call, ops[i].Return = began[k], ended[k]
+		}
+	}
+	for _, i := range polls {
+		// The produces below its high watermark.
+		k := sort.Search(len(prods), func(k int) bool { return off(prods[k]) >= hw(i) })
+		if k > 0 && began[k-1] > ops[i].Call && began[k-1] <= ops[i].Return {
+			ops[i].Call = began[k-1]
+		}
+	}
+}
+
 // cut cuts a partition's operations into stretches where none is under
 // way, each after the first starting with a snapshot of the log the
 // pinned produces before the cut made, and puts the unread produces and
 // the drained operations in the last.
 func (b *lpBuilder) cut(p *lpPartition, consumers []int) []lpStretch {
 	ops := p.regular
+	if !b.plain {
+		narrow(ops)
+	}
 	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Call < ops[j].Call })
 	reached := p.maxRead + 1 // the log's length once every offset read is in it
 	// No cut once the log can reach it: the unread produces may be placed

@@ -441,3 +441,32 @@ func TestPorcupineRewritingKeepsVerdict(t *testing.T) {
 	assert.Greater(t, illegal, 200)
 	assert.Greater(t, stretches, 3*compared, "too few cuts to test them")
 }
+
+// TestPorcupineNarrowsLongOperations checks that one operation spanning
+// most of a history does not leave it uncut: an unknown send from the
+// start whose record is read at the end, in place of a write acknowledged
+// there (so the history is not linearizable, and the search must exhaust
+// the stretch that holds them to say so).
+func TestPorcupineNarrowsLongOperations(t *testing.T) {
+	cfg := simConfig{partitions: 3, producers: 4, consumers: 2, sends: 6000, unknown: 0.03, stale: 0.05}
+	ops := simulate(1, cfg)
+	valid := CheckPorcupine(ops, time.Minute)
+	require.Equal(t, PorcupineOK, valid.Verdict, "%v", valid.Violations)
+	x := indexSim(ops)
+	var p int32
+	for p = 0; len(x.unread[p]) == 0; p++ {
+		require.Less(t, int(p), cfg.partitions, "no unknown send went unread")
+	}
+	u := x.unread[p][0]
+	last := pOff{p, x.maxOff[p]}
+	for ; len(x.readsAt[last]) == 0; last.off-- {
+	}
+	for _, i := range x.readsAt[last] {
+		ops[i].Value = ops[u].Value
+	}
+	t.Logf("%q sent at %s, read at %d/%d", ops[u].Value, ops[u].Start.Format(time.RFC3339Nano), last.p, last.off)
+	res := CheckPorcupine(ops, time.Minute)
+	require.Equal(t, PorcupineViolation, res.Verdict)
+	t.Logf("%s; valid: %s; %v", res.Summary(), valid.Summary(), res.Violations)
+	assert.Greater(t, res.Stretches, valid.Stretches*3/4, "the long send left the history uncut")
+}
