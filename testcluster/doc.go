@@ -6,13 +6,14 @@
 // processes, ports, files and the client library.
 package testcluster
 
-// The chaos harness (history.go, workload.go, checker.go, epochs.go,
-// scenario.go, faults.go, diskfault.go, netns.go, proxy.go and cmd/chaos,
-// run by `make chaos`, and briefly by TestChaosSmoke in `make test`) runs a
-// workload of producers and consumers against a 3-node cluster inside a
+// The chaos harness (history.go, workload.go, checker.go, porcupine.go,
+// porcupine_history.go, epochs.go, scenario.go, faults.go, diskfault.go,
+// netns.go, proxy.go and cmd/chaos, run by `make chaos`, and briefly by
+// TestChaosSmoke in `make test`) runs a workload of producers and consumers against a 3-node cluster inside a
 // network namespace of its own while it injects a scenario's faults
 // (kills, pauses, iptables cuts, proxy delay and loss, lost unsynced
 // bytes) and runs gostream-ctl failover and recover as an operator would,
 // then checks the invariants of DESIGN.md section 10 from the recorded
-// history, the audit trail and the replicas' files. docs/chaos.md says
-// how.
+// history (with its own checker and with porcupine against a model of a
+// partitioned log), the audit trail and the replicas' files.
+// docs/chaos.md says how.

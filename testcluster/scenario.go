@@ -42,7 +42,15 @@ type ScenarioConfig struct {
 	Replay string
 	// Keep saves the run into RunsDir even when it found no violation.
 	Keep bool
+	// PorcupineTimeout bounds porcupine's check of the history (default
+	// DefaultPorcupineTimeout); a check that runs out of it is
+	// inconclusive.
+	PorcupineTimeout time.Duration
 }
+
+// DefaultPorcupineTimeout bounds porcupine's check of a run's history.
+// A history of a million operations takes a few seconds.
+const DefaultPorcupineTimeout = 5 * time.Minute
 
 // Result is the outcome of one scenario run.
 type Result struct {
@@ -53,7 +61,10 @@ type Result struct {
 	// LeaderFaults counts the faults that hit a partition leader.
 	LeaderFaults int
 	Violations   []string
-	SavedTo      string
+	// Porcupine is the second checker's verdict on the history; its
+	// violations are among Violations too.
+	Porcupine PorcupineResult
+	SavedTo   string
 	// Notes are observations that violate no invariant (an operator
 	// command that needed a workaround).
 	Notes []string
@@ -192,15 +203,35 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 		r.say("%v", err)
 		res.Violations = append(res.Violations, "drain (acknowledged writes past what was read may show as lost): "+err.Error())
 	}
-	v, st := CheckHistory(r.hist.Ops())
+	ops := r.hist.Ops()
+	v, st := CheckHistory(ops)
 	res.Stats = st
 	res.Violations = append(res.Violations, v...)
+	res.Porcupine = r.checkPorcupine(ops)
+	if res.Porcupine.Verdict == PorcupineViolation {
+		res.Violations = append(res.Violations, res.Porcupine.Violations...)
+	}
 	res.Violations = append(res.Violations, CheckReplicas(r.c, chaosTopic, 30*time.Second)...)
 	sampler.Stop() // takes a last sample, of the healed cluster
 	res.Violations = append(res.Violations, r.checkEpochsAndTruncations(sampler.Samples())...)
 	r.say("checked: %d operations, %d produces, %d acknowledged, %d records read, %d violations",
 		st.Ops, st.Produces, st.Acked, st.Reads, len(res.Violations))
 	return res
+}
+
+// checkPorcupine checks the history with porcupine, noting an
+// inconclusive check.
+func (r *run) checkPorcupine(ops []Op) PorcupineResult {
+	timeout := r.cfg.PorcupineTimeout
+	if timeout <= 0 {
+		timeout = DefaultPorcupineTimeout
+	}
+	pr := CheckPorcupine(ops, timeout)
+	r.say("porcupine: %s", pr.Summary())
+	if pr.Verdict == PorcupineInconclusive {
+		r.note(pr.Violations[0])
+	}
+	return pr
 }
 
 // scenarioFault returns a scenario's fault step and its topic's partitions.
@@ -693,11 +724,19 @@ func (r *run) save(res Result) string {
 	if res.Err != nil {
 		fmt.Fprintf(&b, "harness error: %v\n", res.Err)
 	}
+	if res.Porcupine.Verdict != "" {
+		fmt.Fprintf(&b, "porcupine: %s\n", res.Porcupine.Summary())
+	}
 	fmt.Fprintf(&b, "\n%d violations:\n", len(res.Violations))
 	for _, v := range res.Violations {
 		fmt.Fprintf(&b, "  %s\n", v)
 	}
 	os.WriteFile(filepath.Join(dst, "violations.txt"), []byte(b.String()), 0o644)
+	if res.Porcupine.Verdict == PorcupineViolation {
+		if err := res.Porcupine.SaveVisualization(filepath.Join(dst, "porcupine.html")); err != nil {
+			r.say("save porcupine visualization: %v", err)
+		}
+	}
 	if err := copyTree(r.dir, dst); err != nil {
 		r.say("save: %v", err)
 	}
