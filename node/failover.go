@@ -163,40 +163,85 @@ func (c *controller) leaderUsable(ctx context.Context, part metadata.Partition, 
 	return "", true
 }
 
-// failover runs a failover request over the partitions it names.
-func (c *controller) failover(ctx context.Context, req FailoverRequest) (ChangeReport, error) {
-	c.opMu.Lock() // one operator change at a time
-	defer c.opMu.Unlock()
-	if err := c.operatorGuard(); err != nil {
-		return ChangeReport{}, err
+// beginOp starts an operator change: one at a time, none while the
+// controller refuses changes (a failover or a recovery acts on replicas,
+// fencing or truncating them, before it records anything), and a broker
+// found silent is asked once per request (see replicaHealth). The caller
+// runs the returned end.
+func (c *controller) beginOp() (end func(), err error) {
+	c.opMu.Lock()
+	if err := c.refusal(); err != nil {
+		c.opMu.Unlock()
+		return nil, err
 	}
 	c.opSilent = map[int32]bool{}
-	defer func() { c.opSilent = nil }()
-	meta := c.Metadata()
-	type target struct {
-		topic     string
-		partition int32
-		drop      bool // drop a lost follower rather than replace the leader
+	return func() {
+		c.opSilent = nil
+		c.opMu.Unlock()
+	}, nil
+}
+
+// opTarget is one partition an operator change acts on.
+type opTarget struct {
+	topic     string
+	partition int32
+	broker    int32 // the replica to take out of the active set
+	drop      bool  // drop a lost follower rather than replace the leader
+}
+
+// brokerTargets are the partitions broker leads (to fail over) or follows
+// (to drop).
+func brokerTargets(meta *metadata.Cluster, broker int32) []opTarget {
+	var out []opTarget
+	for _, t := range meta.Topics {
+		for p, part := range t.Partitions {
+			switch {
+			case part.Leader == broker:
+				out = append(out, opTarget{t.Name, int32(p), broker, false})
+			case slices.Contains(part.Active, broker):
+				out = append(out, opTarget{t.Name, int32(p), broker, true})
+			}
+		}
 	}
-	var targets []target
+	return out
+}
+
+// moveOff takes each target's broker out of its partition's active set,
+// failing the partition over or dropping the follower, into rep; it
+// returns the first error.
+func (c *controller) moveOff(ctx context.Context, req FailoverRequest, targets []opTarget, rep *ChangeReport) error {
+	var firstErr error
+	for _, tg := range targets {
+		var res ChangeResult
+		var err error
+		if tg.drop {
+			res, err = c.dropFollower(ctx, tg.topic, tg.partition, tg.broker, req.DryRun)
+		} else {
+			res, err = c.failoverPartition(ctx, tg.topic, tg.partition, req.DryRun, 0)
+		}
+		c.reportChange(rep, req, res, err)
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
+}
+
+// failover runs a failover request over the partitions it names.
+func (c *controller) failover(ctx context.Context, req FailoverRequest) (ChangeReport, error) {
+	end, err := c.beginOp()
+	if err != nil {
+		return ChangeReport{}, err
+	}
+	defer end()
+	meta := c.Metadata()
+	var targets []opTarget
 	switch {
 	case req.Broker > 0:
 		if _, ok := meta.Broker(req.Broker); !ok {
 			return ChangeReport{}, unknownBroker(meta, req.Broker)
 		}
-		for _, t := range meta.Topics {
-			for p, part := range t.Partitions {
-				switch {
-				case part.Leader == req.Broker:
-					targets = append(targets, target{t.Name, int32(p), false})
-				case slices.Contains(part.Active, req.Broker):
-					targets = append(targets, target{t.Name, int32(p), true})
-				}
-			}
-		}
-		if len(targets) == 0 {
-			return ChangeReport{Results: []ChangeResult{}}, nil
-		}
+		targets = brokerTargets(meta, req.Broker)
 	case req.Topic != "":
 		t := meta.Topic(req.Topic)
 		if t == nil {
@@ -208,33 +253,17 @@ func (c *controller) failover(ctx context.Context, req FailoverRequest) (ChangeR
 		// With a broker too: that broker's replica of the partition goes
 		// out of the active set, failed over if it leads, dropped if it
 		// follows.
-		drop := req.BrokerOfPartition > 0 && t.Partitions[req.Partition].Leader != req.BrokerOfPartition
-		if req.BrokerOfPartition > 0 && !slices.Contains(t.Partitions[req.Partition].Active, req.BrokerOfPartition) {
-			return ChangeReport{}, fmt.Errorf("%w: broker %d is not in the active set %v of %s/%d", transport.ErrInvalidRequest, req.BrokerOfPartition, t.Partitions[req.Partition].Active, req.Topic, req.Partition)
+		part := t.Partitions[req.Partition]
+		b := req.BrokerOfPartition
+		if b > 0 && !slices.Contains(part.Active, b) {
+			return ChangeReport{}, fmt.Errorf("%w: broker %d is not in the active set %v of %s/%d", transport.ErrInvalidRequest, b, part.Active, req.Topic, req.Partition)
 		}
-		targets = append(targets, target{req.Topic, req.Partition, drop})
+		targets = append(targets, opTarget{req.Topic, req.Partition, b, b > 0 && part.Leader != b})
 	default:
 		return ChangeReport{}, fmt.Errorf("%w: name --topic and --partition, or --broker", transport.ErrInvalidRequest)
 	}
-	var rep ChangeReport
-	var firstErr error
-	for _, tg := range targets {
-		var res ChangeResult
-		var err error
-		if tg.drop {
-			broker := req.Broker
-			if req.Topic != "" {
-				broker = req.BrokerOfPartition
-			}
-			res, err = c.dropFollower(ctx, tg.topic, tg.partition, broker, req.DryRun)
-		} else {
-			res, err = c.failoverPartition(ctx, tg.topic, tg.partition, req.DryRun, 0)
-		}
-		c.reportChange(&rep, req, res, err)
-		if firstErr == nil {
-			firstErr = err
-		}
-	}
+	rep := ChangeReport{Results: []ChangeResult{}}
+	firstErr := c.moveOff(ctx, req, targets, &rep)
 	// One named partition: its error is the answer, with its code. A dry run
 	// and a whole broker answer with every result, errors inside, so the
 	// operator sees the candidates and the other partitions.
@@ -403,13 +432,11 @@ const ActionElectLeader = "elect-leader"
 // out of the active set by a move (it held an unacknowledged write) is
 // recovered in the same request; its result follows the move's.
 func (c *controller) electLeaders(ctx context.Context, req FailoverRequest) (ChangeReport, error) {
-	c.opMu.Lock()
-	defer c.opMu.Unlock()
-	if err := c.operatorGuard(); err != nil {
+	end, err := c.beginOp()
+	if err != nil {
 		return ChangeReport{}, err
 	}
-	c.opSilent = map[int32]bool{}
-	defer func() { c.opSilent = nil }()
+	defer end()
 	meta := c.Metadata()
 	if req.Topic != "" && meta.Topic(req.Topic) == nil {
 		return ChangeReport{}, fmt.Errorf("%w: %q", transport.ErrUnknownTopic, req.Topic)
@@ -544,11 +571,11 @@ func (c *controller) dropFollower(ctx context.Context, topic string, partition, 
 // cuts it to the common prefix, fills and verifies it; then the controller
 // adds it to the active set.
 func (c *controller) recoverReplicas(ctx context.Context, req FailoverRequest) (ChangeReport, error) {
-	c.opMu.Lock()
-	defer c.opMu.Unlock()
-	if err := c.operatorGuard(); err != nil {
+	end, err := c.beginOp()
+	if err != nil {
 		return ChangeReport{}, err
 	}
+	defer end()
 	req.DryRun = false // a recovery has no dry run: what it does is recorded
 	meta := c.Metadata()
 	type target struct {
@@ -695,13 +722,11 @@ const ActionReplaceBroker = "replace-broker"
 // from any root, is accepted. Its replicas come back through recover,
 // filled from their leaders: an empty replica never leads.
 func (c *controller) replaceBroker(ctx context.Context, req FailoverRequest) (ChangeReport, error) {
-	c.opMu.Lock()
-	defer c.opMu.Unlock()
-	if err := c.operatorGuard(); err != nil {
+	end, err := c.beginOp()
+	if err != nil {
 		return ChangeReport{}, err
 	}
-	c.opSilent = map[int32]bool{}
-	defer func() { c.opSilent = nil }()
+	defer end()
 	meta := c.Metadata()
 	b, ok := meta.Broker(req.Broker)
 	if !ok {
@@ -726,21 +751,7 @@ func (c *controller) replaceBroker(ctx context.Context, req FailoverRequest) (Ch
 			"Bring the disk back, or delete those topics, then run replace again", transport.ErrNoEligibleReplica, b.ID, alone)
 	}
 	rep := ChangeReport{Results: []ChangeResult{}}
-	for _, t := range meta.Topics {
-		for p, part := range t.Partitions {
-			var res ChangeResult
-			var err error
-			switch {
-			case part.Leader == b.ID:
-				res, err = c.failoverPartition(ctx, t.Name, int32(p), req.DryRun, 0)
-			case slices.Contains(part.Active, b.ID):
-				res, err = c.dropFollower(ctx, t.Name, int32(p), b.ID, req.DryRun)
-			default:
-				continue
-			}
-			c.reportChange(&rep, req, res, err)
-		}
-	}
+	c.moveOff(ctx, req, brokerTargets(meta, b.ID), &rep)
 	// Not a partition's change: OldLeader and NewLeader name the broker.
 	res := ChangeResult{Action: ActionReplaceBroker, Partition: -1, OldLeader: b.ID, NewLeader: b.ID}
 	for _, r := range rep.Results {
@@ -754,7 +765,7 @@ func (c *controller) replaceBroker(ctx context.Context, req FailoverRequest) (Ch
 		rep.Results = append(rep.Results, res)
 		return rep, nil
 	}
-	err := c.change(ctx, fmt.Sprintf("replace broker %d: unbind storage root %s", b.ID, b.RootID), func(m *metadata.Cluster) error {
+	err = c.change(ctx, fmt.Sprintf("replace broker %d: unbind storage root %s", b.ID, b.RootID), func(m *metadata.Cluster) error {
 		for _, t := range m.Topics {
 			for p, part := range t.Partitions {
 				if slices.Contains(part.Active, b.ID) {

@@ -338,11 +338,6 @@ func (c *controller) checkPushRefused(ctx context.Context, b metadata.Broker) {
 	}
 }
 
-// operatorGuard refuses an operator command while the controller refuses
-// changes: a failover or a recovery acts on replicas (fences, truncates)
-// before it records anything, on the strength of the metadata.
-func (c *controller) operatorGuard() error { return c.refusal() }
-
 func (h *rpcHandler) restoreMetadata(req *transport.Request) transport.Reply {
 	var m transport.JSONMessage
 	if err := decode(req, &m); err != nil {
