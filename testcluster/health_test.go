@@ -70,9 +70,11 @@ func TestLeaderBehindItsFollowersIsFailedOver(t *testing.T) {
 	}
 }
 
-// flipLastBatchBit flips one bit inside the records of the last batch of a
-// stopped node's replica: the batch stays whole, its checksum fails.
-func flipLastBatchBit(t *testing.T, dir string) {
+// flipBatchBit flips one bit inside the records of the batch that pick
+// chooses among those of the newest segment of a replica: the batch stays
+// whole, its checksum fails. The node may be running (the flip is then
+// under it, where nothing reads it until something does) or stopped.
+func flipBatchBit(t *testing.T, dir string, pick func([]batchSpan) batchSpan) {
 	t.Helper()
 	base, err := newestSegment(dir)
 	require.NoError(t, err)
@@ -80,11 +82,10 @@ func flipLastBatchBit(t *testing.T, dir string) {
 	scan, err := scanSegment(path)
 	require.NoError(t, err)
 	require.NotEmpty(t, scan.batches)
-	last := scan.batches[len(scan.batches)-1]
+	at := pick(scan.batches).end - 2 // in the batch's last record's value
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	require.NoError(t, err)
 	defer f.Close()
-	at := last.end - 2 // in the last record's value
 	b := []byte{0}
 	_, err = f.ReadAt(b, at)
 	require.NoError(t, err)
@@ -92,6 +93,9 @@ func flipLastBatchBit(t *testing.T, dir string) {
 	_, err = f.WriteAt(b, at)
 	require.NoError(t, err)
 }
+
+func lastBatch(bs []batchSpan) batchSpan   { return bs[len(bs)-1] }
+func middleBatch(bs []batchSpan) batchSpan { return bs[len(bs)/2] }
 
 // One bit flipped in the last, acknowledged batch of the leader's log, on
 // the controller's node, while it is stopped: on start the replica is
@@ -105,7 +109,7 @@ func TestBitRotInTheLeadersLastBatchIsCorruptionAndCanBeFixed(t *testing.T) {
 	produceN(t, cl, "rot", 0, 20, "v")
 
 	require.NoError(t, c.Node(1).Stop(10*time.Second))
-	flipLastBatchBit(t, c.Node(1).ReplicaDir("rot", 0))
+	flipBatchBit(t, c.Node(1).ReplicaDir("rot", 0), lastBatch)
 	require.NoError(t, c.StartNode(1))
 	assert.Contains(t, c.Node(1).LogTail(100), "replica is corrupt and offline")
 	assert.NotContains(t, c.Node(1).LogTail(100), "cut a torn write")
@@ -141,21 +145,7 @@ func TestVerifyFindsLatentBitRotAndItsFixWorks(t *testing.T) {
 	produceN(t, cl, "latent", 0, 20, "v")
 
 	dir := c.Node(3).ReplicaDir("latent", 0)
-	base, err := newestSegment(dir)
-	require.NoError(t, err)
-	path := filepath.Join(dir, fmt.Sprintf("%020d.log", base))
-	scan, err := scanSegment(path)
-	require.NoError(t, err)
-	mid := scan.batches[len(scan.batches)/2]
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	require.NoError(t, err)
-	b := []byte{0}
-	_, err = f.ReadAt(b, mid.end-2)
-	require.NoError(t, err)
-	b[0] ^= 0x01
-	_, err = f.WriteAt(b, mid.end-2)
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
+	flipBatchBit(t, dir, middleBatch)
 
 	res := ctlRun(t, c, "verify", "-o", "json")
 	require.Equal(t, 2, res.Exit, "%s%s", res.Stdout, res.Stderr)
