@@ -104,16 +104,17 @@ func (h *rpcHandler) fetchMetadata(req *transport.Request) transport.Reply {
 		return transport.Immediate(nil, err)
 	}
 	c.noteBroker(r.BrokerID, r.Addr)
-	c.checkEpoch(r.BrokerID, r.KnownEpoch)
-	if err := c.refusal(); err != nil {
-		return transport.Immediate(nil, err)
+	return func(ctx context.Context) (transport.Message, error) {
+		c.claimedEpoch(ctx, r.BrokerID, r.KnownEpoch)
+		if err := c.refusal(); err != nil {
+			return nil, err
+		}
+		meta := c.Metadata()
+		if meta.Epoch <= r.KnownEpoch {
+			return &transport.MetadataBlob{}, nil
+		}
+		return metadataBlob(meta)
 	}
-	meta := c.Metadata()
-	if meta.Epoch <= r.KnownEpoch {
-		return transport.Immediate(&transport.MetadataBlob{}, nil)
-	}
-	m, err := metadataBlob(meta)
-	return transport.Immediate(m, err)
 }
 
 func (h *rpcHandler) describeCluster(req *transport.Request) transport.Reply {

@@ -218,7 +218,7 @@ func (c *controller) register(ctx context.Context, req *transport.RegisterBroker
 	if req.ClusterID != "" && cur.ClusterID != "" && req.ClusterID != cur.ClusterID {
 		return nil, fmt.Errorf("%w: broker %d's storage belongs to cluster %q, this is cluster %q", transport.ErrStampMismatch, req.ID, req.ClusterID, cur.ClusterID)
 	}
-	c.checkEpoch(req.ID, req.MetadataEpoch)
+	c.claimedEpoch(ctx, req.ID, req.MetadataEpoch)
 	if err := c.refusal(); err != nil {
 		return nil, err
 	}

@@ -48,8 +48,30 @@ func (c *controller) noteBroker(id int32, addr string) {
 	c.mu.Unlock()
 }
 
+// claimedEpoch is told that broker says it holds metadata of epoch: when
+// that is above the controller's own, the controller asks the broker at
+// the address it knows for it (its metadata's, else the one it reached
+// the controller from) before it believes it, so that a request that
+// only claims a high epoch cannot stop the controller.
+func (c *controller) claimedEpoch(ctx context.Context, broker int32, epoch int64) {
+	c.mu.Lock()
+	own, refused := c.mu.meta.Epoch, c.mu.refused
+	addr := c.mu.seen[broker]
+	if b, ok := c.mu.meta.Broker(broker); ok {
+		addr = b.Addr
+	}
+	c.mu.Unlock()
+	if refused != nil || epoch <= own || addr == "" {
+		return
+	}
+	if id, _, held, ok := c.heldBy(ctx, addr); ok && id == broker && held.ClusterID == c.Metadata().ClusterID {
+		c.checkEpoch(broker, held.Epoch)
+	}
+}
+
 // checkEpoch makes the controller refuse changes if broker holds metadata
-// of a later epoch than the controller's own.
+// of a later epoch than the controller's own, as the controller saw it
+// hold.
 func (c *controller) checkEpoch(broker int32, epoch int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"gostream/transport"
 )
 
 func controllerMetadataPath(c *Cluster) string {
@@ -111,4 +113,22 @@ func TestControllerWithMissingMetadataIsRestored(t *testing.T) {
 	assert.Equal(t, md.ClusterID, md2.ClusterID, "the same cluster")
 	assert.Len(t, consumeAll(t, cl2, "a", 0), 5)
 	produceN(t, cl2, "a", 0, 2, "after")
+}
+
+// A request that only claims a broker holds newer metadata (a forged or
+// buggy metadata poll) does not stop the controller: it believes an epoch
+// only from the broker itself, at its address.
+func TestClaimedEpochIsCheckedWithTheBroker(t *testing.T) {
+	c := startCluster(t, 3)
+	cl := newClient(t, c)
+	createTopic(t, cl, "x", 1, 3)
+	for _, claim := range []transport.FetchMetadataRequest{
+		{KnownEpoch: 1 << 40, BrokerID: 2, Addr: "127.0.0.1:1"},
+		{KnownEpoch: 1 << 40, BrokerID: 77, Addr: "127.0.0.1:1"},
+	} {
+		var blob transport.MetadataBlob
+		require.NoError(t, call(t, c.Node(1).Addr(), transport.APIFetchMetadata, &claim, &blob))
+	}
+	res := ctlRun(t, c, "topic", "create", "y", "--partitions", "1", "--replication-factor", "3")
+	require.Equal(t, 0, res.Exit, "the controller still makes changes: %s", res.Stderr)
 }
