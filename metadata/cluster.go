@@ -249,7 +249,7 @@ func (c *Cluster) Validate() error {
 		if b.Addr == "" {
 			return fmt.Errorf("%w: broker %d has no address", ErrInvalid, b.ID)
 		}
-		if b.RootID != "" && !validID(b.RootID) {
+		if b.RootID != "" && !ValidID(b.RootID) {
 			return fmt.Errorf("%w: broker %d has root id %q, want 32 hex digits", ErrInvalid, b.ID, b.RootID)
 		}
 	}
@@ -259,7 +259,7 @@ func (c *Cluster) Validate() error {
 			return fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		if t.ID != "" {
-			if !validID(t.ID) {
+			if !ValidID(t.ID) {
 				return fmt.Errorf("%w: topic %q has id %q, want 32 hex digits", ErrInvalid, t.Name, t.ID)
 			}
 			if ids[t.ID] {
@@ -289,8 +289,8 @@ func NoSuchPartition(topic string, n int, p int32) string {
 	}
 }
 
-// validID reports whether id looks like one NewID made.
-func validID(id string) bool {
+// ValidID reports whether id looks like one NewID made.
+func ValidID(id string) bool {
 	if len(id) != 32 {
 		return false
 	}

@@ -256,6 +256,10 @@ func (b *broker) openReplicaAt(tp topicPartition, topicID string, initial int64,
 	idPath := filepath.Join(dir, topicIDFile)
 	held, err := os.ReadFile(idPath)
 	switch {
+	case err == nil && topicID != "" && !metadata.ValidID(strings.TrimSpace(string(held))):
+		// Not an id at all: the file is damaged, and says nothing about
+		// whose records these are. Nothing is removed on its word.
+		return nil, b.markOffline(tp, fmt.Errorf("open replica %s/%d: %w: %s holds %q, not a topic id", tp.topic, tp.partition, storage.ErrCorrupt, idPath, held))
 	case err == nil && topicID != "" && strings.TrimSpace(string(held)) != topicID:
 		b.logger.Warn("removing a replica of a deleted incarnation of the topic", "topic", tp.topic, "partition", tp.partition,
 			"old_id", strings.TrimSpace(string(held)), "id", topicID)
@@ -280,11 +284,7 @@ func (b *broker) openReplicaAt(tp topicPartition, topicID string, initial int64,
 	if err != nil {
 		err = fmt.Errorf("open replica %s/%d: %w", tp.topic, tp.partition, err)
 		if errors.Is(err, storage.ErrCorrupt) {
-			b.logger.Error("replica is corrupt and offline; rebuild it from its leader with gostream-ctl recover",
-				"topic", tp.topic, "partition", tp.partition, "err", err)
-			b.mu.Lock()
-			b.mu.offline[tp] = err
-			b.mu.Unlock()
+			b.markOffline(tp, err)
 		}
 		return nil, err
 	}
@@ -309,6 +309,17 @@ func (b *broker) openReplicaAt(tp topicPartition, topicID string, initial int64,
 	delete(b.mu.offline, tp)
 	b.mu.Unlock()
 	return r, nil
+}
+
+// markOffline records a replica as offline for err (corruption), logs it,
+// and returns err.
+func (b *broker) markOffline(tp topicPartition, err error) error {
+	b.logger.Error("replica is corrupt and offline; rebuild it from its leader with gostream-ctl recover",
+		"topic", tp.topic, "partition", tp.partition, "err", err)
+	b.mu.Lock()
+	b.mu.offline[tp] = err
+	b.mu.Unlock()
+	return err
 }
 
 // offlineErr returns why a replica is offline, or nil.
