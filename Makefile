@@ -35,7 +35,7 @@ test:
 fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
 
-# Three nodes on loopback with the ports of CLI.md (node 1 the controller),
+# Three nodes on loopback with the ports of docs/cli.md (node 1 the controller),
 # data in ./data/node{1,2,3}, in the foreground; Ctrl-C stops them.
 run: build
 	BIN=$(BIN) scripts/run-cluster.sh
@@ -61,7 +61,7 @@ bench:
 bench-compare: build
 	BIN=$(BIN) GO=$(GO) scripts/bench-compare.sh
 
-# The chaos harness (testcluster/, DESIGN.md section 10): every scenario
+# The chaos harness (testcluster/, docs/design.md section 10): every scenario
 # on its own 3-node cluster, CHAOS_DURATION of faults each (ten scenarios:
 # about 11 minutes in all), then the checker. `make test` runs only a short
 # smoke of it. Network faults need root (a network namespace and iptables

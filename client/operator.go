@@ -10,7 +10,7 @@ import (
 )
 
 // Operator changes: failover, recovery and the controller's audit trail
-// (DESIGN.md section 7), and the replica digest that verification compares.
+// (docs/design.md section 7), and the replica digest that verification compares.
 // The controller's requests and answers travel as JSON documents whose shape
 // is the CLI's JSON output; the types below mirror them.
 

@@ -1,4 +1,4 @@
-// Package httpapi owns a node's HTTP surface (DESIGN.md section 9): its
+// Package httpapi owns a node's HTTP surface (docs/design.md section 9): its
 // routes, the methods each route accepts, and the JSON each answers with.
 // It provides an http.Handler; the node owns the listener and the server's
 // lifetime.
@@ -15,6 +15,7 @@
 //   - Every request is logged at Debug with method, path, status and
 //     duration, never above Debug.
 //
-// GET /metrics, GET /api/status and the Durable Streams protocol under /ds/
-// come later.
+// GET /metrics serves the Prometheus text format and GET /api/status the
+// node's view as JSON, when the node gives them (Config.Metrics,
+// Config.Status). The Durable Streams protocol is not served yet.
 package httpapi

@@ -16,7 +16,7 @@ import (
 )
 
 // The addresses a node uses when its Config leaves them empty. They are the
-// ones of node 1 in CLI.md, so that gostream-ctl with no flags reaches a
+// ones of node 1 in docs/cli.md, so that gostream-ctl with no flags reaches a
 // node started with no flags.
 const (
 	// DefaultListen is the RPC address.

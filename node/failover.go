@@ -288,7 +288,7 @@ func partitionOf(meta *metadata.Cluster, topic string, partition int32) (metadat
 }
 
 // failoverPartition replaces the leader of a partition whose leader does
-// not answer, following DESIGN.md section 7. With to > 0 it moves the
+// not answer, following docs/design.md section 7. With to > 0 it moves the
 // leadership of a healthy partition to broker to instead (elect-leaders):
 // the old leader is fenced with the new epoch like every other active
 // replica and stays a candidate follower; see docs/failover.md.

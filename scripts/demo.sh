@@ -2,7 +2,7 @@
 # A one-minute tour of gostream: starts one node in the background on a
 # temporary data directory, creates a topic, produces keyed events, reads
 # them back, replays a partition, then stops the node and removes the data.
-# It uses the CLI.md ports (RPC 9400, gossip 9401, HTTP 9402) when they are
+# It uses the docs/cli.md ports (RPC 9400, gossip 9401, HTTP 9402) when they are
 # free and three free ports otherwise. `make demo` builds and runs it.
 set -euo pipefail
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Starts a local three-node gostream cluster on loopback, in the foreground,
-# with the addresses of CLI.md, so that gostream-ctl with no flags talks to
+# with the addresses of docs/cli.md, so that gostream-ctl with no flags talks to
 # it. `make run` builds the binaries and runs this.
 #
 #   node 1 (the controller): RPC 9400, gossip 9401, HTTP 9402
@@ -28,7 +28,7 @@ for b in gostream-node gostream-ctl; do
 	fi
 done
 
-# node_port ID OFFSET: the CLI.md port of node ID (9400 + 10*(ID-1) + OFFSET),
+# node_port ID OFFSET: the docs/cli.md port of node ID (9400 + 10*(ID-1) + OFFSET),
 # OFFSET 0 for RPC, 1 for gossip, 2 for HTTP.
 node_port() { echo $((9400 + 10 * ($1 - 1) + $2)); }
 port_name() { case $1 in 0) echo RPC ;; 1) echo gossip ;; 2) echo HTTP ;; esac; }

@@ -1,4 +1,4 @@
-// Package transport owns gostream's wire protocol (DESIGN.md section 4):
+// Package transport owns gostream's wire protocol (docs/design.md section 4):
 // length-prefixed frames, one codec per message, error codes, and the RPC
 // client (Conn, Pool) and server (Server).
 //

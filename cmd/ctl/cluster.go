@@ -154,11 +154,11 @@ type brokerStatus struct {
 	Gossip string `json:"gossip"`
 
 	// answers is whether the broker answered the survey (tables only: the
-	// JSON of CLI.md has no field for it; warnings say it).
+	// JSON of docs/cli.md has no field for it; warnings say it).
 	answers bool
 }
 
-// clusterStatus is what cluster status prints (CLI.md).
+// clusterStatus is what cluster status prints (docs/cli.md).
 type clusterStatus struct {
 	Controller int32           `json:"controller"`
 	Brokers    []brokerStatus  `json:"brokers"`

@@ -15,7 +15,7 @@ GLOBAL OPTIONS (before or after the command, see gostream-ctl --help):
    --bootstrap HOST:PORT,...  -o, --output table|json  --timeout DURATION
 `
 
-// commands returns the command tree of CLI.md, each group of commands
+// commands returns the command tree of docs/cli.md, each group of commands
 // defined in the file of its concern (topic.go, produce.go, ...). Commands
 // that a later issue brings are registered with their arguments and flags,
 // so that --help shows the contract, and fail with NotImplemented.

@@ -18,7 +18,7 @@ import (
 	"gostream/transport"
 )
 
-// Failover and recovery (DESIGN.md section 7): the controller does the
+// Failover and recovery (docs/design.md section 7): the controller does the
 // work; these commands ask it, print what it did per partition, and exit 2
 // when it refused or any partition failed.
 
@@ -246,7 +246,7 @@ type changeResultJSON struct {
 	client.ChangeResult
 }
 
-// changeReportJSON is what failover and recover -o json print (CLI.md):
+// changeReportJSON is what failover and recover -o json print (docs/cli.md):
 // {"results":[...]}, with [] rather than null for empty lists.
 func changeReportJSON(results []client.ChangeResult, broker int32) any {
 	out := struct {

@@ -1,6 +1,6 @@
 // Command gostream-ctl administers a gostream cluster from a shell: status,
 // topics, produce and consume, failover, recovery, verify, bench. Its
-// commands, flags and exit statuses are the contract of CLI.md; see
+// commands, flags and exit statuses are the contract of docs/cli.md; see
 // gostream-ctl --help.
 package main
 
@@ -188,7 +188,7 @@ func globalsOf(c *cli.Context) globals {
 	return g
 }
 
-// notImplemented is the action of every command of CLI.md that a later
+// notImplemented is the action of every command of docs/cli.md that a later
 // issue brings.
 func notImplemented(c *cli.Context) error {
 	name := strings.TrimPrefix(helpName(c), c.App.Name+" ")

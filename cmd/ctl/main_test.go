@@ -114,7 +114,7 @@ func TestVersion(t *testing.T) {
 }
 
 // TestHelpShowsTheContract checks --help against the gostream-ctl part of
-// CLI.md: every command, the global flags, and each command's flags.
+// docs/cli.md: every command, the global flags, and each command's flags.
 func TestHelpShowsTheContract(t *testing.T) {
 	code, stdout, _ := runCtl(t, nil, "--help")
 	require.Equal(t, 0, code)
@@ -245,7 +245,7 @@ func TestHealthFailuresExitTwo(t *testing.T) {
 	}
 }
 
-// TestUnimplementedCommandsExitTwo runs every command of CLI.md that a later
+// TestUnimplementedCommandsExitTwo runs every command of docs/cli.md that a later
 // issue brings, with valid arguments and flags: each is understood (no usage
 // error) and fails with NotImplemented.
 func TestUnimplementedCommandsExitTwo(t *testing.T) {

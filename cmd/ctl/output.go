@@ -81,7 +81,7 @@ func isTerminal(w io.Writer) bool {
 // as base64 behind the marker "base64:" otherwise. A null key prints as
 // (null), an empty one as "".
 //
-// In JSON (CLI.md) keys and values are strings. When any byte field of a
+// In JSON (docs/cli.md) keys and values are strings. When any byte field of a
 // record (key, value or a header value) is not valid UTF-8, every byte
 // field of that record is base64 and the record carries
 // "encoding":"base64". Header keys are text and always printed as such.

@@ -50,7 +50,7 @@ acknowledged and exits 2 with the first failure.`
 // turn, and reading stops while the window is full.
 const produceWindow = 8192
 
-// ackJSON is one record of produce -o json (CLI.md).
+// ackJSON is one record of produce -o json (docs/cli.md).
 type ackJSON struct {
 	Topic       string `json:"topic"`
 	Partition   int32  `json:"partition"`

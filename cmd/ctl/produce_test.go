@@ -73,7 +73,7 @@ func TestProduceFromArguments(t *testing.T) {
 	}
 	assert.Len(t, seen, 3, "round robin across the partitions: %s", out)
 
-	// JSON: one object per record, in input order, with CLI.md's fields.
+	// JSON: one object per record, in input order, with docs/cli.md's fields.
 	out = ctlOK(t, c, "", "produce", "t", "--partition", "1", "x", "y", "-o", "json")
 	require.Len(t, lines(out), 2)
 	for i, l := range lines(out) {

@@ -59,7 +59,7 @@ type createdTopic struct {
 	Partitions []partitionJSON `json:"partitions"`
 }
 
-// describedTopic is what topic describe -o json prints (CLI.md).
+// describedTopic is what topic describe -o json prints (docs/cli.md).
 type describedTopic struct {
 	topicJSON
 	Partitions []describedPartition `json:"partitions"`

@@ -83,7 +83,7 @@ func TestTopicLifecycle(t *testing.T) {
 }
 
 // checkDescribe checks topic describe -o json field by field against
-// CLI.md, for a one-node cluster where broker 1 leads every partition.
+// docs/cli.md, for a one-node cluster where broker 1 leads every partition.
 func checkDescribe(t *testing.T, out, name string, sealed bool, hw []int64) {
 	t.Helper()
 	top := requireKeys(t, json.RawMessage(out), "name", "id", "replication_factor", "sealed", "partitions")

@@ -1,5 +1,5 @@
 // Command gostream-node runs one gostream broker node. Its flags, their
-// environment twins and its exit statuses are the contract of CLI.md; see
+// environment twins and its exit statuses are the contract of docs/cli.md; see
 // gostream-node --help.
 package main
 
@@ -19,6 +19,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"gostream/cmd/internal/exitcode"
+	"gostream/metadata"
 	"gostream/node"
 	"gostream/storage"
 	"gostream/transport"
@@ -341,7 +342,7 @@ func nameRunError(err error) error {
 		return exitcode.Fail("RootInUse", err)
 	case errors.Is(err, transport.ErrDuplicateBroker):
 		return exitcode.Fail("DuplicateBroker", err)
-	case errors.Is(err, storage.ErrCorrupt):
+	case errors.Is(err, storage.ErrCorrupt), errors.Is(err, metadata.ErrCorrupt):
 		return exitcode.Fail("Corrupt", err)
 	case errors.Is(err, node.ErrCannotListen):
 		return exitcode.Fail("CannotListen", err)

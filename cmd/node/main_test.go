@@ -231,7 +231,7 @@ func TestVersion(t *testing.T) {
 }
 
 // TestHelpListsEveryFlag checks the --help output against the gostream-node
-// table of CLI.md: every flag, its environment twin, and its default.
+// table of docs/cli.md: every flag, its environment twin, and its default.
 func TestHelpListsEveryFlag(t *testing.T) {
 	code, stdout, _ := runNode(t, nil, "--help")
 	require.Equal(t, 0, code)

@@ -1,5 +1,5 @@
 // Package exitcode owns the error contract that gostream's binaries share
-// with the people and scripts that run them (CLI.md): the exit status says
+// with the people and scripts that run them (docs/cli.md): the exit status says
 // what kind of failure it was, and stderr gets one line that starts with the
 // error's name, for example
 //
