@@ -10,10 +10,11 @@ import (
 
 // TestChaosSmoke runs a short pass of the chaos harness on every `make
 // test`: a leader cut off from its followers, a crash that loses unsynced
-// writes, and slow lossy links, a few faults each, checked against every
-// invariant the checker knows. The seed changes from run to run, so that
-// every CI run explores a little more; a failure prints it and saves the
-// run under testcluster/runs/ with the command that replays it. `make
+// writes, slow lossy links and a power loss of the whole cluster (each
+// node loses what it had not fsync'd), a few faults each, checked against
+// every invariant the checker knows. The seed changes from run to run, so
+// that every CI run explores a little more; a failure prints it and saves
+// the run under testcluster/runs/ with the command that replays it. `make
 // chaos` runs every scenario for longer.
 func TestChaosSmoke(t *testing.T) {
 	if testing.Short() {
@@ -26,7 +27,7 @@ func TestChaosSmoke(t *testing.T) {
 		t.Skipf("no network faults here (%v); `make chaos` as root runs them", err)
 	}
 	seed := time.Now().UnixNano() % 1_000_000_000
-	for i, name := range []string{"leader-isolated", "lost-unsynced", "slow-network"} {
+	for i, name := range []string{"leader-isolated", "lost-unsynced", "slow-network", "power-loss"} {
 		s := seed + int64(i)
 		t.Run(name, func(t *testing.T) {
 			replay := fmt.Sprintf("go run ./testcluster/cmd/chaos --scenarios %s --seed %d --duration 12s", name, s)

@@ -28,7 +28,7 @@ type pOff struct {
 	off int64
 }
 
-// CheckHistory checks the invariants of DESIGN.md section 10 that a
+// CheckHistory checks the invariants of docs/design.md section 10 that a
 // history shows, after the consumers have drained every partition:
 //
 //  1. every acknowledged produce is read back at its acknowledged offset;

@@ -20,7 +20,7 @@ import (
 // would: cluster status, topic describe and catch-up while a broker dies
 // and comes back.
 
-// ctlStatus is cluster status -o json (CLI.md).
+// ctlStatus is cluster status -o json (docs/cli.md).
 type ctlStatus struct {
 	Controller int32 `json:"controller"`
 	Brokers    []struct {

@@ -19,8 +19,8 @@ import (
 )
 
 // These tests drive failover, recovery, verify and the audit trail with
-// gostream-ctl against three real nodes, as an operator would (CLI.md,
-// DESIGN.md section 7).
+// gostream-ctl against three real nodes, as an operator would (docs/cli.md,
+// docs/design.md section 7).
 
 // ctlChange is one result of failover or recover -o json.
 type ctlChange struct {

@@ -7,13 +7,15 @@
 package testcluster
 
 // The chaos harness (history.go, workload.go, checker.go, porcupine.go,
-// porcupine_history.go, epochs.go, scenario.go, faults.go, diskfault.go,
+// porcupine_history.go, epochs.go, scenario.go, faults*.go, diskfault.go,
 // netns.go, proxy.go and cmd/chaos, run by `make chaos`, and briefly by
-// TestChaosSmoke in `make test`) runs a workload of producers and consumers against a 3-node cluster inside a
-// network namespace of its own while it injects a scenario's faults
+// TestChaosSmoke in `make test`) runs a workload of producers and
+// consumers against a 3-node cluster on the crashfs build, inside a
+// network namespace of its own, while it injects a scenario's faults
 // (kills, pauses, iptables cuts, proxy delay and loss, lost unsynced
-// bytes) and runs gostream-ctl failover and recover as an operator would,
-// then checks the invariants of DESIGN.md section 10 from the recorded
-// history (with its own checker and with porcupine against a model of a
-// partitioned log), the audit trail and the replicas' files.
-// docs/chaos.md says how.
+// bytes, power loss of the whole cluster, flipped bits, full disks,
+// duplicate nodes, topics created again) and runs gostream-ctl as an
+// operator would, following its advice; then it checks the invariants of
+// docs/design.md section 10 from the recorded history (with its own
+// checker and with porcupine against a model of a partitioned log), the
+// audit trail and the replicas' files. docs/chaos.md says how.

@@ -19,7 +19,7 @@ import (
 	"gostream/record"
 )
 
-// Invariants 5 and 7 of DESIGN.md section 10, checked from three sources
+// Invariants 5 and 7 of docs/design.md section 10, checked from three sources
 // that do not depend on each other: what clients saw of leadership while
 // the workload ran (LeaderSampler), the controller's audit trail
 // (LoadAuditTrail), and the bytes the replicas hold on disk (ReadReplica
@@ -364,7 +364,7 @@ func sortedKeys[K int32 | int64, V any](m map[K]V) []K {
 	return keys
 }
 
-// CheckEpochs checks invariant 5 of DESIGN.md section 10, "one leader per
+// CheckEpochs checks invariant 5 of docs/design.md section 10, "one leader per
 // (partition, epoch); epochs only increase; no replica accepts an append
 // from an older epoch", for one topic: samples of its leadership
 // (LeaderSampler), the audit trail's events about it (TopicEvents of
@@ -694,7 +694,7 @@ func parseAuditTrail(data []byte) ([]client.HistoryEvent, error) {
 	return *out.Events, nil
 }
 
-// CheckTruncations checks invariant 7 of DESIGN.md section 10, "every
+// CheckTruncations checks invariant 7 of docs/design.md section 10, "every
 // truncation point is above the highest acknowledged offset", for one
 // topic, from the files every node's replicas hold after the faults healed
 // and from the audit trail:

@@ -20,7 +20,8 @@ import (
 
 // Scenarios are the chaos scenarios, in the order `make chaos` runs them.
 var Scenarios = []string{"leader-kill", "follower-kill", "leader-pause", "leader-isolated", "controller-isolated",
-	"controller-mid-failover", "lost-unsynced", "slow-network", "rolling-restart", "random"}
+	"controller-mid-failover", "lost-unsynced", "slow-network", "rolling-restart",
+	"duplicate-id", "bit-rot", "disk-full", "topic-recreate", "restart-one-down", "power-loss", "random"}
 
 // needsNetwork lists the scenarios that cut links or slow them down: they
 // run only inside the harness's network namespace.
@@ -91,6 +92,15 @@ type run struct {
 	violations []string
 
 	leaderFaults int
+	// partitions is the number of partitions of the workload's topic.
+	partitions int
+	// lastLeaders is who led a partition before every node went down.
+	lastLeaders map[int32]bool
+	lastActive  map[int32][]int32
+	// side is topic-recreate's producer of the newest incarnation of
+	// recreateTopic (incarnation sideGen), nil before its first fault.
+	side    *sideProducer
+	sideGen int
 }
 
 // violation records an invariant broken during the run.
@@ -131,7 +141,8 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 		return res
 	}
 	defer os.RemoveAll(dir)
-	r := &run{cfg: cfg, rng: rand.New(rand.NewSource(cfg.Seed)), hist: &History{}, dir: dir, out: cfg.Out, paused: map[int32]bool{}}
+	r := &run{cfg: cfg, rng: rand.New(rand.NewSource(cfg.Seed)), hist: &History{}, dir: dir, out: cfg.Out, paused: map[int32]bool{},
+		partitions: partitions}
 	if r.logf, err = os.Create(filepath.Join(dir, "harness.log")); err != nil {
 		res.Err = err
 		return res
@@ -147,7 +158,9 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 		res.Err = fmt.Errorf("scenario %s needs network faults: %w", cfg.Name, netErr)
 		return res
 	}
-	r.c, err = New(Config{Nodes: 3, Dir: dir, Race: cfg.Race, Logf: r.log, Netns: netErr == nil, Seed: cfg.Seed})
+	// Every node runs on the crashfs build: kill -9 loses what a node had
+	// not fsync'd, as a machine crash does, and disks can fill.
+	r.c, err = New(Config{Nodes: 3, Dir: dir, Race: cfg.Race, Logf: r.log, Netns: netErr == nil, Seed: cfg.Seed, CrashFS: true})
 	if err != nil {
 		res.Err = err
 		return res
@@ -184,6 +197,9 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 			break
 		}
 		r.faults++
+	}
+	if r.side != nil {
+		r.side.stop()
 	}
 	res.Faults = r.faults
 	res.LeaderFaults = r.leaderFaults
@@ -256,6 +272,18 @@ func scenarioFault(name string) (func(*run) error, int, bool) {
 		return (*run).lostUnsynced, 3, true
 	case "slow-network":
 		return (*run).slowNetwork, 3, true
+	case "duplicate-id":
+		return (*run).duplicateID, 3, true
+	case "bit-rot":
+		return (*run).bitRot, 3, true
+	case "disk-full":
+		return (*run).diskFull, 3, true
+	case "topic-recreate":
+		return (*run).topicRecreate, 3, true
+	case "restart-one-down":
+		return (*run).restartOneDown, 3, true
+	case "power-loss":
+		return (*run).powerLoss, 3, true
 	case "random":
 		return (*run).randomFault, 3, true
 	}
@@ -608,7 +636,19 @@ func (r *run) rollingRestart() error {
 }
 
 func (r *run) randomFault() error {
-	switch k := r.rng.Intn(10); k {
+	switch k := r.rng.Intn(16); k {
+	case 10:
+		return r.duplicateID()
+	case 11:
+		return r.bitRot()
+	case 12:
+		return r.diskFull()
+	case 13:
+		return r.topicRecreate()
+	case 14:
+		return r.restartOneDown()
+	case 15:
+		return r.powerLoss()
 	case 6:
 		return r.leaderIsolated()
 	case 7:

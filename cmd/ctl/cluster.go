@@ -559,10 +559,20 @@ func (pc *partitionCheck) warnings() []warning {
 		})
 	}
 	for _, u := range pc.unusable {
+		// The fix names this one replica: failover --broker would also
+		// act on the broker's healthy replicas (and refuse them).
+		drop := pc.fix("failover", u.broker)
+		if strings.Contains(u.why, "NoSpace") || strings.Contains(u.why, "no space left") {
+			out = append(out, warning{
+				Message: fmt.Sprintf("partition %s: its follower on broker %d cannot serve (%s) — writes to the partition fail until space is freed on broker %d, "+
+					"then the replica resumes by itself; to take writes meanwhile, drop it with: %s", pc.name(), u.broker, u.why, u.broker, drop),
+			})
+			continue
+		}
 		out = append(out, warning{
-			Message: fmt.Sprintf("partition %s: its follower on broker %d cannot serve (%s) — writes to the partition fail until it is fixed or dropped; "+
-				"a full disk resumes by itself once space is freed, a damaged replica is dropped with failover --broker %d and rebuilt with recover", pc.name(), u.broker, u.why, u.broker),
-			Command: fmt.Sprintf("gostream-ctl failover --broker %d", u.broker),
+			Message: fmt.Sprintf("partition %s: its follower on broker %d cannot serve (%s) — writes to the partition fail until it is dropped; "+
+				"the fix drops it and rebuilds it from the leader", pc.name(), u.broker, u.why),
+			Command: drop + " && " + pc.fix("recover", u.broker),
 		})
 	}
 	for _, f := range pc.diverged {

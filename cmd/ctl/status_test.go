@@ -164,6 +164,27 @@ func TestStatusOf(t *testing.T) {
 			},
 		},
 		{
+			// Each fix names the one replica: failover --broker 3 would act
+			// on broker 3's healthy replicas too, and refuse them.
+			name: "a follower's replica is damaged, another's disk is full",
+			survey: func() *survey {
+				v1, v2, v3 := view(1, allAlive(), inSync(2, 3)...), view(2, allAlive(), inSync(3, 1)...), view(3, allAlive(), inSync(1, 2)...)
+				v3.status.Partitions = append(v3.status.Partitions, hostedReplica{Topic: "orders", Partition: 0, Leader: 1, LeaderEpoch: 1,
+					Offline: "open replica orders/0: storage: corrupt: batch at offset 259"})
+				v1.status.Partitions = append(v1.status.Partitions, hostedReplica{Topic: "orders", Partition: 1, Leader: 2, LeaderEpoch: 1,
+					Problem: "NoSpace: no space left on device"})
+				return surveyOf(testMeta(), v1, v2, v3)
+			}(),
+			partitions: `{"total":3,"under_replicated":0,"offline":0}`,
+			warnings: []warning{
+				{Message: "partition orders/0: its follower on broker 3 cannot serve (open replica orders/0: storage: corrupt: batch at offset 259) — " +
+					"writes to the partition fail until it is dropped; the fix drops it and rebuilds it from the leader",
+					Command: "gostream-ctl failover --topic orders --partition 0 --broker 3 && gostream-ctl recover --topic orders --partition 0 --broker 3"},
+				{Message: "partition orders/1: its follower on broker 1 cannot serve (NoSpace: no space left on device) — writes to the partition fail until space is freed on broker 1, " +
+					"then the replica resumes by itself; to take writes meanwhile, drop it with: gostream-ctl failover --topic orders --partition 1 --broker 1"},
+			},
+		},
+		{
 			name: "metadata problems and an unregistered member",
 			survey: func() *survey {
 				m := testMeta()

@@ -1,5 +1,5 @@
 // Command chaos runs the chaos scenarios of package testcluster against real
-// gostream-node processes and checks the invariants of DESIGN.md section 10
+// gostream-node processes and checks the invariants of docs/design.md section 10
 // from the history of the workload and from the replicas. It prints one
 // row per scenario and exits 1 if any found a violation (2 if the harness
 // could not run one). Run it from the module root: `make chaos`. With

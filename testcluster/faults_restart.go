@@ -1,0 +1,294 @@
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"gostream/client"
+)
+
+// client returns a client of the brokers that run and are not paused.
+func (r *run) client(ctx context.Context) (*client.Client, error) {
+	return client.New(ctx, client.Config{Bootstrap: strings.Split(r.liveBootstrap(), ","), RequestTimeout: 3 * time.Second, DialTimeout: time.Second})
+}
+
+// ackedBefore returns, per partition of the workload's topic, the highest
+// offset of a produce acknowledged before t.
+func (r *run) ackedBefore(t time.Time) map[int32]int64 {
+	acked := map[int32]int64{}
+	for _, op := range r.hist.Ops() {
+		if op.Kind != OpProduce || op.Result != ResultOK || !op.End.Before(t) || op.Topic != chaosTopic {
+			continue
+		}
+		if cur, ok := acked[op.Partition]; !ok || op.Offset > cur {
+			acked[op.Partition] = op.Offset
+		}
+	}
+	return acked
+}
+
+// checkReadable checks that, within timeout, a consumer can read offset
+// want[p] of every partition p of the workload's topic: acknowledged data
+// must not stay unreadable longer than the operator's steps take. It
+// reports a violation naming what and the partitions still unreadable.
+func (r *run) checkReadable(what string, want map[int32]int64, timeout time.Duration) {
+	if len(want) == 0 {
+		return
+	}
+	start := time.Now()
+	deadline := start.Add(timeout)
+	left := map[int32]int64{}
+	for p, off := range want {
+		left[p] = off
+	}
+	lastErr := map[int32]string{}
+	for len(left) > 0 && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		cl, err := r.client(ctx)
+		if err == nil {
+			for p, off := range left {
+				if err := readAt(ctx, cl, p, off); err != nil {
+					lastErr[p] = err.Error()
+					continue
+				}
+				delete(left, p)
+			}
+			cl.Close()
+		}
+		cancel()
+		if len(left) > 0 {
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	if len(left) == 0 {
+		r.say("acknowledged data readable %s after %s: offsets %v", time.Since(start).Round(time.Millisecond), what, want)
+		return
+	}
+	var ps []string
+	for p, off := range left {
+		ps = append(ps, fmt.Sprintf("partition %d offset %d (%s)", p, off, lastErr[p]))
+	}
+	sort.Strings(ps)
+	r.violation("unreadable: acknowledged records were not readable within %s after %s: %s", timeout, what, strings.Join(ps, "; "))
+}
+
+// readAt reads the record at offset off of a partition of the workload's
+// topic.
+func readAt(ctx context.Context, cl *client.Client, p int32, off int64) error {
+	if err := cl.RefreshMetadata(ctx, chaosTopic); err != nil {
+		return err
+	}
+	c, err := client.NewConsumer(cl, chaosTopic, p, client.ConsumerConfig{MaxBytes: 64 << 10})
+	if err != nil {
+		return err
+	}
+	c.SeekTo(off)
+	recs, err := c.Poll(ctx, 500*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		if rec.Offset >= off {
+			return nil
+		}
+	}
+	return fmt.Errorf("no record at or past %d yet (high watermark %d)", off, c.HighWatermark())
+}
+
+// killAll kills every node at once with kill -9. On the crashfs build each
+// loses what it had not fsync'd: a power loss of the whole cluster. It
+// waits for the sends that were in flight to end and returns when the
+// nodes died.
+func (r *run) killAll() (time.Time, error) {
+	if len(r.lastLeaders) > 0 {
+		r.leaderFaults++ // every leader goes down with it
+	}
+	for _, n := range r.c.Nodes {
+		n.signal(syscall.SIGCONT)
+		n.signal(syscall.SIGKILL)
+	}
+	for _, n := range r.c.Nodes {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		n.Wait(ctx)
+		cancel()
+		if n.Running() {
+			return time.Time{}, fmt.Errorf("node %d did not die of kill -9 within 30s", n.ID)
+		}
+	}
+	killed := time.Now()
+	if !r.w.Settle(killed, 30*time.Second) {
+		return killed, fmt.Errorf("sends begun before the power loss did not end within 30s")
+	}
+	r.checkDurable(r.ackedBefore(time.Now()))
+	return killed, nil
+}
+
+// powerLoss cuts the power of the whole cluster: every node is killed at
+// once and, on the crashfs build, loses every byte it had not fsync'd.
+// Then all come back, the operator runs recover for each, and every
+// record acknowledged before the power went must be readable within 30
+// seconds; the checkers later see that none was lost. This is the fault
+// that sees storage which says it synced when it did not.
+func (r *run) powerLoss() error {
+	r.noteLeaders()
+	killed, err := r.killAll()
+	if err != nil {
+		return err
+	}
+	r.say("power loss: every node killed at once, losing what it had not fsync'd")
+	acked := r.ackedBefore(killed)
+	r.sleep(200, 1500)
+	for _, n := range r.c.Nodes {
+		if err := r.c.StartNode(n.ID); err != nil {
+			r.violation("power-loss: node %d did not start and serve after the power loss: %v", n.ID, err)
+			return nil
+		}
+	}
+	r.say("every node restarted after the power loss")
+	for _, n := range r.c.Nodes {
+		if err := r.recover(n.ID); err != nil {
+			return err
+		}
+	}
+	r.checkReadable("the power came back and recover ran", acked, 30*time.Second)
+	r.rebalance()
+	return nil
+}
+
+// restartOneDown is a full restart with one node left down: every node is
+// killed at once (a power loss), all but one broker other than the
+// controller's come back. With no operator step, every record acknowledged
+// more than the high-watermark checkpoint's interval before the kill must
+// be readable within 15 seconds on the partitions whose leader is back
+// (the restarted leaders serve below their checkpointed high watermark,
+// not waiting for the missing follower). Then the operator fails the
+// missing broker over, and everything acknowledged must be readable within
+// 30 seconds; the broker comes back last and is recovered.
+func (r *run) restartOneDown() error {
+	r.noteLeaders()
+	killed, err := r.killAll()
+	if err != nil {
+		return err
+	}
+	down := int32(2 + r.rng.Intn(2))
+	r.say("every node killed at once; node %d stays down", down)
+	acked := r.ackedBefore(killed)
+	// The checkpoint is written every second: a record acknowledged in
+	// the last moment before the kill may be above it.
+	checkpointed := r.ackedBefore(killed.Add(-3 * time.Second))
+	for _, n := range r.c.Nodes {
+		if n.ID == down {
+			continue
+		}
+		if err := r.c.StartNode(n.ID); err != nil {
+			r.violation("restart-one-down: node %d did not start and serve: %v", n.ID, err)
+			return nil
+		}
+	}
+	r.say("nodes other than %d restarted", down)
+	tm, err := describe(r.c, chaosTopic)
+	if err != nil {
+		return err
+	}
+	want := map[int32]int64{}
+	for _, p := range tm.Partitions {
+		if off, ok := checkpointed[p.Partition]; ok && p.Leader != down {
+			want[p.Partition] = off
+		}
+	}
+	r.checkReadable(fmt.Sprintf("a full restart with node %d left down, before any operator step", down), want, 15*time.Second)
+	if err := r.failover(down); err != nil {
+		return err
+	}
+	r.checkReadable(fmt.Sprintf("failover of node %d, left down after a full restart", down), acked, 30*time.Second)
+	r.sleep(1000, 3000)
+	for _, n := range r.c.Nodes {
+		if n.ID != down {
+			if err := r.recover(n.ID); err != nil {
+				return err
+			}
+		}
+	}
+	return r.restart(down)
+}
+
+// noteLeaders remembers which brokers lead a partition now, and each
+// partition's active set, for faults that take every node down.
+func (r *run) noteLeaders() {
+	tm, err := describe(r.c, chaosTopic)
+	if err != nil {
+		r.say("describe %s: %v", chaosTopic, err)
+		return
+	}
+	r.lastLeaders, r.lastActive = map[int32]bool{}, map[int32][]int32{}
+	for _, p := range tm.Partitions {
+		r.lastLeaders[p.Leader] = true
+		r.lastActive[p.Partition] = p.Active
+	}
+}
+
+// checkDurable checks, with every node down after a power loss, that each
+// replica in a partition's active set holds on its disk every record
+// acknowledged on that partition (acked: the highest such offset): an
+// acknowledgement promises that every active replica had fsync'd it.
+func (r *run) checkDurable(acked map[int32]int64) {
+	bad := 0
+	for p, active := range r.lastActive {
+		off, ok := acked[p]
+		if !ok {
+			continue
+		}
+		for _, id := range active {
+			end, err := ReplicaLogEnd(r.c.Node(id).ReplicaDir(chaosTopic, p))
+			if err != nil {
+				r.violation("not-durable: broker %d's replica of partition %d cannot be read after the power loss: %v", id, p, err)
+				continue
+			}
+			if end <= off {
+				if bad++; bad <= maxReported {
+					r.violation("not-durable: after the power loss broker %d's replica of partition %d (in the active set) ends at offset %d on disk, but offset %d was acknowledged",
+						id, p, end, off)
+				}
+			}
+		}
+	}
+	if bad == 0 {
+		r.say("every active replica held every acknowledged record on disk after the power loss: %v", acked)
+	}
+}
+
+// ReplicaLogEnd is the offset after the last whole, valid batch that the
+// segment files in dir hold, read from the disk itself.
+func ReplicaLogEnd(dir string) (int64, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var end int64
+	for _, e := range entries {
+		num, ok := strings.CutSuffix(e.Name(), ".log")
+		if !ok || len(num) != 20 || !e.Type().IsRegular() {
+			continue
+		}
+		base, err := strconv.ParseInt(num, 10, 64)
+		if err != nil {
+			continue
+		}
+		s, err := scanSegment(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return 0, err
+		}
+		end = max(end, base)
+		if len(s.batches) > 0 {
+			end = max(end, s.batches[len(s.batches)-1].next)
+		}
+	}
+	return end, nil
+}
