@@ -65,7 +65,7 @@ for patch in "${patches[@]}"; do
 	dir="$work/$name"
 	copy_tree "$dir"
 	(cd "$dir" && git apply) <"$patch"
-	echo "plant: $name: planted ($(grep -c '^+' "$patch") added lines); running $SCENARIOS on seeds $SEEDS for $DURATION each"
+	echo "plant: $name: planted ($(grep -c '^+[^+]' "$patch") line(s) changed); running $SCENARIOS on seeds $SEEDS for $DURATION each"
 	if run_scenarios "$dir" "$name"; then
 		echo "plant: $name: MISSED: no scenario found a violation"
 		missed=$((missed + 1))
