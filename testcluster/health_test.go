@@ -150,15 +150,7 @@ func TestVerifyFindsLatentBitRotAndItsFixWorks(t *testing.T) {
 	res := ctlRun(t, c, "verify", "-o", "json")
 	require.Equal(t, 2, res.Exit, "%s%s", res.Stdout, res.Stderr)
 	assert.True(t, strings.HasPrefix(res.Stderr, "StorageFailed:"), res.Stderr)
-	var rep struct {
-		Partitions []struct {
-			Replicas []struct {
-				Broker  int32  `json:"broker"`
-				State   string `json:"state"`
-				Command string `json:"command"`
-			} `json:"replicas"`
-		} `json:"partitions"`
-	}
+	var rep verifyReply
 	require.NoError(t, json.Unmarshal([]byte(res.Stdout), &rep))
 	var fix string
 	for _, r := range rep.Partitions[0].Replicas {
