@@ -16,7 +16,7 @@ FUZZTIME      ?= 60s
 BENCHCOUNT ?= 5
 BENCHTIME  ?= 1s
 
-.PHONY: all build test fuzz run demo bench fmt lint clean chaos
+.PHONY: all build test fuzz run node demo bench fmt lint clean chaos
 
 all: build
 
@@ -39,6 +39,14 @@ fuzz:
 # data in ./data/node{1,2,3}, in the foreground; Ctrl-C stops them.
 run: build
 	BIN=$(BIN) scripts/run-cluster.sh
+
+# One node of `make run` by itself, in the foreground, with the flags and
+# data `make run` gave it (N=1, 2 or 3): to start again a node that died
+# while the others run on. Then `gostream-ctl cluster status` says what is
+# left to do.
+N ?=
+node: build
+	BIN=$(BIN) scripts/run-node.sh $(N)
 
 # A one-minute tour: one node on a temporary directory, a topic, keyed
 # events produced and consumed, a partition replayed; then everything is

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts a local three-node gostream cluster on loopback, in the foreground,
 # with the addresses of docs/cli.md, so that gostream-ctl with no flags talks to
-# it. `make run` builds the binaries and runs this.
+# it. `make run` builds the binaries and runs this. The nodes, their ports
+# and flags are in scripts/local-cluster.sh:
 #
 #   node 1 (the controller): RPC 9400, gossip 9401, HTTP 9402
 #   node 2:                  RPC 9410, gossip 9411, HTTP 9412
@@ -9,17 +10,20 @@
 #
 # Data lives under $DATA/node1, node2, node3 (./data by default) and is kept:
 # running it again brings back the same cluster. Logs of all three go to the
-# terminal, each line prefixed with [node1], [node2] or [node3]. Ctrl-C sends
-# SIGTERM to each node, waits for them to stop, and exits 0.
+# terminal, each line prefixed with [node1], [node2] or [node3]. A node that
+# fails to start stops the others. Once all are up, a node that dies (kill
+# -9, a crash) is reported with how it ended, and the others keep running:
+# `make node N=<id>` starts it again with the same flags and data. Ctrl-C
+# sends SIGTERM to each node still running here, waits for them to stop,
+# and exits 0.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-BIN="${BIN:-./bin}"
-DATA="${DATA:-./data}"
+# shellcheck source=scripts/local-cluster.sh
+. scripts/local-cluster.sh
 # How long the nodes get to answer /api/health, and to stop after Ctrl-C.
 START_TIMEOUT="${START_TIMEOUT:-30}"
 STOP_TIMEOUT="${STOP_TIMEOUT:-30}"
-NODES=(1 2 3)
 
 for b in gostream-node gostream-ctl; do
 	if [ ! -x "$BIN/$b" ]; then
@@ -28,27 +32,9 @@ for b in gostream-node gostream-ctl; do
 	fi
 done
 
-# node_port ID OFFSET: the docs/cli.md port of node ID (9400 + 10*(ID-1) + OFFSET),
-# OFFSET 0 for RPC, 1 for gossip, 2 for HTTP.
-node_port() { echo $((9400 + 10 * ($1 - 1) + $2)); }
-port_name() { case $1 in 0) echo RPC ;; 1) echo gossip ;; 2) echo HTTP ;; esac; }
-
 # Every port must be free before anything starts, so that a taken port is
 # named rather than found as one node dying among the logs of the others.
-# (This sees TCP listeners; a UDP-only squatter on a gossip port makes that
-# node exit with CannotListen, which the startup wait below reports.)
-port_taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-taken=0
-for id in "${NODES[@]}"; do
-	for off in 0 1 2; do
-		port=$(node_port "$id" "$off")
-		if port_taken "$port"; then
-			echo "run-cluster: port $port (node $id $(port_name "$off")) is taken" >&2
-			taken=1
-		fi
-	done
-done
-if [ "$taken" = 1 ]; then
+if ! ports_free run-cluster "${NODES[@]}"; then
 	echo "run-cluster: is another 'make run' or gostream-node running? Stop it, or free the port(s) above." >&2
 	if command -v ss >/dev/null 2>&1; then
 		echo "run-cluster: listeners on ports 9400-9422:" >&2
@@ -111,19 +97,9 @@ prefix_lines() {
 	done
 }
 
-controller="1@127.0.0.1:$(node_port 1 0)"
 for i in "${!NODES[@]}"; do
 	id=${NODES[$i]}
-	join=()
-	for other in "${NODES[@]}"; do
-		if [ "$other" != "$id" ]; then
-			join+=("127.0.0.1:$(node_port "$other" 1)")
-		fi
-	done
-	join_list="$(IFS=,; echo "${join[*]}")"
-	rpc="127.0.0.1:$(node_port "$id" 0)"
-	gossip="127.0.0.1:$(node_port "$id" 1)"
-	http="127.0.0.1:$(node_port "$id" 2)"
+	node_args "$id"
 	prefix="${colors[$i]}[node$id]${reset} "
 	mkdir -p "$DATA/node$id"
 	fifo="$run_dir/node$id"
@@ -138,19 +114,17 @@ for i in "${!NODES[@]}"; do
 	set -m
 	prefix_lines "$prefix" <"$fifo" &
 	prefixers+=("$!")
-	"$BIN/gostream-node" --id "$id" --data-dir "$DATA/node$id" \
-		--listen "$rpc" --gossip "$gossip" --http "$http" \
-		--join "$join_list" --controller "$controller" \
-		>"$fifo" 2>&1 </dev/null &
+	"$BIN/gostream-node" "${NODE_ARGS[@]}" >"$fifo" 2>&1 </dev/null &
 	pids+=("$!")
 	set +m
 done
 
-# node_failed I: node I has exited; report its status and give up.
-node_failed() {
+# start_failed I: node I exited while the cluster started; report how
+# and give up.
+start_failed() {
 	local status=0
 	wait "${pids[$1]}" || status=$?
-	echo "run-cluster: node ${NODES[$1]} exited with status $status; its last [node${NODES[$1]}] lines" \
+	echo "run-cluster: node ${NODES[$1]} exited while starting: $(exit_reason "$status"); its last [node${NODES[$1]}] lines" \
 		"above say why (CannotListen: a port is taken). Stopping the others." >&2
 	stop
 	exit "$(( status == 0 ? 1 : status ))"
@@ -162,7 +136,7 @@ for i in "${!NODES[@]}"; do
 	until "$BIN/gostream-ctl" health --http "$http" --timeout 1s >/dev/null 2>&1; do
 		for j in "${!pids[@]}"; do
 			if ! kill -0 "${pids[$j]}" 2>/dev/null; then
-				node_failed "$j"
+				start_failed "$j"
 			fi
 		done
 		if [ "$SECONDS" -ge "$deadline" ]; then
@@ -181,24 +155,43 @@ gostream: three nodes are up; node 1 is the controller. Data in $DATA/node{1,2,3
   node 1  RPC 127.0.0.1:9400  gossip 127.0.0.1:9401  HTTP 127.0.0.1:9402
   node 2  RPC 127.0.0.1:9410  gossip 127.0.0.1:9411  HTTP 127.0.0.1:9412
   node 3  RPC 127.0.0.1:9420  gossip 127.0.0.1:9421  HTTP 127.0.0.1:9422
-In another terminal (gostream-ctl talks to 127.0.0.1:9400 by default):
+In another terminal (gostream-ctl talks to these three nodes by default):
   $ctl cluster status
   $ctl topic create orders --partitions 3 --replication-factor 3
   $ctl produce orders --key user-1 'hello'
   $ctl consume orders --from-beginning
   curl -s http://127.0.0.1:9412/api/health
 Ctrl-C stops all three; 'make run' again brings the same cluster back.
+If a node dies, the others keep running; 'make node N=<id>' starts it again.
 ready
 MSG
 
-# Stay in the foreground until Ctrl-C (handled by on_signal) or until a
-# node exits on its own, which stops the others and fails the script.
+# Stay in the foreground until Ctrl-C (handled by on_signal). A node that
+# exits on its own is reported, once, and the others keep running; when
+# none is left, the script exits 1.
+down=()
 while :; do
+	alive=0
 	for j in "${!pids[@]}"; do
-		if ! kill -0 "${pids[$j]}" 2>/dev/null; then
-			node_failed "$j"
+		if [ -n "${down[$j]:-}" ]; then
+			continue
 		fi
+		if kill -0 "${pids[$j]}" 2>/dev/null; then
+			alive=$((alive + 1))
+			continue
+		fi
+		status=0
+		wait "${pids[$j]}" || status=$?
+		down[$j]=1
+		id=${NODES[$j]}
+		echo "run-cluster: node $id exited: $(exit_reason "$status"); the other nodes keep running." >&2
+		echo "run-cluster: see what that means with: $ctl cluster status" >&2
+		echo "run-cluster: start node $id again, with its flags and data, in another terminal: make node N=$id" >&2
 	done
+	if [ "$alive" = 0 ]; then
+		echo "run-cluster: every node has exited; stopping" >&2
+		exit 1
+	fi
 	sleep 0.5 &
 	wait $! || true
 done

@@ -305,6 +305,8 @@ func statusOf(ctx context.Context, s *survey, prober replicaStater) clusterStatu
 		}
 	}
 	probeLags(ctx, prober, parts)
+	inactive := map[int32][]string{} // broker -> partitions whose replica on it is not active
+	offPreferred := 0
 	for _, pc := range parts {
 		st.Partitions.Total++
 		if pc.offline {
@@ -313,9 +315,68 @@ func statusOf(ctx context.Context, s *survey, prober replicaStater) clusterStatu
 		if pc.underReplicated() {
 			st.Partitions.UnderReplicated++
 		}
+		for _, b := range pc.inactive {
+			inactive[b] = append(inactive[b], pc.name())
+		}
+		if pc.offPreferred(s) {
+			offPreferred++
+		}
 		st.Warnings = append(st.Warnings, pc.warnings()...)
 	}
+	st.Warnings = append(st.Warnings, inactiveWarnings(s, inactive)...)
+	if len(st.Warnings) == 0 && offPreferred > 0 {
+		// Only on an otherwise healthy cluster: a move needs every
+		// preferred replica active and answering.
+		st.Warnings = append(st.Warnings, warning{
+			Message: fmt.Sprintf("%s led by another replica than the preferred one (a failover moves leadership, and it stays where it went) — move it back", plural(offPreferred, "partition")),
+			Command: "gostream-ctl elect-leaders",
+		})
+	}
+	if !s.controllerAnswered() {
+		// Every fix is an admin command, and the controller carries those
+		// out: none works until it is back.
+		for i, w := range st.Warnings {
+			if w.Command != "" {
+				st.Warnings[i].Message += fmt.Sprintf(" — admin commands wait for the controller, broker %d: once it is back, run: %s", s.meta.ControllerID, w.Command)
+				st.Warnings[i].Command = ""
+			}
+		}
+	}
 	return st
+}
+
+// inactiveWarnings are the warnings about replicas outside their
+// partition's active set, one per broker: recover --broker brings all of a
+// broker's replicas back at once, once the broker runs.
+func inactiveWarnings(s *survey, inactive map[int32][]string) []warning {
+	var out []warning
+	for _, b := range sortedKeys(inactive) {
+		parts := inactive[b]
+		what := fmt.Sprintf("broker %d holds %s (under-replicated: %s)", b, plural(len(parts), "inactive replica"), abbreviate(parts, 5))
+		them := "them"
+		if len(parts) == 1 {
+			them = "it"
+		}
+		recover := fmt.Sprintf("gostream-ctl recover --broker %d", b)
+		_, registered := s.meta.Broker(b)
+		switch {
+		case !registered:
+			out = append(out, warning{Message: what + fmt.Sprintf(" — broker %d is not registered: start it (or replace it: gostream-ctl broker replace %d), then run: %s", b, b, recover)})
+		case !s.reachable(b) || gone(s.gossipOf(b)):
+			out = append(out, warning{Message: what + fmt.Sprintf(" — broker %d does not answer: start it first, then run: %s", b, recover)})
+		default:
+			out = append(out, warning{Message: what + " — recover brings " + them + " back", Command: recover})
+		}
+	}
+	return out
+}
+
+// abbreviate joins up to n names, and says how many more there are.
+func abbreviate(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
 }
 
 // brokerWarnings are the warnings about brokers themselves.
@@ -352,6 +413,13 @@ func brokerWarnings(s *survey, brokers []brokerStatus) []warning {
 	}
 	for _, b := range brokers {
 		failover := fmt.Sprintf("gostream-ctl failover --broker %d", b.ID)
+		if !b.answers && b.ID != ctrl && b.Registered == stateRegistered && !activeAnywhere(s.meta, b.ID) {
+			// Failed over already: nothing waits for it, and failover
+			// would find nothing to do.
+			out = append(out, warning{Message: fmt.Sprintf(
+				"broker %d does not answer (gossip: %s); it is in no active set, so nothing waits for it — start it again, then run: gostream-ctl recover --broker %d", b.ID, b.Gossip, b.ID)})
+			continue
+		}
 		switch {
 		case b.Registered != stateRegistered:
 			if !gone(b.Gossip) {
@@ -434,6 +502,28 @@ func (l *lagCheck) notInSync() bool {
 
 func (pc *partitionCheck) name() string { return fmt.Sprintf("%s/%d", pc.topic, pc.partition) }
 
+// offPreferred reports whether a healthy partition is led by another
+// replica than its preferred one (the first), which is active and answers.
+func (pc *partitionCheck) offPreferred(s *survey) bool {
+	if pc.offline || len(pc.p.Replicas) == 0 {
+		return false
+	}
+	pref := pc.p.Replicas[0]
+	return pc.p.Leader != pref && slices.Contains(pc.p.Active, pref) && s.reachable(pref)
+}
+
+// activeAnywhere reports whether broker is in some partition's active set.
+func activeAnywhere(meta *metadata.Cluster, broker int32) bool {
+	for _, t := range meta.Topics {
+		for _, p := range t.Partitions {
+			if slices.Contains(p.Active, broker) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (pc *partitionCheck) underReplicated() bool {
 	if len(pc.inactive) > 0 || len(pc.unreachable) > 0 || len(pc.diverged) > 0 {
 		return true
@@ -465,6 +555,13 @@ func checkPartition(s *survey, topic string, partition int32, p metadata.Partiti
 	case !registered:
 		pc.offline = true
 		pc.offlineWarn = warning{Message: fmt.Sprintf("partition %s is offline: its leader, broker %d, is not registered", pc.name(), p.Leader), Command: byPartition}
+	case !s.reachable(p.Leader) && p.Leader == s.meta.ControllerID:
+		// No failover runs without the controller; once its node is
+		// back, so is this leader.
+		pc.offline = true
+		pc.offlineWarn = warning{Message: fmt.Sprintf(
+			"partition %s: its leader, broker %d, is the controller's node, which does not answer (gossip: %s) — restart it; no failover can run without the controller",
+			pc.name(), p.Leader, leaderGossip)}
 	case !s.reachable(p.Leader):
 		pc.offline = true
 		pc.offlineWarn = warning{Message: fmt.Sprintf("partition %s: leader broker %d is unreachable (gossip: %s)", pc.name(), p.Leader, leaderGossip), Command: byBroker}
@@ -552,12 +649,7 @@ func (pc *partitionCheck) warnings() []warning {
 	if pc.offline {
 		out = append(out, pc.offlineWarn)
 	}
-	for _, r := range pc.inactive {
-		out = append(out, warning{
-			Message: fmt.Sprintf("partition %s is under-replicated: its replica on broker %d is not active", pc.name(), r),
-			Command: pc.fix("recover", r),
-		})
-	}
+	// Replicas outside the active set: inactiveWarnings, per broker.
 	for _, u := range pc.unusable {
 		// The fix names this one replica: failover --broker would also
 		// act on the broker's healthy replicas (and refuse them).

@@ -73,9 +73,11 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 		ErrWriter:                 stderr,
 		Flags: []cli.Flag{
 			&cli.StringFlag{
-				Name:    flagBootstrap,
-				Usage:   "RPC addresses `HOST:PORT,...` of nodes to ask first",
-				Value:   "127.0.0.1:9400",
+				Name:  flagBootstrap,
+				Usage: "RPC addresses `HOST:PORT,...` of nodes to ask first",
+				// The three nodes of `make run`, so that one being down
+				// does not fail a command.
+				Value:   "127.0.0.1:9400,127.0.0.1:9410,127.0.0.1:9420",
 				EnvVars: []string{"GOSTREAM_BOOTSTRAP"},
 			},
 			&cli.StringFlag{

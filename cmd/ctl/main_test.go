@@ -121,7 +121,7 @@ func TestHelpShowsTheContract(t *testing.T) {
 	for _, want := range []string{
 		"cluster", "broker", "topic", "produce", "consume", "catch-up", "failover",
 		"recover", "verify", "group", "bench", "health",
-		"--bootstrap", "$GOSTREAM_BOOTSTRAP", `"127.0.0.1:9400"`,
+		"--bootstrap", "$GOSTREAM_BOOTSTRAP", `"127.0.0.1:9400,127.0.0.1:9410,127.0.0.1:9420"`,
 		"--output", "-o", "--timeout",
 	} {
 		assert.Contains(t, stdout, want)

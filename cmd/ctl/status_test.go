@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -40,6 +41,20 @@ func testMeta() *metadata.Cluster {
 		t.Partitions = append(t.Partitions, metadata.Partition{Replicas: rs, Active: rs, Leader: lead, LeaderEpoch: 1})
 	}
 	m.Topics = []metadata.Topic{t}
+	return m
+}
+
+// failedOver2 is testMeta after failover --broker 2: broker 2 is in no
+// active set, and orders/1, which it led, is led by broker 1.
+func failedOver2() *metadata.Cluster {
+	m := testMeta()
+	for i := range m.Topics[0].Partitions {
+		p := &m.Topics[0].Partitions[i]
+		p.Active = slices.DeleteFunc(slices.Clone(p.Active), func(id int32) bool { return id == 2 })
+		if p.Leader == 2 {
+			p.Leader, p.LeaderEpoch = 1, 2
+		}
+	}
 	return m
 }
 
@@ -128,7 +143,7 @@ func TestStatusOf(t *testing.T) {
 			warnings: []warning{
 				{Message: "the controller, broker 1, does not answer (gossip: dead) — admin commands fail until it is back; produce and consume go on; restart it"},
 				{Message: "the answering brokers disagree on broker 3's gossip state — check the network between the nodes"},
-				{Message: "partition orders/0: leader broker 1 is unreachable (gossip: dead)", Command: "gostream-ctl failover --broker 1"},
+				{Message: "partition orders/0: its leader, broker 1, is the controller's node, which does not answer (gossip: dead) — restart it; no failover can run without the controller"},
 			},
 			gossipFrom: "the majority of the 2 answering brokers (the controller, broker 1, does not answer)",
 		},
@@ -185,6 +200,57 @@ func TestStatusOf(t *testing.T) {
 			},
 		},
 		{
+			// Failover is an admin command: with the controller down, it
+			// waits for the controller.
+			name: "the controller and a leader are down",
+			survey: surveyOf(testMeta(),
+				silent(1), silent(2), view(3, map[int32]string{1: gossipDead, 2: gossipDead, 3: gossipAlive}, inSync(1, 2)...)),
+			partitions: `{"total":3,"under_replicated":1,"offline":2}`,
+			warnings: []warning{
+				{Message: "the controller, broker 1, does not answer (gossip: dead) — admin commands fail until it is back; produce and consume go on; restart it"},
+				{Message: "broker 2 is registered but gossip says dead and it does not answer — check the process; if it is gone for good, fail it over — admin commands wait for the controller, broker 1: once it is back, run: gostream-ctl failover --broker 2"},
+				{Message: "partition orders/0: its leader, broker 1, is the controller's node, which does not answer (gossip: dead) — restart it; no failover can run without the controller"},
+				{Message: "partition orders/1: leader broker 2 is unreachable (gossip: dead) — admin commands wait for the controller, broker 1: once it is back, run: gostream-ctl failover --broker 2"},
+			},
+		},
+		{
+			// Broker 2 was failed over and is still down: failover again
+			// would find nothing to do, and recover cannot reach it.
+			name: "a failed-over broker still down",
+			survey: surveyOf(failedOver2(),
+				view(1, dead2, inSync(3)...), silent(2), view(3, dead2, inSync(1)...)),
+			stater:     fakeStater{"1 orders/1": 5, "3 orders/1": 5},
+			partitions: `{"total":3,"under_replicated":3,"offline":0}`,
+			warnings: []warning{
+				{Message: "broker 2 does not answer (gossip: dead); it is in no active set, so nothing waits for it — start it again, then run: gostream-ctl recover --broker 2"},
+				{Message: "broker 2 holds 3 inactive replicas (under-replicated: orders/0, orders/1, orders/2) — broker 2 does not answer: start it first, then run: gostream-ctl recover --broker 2"},
+			},
+		},
+		{
+			// Back and answering: one recover brings every replica back.
+			name: "a failed-over broker back",
+			survey: surveyOf(failedOver2(),
+				view(1, allAlive(), inSync(3)...), view(2, allAlive()), view(3, allAlive(), inSync(1)...)),
+			stater:     fakeStater{"1 orders/1": 5, "3 orders/1": 5},
+			partitions: `{"total":3,"under_replicated":3,"offline":0}`,
+			warnings: []warning{
+				{Message: "broker 2 holds 3 inactive replicas (under-replicated: orders/0, orders/1, orders/2) — recover brings them back", Command: "gostream-ctl recover --broker 2"},
+			},
+		},
+		{
+			name: "healthy, but leadership off the preferred replicas",
+			survey: func() *survey {
+				m := testMeta()
+				m.Topics[0].Partitions[1].Leader = 1 // prefers 2
+				return surveyOf(m, view(1, allAlive(), inSync(2, 3)...), view(2, allAlive()), view(3, allAlive(), inSync(1, 2)...))
+			}(),
+			stater:     fakeStater{"1 orders/1": 5, "2 orders/1": 5, "3 orders/1": 5},
+			partitions: `{"total":3,"under_replicated":0,"offline":0}`,
+			warnings: []warning{
+				{Message: "1 partition led by another replica than the preferred one (a failover moves leadership, and it stays where it went) — move it back", Command: "gostream-ctl elect-leaders"},
+			},
+		},
+		{
 			name: "metadata problems and an unregistered member",
 			survey: func() *survey {
 				m := testMeta()
@@ -204,9 +270,9 @@ func TestStatusOf(t *testing.T) {
 			partitions: `{"total":6,"under_replicated":1,"offline":2}`,
 			warnings: []warning{
 				{Message: "broker 9 is in gossip but not registered with the controller — check its log (a refused registration says why) and its --controller flag"},
-				{Message: "partition z/0 is under-replicated: its replica on broker 2 is not active", Command: "gostream-ctl recover --topic z --partition 0 --broker 2"},
 				{Message: "partition z/1 is offline: its leader, broker 4, is not registered", Command: "gostream-ctl failover --topic z --partition 1"},
 				{Message: "partition z/2 is offline: it has no leader", Command: "gostream-ctl failover --topic z --partition 2"},
+				{Message: "broker 2 holds 1 inactive replica (under-replicated: z/0) — recover brings it back", Command: "gostream-ctl recover --broker 2"},
 			},
 		},
 	}
