@@ -332,6 +332,18 @@ func statusOf(ctx context.Context, s *survey, prober replicaStater) clusterStatu
 			Command: "gostream-ctl elect-leaders",
 		})
 	}
+	// One command, given once: the first warning that needs it carries it.
+	given := map[string]bool{}
+	for i, w := range st.Warnings {
+		if w.Command == "" {
+			continue
+		}
+		if given[w.Command] {
+			st.Warnings[i].Message += " — the fix above (" + w.Command + ") covers it"
+			st.Warnings[i].Command = ""
+		}
+		given[w.Command] = true
+	}
 	if !s.controllerAnswered() {
 		// Every fix is an admin command, and the controller carries those
 		// out: none works until it is back.
