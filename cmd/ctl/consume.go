@@ -26,7 +26,7 @@ func consumeCommand() *cli.Command {
 		&cli.BoolFlag{Name: "from-beginning", Usage: "start at the log start offset (the default)"},
 		&cli.BoolFlag{Name: "from-end", Usage: "start at the high watermark: only records appended from now on"},
 		&cli.Int64Flag{Name: "max", Usage: "stop after `N` records", DefaultText: "no limit"},
-		&cli.BoolFlag{Name: "follow", Usage: "keep waiting for new records until Ctrl-C or --max"},
+		&cli.BoolFlag{Name: "follow", Usage: "keep waiting for new records until Ctrl-C, --max, or the end of a sealed topic"},
 		&cli.StringFlag{Name: "group", Usage: "consume as consumer group `G` (not yet: consumer groups arrive with a later issue)"},
 	)
 	cmd.Description = `Reads every partition (one consumer each) or the one --partition names.
@@ -37,7 +37,9 @@ which starts at the end).
 Without --follow it reads each partition up to the high watermark it had
 when the command started, and prints the partitions one after another,
 partition 0 first. With --follow it prints records as they arrive, from all
-partitions merged, until Ctrl-C or --max; Ctrl-C is a normal end (exit 0).
+partitions merged, until Ctrl-C or --max, or, on a sealed topic (sealed
+before or while it reads), until it has printed every partition to its
+end; each of these is a normal end (exit 0).
 
 Table output, one record per line, tab-separated:
    PARTITION  OFFSET  KEY  VALUE
@@ -132,6 +134,8 @@ func consumeOptionsOf(c *cli.Context) (consumeOptions, error) {
 // partitionReader reads one partition from start to stop (-1 with
 // --follow: no end) and hands what it reads to the printer.
 type partitionReader struct {
+	cl        *client.Client
+	topic     string
 	partition int32
 	cons      *client.Consumer
 	stop      int64
@@ -242,7 +246,7 @@ func newPartitionReaders(ctx context.Context, cl *client.Client, o consumeOption
 		if err != nil {
 			return nil, nil, err
 		}
-		r := &partitionReader{partition: p, cons: cons, stop: offs.HighWatermark, out: merged}
+		r := &partitionReader{cl: cl, topic: o.topic, partition: p, cons: cons, stop: offs.HighWatermark, out: merged}
 		if o.follow {
 			r.stop = -1
 		} else {
@@ -288,6 +292,9 @@ func (r *partitionReader) run(ctx context.Context, follow, ownChannel bool) erro
 			}
 		}
 		if len(recs) == 0 {
+			if follow && r.sealedAndRead(ctx) {
+				return nil
+			}
 			continue
 		}
 		select {
@@ -297,6 +304,22 @@ func (r *partitionReader) run(ctx context.Context, follow, ownChannel bool) erro
 		}
 	}
 	return nil
+}
+
+// sealedAndRead reports whether, following, the reader has read its whole
+// partition for good: the topic is sealed (it takes no more appends) and
+// the reader is at the high watermark, which has reached the log end (no
+// record is on its way to it). Asked when a long-poll came back empty.
+func (r *partitionReader) sealedAndRead(ctx context.Context) bool {
+	if err := r.cl.RefreshMetadata(ctx, r.topic); err != nil {
+		return false
+	}
+	t, err := r.cl.DescribeTopic(ctx, r.topic)
+	if err != nil || !t.Sealed {
+		return false
+	}
+	offs, err := r.cl.ListOffsets(ctx, r.topic, r.partition)
+	return err == nil && r.cons.Position() >= offs.HighWatermark && offs.HighWatermark >= offs.LogEndOffset
 }
 
 // printConsumed prints what arrives on sources, each drained in turn,
