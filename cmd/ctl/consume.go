@@ -23,7 +23,7 @@ func consumeCommand() *cli.Command {
 		"TOPIC", args(1, 1), consumeAction,
 		&cli.IntFlag{Name: "partition", Usage: "read partition `P` only", DefaultText: "every partition"},
 		&cli.Int64Flag{Name: "offset", Usage: "start at offset `N` (needs --partition)", DefaultText: "the log start offset"},
-		&cli.BoolFlag{Name: "from-beginning", Usage: "start at the log start offset (the default)"},
+		&cli.BoolFlag{Name: "from-beginning", Usage: "start at the log start offset", DefaultText: "consume starts there anyway"},
 		&cli.BoolFlag{Name: "from-end", Usage: "start at the high watermark: only records appended from now on"},
 		&cli.Int64Flag{Name: "max", Usage: "stop after `N` records", DefaultText: "no limit"},
 		&cli.BoolFlag{Name: "follow", Usage: "keep waiting for new records until Ctrl-C, --max, or the end of a sealed topic"},

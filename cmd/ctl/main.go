@@ -114,10 +114,7 @@ func forEachCommand(cmds []*cli.Command, fn func(*cli.Command)) {
 
 // onUsageError names the errors urfave/cli finds while parsing flags.
 func onUsageError(c *cli.Context, err error, _ bool) error {
-	if strings.HasPrefix(err.Error(), "flag provided but not defined") {
-		return exitcode.Usagef("UnknownFlag", "%v (see %s --help)", err, helpName(c))
-	}
-	return exitcode.Usagef("InvalidFlag", "%v", err)
+	return exitcode.FlagError(err, helpName(c))
 }
 
 func errFlagNeedsValue(flag string) error {

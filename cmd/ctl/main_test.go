@@ -316,13 +316,13 @@ func TestBadUsageExitsOne(t *testing.T) {
 	}{
 		{args: []string{"frob"}, want: `UnknownCommand: "frob" is not a command of gostream-ctl`},
 		{args: []string{"topic", "frob"}, want: `UnknownCommand: "frob" is not a command of gostream-ctl topic`},
-		{args: []string{"topic", "list", "--bogus"}, want: "UnknownFlag: flag provided but not defined: -bogus"},
-		{args: []string{"--bogus", "topic", "list"}, want: "UnknownFlag: flag provided but not defined: -bogus"},
+		{args: []string{"topic", "list", "--bogus"}, want: "UnknownFlag: unknown flag --bogus (see gostream-ctl topic list --help)"},
+		{args: []string{"--bogus", "topic", "list"}, want: "UnknownFlag: unknown flag --bogus (see gostream-ctl --help)"},
 		{args: []string{"topic", "create"}, want: "MissingArgument: usage: gostream-ctl topic create NAME"},
 		{args: []string{"produce"}, want: "MissingArgument: usage: gostream-ctl produce TOPIC [VALUE ...]"},
 		{args: []string{"topic", "describe", "a", "b"}, want: `UnexpectedArgument: "b"`},
 		{args: []string{"cluster", "status", "x"}, want: `UnexpectedArgument: "x"`},
-		{args: []string{"topic", "create", "x", "--partitions", "many"}, want: "InvalidFlag: "},
+		{args: []string{"topic", "create", "x", "--partitions", "many"}, want: `InvalidFlag: invalid value "many" for --partitions: not a number`},
 		{args: []string{"topic", "list", "-o"}, want: "InvalidFlag: flag needs an argument: -o"},
 		// Global flags are checked wherever they are typed.
 		{args: []string{"-o", "yaml", "topic", "list"}, want: `InvalidFlag: --output "yaml": want table or json`},

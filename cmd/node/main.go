@@ -149,10 +149,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 
 // onUsageError names the errors urfave/cli finds while parsing flags.
 func onUsageError(_ *cli.Context, err error, _ bool) error {
-	if strings.HasPrefix(err.Error(), "flag provided but not defined") {
-		return exitcode.Usagef("UnknownFlag", "%v (see gostream-node --help)", err)
-	}
-	return exitcode.Usagef("InvalidFlag", "%v", err)
+	return exitcode.FlagError(err, "gostream-node")
 }
 
 func runNodeAction(c *cli.Context) error {

@@ -339,7 +339,7 @@ func TestBadUsageExitsOne(t *testing.T) {
 	}{
 		{"no flags", nil, "MissingFlag: --id is required (or set GOSTREAM_ID)"},
 		{"no data dir", []string{"--id", "1"}, "MissingFlag: --data-dir is required (or set GOSTREAM_DATA_DIR)"},
-		{"unknown flag", []string{"--id", "1", "--data-dir", dataDir, "--bogus"}, "UnknownFlag: flag provided but not defined: -bogus"},
+		{"unknown flag", []string{"--id", "1", "--data-dir", dataDir, "--bogus"}, "UnknownFlag: unknown flag --bogus (see gostream-node --help)"},
 		{"argument", []string{"--id", "1", "--data-dir", dataDir, "extra"}, `UnexpectedArgument: "extra"`},
 	}
 	for _, tt := range tests {

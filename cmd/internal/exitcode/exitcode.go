@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 )
 
@@ -77,4 +78,42 @@ func Report(w io.Writer, err error) int {
 	msg = strings.TrimSpace(strings.ReplaceAll(msg, "\n", " "))
 	fmt.Fprintf(w, "%s: %s\n", name, msg)
 	return code
+}
+
+// Go's flag package names a flag with one dash ("-partitions"); the
+// commands document and take two.
+var (
+	flagUndefined = regexp.MustCompile(`^flag provided but not defined: -{1,2}(\S+)$`)
+	flagInvalid   = regexp.MustCompile(`^invalid value (".*") for flag -{1,2}(\S+): (.*)$`)
+	flagNoValue   = regexp.MustCompile(`^flag needs an argument: -{1,2}(\S+)$`)
+)
+
+// dashed is a flag's name as a user types it: -o, --partitions.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// FlagError is the usage error for an error of the flag parser, with the
+// flag named as the user typed it: UnknownFlag for a flag the command
+// does not have ("unknown flag --bogus"), InvalidFlag otherwise. help is
+// the command line whose --help lists the flags.
+func FlagError(err error, help string) *Error {
+	msg := err.Error()
+	if m := flagUndefined.FindStringSubmatch(msg); m != nil {
+		return Usagef("UnknownFlag", "unknown flag %s (see %s --help)", dashed(m[1]), help)
+	}
+	if m := flagInvalid.FindStringSubmatch(msg); m != nil {
+		why := m[3]
+		if why == "parse error" { // strconv's word for "abc" as a number
+			why = "not a number"
+		}
+		return Usagef("InvalidFlag", "invalid value %s for %s: %s", m[1], dashed(m[2]), why)
+	}
+	if m := flagNoValue.FindStringSubmatch(msg); m != nil {
+		return Usagef("InvalidFlag", "%s needs a value (see %s --help)", dashed(m[1]), help)
+	}
+	return Usagef("InvalidFlag", "%v", err)
 }

@@ -43,3 +43,22 @@ func TestErrorUnwraps(t *testing.T) {
 	assert.ErrorIs(t, err, base)
 	assert.Equal(t, "Name: x", err.Error())
 }
+
+func TestFlagErrorNamesTheFlagAsTyped(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"flag provided but not defined: -bogus", "UnknownFlag: unknown flag --bogus (see gostream-ctl topic create --help)"},
+		{"flag provided but not defined: -x", "UnknownFlag: unknown flag -x (see gostream-ctl topic create --help)"},
+		{`invalid value "abc" for flag -partitions: parse error`, `InvalidFlag: invalid value "abc" for --partitions: not a number`},
+		{`invalid value "1y" for flag -timeout: time: unknown unit "y" in duration "1y"`, `InvalidFlag: invalid value "1y" for --timeout: time: unknown unit "y" in duration "1y"`},
+		{"flag needs an argument: -partitions", "InvalidFlag: --partitions needs a value (see gostream-ctl topic create --help)"},
+		{"something else", "InvalidFlag: something else"},
+	} {
+		got := exitcode.FlagError(errors.New(tc.in), "gostream-ctl topic create")
+		if got.Error() != tc.want {
+			t.Errorf("FlagError(%q) = %q, want %q", tc.in, got.Error(), tc.want)
+		}
+		if got.Code != exitcode.Usage {
+			t.Errorf("FlagError(%q) exits %d, want the usage status", tc.in, got.Code)
+		}
+	}
+}
