@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"gostream/storage"
 	"gostream/transport"
 )
 
@@ -57,6 +58,11 @@ func (c *Client) DescribeTopic(ctx context.Context, name string) (TopicMetadata,
 // answer is lost (an error matching transport.ErrTimeout or
 // transport.ErrBrokerNotAvailable), the topic may exist.
 func (c *Client) CreateTopic(ctx context.Context, name string, partitions, replicationFactor int) (TopicMetadata, error) {
+	if err := storage.ValidateTopicName(name); err != nil {
+		// Checked here too, so that a bad name is the caller's error,
+		// found before anything is sent.
+		return TopicMetadata{}, fmt.Errorf("%w: %w", transport.ErrInvalidTopicName, err)
+	}
 	if partitions < 1 || partitions > math.MaxInt32 {
 		return TopicMetadata{}, fmt.Errorf("%w: %d partitions", transport.ErrInvalidPartitions, partitions)
 	}

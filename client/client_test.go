@@ -60,6 +60,10 @@ func TestAdmin(t *testing.T) {
 	assert.ErrorIs(t, err, transport.ErrTopicExists)
 	_, err = c.CreateTopic(ctx, "bad", 0, 1)
 	assert.ErrorIs(t, err, transport.ErrInvalidPartitions)
+	sent := fc.count(2, transport.APICreateTopic)
+	_, err = c.CreateTopic(ctx, "../x", 1, 1)
+	assert.ErrorIs(t, err, transport.ErrInvalidTopicName)
+	assert.Equal(t, sent, fc.count(2, transport.APICreateTopic), "a bad name is refused before anything is sent")
 
 	got, err := c.DescribeTopic(ctx, "orders")
 	require.NoError(t, err)

@@ -323,6 +323,9 @@ func TestBadUsageExitsOne(t *testing.T) {
 		{args: []string{"topic", "describe", "a", "b"}, want: `UnexpectedArgument: "b"`},
 		{args: []string{"cluster", "status", "x"}, want: `UnexpectedArgument: "x"`},
 		{args: []string{"topic", "create", "x", "--partitions", "many"}, want: `InvalidFlag: invalid value "many" for --partitions: not a number`},
+		// A name that cannot be a topic is the user's slip, found before
+		// anything is sent: exit 1, not the cluster's refusal.
+		{args: []string{"topic", "create", "../x", "--partitions", "1"}, want: `InvalidTopicName: topic name "../x": want 1 to 249 of`},
 		{args: []string{"topic", "list", "-o"}, want: "InvalidFlag: flag needs an argument: -o"},
 		// Global flags are checked wherever they are typed.
 		{args: []string{"-o", "yaml", "topic", "list"}, want: `InvalidFlag: --output "yaml": want table or json`},
