@@ -323,6 +323,9 @@ func (n *Node) serve(ctx context.Context) error {
 		OnRefused: func(r transport.Refusal) { n.refusals.record("http", r) },
 	})
 	httpLn = transport.LimitListener(httpLn, httpLimits)
+	// A gostream client that dialed this address by mistake is told where
+	// the RPC address is, at once.
+	httpLn = transport.RefuseRPCOnHTTP(httpLn, cfg.Advertise)
 	n.metrics.registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "gostream_request_memory_bytes", Help: "Bytes of RPC requests and responses held (the budget of --request-memory).",

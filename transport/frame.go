@@ -145,7 +145,7 @@ func truncated(err error) error {
 }
 
 // sniff names well-known protocols that are not ours, for the log line of a
-// rejected connection.
+// rejected connection, or the error of a client that dialed the wrong port.
 func sniff(b []byte) string {
 	switch {
 	case len(b) >= 3 && b[0] == 0x16 && b[1] == 0x03:
@@ -153,6 +153,9 @@ func sniff(b []byte) string {
 	case string(b) == "GET " || string(b) == "POST" || string(b) == "PUT " || string(b) == "HEAD" ||
 		string(b) == "DELE" || string(b) == "OPTI" || string(b) == "PATC" || string(b) == "PRI ":
 		return " (looks like HTTP; use the --http address for HTTP)"
+	case string(b) == "HTTP":
+		// An answer: the address dialed is an HTTP listener.
+		return " (the peer answered in HTTP: that is a node's --http address; use its RPC address, --listen)"
 	}
 	return ""
 }

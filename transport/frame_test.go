@@ -83,6 +83,8 @@ func TestReadFrameNamesForeignProtocols(t *testing.T) {
 		{"HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "HTTP"},
 		{"TLS 1.0 ClientHello", "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", "TLS"},
 		{"TLS 1.2 record", "\x16\x03\x03\x00\x7a\x02\x00\x00\x76", "TLS"},
+		// A client that dialed a node's HTTP port reads an HTTP answer.
+		{"HTTP answer", "HTTP/1.1 400 Bad Request\r\n\r\n", "that is a node's --http address"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
