@@ -1,12 +1,17 @@
 package node
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -19,6 +24,9 @@ type gossip struct {
 	ml     *memberlist.Memberlist
 	logger hclog.Logger
 	self   *metaDelegate
+	// closing is set once leave begins: memberlist's goroutines then
+	// meet their closed sockets, which is no error of anyone's.
+	closing atomic.Bool
 
 	mu struct {
 		sync.Mutex
@@ -81,7 +89,7 @@ func startGossip(cfg Config, root, cluster string, logger hclog.Logger) (*gossip
 	mc.Events = g
 	mc.Alive = g
 	mc.Merge = g
-	mc.Logger = logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
+	mc.Logger = log.New(memberlistLog{g: g, w: logger.StandardWriter(&hclog.StandardLoggerOptions{InferLevels: true})}, "", 0)
 	mc.LogOutput = nil
 	if src := net.ParseIP(cfg.DialSource); src != nil {
 		nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
@@ -210,7 +218,7 @@ func (g *gossip) refuse(n *memberlist.Node) error {
 func (g *gossip) setCluster(id string) {
 	if g.self.setCluster(id) {
 		if err := g.ml.UpdateNode(time.Second); err != nil {
-			g.logger.Debug("gossip: announce the cluster id", "err", err)
+			g.logger.Debug("announce the cluster id", "err", err)
 		}
 	}
 }
@@ -219,7 +227,7 @@ func (g *gossip) setCluster(id string) {
 func (g *gossip) NotifyAlive(n *memberlist.Node) error {
 	err := g.refuse(n)
 	if err != nil {
-		g.logger.Warn("gossip: refusing a member", "member", n.Name, "err", err)
+		g.logger.Warn("refusing a member", "member", n.Name, "err", err)
 	}
 	return err
 }
@@ -229,7 +237,7 @@ func (g *gossip) NotifyAlive(n *memberlist.Node) error {
 func (g *gossip) NotifyMerge(peers []*memberlist.Node) error {
 	for _, n := range peers {
 		if err := g.refuse(n); err != nil {
-			g.logger.Warn("gossip: refusing to merge with another cluster", "err", err)
+			g.logger.Warn("refusing to merge with another cluster", "err", err)
 			return err
 		}
 	}
@@ -239,7 +247,7 @@ func (g *gossip) NotifyMerge(peers []*memberlist.Node) error {
 // NotifyJoin implements memberlist.EventDelegate.
 func (g *gossip) NotifyJoin(n *memberlist.Node) {
 	g.note(n, "alive")
-	g.logger.Info("gossip: member joined", "member", n.Name, "addr", n.Address())
+	g.logger.Info("member joined", "member", n.Name, "addr", n.Address())
 }
 
 // NotifyLeave implements memberlist.EventDelegate.
@@ -250,14 +258,30 @@ func (g *gossip) NotifyLeave(n *memberlist.Node) {
 		state = "left"
 	}
 	g.note(n, state)
-	g.logger.Info("gossip: member gone", "member", n.Name, "state", state)
+	g.logger.Info("member gone", "member", n.Name, "state", state)
 }
 
 // NotifyUpdate implements memberlist.EventDelegate.
 func (g *gossip) NotifyUpdate(n *memberlist.Node) { g.note(n, "alive") }
 
+// memberlistLog passes memberlist's log lines to the node's logger, but
+// for the errors of sockets closed by a shutdown, which go to debug.
+type memberlistLog struct {
+	g *gossip
+	w io.Writer
+}
+
+func (m memberlistLog) Write(p []byte) (int, error) {
+	if m.g.closing.Load() && bytes.Contains(p, []byte("use of closed network connection")) {
+		m.g.logger.Debug("memberlist after shutdown", "line", strings.TrimSpace(string(p)))
+		return len(p), nil
+	}
+	return m.w.Write(p)
+}
+
 // leave announces that this node is going and stops gossip.
 func (g *gossip) leave() {
+	g.closing.Store(true)
 	if err := g.ml.Leave(time.Second); err != nil {
 		g.logger.Debug("gossip leave", "err", err)
 	}
