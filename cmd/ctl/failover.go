@@ -305,8 +305,8 @@ func printFailover(w io.Writer, results []client.ChangeResult, tg target, dry bo
 	fmt.Fprintln(tw, "PARTITION\tACTION\tLEADER\tEPOCH\tACTIVE\tLOST-FROM\tRESULT")
 	for _, r := range results {
 		lost := "-"
-		if r.LostFrom != nil {
-			lost = fmt.Sprint(*r.LostFrom)
+		if lf := lostFrom(r); lf != nil {
+			lost = fmt.Sprint(*lf)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", partitionName(r.Topic, r.Partition), r.Action,
 			change(r.OldLeader, r.NewLeader), change(r.OldEpoch, r.NewEpoch), changeIDs(r.OldActive, r.NewActive),
@@ -331,11 +331,30 @@ func printFailover(w io.Writer, results []client.ChangeResult, tg target, dry bo
 		if err := printCandidates(w, r.Candidates); err != nil {
 			return err
 		}
-		if r.LostFrom != nil && r.Error == "" {
-			fmt.Fprintf(w, "  Records at or past offset %d held only by the old leader would be lost.\n", *r.LostFrom)
+		switch lf := lostFrom(r); {
+		case lf != nil && r.Error == "":
+			fmt.Fprintf(w, "  Records at or past offset %d held only by the old leader would be lost.\n", *lf)
+		case r.LostFrom != nil && r.Error == "":
+			fmt.Fprintf(w, "  Nothing would be lost: the old leader's log ends where the new leader's does, at offset %d.\n", *r.LostFrom)
 		}
 	}
 	return nil
+}
+
+// lostFrom is where the records held only by the old leader begin, nil when
+// there are none: a leadership move whose old leader answered with a log
+// no longer than the new leader's loses nothing. (The controller reports
+// LostFrom for every move all the same: it is where the new epoch begins.)
+func lostFrom(r client.ChangeResult) *int64 {
+	if r.LostFrom == nil || r.Action != client.ActionElectLeader {
+		return r.LostFrom
+	}
+	for _, c := range r.Candidates {
+		if c.Broker == r.OldLeader && c.Reachable && c.LogEndOffset <= *r.LostFrom {
+			return nil
+		}
+	}
+	return r.LostFrom
 }
 
 func printCandidates(w io.Writer, cands []client.Candidate) error {

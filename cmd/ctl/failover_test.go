@@ -231,6 +231,26 @@ func TestFailoverTables(t *testing.T) {
 	}, tableRows(out, "BROKER", "REACHABLE")[:2])
 	assert.Contains(t, out, "\n  Records at or past offset 40 held only by the old leader would be lost.\n")
 
+	// A leadership move whose old leader ends where the new one does
+	// loses nothing, and says so.
+	b.Reset()
+	moveAt := int64(17)
+	move := []client.ChangeResult{{
+		Topic: "orders", Partition: 1, Action: client.ActionElectLeader, DryRun: true,
+		OldLeader: 1, NewLeader: 2, OldEpoch: 3, NewEpoch: 4, OldActive: []int32{1, 2, 3}, NewActive: []int32{1, 2, 3},
+		Candidates: []client.Candidate{
+			{Broker: 1, Reachable: true, LastEpoch: 3, LogEndOffset: 17, Agrees: true},
+			{Broker: 2, Reachable: true, LastEpoch: 3, LogEndOffset: 17, Agrees: true, Chosen: true},
+			{Broker: 3, Reachable: true, LastEpoch: 3, LogEndOffset: 17, Agrees: true},
+		},
+		LostFrom: &moveAt,
+	}}
+	require.NoError(t, printFailover(&b, move, target{}, true))
+	assert.Equal(t, [][]string{{"orders/1", "elect-leader", "1", "->", "2", "3", "->", "4", "1,2,3", "-", "ok"}},
+		tableRows(b.String(), "PARTITION", "ACTION"), b.String())
+	assert.NotContains(t, b.String(), "held only by the old leader would be lost")
+	assert.Contains(t, b.String(), "Nothing would be lost: the old leader's log ends where the new leader's does, at offset 17.")
+
 	b.Reset()
 	rec := []client.ChangeResult{{
 		Topic: "orders", Partition: 1, Action: client.ActionRecover, OldLeader: 1, NewLeader: 1, OldEpoch: 1, NewEpoch: 1,
