@@ -173,17 +173,8 @@ func (r *run) verifyAndFix() error {
 			return nil
 		}
 		for _, fix := range fixes {
-			r.say("following the advice: %s", fix)
-			for _, step := range strings.Split(fix, "&&") {
-				args := strings.Fields(step)
-				if len(args) == 0 || args[0] != "gostream-ctl" {
-					r.violation("advice: verify gave a fix that is not a gostream-ctl command: %q", fix)
-					return nil
-				}
-				if err := r.ctl(60*time.Second, args[1:]...); err != nil {
-					r.violation("advice: the fix %q failed: %v", fix, err)
-					return nil
-				}
+			if !r.follow(fix) {
+				return nil
 			}
 		}
 		if len(fixes) == 0 {
@@ -191,6 +182,25 @@ func (r *run) verifyAndFix() error {
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// follow runs one piece of advice, gostream-ctl commands joined by &&, as
+// an operator types it; a fix that is no such command, or fails, is a
+// violation (it returns false).
+func (r *run) follow(fix string) bool {
+	r.say("following the advice: %s", fix)
+	for _, step := range strings.Split(fix, "&&") {
+		args := strings.Fields(step)
+		if len(args) == 0 || args[0] != "gostream-ctl" {
+			r.violation("advice: a fix that is not a gostream-ctl command: %q", fix)
+			return false
+		}
+		if err := r.ctl(60*time.Second, args[1:]...); err != nil {
+			r.violation("advice: the fix %q failed: %v", fix, err)
+			return false
+		}
+	}
+	return true
 }
 
 // statusAdvice is the commands gostream-ctl cluster status gives with its

@@ -679,10 +679,12 @@ func (pc *partitionCheck) warnings() []warning {
 			Command: drop + " && " + pc.fix("recover", u.broker),
 		})
 	}
+	// recover refuses an active replica: a diverged follower is dropped
+	// first, then recovered (cut to the leader's log and copied).
 	for _, f := range pc.diverged {
 		out = append(out, warning{
-			Message: fmt.Sprintf("partition %s: follower %d diverged from its leader", pc.name(), f),
-			Command: pc.fix("recover", f),
+			Message: fmt.Sprintf("partition %s: follower %d diverged from its leader — writes to the partition fail until it is dropped; the fix drops it, cuts what it holds that the leader does not, and rebuilds it", pc.name(), f),
+			Command: pc.fix("failover", f) + " && " + pc.fix("recover", f),
 		})
 	}
 	for _, l := range pc.lags {
@@ -696,7 +698,7 @@ func (pc *partitionCheck) warnings() []warning {
 			// Its log passes the leader's: catch-up would refuse it.
 			out = append(out, warning{
 				Message: fmt.Sprintf("partition %s: follower %d is %d records ahead of its leader: it diverged", pc.name(), l.follower, -*l.lag),
-				Command: pc.fix("recover", l.follower),
+				Command: pc.fix("failover", l.follower) + " && " + pc.fix("recover", l.follower),
 			})
 			continue
 		case *l.lag == 0:

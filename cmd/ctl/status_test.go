@@ -157,7 +157,8 @@ func TestStatusOf(t *testing.T) {
 			partitions: `{"total":3,"under_replicated":2,"offline":0}`,
 			warnings: []warning{
 				{Message: "partition orders/1: follower 3 lags by 120 records", Command: "gostream-ctl catch-up --topic orders --partition 1 --broker 3"},
-				{Message: "partition orders/2: follower 1 diverged from its leader", Command: "gostream-ctl recover --topic orders --partition 2 --broker 1"},
+				{Message: "partition orders/2: follower 1 diverged from its leader — writes to the partition fail until it is dropped; the fix drops it, cuts what it holds that the leader does not, and rebuilds it",
+					Command: "gostream-ctl failover --topic orders --partition 2 --broker 1 && gostream-ctl recover --topic orders --partition 2 --broker 1"},
 			},
 		},
 		{
@@ -175,7 +176,8 @@ func TestStatusOf(t *testing.T) {
 			partitions: `{"total":3,"under_replicated":2,"offline":0}`,
 			warnings: []warning{
 				{Message: "partition orders/1: follower 3 lags by 3 records", Command: "gostream-ctl catch-up --topic orders --partition 1 --broker 3"},
-				{Message: "partition orders/2: follower 1 is 2 records ahead of its leader: it diverged", Command: "gostream-ctl recover --topic orders --partition 2 --broker 1"},
+				{Message: "partition orders/2: follower 1 is 2 records ahead of its leader: it diverged",
+					Command: "gostream-ctl failover --topic orders --partition 2 --broker 1 && gostream-ctl recover --topic orders --partition 2 --broker 1"},
 			},
 		},
 		{
