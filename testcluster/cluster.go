@@ -241,9 +241,19 @@ func (c *Cluster) CtlCommand(ctx context.Context, args ...string) *exec.Cmd {
 // stdin, and returns its output and exit status.
 func (c *Cluster) Ctl(ctx context.Context, stdin string, args ...string) (CtlResult, error) {
 	cmd := c.CtlCommand(ctx, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	res, err := ctlResult(cmd)
+	if err == nil {
+		c.cfg.Logf("ctl %s -> exit %d\n%s%s", strings.Join(args, " "), res.Exit, res.Stdout, res.Stderr)
+	}
+	return res, err
+}
+
+// ctlResult runs a gostream-ctl command to its end and returns what it
+// printed and its exit status; an error means it could not run at all.
+func ctlResult(cmd *exec.Cmd) (CtlResult, error) {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.Stdin = strings.NewReader(stdin)
 	err := cmd.Run()
 	res := CtlResult{Stdout: out.String(), Stderr: errb.String()}
 	var ee *exec.ExitError
@@ -253,7 +263,6 @@ func (c *Cluster) Ctl(ctx context.Context, stdin string, args ...string) (CtlRes
 	case err != nil:
 		return res, err
 	}
-	c.cfg.Logf("ctl %s -> exit %d\n%s%s", strings.Join(args, " "), res.Exit, res.Stdout, res.Stderr)
 	return res, nil
 }
 

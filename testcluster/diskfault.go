@@ -229,14 +229,20 @@ func DamageNode(n *Node, topic string, keep map[int32]int64, fault DiskFault, rn
 	return done, nil
 }
 
-// newestSegment returns the base offset of the newest segment file in dir,
-// naming files as the storage engine does: twenty digits and ".log".
-func newestSegment(dir string) (int64, error) {
-	entries, err := os.ReadDir(dir)
+// segmentFile is one segment file of a replica directory.
+type segmentFile struct {
+	base int64 // the offset it starts at, from its name
+	path string
+}
+
+// segmentFiles lists the segment files in dir, oldest first, naming files
+// as the storage engine does: twenty digits and ".log".
+func segmentFiles(dir string) ([]segmentFile, error) {
+	entries, err := os.ReadDir(dir) // sorted by name: by base offset
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	newest := int64(-1)
+	var out []segmentFile
 	for _, e := range entries {
 		num, ok := strings.CutSuffix(e.Name(), ".log")
 		if !ok || len(num) != 20 || !e.Type().IsRegular() {
@@ -246,12 +252,21 @@ func newestSegment(dir string) (int64, error) {
 		if err != nil || base < 0 {
 			continue
 		}
-		newest = max(newest, base)
+		out = append(out, segmentFile{base, filepath.Join(dir, e.Name())})
 	}
-	if newest < 0 {
+	return out, nil
+}
+
+// newestSegment returns the base offset of the newest segment file in dir.
+func newestSegment(dir string) (int64, error) {
+	segs, err := segmentFiles(dir)
+	if err != nil {
+		return 0, err
+	}
+	if len(segs) == 0 {
 		return 0, fmt.Errorf("testcluster: no segment file in %s", dir)
 	}
-	return newest, nil
+	return segs[len(segs)-1].base, nil
 }
 
 // batchSpan is where one batch lies in a segment file, and its offsets.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 )
@@ -28,7 +27,7 @@ func (f BitFlip) String() string {
 // durable: bit rot under a log that was written and fsync'd whole. The
 // node must not be running.
 func FlipBitInReplica(dir string, rng *rand.Rand) (BitFlip, error) {
-	entries, err := os.ReadDir(dir)
+	segs, err := segmentFiles(dir)
 	if err != nil {
 		return BitFlip{}, err
 	}
@@ -37,17 +36,13 @@ func FlipBitInReplica(dir string, rng *rand.Rand) (BitFlip, error) {
 		b    batchSpan
 	}
 	var spans []span
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".log") || !e.Type().IsRegular() {
-			continue
-		}
-		path := filepath.Join(dir, e.Name())
-		s, err := scanSegment(path)
+	for _, seg := range segs {
+		s, err := scanSegment(seg.path)
 		if err != nil {
 			return BitFlip{}, err
 		}
 		for _, b := range s.batches {
-			spans = append(spans, span{path, b})
+			spans = append(spans, span{seg.path, b})
 		}
 	}
 	if len(spans) == 0 {

@@ -3,10 +3,7 @@ package testcluster
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -119,8 +116,8 @@ func readAt(ctx context.Context, cl *client.Client, p int32, off int64) error {
 // waits for the sends that were in flight to end and returns when the
 // nodes died.
 func (r *run) killAll() (time.Time, error) {
-	if len(r.lastLeaders) > 0 {
-		r.leaderFaults++ // every leader goes down with it
+	if len(r.lastActive) > 0 {
+		r.leaderFaults++ // every partition's leader goes down with it
 	}
 	for _, n := range r.c.Nodes {
 		n.signal(syscall.SIGCONT)
@@ -149,7 +146,7 @@ func (r *run) killAll() (time.Time, error) {
 // seconds; the checkers later see that none was lost. This is the fault
 // that sees storage which says it synced when it did not.
 func (r *run) powerLoss() error {
-	r.noteLeaders()
+	r.noteActive()
 	killed, err := r.killAll()
 	if err != nil {
 		return err
@@ -184,7 +181,7 @@ func (r *run) powerLoss() error {
 // missing broker over, and everything acknowledged must be readable within
 // 30 seconds; the broker comes back last and is recovered.
 func (r *run) restartOneDown() error {
-	r.noteLeaders()
+	r.noteActive()
 	killed, err := r.killAll()
 	if err != nil {
 		return err
@@ -231,17 +228,16 @@ func (r *run) restartOneDown() error {
 	return r.restart(down)
 }
 
-// noteLeaders remembers which brokers lead a partition now, and each
-// partition's active set, for faults that take every node down.
-func (r *run) noteLeaders() {
+// noteActive remembers each partition's active set, for faults that take
+// every node down.
+func (r *run) noteActive() {
 	tm, err := describe(r.c, chaosTopic)
 	if err != nil {
 		r.say("describe %s: %v", chaosTopic, err)
 		return
 	}
-	r.lastLeaders, r.lastActive = map[int32]bool{}, map[int32][]int32{}
+	r.lastActive = map[int32][]int32{}
 	for _, p := range tm.Partitions {
-		r.lastLeaders[p.Leader] = true
 		r.lastActive[p.Partition] = p.Active
 	}
 }
@@ -279,25 +275,17 @@ func (r *run) checkDurable(acked map[int32]int64) {
 // ReplicaLogEnd is the offset after the last whole, valid batch that the
 // segment files in dir hold, read from the disk itself.
 func ReplicaLogEnd(dir string) (int64, error) {
-	entries, err := os.ReadDir(dir)
+	segs, err := segmentFiles(dir)
 	if err != nil {
 		return 0, err
 	}
 	var end int64
-	for _, e := range entries {
-		num, ok := strings.CutSuffix(e.Name(), ".log")
-		if !ok || len(num) != 20 || !e.Type().IsRegular() {
-			continue
-		}
-		base, err := strconv.ParseInt(num, 10, 64)
-		if err != nil {
-			continue
-		}
-		s, err := scanSegment(filepath.Join(dir, e.Name()))
+	for _, seg := range segs {
+		s, err := scanSegment(seg.path)
 		if err != nil {
 			return 0, err
 		}
-		end = max(end, base)
+		end = max(end, seg.base)
 		if len(s.batches) > 0 {
 			end = max(end, s.batches[len(s.batches)-1].next)
 		}

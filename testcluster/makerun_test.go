@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -144,16 +143,8 @@ func TestMakeRunFailureDrill(t *testing.T) {
 		defer cancel()
 		cmd := exec.CommandContext(ctx, bins.Ctl, args...) // gostream-ctl's default --bootstrap
 		cmd.Env = append(cleanEnv(), "GORACE=atexit_sleep_ms=0")
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		res := CtlResult{Stdout: out.String(), Stderr: errb.String()}
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			res.Exit = ee.ExitCode()
-		} else {
-			require.NoError(t, err)
-		}
+		res, err := ctlResult(cmd)
+		require.NoError(t, err)
 		t.Logf("gostream-ctl %s -> exit %d\n%s%s", strings.Join(args, " "), res.Exit, res.Stdout, res.Stderr)
 		return res
 	}

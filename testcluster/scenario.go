@@ -1,7 +1,6 @@
 package testcluster
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -94,9 +93,9 @@ type run struct {
 	leaderFaults int
 	// partitions is the number of partitions of the workload's topic.
 	partitions int
-	// lastLeaders is who led a partition before every node went down.
-	lastLeaders map[int32]bool
-	lastActive  map[int32][]int32
+	// lastActive is each partition's active set before every node went
+	// down.
+	lastActive map[int32][]int32
 	// side is topic-recreate's producer of the newest incarnation of
 	// recreateTopic (incarnation sideGen), nil before its first fault.
 	side    *sideProducer
@@ -365,15 +364,8 @@ func (r *run) ctl(timeout time.Duration, args ...string) error {
 func (r *run) ctlAt(ctx context.Context, bootstrap string, args ...string) (CtlResult, error) {
 	cmd := exec.CommandContext(ctx, r.c.Bins.Ctl, append([]string{"--bootstrap", bootstrap}, args...)...)
 	cmd.Env = append(cleanEnv(), "GORACE=atexit_sleep_ms=0")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	res := CtlResult{Stdout: out.String(), Stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		res.Exit = ee.ExitCode()
-	case err != nil:
+	res, err := ctlResult(cmd)
+	if err != nil {
 		return res, err
 	}
 	r.log("ctl --bootstrap %s %s -> exit %d\n%s%s", bootstrap, strings.Join(args, " "), res.Exit, res.Stdout, res.Stderr)

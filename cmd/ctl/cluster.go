@@ -585,7 +585,7 @@ func checkPartition(s *survey, topic string, partition int32, p metadata.Partiti
 	if why := s.statusOf(p.Leader).unusable(topic, partition); !pc.offline && why != "" {
 		pc.offline = true
 		fix := fmt.Sprintf("fail the partition over, then recover broker %d's replica", p.Leader)
-		if strings.Contains(why, "no space left") || strings.Contains(why, "NoSpace") {
+		if diskFull(why) {
 			fix = fmt.Sprintf("free space on broker %d's disk and it goes on by itself (a failed log resumes within seconds); or fail the partition over", p.Leader)
 		}
 		pc.offlineWarn = warning{Message: fmt.Sprintf(
@@ -663,28 +663,25 @@ func (pc *partitionCheck) warnings() []warning {
 	}
 	// Replicas outside the active set: inactiveWarnings, per broker.
 	for _, u := range pc.unusable {
-		// The fix names this one replica: failover --broker would also
+		// Each fix names this one replica: failover --broker would also
 		// act on the broker's healthy replicas (and refuse them).
-		drop := pc.fix("failover", u.broker)
-		if strings.Contains(u.why, "NoSpace") || strings.Contains(u.why, "no space left") {
+		if diskFull(u.why) {
 			out = append(out, warning{
 				Message: fmt.Sprintf("partition %s: its follower on broker %d cannot serve (%s) — writes to the partition fail until space is freed on broker %d, "+
-					"then the replica resumes by itself; to take writes meanwhile, drop it with: %s", pc.name(), u.broker, u.why, u.broker, drop),
+					"then the replica resumes by itself; to take writes meanwhile, drop it with: %s", pc.name(), u.broker, u.why, u.broker, pc.fix("failover", u.broker)),
 			})
 			continue
 		}
 		out = append(out, warning{
 			Message: fmt.Sprintf("partition %s: its follower on broker %d cannot serve (%s) — writes to the partition fail until it is dropped; "+
 				"the fix drops it and rebuilds it from the leader", pc.name(), u.broker, u.why),
-			Command: drop + " && " + pc.fix("recover", u.broker),
+			Command: rebuildCommand(pc.topic, pc.partition, u.broker),
 		})
 	}
-	// recover refuses an active replica: a diverged follower is dropped
-	// first, then recovered (cut to the leader's log and copied).
 	for _, f := range pc.diverged {
 		out = append(out, warning{
 			Message: fmt.Sprintf("partition %s: follower %d diverged from its leader — writes to the partition fail until it is dropped; the fix drops it, cuts what it holds that the leader does not, and rebuilds it", pc.name(), f),
-			Command: pc.fix("failover", f) + " && " + pc.fix("recover", f),
+			Command: rebuildCommand(pc.topic, pc.partition, f),
 		})
 	}
 	for _, l := range pc.lags {
@@ -698,7 +695,7 @@ func (pc *partitionCheck) warnings() []warning {
 			// Its log passes the leader's: catch-up would refuse it.
 			out = append(out, warning{
 				Message: fmt.Sprintf("partition %s: follower %d is %d records ahead of its leader: it diverged", pc.name(), l.follower, -*l.lag),
-				Command: pc.fix("failover", l.follower) + " && " + pc.fix("recover", l.follower),
+				Command: rebuildCommand(pc.topic, pc.partition, l.follower),
 			})
 			continue
 		case *l.lag == 0:
@@ -707,7 +704,7 @@ func (pc *partitionCheck) warnings() []warning {
 			w.Message = fmt.Sprintf("partition %s: follower %d lags by %d records", pc.name(), l.follower, *l.lag)
 		}
 		w.Command = pc.fix("catch-up", l.follower)
-		if strings.Contains(l.leaderSays, "NoSpace") || strings.Contains(l.leaderSays, "no space left") {
+		if diskFull(l.leaderSays) {
 			// Catch-up cannot help before space is back; then it is automatic.
 			w.Message += fmt.Sprintf(": broker %d's disk is full (%s) — free space on it, and the follower catches up by itself", l.follower, l.leaderSays)
 			w.Command = ""
@@ -722,5 +719,23 @@ func (pc *partitionCheck) warnings() []warning {
 // fix is the command that runs op (catch-up, recover) on broker's replica
 // of the partition.
 func (pc *partitionCheck) fix(op string, broker int32) string {
-	return fmt.Sprintf("gostream-ctl %s --topic %s --partition %d --broker %d", op, pc.topic, pc.partition, broker)
+	return replicaCommand(op, pc.topic, pc.partition, broker)
+}
+
+// replicaCommand is gostream-ctl op for broker's replica of a partition.
+func replicaCommand(op, topic string, partition, broker int32) string {
+	return fmt.Sprintf("gostream-ctl %s --topic %s --partition %d --broker %d", op, topic, partition, broker)
+}
+
+// rebuildCommand is the fix for an active replica that cannot be trusted
+// (damaged, diverged): recover refuses an active replica, so it is dropped
+// from the active set first, then cut to the leader's log and copied.
+func rebuildCommand(topic string, partition, broker int32) string {
+	return replicaCommand("failover", topic, partition, broker) + " && " + replicaCommand("recover", topic, partition, broker)
+}
+
+// diskFull reports whether an error a node reported is a full disk, which
+// clears by itself once space is freed.
+func diskFull(why string) bool {
+	return strings.Contains(why, "NoSpace") || strings.Contains(why, "no space left")
 }

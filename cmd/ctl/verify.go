@@ -71,9 +71,7 @@ func damaged(b int32, topic string, partition int32, err error) (verifiedReplica
 	if !errors.Is(err, transport.ErrStorageFailed) {
 		return verifiedReplica{}, false
 	}
-	return verifiedReplica{Broker: b, State: verifyDamaged, Error: err.Error(), Command: fmt.Sprintf(
-		"gostream-ctl failover --topic %s --partition %d --broker %d && gostream-ctl recover --topic %s --partition %d --broker %d",
-		topic, partition, b, topic, partition, b)}, true
+	return verifiedReplica{Broker: b, State: verifyDamaged, Error: err.Error(), Command: rebuildCommand(topic, partition, b)}, true
 }
 
 // verifyReport is what verify -o json prints.
