@@ -50,14 +50,35 @@ type Node struct {
 	}
 }
 
-// freeAddr returns a loopback address whose port was free a moment ago.
+// handedOut is every address freeAddr has returned in this process. A
+// port closed again is free for the kernel to give out next, and it did:
+// two nodes of one cluster were handed the same HTTP port.
+var handedOut struct {
+	sync.Mutex
+	addrs map[string]bool
+}
+
+// freeAddr returns a loopback address whose port was free a moment ago,
+// and that it has not returned before.
 func freeAddr(host string) (string, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return "", err
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.addrs == nil {
+		handedOut.addrs = map[string]bool{}
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	for i := 0; i < 100; i++ {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return "", err
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if !handedOut.addrs[addr] {
+			handedOut.addrs[addr] = true
+			return addr, nil
+		}
+	}
+	return "", errors.New("testcluster: no port not handed out already")
 }
 
 // freeAddrUDP returns an address free for both TCP and UDP, for gossip.
