@@ -71,7 +71,10 @@ func (c *Client) CreateTopic(ctx context.Context, name string, partitions, repli
 	}
 	req := &transport.CreateTopicRequest{Name: name, Partitions: int32(partitions), ReplicationFactor: int16(replicationFactor)}
 	var resp transport.TopicInfo
-	if err := c.callController(ctx, transport.APICreateTopic, req, &resp, c.cfg.RequestTimeout); err != nil {
+	// Bounded by ctx alone: the controller answers once the partitions
+	// are placed, persisted and opened by the brokers, which for
+	// thousands of partitions takes longer than one request's timeout.
+	if err := c.callController(ctx, transport.APICreateTopic, req, &resp, 0); err != nil {
 		return TopicMetadata{}, fmt.Errorf("create topic %q: %w", name, err)
 	}
 	t := topicFromWire(&resp)

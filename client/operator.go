@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"gostream/transport"
 )
@@ -14,106 +13,32 @@ import (
 // The controller's requests and answers travel as JSON documents whose shape
 // is the CLI's JSON output; the types below mirror them.
 
-// FailoverRequest names what a failover acts on: one partition (Topic and
-// Partition), or every partition a broker leads or follows (Broker).
-type FailoverRequest struct {
-	Topic     string `json:"topic,omitempty"`
-	Partition int32  `json:"partition"`
-	// Broker, when set, is the lost broker: the partitions it leads fail
-	// over to another replica and it is dropped from the active set of the
-	// partitions it follows.
-	Broker int32 `json:"broker,omitempty"`
-	// BrokerOfPartition, with Topic and Partition, names one replica of
-	// the partition to take out of its active set: failed over when it
-	// leads, dropped when it follows (refused while it answers with a
-	// healthy replica).
-	BrokerOfPartition int32 `json:"broker_of_partition,omitempty"`
-	// DryRun asks what would happen and changes nothing.
-	DryRun bool `json:"dry_run"`
-	// Requester names who asked, for the audit trail; the controller uses
-	// the connection's address when it is empty.
-	Requester string `json:"requester,omitempty"`
-}
-
-// RecoverRequest names the returning replica: Broker's replica of one
-// partition (Topic and Partition), or, with Topic empty, every replica of
-// Broker that is outside its partition's active set.
-type RecoverRequest struct {
-	Topic     string `json:"topic,omitempty"`
-	Partition int32  `json:"partition"`
-	Broker    int32  `json:"broker"`
-	Requester string `json:"requester,omitempty"`
-}
-
-// Candidate is one replica a failover considered for leader.
-type Candidate struct {
-	Broker       int32  `json:"broker"`
-	Reachable    bool   `json:"reachable"`
-	LastEpoch    int32  `json:"last_epoch"`     // leader epoch of its last batch, -1 when unknown
-	LogEndOffset int64  `json:"log_end_offset"` // -1 when unknown
-	Agrees       bool   `json:"agrees"`         // holds what the chosen one holds on every shared offset
-	Chosen       bool   `json:"chosen"`
-	Note         string `json:"note,omitempty"`
-}
+// The requests and reports of the operator changes have one definition,
+// in package transport; these names are the client's for them.
+type (
+	FailoverRequest     = transport.FailoverRequest
+	RecoverRequest      = transport.RecoverRequest
+	ElectLeadersRequest = transport.ElectLeadersRequest
+	Candidate           = transport.Candidate
+	Action              = transport.Action
+	ChangeResult        = transport.ChangeResult
+	ChangeReport        = transport.ChangeReport
+	HistoryEvent        = transport.HistoryEvent
+	RestoreRequest      = transport.RestoreRequest
+	RestoreSource       = transport.RestoreSource
+	RestoreReport       = transport.RestoreReport
+)
 
 // Actions of a ChangeResult.
 const (
-	ActionFailover     = "failover"
-	ActionDropFollower = "drop-follower"
-	ActionRecover      = "recover"
-	ActionElectLeader  = "elect-leader"
-	// ActionReplaceBroker is the last result of a broker replace: the
-	// broker's storage root unbound (Topic empty, Partition -1).
-	ActionReplaceBroker = "replace-broker"
+	ActionFailover        = transport.ActionFailover
+	ActionDropFollower    = transport.ActionDropFollower
+	ActionRecover         = transport.ActionRecover
+	ActionElectLeader     = transport.ActionElectLeader
+	ActionCatchUp         = transport.ActionCatchUp
+	ActionReplaceBroker   = transport.ActionReplaceBroker
+	ActionRestoreMetadata = transport.ActionRestoreMetadata
 )
-
-// ChangeResult is what a failover or recovery did to one partition (or,
-// for a dry run, would do). A result whose Error is set changed nothing.
-type ChangeResult struct {
-	Topic      string      `json:"topic"`
-	Partition  int32       `json:"partition"`
-	Action     string      `json:"action"` // failover, drop-follower or recover
-	DryRun     bool        `json:"dry_run,omitempty"`
-	OldLeader  int32       `json:"old_leader"`
-	NewLeader  int32       `json:"new_leader"`
-	OldEpoch   int32       `json:"old_epoch"`
-	NewEpoch   int32       `json:"new_epoch"`
-	OldActive  []int32     `json:"old_active"`
-	NewActive  []int32     `json:"new_active"`
-	Candidates []Candidate `json:"candidates,omitempty"`
-	// LostFrom, for a failover, is the offset at and past which records
-	// held only by the old leader are lost: the new leader's log end.
-	LostFrom *int64 `json:"lost_from_offset,omitempty"`
-	// Truncated, for a recovery, is where the replica's log was cut: from
-	// its end Truncated[0] back to the common prefix Truncated[1]. Nil when
-	// nothing was cut.
-	Truncated *[2]int64 `json:"truncated,omitempty"`
-	// CopiedTo, for a recovery, is the leader's log end the replica was
-	// copied up to and verified against.
-	CopiedTo int64 `json:"copied_to,omitempty"`
-	// Note says why a leader or follower that still answers was replaced
-	// or dropped: its replica cannot serve (damaged, failed, behind).
-	Note string `json:"note,omitempty"`
-	// Error and ErrorName say why this partition failed, when it did, in a
-	// change of several partitions. ErrorName is the wire code's name
-	// (LeaderStillAvailable, ReplicaDivergence, ...).
-	Error     string `json:"error,omitempty"`
-	ErrorName string `json:"error_name,omitempty"`
-}
-
-// ChangeReport is the answer to a Failover or Recover request: one result
-// per partition.
-type ChangeReport struct {
-	Results []ChangeResult `json:"results"`
-}
-
-// HistoryEvent is one entry of the controller's audit trail: a change that
-// was made, when, and at whose request.
-type HistoryEvent struct {
-	Time      time.Time `json:"time"`
-	Requester string    `json:"requester,omitempty"`
-	ChangeResult
-}
 
 // ReplicaDigest is a digest of the batches of one replica that start in a
 // range of offsets: SHA-256 over each batch's base offset, next offset,
@@ -199,42 +124,6 @@ func (c *Client) ReplaceBroker(ctx context.Context, broker int32, dryRun bool, r
 	return rep, nil
 }
 
-// RestoreRequest asks the controller to adopt a broker's copy of the
-// cluster's metadata: the newest one any broker holds, or FromBroker's.
-type RestoreRequest struct {
-	FromBroker int32  `json:"from_broker,omitempty"`
-	DryRun     bool   `json:"dry_run"`
-	Requester  string `json:"requester,omitempty"`
-}
-
-// RestoreSource is one broker's copy of the metadata, as a restore found
-// it.
-type RestoreSource struct {
-	Broker    int32  `json:"broker"`
-	Address   string `json:"address"`
-	Answered  bool   `json:"answered"`
-	ClusterID string `json:"cluster_id,omitempty"`
-	Epoch     int64  `json:"epoch"` // -1 when unknown
-	Topics    int    `json:"topics"`
-	Chosen    bool   `json:"chosen"`
-	Note      string `json:"note,omitempty"`
-}
-
-// RestoreReport says what a restore found and did.
-type RestoreReport struct {
-	// ControllerEpoch is the epoch of the controller's own metadata, -1
-	// when its file is missing (Missing).
-	ControllerEpoch int64           `json:"controller_epoch"`
-	Missing         bool            `json:"missing"`
-	Refused         string          `json:"refused,omitempty"` // why the controller refused changes
-	Sources         []RestoreSource `json:"sources"`
-	NewEpoch        int64           `json:"new_epoch,omitempty"`
-	TopicsGained    []string        `json:"topics_gained"`
-	TopicsLost      []string        `json:"topics_lost"`
-	DryRun          bool            `json:"dry_run"`
-	Restored        bool            `json:"restored"`
-}
-
 // RestoreMetadata asks the controller to adopt the newest copy of the
 // cluster's metadata that the brokers hold (or req.FromBroker's), with an
 // epoch above every one seen, when its own metadata file is missing or
@@ -248,15 +137,6 @@ func (c *Client) RestoreMetadata(ctx context.Context, req RestoreRequest) (Resto
 		return RestoreReport{}, fmt.Errorf("restore metadata: %w", err)
 	}
 	return rep, nil
-}
-
-// ElectLeadersRequest asks for the leadership of every partition (of
-// Topic, or of every topic when empty) to go back to its preferred
-// replica, the first of its replicas.
-type ElectLeadersRequest struct {
-	Topic     string `json:"topic,omitempty"`
-	DryRun    bool   `json:"dry_run"`
-	Requester string `json:"requester,omitempty"`
 }
 
 // ElectLeaders asks the controller to move leadership back to the

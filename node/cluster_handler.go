@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"gostream/controller"
 	"gostream/metadata"
 	"gostream/transport"
 )
@@ -55,8 +56,8 @@ func (h *rpcHandler) replicaState(req *transport.Request) transport.Reply {
 
 func (h *rpcHandler) registerBroker(req *transport.Request) transport.Reply {
 	var r transport.RegisterBrokerRequest
-	return serveWith(req, &r, h.controller, func(ctx context.Context, c *controller) (transport.Message, error) {
-		meta, err := c.register(ctx, &r)
+	return serveWith(req, &r, h.controller, func(ctx context.Context, c *controller.Controller) (transport.Message, error) {
+		meta, err := c.Register(ctx, &r)
 		if err != nil {
 			return nil, err
 		}
@@ -103,10 +104,10 @@ func (h *rpcHandler) fetchMetadata(req *transport.Request) transport.Reply {
 	if err != nil {
 		return transport.Immediate(nil, err)
 	}
-	c.noteBroker(r.BrokerID, r.Addr)
+	c.NoteBroker(r.BrokerID, r.Addr)
 	return func(ctx context.Context) (transport.Message, error) {
-		c.claimedEpoch(ctx, r.BrokerID, r.KnownEpoch)
-		if err := c.refusal(); err != nil {
+		c.ClaimedEpoch(ctx, r.BrokerID, r.KnownEpoch)
+		if err := c.Refusal(); err != nil {
 			return nil, err
 		}
 		meta := c.Metadata()
@@ -123,7 +124,7 @@ func (h *rpcHandler) describeCluster(req *transport.Request) transport.Reply {
 	}
 	resp := &transport.DescribeClusterResponse{NodeID: h.n.cfg.ID, RootID: h.n.root.Stamp().RootID}
 	if h.n.controller != nil {
-		if err := h.n.controller.refusal(); err != nil {
+		if err := h.n.controller.Refusal(); err != nil {
 			resp.Controller = err.Error()
 		}
 	}
@@ -150,8 +151,8 @@ func (h *rpcHandler) catchUp(req *transport.Request) transport.Reply {
 		if err != nil {
 			return nil, err
 		}
-		h.n.audit(ctx, HistoryEvent{Time: time.Now().UTC(), Requester: req.RemoteAddr, ChangeResult: ChangeResult{
-			Topic: r.Topic, Partition: r.Partition, Action: "catch-up",
+		h.n.audit(ctx, transport.HistoryEvent{Time: time.Now().UTC(), Requester: req.RemoteAddr, ChangeResult: transport.ChangeResult{
+			Topic: r.Topic, Partition: r.Partition, Action: transport.ActionCatchUp,
 			OldLeader: st.Leader, NewLeader: st.Leader, OldEpoch: st.LeaderEpoch, NewEpoch: st.LeaderEpoch,
 			OldActive: st.Active, NewActive: st.Active, CopiedTo: to,
 		}})
@@ -246,9 +247,9 @@ func (h *rpcHandler) resetReplica(req *transport.Request) transport.Reply {
 // audit hands an event to the controller's audit trail: directly on the
 // controller, by an Audit request elsewhere. It is best effort: the change
 // it records is already done, so a failure is logged, not returned.
-func (n *Node) audit(ctx context.Context, ev HistoryEvent) {
+func (n *Node) audit(ctx context.Context, ev transport.HistoryEvent) {
 	if n.controller != nil {
-		if err := n.controller.history.append(ev); err != nil {
+		if err := n.controller.Record(ev); err != nil {
 			n.logger.Error("write audit trail", "err", err)
 		}
 		return
@@ -273,11 +274,11 @@ func (h *rpcHandler) auditEvent(req *transport.Request) transport.Reply {
 	if err != nil {
 		return transport.Immediate(nil, err)
 	}
-	var ev HistoryEvent
+	var ev transport.HistoryEvent
 	if err := json.Unmarshal(m.Data, &ev); err != nil {
 		return transport.Immediate(nil, fmt.Errorf("%w: audit event: %v", transport.ErrInvalidRequest, err))
 	}
 	return func(context.Context) (transport.Message, error) {
-		return nil, c.history.append(ev)
+		return nil, c.Record(ev)
 	}
 }

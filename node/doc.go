@@ -25,10 +25,26 @@
 //     connections or requests over them, and for 30 s after, GET
 //     /api/health says it is degraded.
 //
-// Today a node is a cluster of one: it is its own controller (the metadata
-// lives in <data-dir>/controller/metadata.json), hosts every replica, serves
-// the RPC API of package transport on Listen (topics, produce, fetch,
-// offsets, metadata) and GET /api/health, /api/status and /metrics on its
-// HTTP address. Joining other nodes, gossip and replication arrive with the
-// cluster issue.
+// What a node is made of, and which file wires it:
+//
+//   - its storage root (package storage) and the replicas it hosts, one
+//     replication.Partition each, opened, led, followed and closed as the
+//     metadata says (broker.go);
+//   - on the node --controller names, the controller (package controller),
+//     built in node.go from the node's data directory, its RPC pool and two
+//     functions: apply metadata to this node's broker, push it to the
+//     others (pushMetadata); the operator APIs are decoded here and handed
+//     to it (operator_handler.go);
+//   - elsewhere, registration with the controller and a poll of its
+//     metadata, cached on disk so that a restarted broker serves at once
+//     (node.go);
+//   - the RPC server of package transport on Listen: topics, produce,
+//     fetch, offsets, metadata, replication and the replica calls of
+//     failover and recovery (handler.go, cluster_handler.go), with every
+//     error of the packages below mapped to its wire code in one table
+//     (errors.go);
+//   - gossip (hashicorp/memberlist) on Gossip, which shows who is alive and
+//     decides nothing (gossip.go);
+//   - on HTTP: GET /api/health, /api/status and /metrics (status.go,
+//     metrics.go), and refusals of RPC sent there.
 package node

@@ -3,8 +3,10 @@ package node
 import (
 	"context"
 	"errors"
+	"strings"
 	"syscall"
 
+	"gostream/controller"
 	"gostream/metadata"
 	"gostream/replication"
 	"gostream/storage"
@@ -17,37 +19,54 @@ import (
 var wireErrors = []struct {
 	err  error
 	wire *transport.Error
+	// bare: the message leaves out the sentinel's own text, which the
+	// code says better (the controller's sentinels).
+	bare bool
 }{
 	// A full disk first: whatever failed for want of space (a log, the
 	// controller's metadata, an epoch file) is named for it.
-	{storage.ErrNoSpace, transport.ErrNoSpace},
-	{syscall.ENOSPC, transport.ErrNoSpace},
-	{syscall.EDQUOT, transport.ErrNoSpace},
-	{storage.ErrInvalidTopicName, transport.ErrInvalidTopicName},
-	{storage.ErrInvalidPartition, transport.ErrUnknownPartition},
-	{storage.ErrOffsetOutOfRange, transport.ErrOffsetOutOfRange},
-	{storage.ErrBatchTooLarge, transport.ErrMessageTooLarge},
-	{storage.ErrInvalidBatch, transport.ErrInvalidBatch},
-	{storage.ErrEpochRegression, transport.ErrStaleEpoch},
-	{storage.ErrCorrupt, transport.ErrStorageFailed},
-	{storage.ErrFailed, transport.ErrStorageFailed},
-	{storage.ErrClosed, transport.ErrShuttingDown},
-	{replication.ErrNotLeader, transport.ErrNotLeader},
-	{replication.ErrReplicaDivergence, transport.ErrReplicaDivergence},
-	{replication.ErrReplicationFailed, transport.ErrReplicationFailed},
-	{replication.ErrNotReady, transport.ErrNotReady},
-	{replication.ErrReplicaUnhealthy, transport.ErrStorageFailed},
-	{storage.ErrOffsetMismatch, transport.ErrInvalidRequest},
-	{storage.ErrStampMismatch, transport.ErrStampMismatch},
-	{replication.ErrStaleEpoch, transport.ErrStaleEpoch},
-	{replication.ErrOffsetOutOfRange, transport.ErrOffsetOutOfRange},
-	{metadata.ErrUnknownTopic, transport.ErrUnknownTopic},
-	{metadata.ErrTopicExists, transport.ErrTopicExists},
-	{metadata.ErrNotEnoughBrokers, transport.ErrInvalidReplication},
-	{metadata.ErrInvalid, transport.ErrInvalidRequest},
-	{transport.ErrMalformed, transport.ErrInvalidRequest},
-	{context.DeadlineExceeded, transport.ErrTimeout},
-	{context.Canceled, transport.ErrShuttingDown},
+	{err: storage.ErrNoSpace, wire: transport.ErrNoSpace},
+	{err: syscall.ENOSPC, wire: transport.ErrNoSpace},
+	{err: syscall.EDQUOT, wire: transport.ErrNoSpace},
+	{err: storage.ErrInvalidTopicName, wire: transport.ErrInvalidTopicName},
+	{err: storage.ErrInvalidPartition, wire: transport.ErrUnknownPartition},
+	{err: storage.ErrOffsetOutOfRange, wire: transport.ErrOffsetOutOfRange},
+	{err: storage.ErrBatchTooLarge, wire: transport.ErrMessageTooLarge},
+	{err: storage.ErrInvalidBatch, wire: transport.ErrInvalidBatch},
+	{err: storage.ErrEpochRegression, wire: transport.ErrStaleEpoch},
+	{err: storage.ErrCorrupt, wire: transport.ErrStorageFailed},
+	{err: storage.ErrFailed, wire: transport.ErrStorageFailed},
+	{err: storage.ErrClosed, wire: transport.ErrShuttingDown},
+	{err: replication.ErrNotLeader, wire: transport.ErrNotLeader},
+	{err: replication.ErrReplicaDivergence, wire: transport.ErrReplicaDivergence},
+	{err: replication.ErrReplicationFailed, wire: transport.ErrReplicationFailed},
+	{err: replication.ErrNotReady, wire: transport.ErrNotReady},
+	{err: replication.ErrReplicaUnhealthy, wire: transport.ErrStorageFailed},
+	{err: storage.ErrOffsetMismatch, wire: transport.ErrInvalidRequest},
+	{err: storage.ErrStampMismatch, wire: transport.ErrStampMismatch},
+	{err: replication.ErrStaleEpoch, wire: transport.ErrStaleEpoch},
+	{err: replication.ErrOffsetOutOfRange, wire: transport.ErrOffsetOutOfRange},
+	{err: controller.ErrInvalidRequest, wire: transport.ErrInvalidRequest, bare: true},
+	{err: controller.ErrInvalidPartitions, wire: transport.ErrInvalidPartitions, bare: true},
+	{err: controller.ErrInvalidReplication, wire: transport.ErrInvalidReplication, bare: true},
+	{err: controller.ErrUnknownPartition, wire: transport.ErrUnknownPartition, bare: true},
+	{err: controller.ErrUnknownBroker, wire: transport.ErrUnknownBroker, bare: true},
+	{err: controller.ErrBrokerNotAvailable, wire: transport.ErrBrokerNotAvailable, bare: true},
+	{err: controller.ErrLeaderStillAvailable, wire: transport.ErrLeaderStillAvailable, bare: true},
+	{err: controller.ErrNoEligibleReplica, wire: transport.ErrNoEligibleReplica, bare: true},
+	{err: controller.ErrReplicaDivergence, wire: transport.ErrReplicaDivergence, bare: true},
+	{err: controller.ErrDuplicateBroker, wire: transport.ErrDuplicateBroker, bare: true},
+	{err: controller.ErrBrokerAlive, wire: transport.ErrBrokerAlive, bare: true},
+	{err: controller.ErrStampMismatch, wire: transport.ErrStampMismatch, bare: true},
+	{err: controller.ErrStaleMetadata, wire: transport.ErrStaleMetadata, bare: true},
+	{err: controller.ErrNotReady, wire: transport.ErrNotReady, bare: true},
+	{err: metadata.ErrUnknownTopic, wire: transport.ErrUnknownTopic},
+	{err: metadata.ErrTopicExists, wire: transport.ErrTopicExists},
+	{err: metadata.ErrNotEnoughBrokers, wire: transport.ErrInvalidReplication},
+	{err: metadata.ErrInvalid, wire: transport.ErrInvalidRequest},
+	{err: transport.ErrMalformed, wire: transport.ErrInvalidRequest},
+	{err: context.DeadlineExceeded, wire: transport.ErrTimeout},
+	{err: context.Canceled, wire: transport.ErrShuttingDown},
 }
 
 // wireError gives err the code of the first sentinel it matches, keeping its
@@ -62,7 +81,12 @@ func wireError(err error) error {
 	}
 	for _, m := range wireErrors {
 		if errors.Is(err, m.err) {
-			return &transport.Error{Code: m.wire.Code, Retriable: m.wire.Retriable, Message: m.wire.Code.String() + ": " + err.Error()}
+			msg := err.Error()
+			if m.bare {
+				// The code names the sentinel: its own words go.
+				msg = strings.TrimPrefix(msg, m.err.Error()+": ")
+			}
+			return &transport.Error{Code: m.wire.Code, Retriable: m.wire.Retriable, Message: m.wire.Code.String() + ": " + msg}
 		}
 	}
 	return err

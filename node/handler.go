@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"gostream/controller"
 	"gostream/metadata"
 	"gostream/record"
 	"gostream/transport"
@@ -315,7 +316,7 @@ func topicInfo(t *metadata.Topic) transport.TopicInfo {
 	return ti
 }
 
-func (h *rpcHandler) controller() (*controller, error) {
+func (h *rpcHandler) controller() (*controller.Controller, error) {
 	if h.n.controller == nil {
 		return nil, fmt.Errorf("%w: broker %d is not the controller; the controller is %s", transport.ErrNotController, h.n.cfg.ID, h.n.cfg.Controllers[0])
 	}
@@ -324,8 +325,8 @@ func (h *rpcHandler) controller() (*controller, error) {
 
 func (h *rpcHandler) createTopic(req *transport.Request) transport.Reply {
 	var r transport.CreateTopicRequest
-	return serveWith(req, &r, h.controller, func(ctx context.Context, c *controller) (transport.Message, error) {
-		t, err := c.createTopic(ctx, &r)
+	return serveWith(req, &r, h.controller, func(ctx context.Context, c *controller.Controller) (transport.Message, error) {
+		t, err := c.CreateTopic(ctx, &r)
 		if err != nil {
 			return nil, err
 		}
@@ -336,15 +337,15 @@ func (h *rpcHandler) createTopic(req *transport.Request) transport.Reply {
 
 func (h *rpcHandler) deleteTopic(req *transport.Request) transport.Reply {
 	var r transport.TopicRequest
-	return serveWith(req, &r, h.controller, func(ctx context.Context, c *controller) (transport.Message, error) {
-		return nil, c.deleteTopic(ctx, r.Name)
+	return serveWith(req, &r, h.controller, func(ctx context.Context, c *controller.Controller) (transport.Message, error) {
+		return nil, c.DeleteTopic(ctx, r.Name)
 	})
 }
 
 func (h *rpcHandler) sealTopic(req *transport.Request) transport.Reply {
 	var r transport.TopicRequest
-	return serveWith(req, &r, h.controller, func(ctx context.Context, c *controller) (transport.Message, error) {
-		return nil, c.sealTopic(ctx, r.Name)
+	return serveWith(req, &r, h.controller, func(ctx context.Context, c *controller.Controller) (transport.Message, error) {
+		return nil, c.SealTopic(ctx, r.Name)
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"gostream/controller"
 	"gostream/httpapi"
 	"gostream/metadata"
 	"gostream/storage"
@@ -46,7 +47,7 @@ type Node struct {
 	metrics    *metrics
 	broker     *broker
 	pool       *transport.Pool
-	controller *controller // nil unless this node is the controller
+	controller *controller.Controller // nil unless this node is the controller
 	gossip     *gossip
 	refusals   *refusals
 
@@ -117,7 +118,11 @@ func Run(ctx context.Context, cfg Config) error {
 func (n *Node) start() error {
 	if n.isController() {
 		self := metadata.Broker{ID: n.cfg.ID, Addr: n.cfg.Advertise, HTTP: n.cfg.HTTP, Gossip: n.cfg.Gossip, RootID: n.root.Stamp().RootID}
-		c, err := openController(n.cfg.DataDir, n.root.Stamp().ClusterID, self, n.logger.Named("controller"), n.broker.applyMetadata, n.pushMetadata, n.pool)
+		c, err := controller.Open(controller.Config{
+			Dir: filepath.Join(n.cfg.DataDir, "controller"), RootCluster: n.root.Stamp().ClusterID, Self: self,
+			Logger: n.logger.Named("controller"), Apply: n.broker.applyMetadata, Push: n.pushMetadata, Pool: n.pool,
+			WireError: wireError,
+		})
 		if err != nil {
 			return err
 		}
@@ -125,8 +130,8 @@ func (n *Node) start() error {
 		// Metadata older than a broker's (an old copy put back) must not
 		// reach this node's replicas either: they would open replicas of
 		// topics deleted since, and lead by old epochs.
-		c.verifyEpochs(context.Background())
-		if err := c.refusal(); err != nil {
+		c.VerifyEpochs(context.Background())
+		if err := c.Refusal(); err != nil {
 			n.logger.Error("the controller refuses every change; this node serves no replica until its metadata is restored", "err", err)
 			return nil
 		}
@@ -159,7 +164,13 @@ func (n *Node) pushMetadata(ctx context.Context, meta *metadata.Cluster) {
 	push := func(ctx context.Context, b metadata.Broker) {
 		err := n.pool.Call(ctx, b.Addr, transport.APIUpdateMetadata, &transport.MetadataBlob{Metadata: blob}, nil)
 		if errors.Is(err, transport.ErrStaleMetadata) && n.controller != nil {
-			n.controller.checkPushRefused(ctx, b)
+			if n.controller.Metadata().Epoch > meta.Epoch {
+				// Pushes run after the change that made them, so a newer
+				// one may arrive first: the broker holds newer than this.
+				err = nil
+			} else {
+				n.controller.CheckPushRefused(ctx, b)
+			}
 		}
 		n.pushes.Lock()
 		n.pushes.lagging[b.ID] = err != nil
@@ -192,7 +203,7 @@ func (n *Node) pushMetadata(ctx context.Context, meta *metadata.Cluster) {
 		}
 		deadline, ok := ctx.Deadline()
 		if !ok {
-			deadline = time.Now().Add(pushTimeoutFor(meta))
+			deadline = time.Now().Add(controller.PushTimeout(meta))
 		}
 		go func() {
 			bctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
@@ -364,7 +375,7 @@ func (n *Node) serve(ctx context.Context) error {
 	}
 	n.gossip = gs
 	if n.controller != nil {
-		n.controller.gossipPeers = gs.rpcAddrs
+		n.controller.SetGossipPeers(gs.rpcAddrs)
 	}
 
 	g := newGroup(ctx)

@@ -204,7 +204,7 @@ func epSample(sec int, p, leader, epoch int32, meta int64) LeaderSample {
 	return LeaderSample{Time: epAt(sec), Partition: p, Leader: leader, Epoch: epoch, MetadataEpoch: meta}
 }
 
-func epChange(sec int, action string, p, oldLeader, newLeader, oldEpoch, newEpoch int32, oldActive, newActive []int32) client.HistoryEvent {
+func epChange(sec int, action client.Action, p, oldLeader, newLeader, oldEpoch, newEpoch int32, oldActive, newActive []int32) client.HistoryEvent {
 	return client.HistoryEvent{Time: epAt(sec), ChangeResult: client.ChangeResult{
 		Topic: "t", Partition: p, Action: action, OldLeader: oldLeader, NewLeader: newLeader,
 		OldEpoch: oldEpoch, NewEpoch: newEpoch, OldActive: oldActive, NewActive: newActive,

@@ -1,4 +1,4 @@
-package node
+package controller
 
 import (
 	"context"
@@ -25,21 +25,21 @@ import (
 // anything it did would be decided on facts the cluster has moved past,
 // and its metadata would not even reach brokers that hold newer. At start,
 // before it applies its metadata to its own broker, it asks every broker
-// its metadata names. Only restoreMetadata, run by the operator, lifts
+// its metadata names. Only RestoreMetadata, run by the operator, lifts
 // the refusal.
 
 // epochProbeTimeout bounds asking one broker which metadata it holds.
 const epochProbeTimeout = 1500 * time.Millisecond
 
-// refusal is why the controller makes no change, or nil.
-func (c *controller) refusal() error {
+// Refusal is why the controller makes no change, or nil.
+func (c *Controller) Refusal() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.mu.refused
 }
 
-// noteBroker remembers where a broker that reached the controller is.
-func (c *controller) noteBroker(id int32, addr string) {
+// NoteBroker remembers where a broker that reached the controller is.
+func (c *Controller) NoteBroker(id int32, addr string) {
 	if id <= 0 || addr == "" {
 		return
 	}
@@ -48,12 +48,12 @@ func (c *controller) noteBroker(id int32, addr string) {
 	c.mu.Unlock()
 }
 
-// claimedEpoch is told that broker says it holds metadata of epoch: when
+// ClaimedEpoch is told that broker says it holds metadata of epoch: when
 // that is above the controller's own, the controller asks the broker at
 // the address it knows for it (its metadata's, else the one it reached
 // the controller from) before it believes it, so that a request that
 // only claims a high epoch cannot stop the controller.
-func (c *controller) claimedEpoch(ctx context.Context, broker int32, epoch int64) {
+func (c *Controller) ClaimedEpoch(ctx context.Context, broker int32, epoch int64) {
 	c.mu.Lock()
 	own, refused := c.mu.meta.Epoch, c.mu.refused
 	addr := c.mu.seen[broker]
@@ -72,7 +72,7 @@ func (c *controller) claimedEpoch(ctx context.Context, broker int32, epoch int64
 // checkEpoch makes the controller refuse changes if broker holds metadata
 // of a later epoch than the controller's own, as the controller saw it
 // hold.
-func (c *controller) checkEpoch(broker int32, epoch int64) {
+func (c *Controller) checkEpoch(broker int32, epoch int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	own := c.mu.meta.Epoch
@@ -81,7 +81,7 @@ func (c *controller) checkEpoch(broker int32, epoch int64) {
 	}
 	c.mu.refused = fmt.Errorf("%w: the controller's metadata (epoch %d, %s) is older than broker %d's (epoch %d): it was restored from an older copy. "+
 		"Nothing is changed until it is reconciled: see what every broker holds with gostream-ctl cluster restore-metadata --dry-run, "+
-		"then adopt the newest with gostream-ctl cluster restore-metadata", transport.ErrStaleMetadata, own, c.store.Path(), broker, epoch)
+		"then adopt the newest with gostream-ctl cluster restore-metadata", ErrStaleMetadata, own, c.store.Path(), broker, epoch)
 	c.logger.Error("the controller's metadata is older than a broker's; refusing every change until it is restored",
 		"metadata_epoch", own, "peer", broker, "peer_epoch", epoch)
 }
@@ -94,11 +94,11 @@ type heldMetadata struct {
 
 // heldBy asks the node at addr which metadata it holds. ok is false when
 // it does not answer, or holds none.
-func (c *controller) heldBy(ctx context.Context, addr string) (id int32, blob []byte, held heldMetadata, ok bool) {
+func (c *Controller) heldBy(ctx context.Context, addr string) (id int32, blob []byte, held heldMetadata, ok bool) {
 	ctx, cancel := context.WithTimeout(ctx, epochProbeTimeout)
 	defer cancel()
 	var resp transport.DescribeClusterResponse
-	if err := c.pool.Call(ctx, addr, transport.APIDescribeCluster, &transport.Empty{}, &resp); err != nil || len(resp.Metadata) == 0 {
+	if err := c.cfg.Pool.Call(ctx, addr, transport.APIDescribeCluster, &transport.Empty{}, &resp); err != nil || len(resp.Metadata) == 0 {
 		return 0, nil, heldMetadata{}, false
 	}
 	if err := json.Unmarshal(resp.Metadata, &held); err != nil {
@@ -107,11 +107,11 @@ func (c *controller) heldBy(ctx context.Context, addr string) (id int32, blob []
 	return resp.NodeID, resp.Metadata, held, true
 }
 
-// verifyEpochs asks every broker the metadata names, at once, which epoch
+// VerifyEpochs asks every broker the metadata names, at once, which epoch
 // it holds, and refuses changes if one is ahead of the controller.
 // Brokers that do not answer prove nothing; they are checked again when
 // they register or poll.
-func (c *controller) verifyEpochs(ctx context.Context) {
+func (c *Controller) VerifyEpochs(ctx context.Context) {
 	meta := c.Metadata()
 	var wg sync.WaitGroup
 	for _, b := range meta.Brokers {
@@ -129,57 +129,16 @@ func (c *controller) verifyEpochs(ctx context.Context) {
 	wg.Wait()
 }
 
-// RestoreRequest is the JSON body of a RestoreMetadata request.
-type RestoreRequest struct {
-	// FromBroker picks the broker whose copy is adopted; 0 takes the
-	// newest copy of the cluster's metadata any broker holds.
-	FromBroker int32  `json:"from_broker,omitempty"`
-	DryRun     bool   `json:"dry_run"`
-	Requester  string `json:"requester,omitempty"`
-}
-
-// RestoreSource is one copy of the metadata a restore considered.
-type RestoreSource struct {
-	Broker    int32  `json:"broker"`
-	Address   string `json:"address"`
-	Answered  bool   `json:"answered"`
-	ClusterID string `json:"cluster_id,omitempty"`
-	Epoch     int64  `json:"epoch"`
-	Topics    int    `json:"topics"`
-	Chosen    bool   `json:"chosen"`
-	Note      string `json:"note,omitempty"`
-}
-
-// RestoreReport is the JSON body of a RestoreMetadata response.
-type RestoreReport struct {
-	ControllerEpoch int64           `json:"controller_epoch"`
-	Missing         bool            `json:"missing"`
-	Refused         string          `json:"refused,omitempty"`
-	Sources         []RestoreSource `json:"sources"`
-	// NewEpoch is the epoch the adopted metadata gets: above every epoch
-	// seen, so every broker takes it.
-	NewEpoch int64 `json:"new_epoch,omitempty"`
-	// TopicsGained are in the adopted copy and not in the controller's;
-	// TopicsLost the other way round.
-	TopicsGained []string `json:"topics_gained"`
-	TopicsLost   []string `json:"topics_lost"`
-	DryRun       bool     `json:"dry_run"`
-	Restored     bool     `json:"restored"`
-}
-
-// ActionRestoreMetadata is the audit trail's action of a restore.
-const ActionRestoreMetadata = "restore-metadata"
-
-// restoreMetadata adopts the newest copy of the cluster's metadata the
+// RestoreMetadata adopts the newest copy of the cluster's metadata the
 // brokers hold (or the named broker's) as the controller's, with an epoch
 // above every one seen, and lifts the refusal: the operator's consent to
 // reconcile a controller whose metadata is missing or old. A dry run
 // reports every copy and what would change.
-func (c *controller) restoreMetadata(ctx context.Context, req RestoreRequest) (RestoreReport, error) {
+func (c *Controller) RestoreMetadata(ctx context.Context, req transport.RestoreRequest) (transport.RestoreReport, error) {
 	c.opMu.Lock()
 	defer c.opMu.Unlock()
 	c.mu.Lock()
-	own, missing, refused := c.mu.meta, c.mu.missing, c.mu.refused
+	own, missing, refused, gossipPeers := c.mu.meta, c.mu.missing, c.mu.refused, c.mu.gossipPeers
 	addrs := map[int32]string{}
 	for id, a := range c.mu.seen {
 		addrs[id] = a
@@ -190,15 +149,15 @@ func (c *controller) restoreMetadata(ctx context.Context, req RestoreRequest) (R
 			addrs[b.ID] = b.Addr
 		}
 	}
-	if c.gossipPeers != nil {
-		for id, a := range c.gossipPeers() {
+	if gossipPeers != nil {
+		for id, a := range gossipPeers() {
 			if _, ok := addrs[id]; !ok {
 				addrs[id] = a
 			}
 		}
 	}
 	delete(addrs, own.ControllerID)
-	rep := RestoreReport{ControllerEpoch: own.Epoch, Missing: missing, DryRun: req.DryRun, Sources: []RestoreSource{},
+	rep := transport.RestoreReport{ControllerEpoch: own.Epoch, Missing: missing, DryRun: req.DryRun, Sources: []transport.RestoreSource{},
 		TopicsGained: []string{}, TopicsLost: []string{}}
 	if missing {
 		rep.ControllerEpoch = -1
@@ -207,7 +166,7 @@ func (c *controller) restoreMetadata(ctx context.Context, req RestoreRequest) (R
 		rep.Refused = refused.Error()
 	}
 	type copyOf struct {
-		src  *RestoreSource
+		src  *transport.RestoreSource
 		meta *metadata.Cluster
 	}
 	var mu sync.Mutex
@@ -217,7 +176,7 @@ func (c *controller) restoreMetadata(ctx context.Context, req RestoreRequest) (R
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			src := RestoreSource{Broker: id, Address: addr, Epoch: -1}
+			src := transport.RestoreSource{Broker: id, Address: addr, Epoch: -1}
 			var m *metadata.Cluster
 			nodeID, blob, held, ok := c.heldBy(ctx, addr)
 			switch {
@@ -269,14 +228,14 @@ func (c *controller) restoreMetadata(ctx context.Context, req RestoreRequest) (R
 	switch {
 	case chosen == nil && req.FromBroker != 0:
 		report()
-		return rep, fmt.Errorf("%w: broker %d holds no usable copy of this cluster's metadata (see the sources)", transport.ErrInvalidRequest, req.FromBroker)
+		return rep, fmt.Errorf("%w: broker %d holds no usable copy of this cluster's metadata (see the sources)", ErrInvalidRequest, req.FromBroker)
 	case chosen == nil:
 		report()
-		return rep, fmt.Errorf("%w: no broker that answers holds a copy of this cluster's metadata: start the brokers, or put a backup of %s back and restart this node", transport.ErrNoEligibleReplica, c.store.Path())
+		return rep, fmt.Errorf("%w: no broker that answers holds a copy of this cluster's metadata: start the brokers, or put a backup of %s back and restart this node", ErrNoEligibleReplica, c.store.Path())
 	case !missing && chosen.meta.Epoch <= own.Epoch && req.FromBroker == 0:
 		report()
 		return rep, fmt.Errorf("%w: the controller's metadata (epoch %d) is as new as every copy the answering brokers hold; nothing to restore%s",
-			transport.ErrInvalidRequest, own.Epoch, stillRefused(refused))
+			ErrInvalidRequest, own.Epoch, stillRefused(refused))
 	}
 	chosen.src.Chosen = true
 	report()
@@ -319,28 +278,30 @@ func (c *controller) restoreMetadata(ctx context.Context, req RestoreRequest) (R
 	}
 	rep.NewEpoch = next.Epoch
 	if err := next.Validate(); err != nil {
-		return rep, fmt.Errorf("%w: broker %d's copy cannot be adopted: %v", transport.ErrInvalidRequest, chosen.src.Broker, err)
+		return rep, fmt.Errorf("%w: broker %d's copy cannot be adopted: %v", ErrInvalidRequest, chosen.src.Broker, err)
 	}
 	if req.DryRun {
 		return rep, nil
 	}
-	c.mu.Lock()
+	c.changeMu.Lock()
 	if err := c.persist(next); err != nil {
-		c.mu.Unlock()
+		c.changeMu.Unlock()
 		return rep, err
 	}
+	c.mu.Lock()
 	c.mu.meta, c.mu.refused, c.mu.missing = next, nil, false
 	c.mu.Unlock()
+	c.changeMu.Unlock()
 	rep.Restored = true
 	c.logger.Warn("controller metadata restored from a broker's copy", "peer", chosen.src.Broker, "peer_epoch", chosen.src.Epoch, "metadata_epoch", next.Epoch)
-	c.record(req.Requester, ChangeResult{Action: ActionRestoreMetadata, Partition: -1, OldLeader: chosen.src.Broker, NewLeader: chosen.src.Broker})
+	c.record(req.Requester, transport.ChangeResult{Action: transport.ActionRestoreMetadata, Partition: -1, OldLeader: chosen.src.Broker, NewLeader: chosen.src.Broker})
 	var errs []error
-	if err := c.apply(next); err != nil {
+	if err := c.cfg.Apply(next); err != nil {
 		errs = append(errs, fmt.Errorf("restored and persisted, but not yet applied on this node: %w", err))
 	}
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pushTimeoutFor(next))
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), PushTimeout(next))
 	defer cancel()
-	c.push(pctx, next)
+	c.cfg.Push(pctx, next)
 	return rep, errors.Join(errs...)
 }
 
@@ -351,32 +312,11 @@ func stillRefused(refused error) string {
 	return "; the broker that reported a newer epoch does not answer now: start it and run restore-metadata again"
 }
 
-// checkPushRefused is told that broker refused a push as older than what it
+// CheckPushRefused is told that broker refused a push as older than what it
 // holds: it asks the broker which epoch that is and refuses changes if it
 // is above the controller's (a push that overtook another is not).
-func (c *controller) checkPushRefused(ctx context.Context, b metadata.Broker) {
+func (c *Controller) CheckPushRefused(ctx context.Context, b metadata.Broker) {
 	if id, _, held, ok := c.heldBy(ctx, b.Addr); ok && id == b.ID && held.ClusterID == c.Metadata().ClusterID {
 		c.checkEpoch(b.ID, held.Epoch)
-	}
-}
-
-func (h *rpcHandler) restoreMetadata(req *transport.Request) transport.Reply {
-	var m transport.JSONMessage
-	if err := decode(req, &m); err != nil {
-		return transport.Immediate(nil, err)
-	}
-	var rr RestoreRequest
-	if err := json.Unmarshal(m.Data, &rr); err != nil {
-		return transport.Immediate(nil, fmt.Errorf("%w: %v", transport.ErrInvalidRequest, err))
-	}
-	c, err := h.controller()
-	if err != nil {
-		return transport.Immediate(nil, err)
-	}
-	if rr.Requester == "" {
-		rr.Requester = req.RemoteAddr
-	}
-	return func(ctx context.Context) (transport.Message, error) {
-		return jsonReply(c.restoreMetadata(ctx, rr))
 	}
 }

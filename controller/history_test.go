@@ -1,4 +1,4 @@
-package node
+package controller
 
 import (
 	"path/filepath"
@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"gostream/transport"
 )
 
 // An Audit request retried after its connection died brings the same event
@@ -15,8 +17,8 @@ import (
 // own line.
 func TestHistoryRecordsARetriedEventOnce(t *testing.T) {
 	h := &history{path: filepath.Join(t.TempDir(), "history.jsonl")}
-	ev := HistoryEvent{Time: time.Now().UTC(), Requester: "127.0.0.1:5000",
-		ChangeResult: ChangeResult{Topic: "orders", Partition: 1, Action: "catch-up"}}
+	ev := transport.HistoryEvent{Time: time.Now().UTC(), Requester: "127.0.0.1:5000",
+		ChangeResult: transport.ChangeResult{Topic: "orders", Partition: 1, Action: transport.ActionCatchUp}}
 	require.NoError(t, h.append(ev))
 	require.NoError(t, h.append(ev))
 	again := ev

@@ -1,10 +1,11 @@
-package node
+package controller
 
 import (
 	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"gostream/transport"
 	"os"
 	"sync"
 )
@@ -17,7 +18,7 @@ type history struct {
 	last []byte // the line appended last, under mu
 }
 
-func (h *history) append(ev HistoryEvent) error {
+func (h *history) append(ev transport.HistoryEvent) error {
 	line, err := json.Marshal(ev)
 	if err != nil {
 		return err
@@ -51,24 +52,24 @@ func (h *history) append(ev HistoryEvent) error {
 
 // read returns every event, oldest first. A damaged line is reported, not
 // skipped silently.
-func (h *history) read() ([]HistoryEvent, error) {
+func (h *history) read() ([]transport.HistoryEvent, error) {
 	h.mu.Lock()
 	data, err := os.ReadFile(h.path)
 	h.mu.Unlock()
 	if os.IsNotExist(err) {
-		return []HistoryEvent{}, nil
+		return []transport.HistoryEvent{}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	out := []HistoryEvent{}
+	out := []transport.HistoryEvent{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	for n := 1; sc.Scan(); n++ {
 		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
 			continue
 		}
-		var ev HistoryEvent
+		var ev transport.HistoryEvent
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			return out, fmt.Errorf("audit trail %s line %d: %v", h.path, n, err)
 		}

@@ -1,0 +1,48 @@
+// Package controller keeps a gostream cluster's metadata and carries out
+// every change to it: broker registration, topics, and the operator's
+// commands (failover, drops, recovery, elect-leaders, broker replace,
+// metadata restore). One node runs it; package node builds it from narrow
+// dependencies (a directory, an RPC caller, functions that apply and push
+// metadata) and serves its APIs.
+//
+// What it promises:
+//
+//   - A change is done only once persisted: it is computed from the last
+//     persisted metadata, written and fsync'd (metadata.Store), applied on
+//     the controller's own broker, and only then pushed to the others and
+//     reported. A change that cannot be persisted changes nothing.
+//   - Changes are ordered by one lock held across that persist, and only
+//     there; readers of the metadata never wait for a disk or a broker, and
+//     pushes run after the lock is released (brokers ignore metadata older
+//     than what they hold, so pushes that overtake each other are
+//     harmless).
+//   - Nothing fails over by itself. A failover replaces a leader that does
+//     not answer or whose replica cannot lead, never a healthy one
+//     (ErrLeaderStillAvailable); a drop takes out a follower that does not
+//     answer or cannot serve.
+//   - Epochs: a new leader epoch is above every epoch handed out or
+//     reserved, and is persisted as the partition's reserved epoch before
+//     any replica is fenced with it, so a command interrupted anywhere and
+//     run again never reuses one (docs/failover.md, "The controller dying
+//     part way").
+//   - Leader choice (chooseLeader) is a pure function of what the fenced
+//     candidates answered: the greatest (last epoch, log end), ties to the
+//     lowest broker id; every other candidate must agree with it by digest
+//     over their shared offsets, or nothing is promoted
+//     (ErrReplicaDivergence).
+//   - One operator command of any size is carried out in phases over all
+//     its partitions at once (at most opParallel at a time): checks, one
+//     change reserving every epoch, fences and choices, one change with
+//     every new leader and active set (pushed once). A recovery likewise:
+//     the leaders recover their replicas at once, then one change puts
+//     every replica recovered back in its active set. Each partition keeps
+//     its own result and error.
+//   - Metadata older than a broker's, or missing, is never acted on: the
+//     controller refuses every change (ErrStaleMetadata) until the
+//     operator restores it (RestoreMetadata).
+//   - Every change an operator asked for is appended to the audit trail
+//     (history.jsonl beside the metadata), fsync'd.
+//
+// Errors are the package's sentinels (errors.go), which node maps to wire
+// codes; errors of the brokers it calls keep the codes they came with.
+package controller

@@ -1,0 +1,74 @@
+package controller
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"gostream/transport"
+)
+
+func cand(broker, epoch int32, end int64, reachable bool) candidate {
+	return candidate{Candidate: transport.Candidate{Broker: broker, LastEpoch: epoch, LogEndOffset: end, Reachable: reachable}}
+}
+
+func TestChooseLeader(t *testing.T) {
+	cases := []struct {
+		name  string
+		cands []candidate
+		to    int32
+		want  int32 // broker, or -1 for none
+	}{
+		{"none answered", []candidate{cand(2, -1, -1, false), cand(3, -1, -1, false)}, 0, -1},
+		{"no candidates", nil, 0, -1},
+		{"the only one that answers", []candidate{cand(2, 4, 10, false), cand(3, 1, 5, true)}, 0, 3},
+		{"a later epoch wins over a longer log", []candidate{cand(2, 3, 100, true), cand(3, 4, 10, true)}, 0, 3},
+		{"same epoch: the longer log", []candidate{cand(2, 4, 10, true), cand(3, 4, 11, true)}, 0, 3},
+		{"a tie goes to the lowest id", []candidate{cand(3, 4, 10, true), cand(2, 4, 10, true)}, 0, 2},
+		{"unreachable never chosen, however long", []candidate{cand(2, 9, 999, false), cand(3, 1, 1, true)}, 0, 3},
+		{"a move takes the named broker, even when shorter", []candidate{cand(1, 4, 20, true), cand(2, 4, 10, true)}, 2, 2},
+		{"a move to a broker that did not answer: none", []candidate{cand(1, 4, 20, true), cand(2, 4, 10, false)}, 2, -1},
+		{"a move to a broker not among the candidates: none", []candidate{cand(1, 4, 20, true)}, 3, -1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			i := chooseLeader(tc.cands, tc.to)
+			if tc.want < 0 {
+				assert.Equal(t, -1, i)
+				return
+			}
+			if assert.GreaterOrEqual(t, i, 0) {
+				assert.Equal(t, tc.want, tc.cands[i].Broker)
+			}
+		})
+	}
+}
+
+// Each phase of an operator command runs every step, at most opParallel at
+// once, and skips the steps that failed before.
+func TestEachRunsEveryLiveStepBounded(t *testing.T) {
+	steps := make([]*step, 500)
+	for i := range steps {
+		steps[i] = &step{partition: int32(i)}
+		if i%7 == 0 {
+			steps[i].err = assert.AnError
+		}
+	}
+	running, peak := make(chan struct{}, len(steps)), 0
+	var ran [500]bool
+	var mu chanMutex = make(chan struct{}, 1)
+	each(steps, func(s *step) {
+		running <- struct{}{}
+		mu <- struct{}{}
+		peak = max(peak, len(running))
+		ran[s.partition] = true
+		<-mu
+		<-running
+	})
+	for i, s := range steps {
+		assert.Equal(t, s.err == nil, ran[i], "step %d", i)
+	}
+	assert.LessOrEqual(t, peak, opParallel)
+}
+
+type chanMutex chan struct{}
