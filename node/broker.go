@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -222,7 +221,7 @@ func (b *broker) reconcile() error {
 	for i, tp := range gone {
 		b.closeLog(tp, goneReplicas[i])
 		if meta.Topic(tp.topic) == nil {
-			if err := b.removeTopicDir(tp.topic); err != nil {
+			if err := b.root.RemoveTopic(tp.topic); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -263,7 +262,7 @@ func (b *broker) openReplicaAt(tp topicPartition, topicID string, initial int64,
 	case err == nil && topicID != "" && strings.TrimSpace(string(held)) != topicID:
 		b.logger.Warn("removing a replica of a deleted incarnation of the topic", "topic", tp.topic, "partition", tp.partition,
 			"old_id", strings.TrimSpace(string(held)), "id", topicID)
-		if err := b.removeDir(dir, tp.topic); err != nil {
+		if err := b.root.RemoveReplica(tp.topic, tp.partition); err != nil {
 			return nil, fmt.Errorf("remove replica %s/%d of a deleted incarnation: %w", tp.topic, tp.partition, err)
 		}
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
@@ -360,11 +359,7 @@ func (b *broker) resetReplica(topic, id string, partition int32, start int64) er
 		r.part.Close()
 		r.log.Close()
 	}
-	dir, err := b.root.ReplicaDir(topic, partition)
-	if err != nil {
-		return err
-	}
-	if err := quarantineAll(dir); err != nil {
+	if _, err := b.root.QuarantineReplica(topic, partition); err != nil {
 		return fmt.Errorf("quarantine damaged replica %s/%d: %w", topic, partition, err)
 	}
 	b.logger.Warn("damaged replica moved to quarantine; rebuilding it from its leader", "topic", topic, "partition", partition, "start", start)
@@ -384,33 +379,6 @@ func (b *broker) resetReplica(topic, id string, partition int32, start int64) er
 	return nil
 }
 
-// quarantineAll moves every entry of a replica directory but quarantine/
-// itself into quarantine/damaged-<time>/.
-func quarantineAll(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	dest := filepath.Join(dir, storage.QuarantineDir, fmt.Sprintf("damaged-%d", time.Now().UnixNano()))
-	if err := os.MkdirAll(dest, 0o755); err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if e.Name() == storage.QuarantineDir {
-			continue
-		}
-		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(dest, e.Name())); err != nil {
-			return err
-		}
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
 // closeReplica takes a replica out of the map and closes it, outside the
 // lock (closing waits for follower senders).
 func (b *broker) closeReplica(tp topicPartition, r *replica) {
@@ -427,36 +395,6 @@ func (b *broker) closeLog(tp topicPartition, r *replica) {
 	if err := r.log.Close(); err != nil {
 		b.logger.Warn("close log of a replica that goes", "topic", tp.topic, "partition", tp.partition, "err", err)
 	}
-}
-
-// removeTopicDir deletes a deleted topic's directory.
-func (b *broker) removeTopicDir(topic string) error {
-	dir, err := b.root.ReplicaDir(topic, 0)
-	if err != nil {
-		return err
-	}
-	return b.removeDir(filepath.Dir(dir), topic)
-}
-
-// removeDir deletes a directory under the root (a topic's, or one
-// replica's): it is renamed out of the way first, so a crash never leaves
-// a half-deleted one under its name.
-func (b *broker) removeDir(dir, name string) error {
-	trash := filepath.Join(b.root.Dir(), "deleted")
-	if err := ensureDir(trash); err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp(trash, name+"-")
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(dir, filepath.Join(tmp, filepath.Base(dir))); err != nil {
-		if os.IsNotExist(err) {
-			return os.Remove(tmp)
-		}
-		return fmt.Errorf("delete %s: %w", dir, err)
-	}
-	return os.RemoveAll(tmp)
 }
 
 // metadata returns the cached metadata.
