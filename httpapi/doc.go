@@ -1,21 +1,34 @@
 // Package httpapi owns a node's HTTP surface (docs/design.md section 9): its
-// routes, the methods each route accepts, and the JSON each answers with.
-// It provides an http.Handler; the node owns the listener and the server's
-// lifetime.
+// routes, the methods each accepts, and the JSON each answers with. New
+// returns an http.Handler; the node owns the listener, the http.Server, its
+// timeouts and connection limits, and their lifetime.
+//
+// Routes:
+//
+//   - GET /api/health (HealthPath): a Health object. 200 with status "ok"
+//     while Config.Problems reports nothing; 503 with status "degraded" and
+//     the problems while it reports some (a node says so for 30 s after it
+//     last refused a connection or a request over its limits). It tells
+//     that the process serves everyone, not that its partitions are
+//     healthy; gostream-ctl health reads it, and so does the docker
+//     compose healthcheck.
+//   - GET /metrics (MetricsPath): Config.Metrics, the Prometheus text
+//     format in a node.
+//   - GET /api/status (StatusPath): Config.Status marshaled as JSON; in a
+//     node, its own view of the cluster (brokers and their gossip states,
+//     and every replica it hosts with its offsets, followers and problems),
+//     which gostream-ctl cluster status gathers from every node.
 //
 // Promises:
 //
-//   - GET /api/health answers 200 with a Health object as JSON while the
-//     node's HTTP server runs and has no problems, and 503 with status
-//     "degraded" and the problems while it has some (it refused
-//     connections or requests over its limits lately). It says the
-//     process serves everyone, not that its partitions are healthy.
-//   - A known path asked with a method it does not accept answers 405 with
-//     an Allow header; an unknown path answers 404.
-//   - Every request is logged at Debug with method, path, status and
-//     duration, never above Debug.
+//   - A route whose Config field is nil is not served: 404, as for any
+//     unknown path.
+//   - Each route answers HEAD as GET does. Another method gets 405 with an
+//     Allow header.
+//   - JSON bodies end with a newline and are sent with Content-Type
+//     application/json and Cache-Control no-store.
+//   - Every request is logged at Debug once answered (method, path, status,
+//     remote address, duration), never above Debug.
 //
-// GET /metrics serves the Prometheus text format and GET /api/status the
-// node's view as JSON, when the node gives them (Config.Metrics,
-// Config.Status). The Durable Streams protocol is not served yet.
+// Nothing else is served: the Durable Streams protocol is not built yet.
 package httpapi

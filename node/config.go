@@ -166,7 +166,7 @@ type Config struct {
 	// with several addresses where the peers or the firewall tell nodes
 	// apart by source address (the chaos harness gives node k 127.0.0.k).
 	DialSource string
-	// HTTP is the address of the HTTP surface (health, later metrics and
+	// HTTP is the address of the HTTP surface (health, metrics and
 	// status). Empty means DefaultHTTP.
 	HTTP string
 	// Controllers names the controller. Empty means this node, at its
