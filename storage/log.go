@@ -487,7 +487,11 @@ const zeroFillBelow = 32 << 10
 // (synchronous producers) and not when they are few and large (pipelined
 // producers, bound by the disk's bandwidth). So the choice follows the
 // bytes per fsync of the stretch just filled; the log's first stretch is
-// fallocate'd. The caller holds appendMu.
+// fallocate'd. A stretch no longer than zeroFillBelow (a new segment's
+// first five, 4 to 32 KiB long) cannot show more bytes per fsync than it
+// holds, unless one batch is larger: pipelined producers may get written
+// zeros for the stretch after each, at most 124 KiB of them per segment.
+// The caller holds appendMu.
 func (l *Log) zeroFill() bool {
 	syncs := l.syncs.Load()
 	n := syncs - l.prealloc.syncs

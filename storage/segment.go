@@ -125,10 +125,11 @@ func indexMiss(pos int64, h batchHeader, err error, want int64) bool {
 // cost a second write of every byte (10-20% of the throughput of 256 KiB
 // appends with fsync), fallocate nothing measurable: the Log chooses
 // between them by the size of its group commits (Log.zeroFill), once per
-// stretch. A log's first stretch is fallocate'd, so the stretch is
-// short enough that a synchronous producer soon writes over zeros (one
+// stretch. A log's first stretch is fallocate'd; the shorter the first
+// stretches, the sooner a synchronous producer writes over zeros (one
 // producer's p50 over 2,000 1 KiB records: 0.346/0.340 ms with 256 KiB
-// stretches, 0.373/0.354 ms with 1 MiB).
+// stretches from the first write, 0.373/0.354 ms with 1 MiB). With 4 KiB
+// first stretches it does once its first 4 KiB are written.
 const (
 	minPreallocBytes = 4 << 10   // one block of ext4 and most filesystems
 	preallocBytes    = 256 << 10 // the largest stretch
