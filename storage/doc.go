@@ -35,6 +35,12 @@
 //     whole before the next one is created. The newest segment is
 //     preallocated ahead of its data (so an append's fsync commits no size
 //     change); on open, zeros after its last batch are free space.
+//   - Preallocation follows the data: the newest segment's file ends at
+//     the smallest power of two from 4 KiB that holds its data, and past
+//     256 KiB at the next multiple of 256 KiB (never past SegmentBytes,
+//     unless one batch is larger). A log that holds one small batch takes
+//     one 4 KiB block; a busy one preallocates seven times on its way to
+//     256 KiB, then once per 256 KiB.
 //   - Torn or corrupt: a crash can only leave bytes of a batch missing,
 //     past the end of the file or reading as zeros, a 512-byte sector
 //     (aligned to file position) at a time. So where the scan of the

@@ -475,18 +475,23 @@ func (l *Log) checkBatch(batch record.Batch) error {
 // active segment is preallocated with written zeros rather than fallocate.
 const zeroFillBelow = 32 << 10
 
-// zeroFill reports whether the next stretch (preallocBytes) of the active
-// segment should be preallocated by writing zeros, and starts measuring
-// the stretch after it. An fsync of data written into fallocate'd space also commits the
-// conversion of those blocks from unwritten to written, an inode update;
-// over zeros that are on disk already it has no metadata to commit. On
-// the disk of docs/benchmarks.md, three logs syncing 6 KiB each at once
-// took 0.27-0.29 ms per fsync over written zeros, 0.39-0.44 ms over
-// fallocate'd space. The zeros cost a second write of every byte, which
-// pays when fsyncs are many and small (synchronous producers) and not when
-// they are few and large (pipelined producers, bound by the disk's
-// bandwidth). So the choice follows the bytes per fsync of the stretch
-// just filled; the first stretch is fallocate'd. The caller holds appendMu.
+// zeroFill reports whether the next stretch of the active segment (see
+// preallocEnd) should be preallocated by writing zeros, and starts
+// measuring the stretch after it. An fsync of data written into
+// fallocate'd space also commits the conversion of those blocks from
+// unwritten to written, an inode update; over zeros that are on disk
+// already it has no metadata to commit. On the disk of docs/benchmarks.md,
+// three logs syncing 6 KiB each at once took 0.27-0.29 ms per fsync over
+// written zeros, 0.39-0.44 ms over fallocate'd space. The zeros cost a
+// second write of every byte, which pays when fsyncs are many and small
+// (synchronous producers) and not when they are few and large (pipelined
+// producers, bound by the disk's bandwidth). So the choice follows the
+// bytes per fsync of the stretch just filled; the log's first stretch is
+// fallocate'd. A stretch no longer than zeroFillBelow (a new segment's
+// first five, 4 to 32 KiB long) cannot show more bytes per fsync than it
+// holds, unless one batch is larger: pipelined producers may get written
+// zeros for the stretch after each, at most 124 KiB of them per segment.
+// The caller holds appendMu.
 func (l *Log) zeroFill() bool {
 	syncs := l.syncs.Load()
 	n := syncs - l.prealloc.syncs

@@ -136,36 +136,80 @@ func TestTruncatePreallocated(t *testing.T) {
 // (one synchronous producer) preallocates with written zeros once it has
 // seen them, and over zeros the file needs no block conversion at fsync; a
 // log whose fsyncs are large (pipelined producers) keeps fallocate, which
-// does not write every byte twice. Either way the space reads as zeros.
+// does not write every byte twice. Either way the space reads as zeros,
+// and the stretches double from one block up to PreallocBytes, then come
+// PreallocBytes at a time.
 func TestPreallocationFollowsGroupCommitSize(t *testing.T) {
+	const k = 1 << 10
 	tests := []struct {
 		name      string
 		batchSize int
-		want      []bool
+		ends      []int64 // where the file ends after each preallocation
+		zeros     []bool
 	}{
-		{"small fsyncs", 1 << 10, []bool{false, true, true}},
-		{"large fsyncs", 64 << 10, []bool{false, false, false}},
+		{"small fsyncs", 1 << 10,
+			[]int64{4 * k, 8 * k, 16 * k, 32 * k, 64 * k, 128 * k, 256 * k, 512 * k, 768 * k},
+			[]bool{false, true, true, true, true, true, true, true, true}},
+		{"large fsyncs", 64 << 10,
+			[]int64{64 * k, 128 * k, 256 * k, 512 * k, 768 * k},
+			[]bool{false, false, false, false, false}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var choices []bool
 			defer storage.SetPreallocHook(func(zeros bool) { choices = append(choices, zeros) })()
 			dir := t.TempDir()
+			path := filepath.Join(dir, segName(0))
 			l := openLog(t, dir, storage.Options{})
 			// Each append waits for its own fsync: one batch per fsync.
-			n := 2*storage.PreallocBytes/tt.batchSize + 1 // into the third stretch
-			batches := appendSized(t, l, n, tt.batchSize, 0)
-			assert.Equal(t, tt.want, choices)
+			n := 2*storage.PreallocBytes/tt.batchSize + 1 // past the second full stretch
+			var batches []record.Batch
+			var ends []int64
+			for i := range n {
+				batches = append(batches, sizedBatch(t, tt.batchSize, byte(i)))
+				mustAppend(t, l, batches[i], 0)
+				fi, err := os.Stat(path)
+				require.NoError(t, err)
+				if len(ends) == 0 || ends[len(ends)-1] != fi.Size() {
+					ends = append(ends, fi.Size())
+				}
+			}
+			assert.Equal(t, tt.ends, ends)
+			assert.Equal(t, tt.zeros, choices)
 
-			data, err := os.ReadFile(filepath.Join(dir, segName(0)))
+			data, err := os.ReadFile(path)
 			require.NoError(t, err)
 			want := concat(batches)
 			assert.Equal(t, want, data[:len(want)])
-			assert.Equal(t, 3*storage.PreallocBytes, len(data), "preallocated to the end of the third stretch")
 			assert.Equal(t, make([]byte, len(data)-len(want)), data[len(want):], "preallocated space is zeros")
 			require.NoError(t, l.Close())
 		})
 	}
+}
+
+// TestBusyLogPreallocatesRarely: a log that takes 8 MiB of small batches
+// preallocates seven times on its way to PreallocBytes and then once per
+// PreallocBytes, not once per few batches: the stretches that keep a quiet
+// log small do not cost a busy one its preallocation.
+func TestBusyLogPreallocatesRarely(t *testing.T) {
+	var preallocs int
+	defer storage.SetPreallocHook(func(bool) { preallocs++ })()
+	dir := t.TempDir()
+	l := openLog(t, dir, storage.Options{})
+	const total, size = 8 << 20, 1 << 10
+	batch := sizedBatch(t, size, 'b')
+	var durable storage.Durable
+	for range total / size {
+		var err error
+		_, durable, err = l.Write(batch, 0) // Write stamps the batch in place
+		require.NoError(t, err)
+	}
+	require.NoError(t, durable(ctxFor(t)))
+	fi, err := os.Stat(filepath.Join(dir, segName(0)))
+	require.NoError(t, err)
+	assert.Equal(t, int64(total), fi.Size(), "the data fills the last stretch exactly")
+	// 4, 8, ... 256 KiB, then 512 KiB, 768 KiB, ... 8 MiB.
+	assert.Equal(t, 7+(total-storage.PreallocBytes)/storage.PreallocBytes, preallocs)
 }
 
 // TestWrittenZeroTailIsFreeSpace is TestZeroTailIsFreeSpace for space
@@ -174,7 +218,7 @@ func TestPreallocationFollowsGroupCommitSize(t *testing.T) {
 func TestWrittenZeroTailIsFreeSpace(t *testing.T) {
 	var zeroFilled bool
 	defer storage.SetPreallocHook(func(zeros bool) { zeroFilled = zeroFilled || zeros })()
-	n := storage.PreallocBytes/300 + 10 // into the second stretch, which small fsyncs zero-fill
+	n := storage.PreallocBytes/300 + 10 // past the first PreallocBytes; small fsyncs zero-fill from the second stretch on
 	dir, batches, data := preallocatedLog(t, n)
 	require.True(t, zeroFilled, "the second stretch was not zero-filled")
 	want := concat(batches)

@@ -1,7 +1,7 @@
 package storage
 
-// PreallocBytes is how far ahead of its data the active segment is
-// preallocated, one stretch.
+// PreallocBytes is the largest stretch by which the active segment is
+// preallocated ahead of its data.
 const PreallocBytes = preallocBytes
 
 // SetSyncHook makes f run at the start of every group-commit fsync until
