@@ -193,30 +193,50 @@ func PushTimeout(meta *metadata.Cluster) time.Duration {
 	return min(pushTimeout+time.Duration(n)*5*time.Millisecond, 2*time.Minute)
 }
 
-// change runs fn on a copy of the metadata, then persists the copy, applies
-// it here and pushes it to the other brokers, if fn succeeded. Nothing
-// changes unless fn succeeds and the copy is persisted. It returns once
-// the brokers have answered the push or its timeout passed.
+// change runs fn on a copy of the metadata, then persists the copy, and
+// applies it here while it pushes it to the other brokers, if fn
+// succeeded. Nothing changes unless fn succeeds and the copy is persisted.
+// It returns once this node has applied it and the brokers have answered
+// the push or its timeout passed.
 func (c *Controller) change(ctx context.Context, what string, fn func(*metadata.Cluster) error) error {
 	next, err := c.commit(ctx, what, fn)
 	if err != nil || next == nil {
 		return err
 	}
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), PushTimeout(next))
-	defer cancel()
-	c.cfg.Push(pctx, next)
-	return nil
+	pushed := make(chan struct{})
+	go func() {
+		defer close(pushed)
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), PushTimeout(next))
+		defer cancel()
+		c.cfg.Push(pctx, next)
+	}()
+	err = c.applyHere(what, next)
+	<-pushed
+	return err
 }
 
 // reserve is change for bookkeeping of the controller's own (a reserved
 // epoch): persisted and applied, not pushed to the brokers.
 func (c *Controller) reserve(ctx context.Context, what string, fn func(*metadata.Cluster) error) error {
-	_, err := c.commit(ctx, what, fn)
-	return err
+	next, err := c.commit(ctx, what, fn)
+	if err != nil || next == nil {
+		return err
+	}
+	return c.applyHere(what, next)
 }
 
-// commit persists and applies one change and returns the new metadata,
-// or nil when fn found nothing to change.
+// applyHere hands persisted metadata to this node's broker. Changes may
+// be applied out of order: the broker ignores metadata older than what it
+// holds.
+func (c *Controller) applyHere(what string, next *metadata.Cluster) error {
+	if err := c.cfg.Apply(next); err != nil {
+		return fmt.Errorf("%s: persisted but not yet applied: %w", what, err)
+	}
+	return nil
+}
+
+// commit persists one change and returns the new metadata, or nil when fn
+// found nothing to change.
 func (c *Controller) commit(ctx context.Context, what string, fn func(*metadata.Cluster) error) (*metadata.Cluster, error) {
 	c.changeMu.Lock()
 	defer c.changeMu.Unlock()
@@ -241,8 +261,5 @@ func (c *Controller) commit(ctx context.Context, what string, fn func(*metadata.
 	c.mu.meta = next
 	c.mu.Unlock()
 	c.logger.Info("metadata changed", "change", what, "metadata_epoch", next.Epoch)
-	if err := c.cfg.Apply(next); err != nil {
-		return nil, fmt.Errorf("%s: persisted but not yet applied: %w", what, err)
-	}
 	return next, nil
 }

@@ -8,14 +8,15 @@
 // What it promises:
 //
 //   - A change is done only once persisted: it is computed from the last
-//     persisted metadata, written and fsync'd (metadata.Store), applied on
-//     the controller's own broker, and only then pushed to the others and
-//     reported. A change that cannot be persisted changes nothing.
+//     persisted metadata, written and fsync'd (metadata.Store), and only
+//     then applied on the controller's own broker and pushed to the others
+//     (at once), and reported. A change that cannot be persisted changes
+//     nothing.
 //   - Changes are ordered by one lock held across that persist, and only
 //     there; readers of the metadata never wait for a disk or a broker, and
-//     pushes run after the lock is released (brokers ignore metadata older
-//     than what they hold, so pushes that overtake each other are
-//     harmless).
+//     applying and pushing run after the lock is released (brokers ignore
+//     metadata older than what they hold, so changes that overtake each
+//     other there are harmless).
 //   - Nothing fails over by itself. A failover replaces a leader that does
 //     not answer or whose replica cannot lead, never a healthy one
 //     (ErrLeaderStillAvailable); a drop takes out a follower that does not

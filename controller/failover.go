@@ -201,6 +201,7 @@ func dropStep(meta *metadata.Cluster, topic string, partition, broker int32) *st
 // choices, and the new leaders and active sets (one change).
 func (c *Controller) moveOff(ctx context.Context, dry bool, steps []*step) {
 	quiet := &silence{}
+	c.findSilent(ctx, quiet, steps)
 	// 1. Refuse a failover while the leader answers and its replica is
 	// healthy, and a drop while the follower does.
 	each(steps, func(s *step) {
@@ -238,6 +239,33 @@ func hasAction(steps []*step, actions ...transport.Action) bool {
 		}
 	}
 	return false
+}
+
+// findSilent asks each broker the steps would take out, once and all at
+// once, for its replica of one of those partitions, so that a broker that
+// does not answer is known silent before the partitions are checked one
+// by one (thousands of checks of a dead broker would otherwise each wait
+// for it until the first of them found it silent).
+func (c *Controller) findSilent(ctx context.Context, quiet *silence, steps []*step) {
+	first := map[int32]*step{}
+	for _, s := range steps {
+		b := s.broker
+		if s.res.Action == transport.ActionFailover {
+			b = s.part.Leader
+		}
+		if _, ok := first[b]; !ok && s.err == nil && b > 0 && s.res.Action != transport.ActionElectLeader {
+			first[b] = s
+		}
+	}
+	var wg sync.WaitGroup
+	for b, s := range first {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.replicaHealth(ctx, quiet, b, s.topic, s.partition)
+		}()
+	}
+	wg.Wait()
 }
 
 // checkLeader is step 1 of a failover: a failover is for a leader that is

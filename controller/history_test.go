@@ -31,3 +31,20 @@ func TestHistoryRecordsARetriedEventOnce(t *testing.T) {
 	assert.True(t, evs[0].Time.Equal(ev.Time))
 	assert.True(t, evs[1].Time.Equal(again.Time))
 }
+
+// The events of one command go in with one append, in order.
+func TestHistoryAppendsACommandsEventsTogether(t *testing.T) {
+	h := &history{path: filepath.Join(t.TempDir(), "history.jsonl")}
+	now := time.Now().UTC()
+	var evs []transport.HistoryEvent
+	for p := int32(0); p < 3; p++ {
+		evs = append(evs, transport.HistoryEvent{Time: now, ChangeResult: transport.ChangeResult{Topic: "orders", Partition: p, Action: transport.ActionFailover}})
+	}
+	require.NoError(t, h.append(evs...))
+	got, err := h.read()
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	for p, ev := range got {
+		assert.Equal(t, int32(p), ev.Partition)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -83,10 +84,14 @@ func newBroker(id int32, root *storage.Root, logOpts storage.Options, logger hcl
 // removes the replicas of deleted topics. Metadata older than what is held
 // is ignored.
 func (b *broker) applyMetadata(meta *metadata.Cluster) error {
+	start := time.Now()
 	if err := b.acceptMetadata(meta); err != nil {
 		return err
 	}
-	return b.reconcile()
+	accepted := time.Since(start)
+	err := b.reconcile()
+	b.logger.Debug("metadata applied", "metadata_epoch", meta.Epoch, "accept", accepted, "reconcile", time.Since(start)-accepted)
+	return err
 }
 
 // acceptMetadata makes meta the metadata this broker holds and answers
