@@ -16,6 +16,6 @@
 //     duration, never above Debug.
 //
 // GET /metrics serves the Prometheus text format and GET /api/status the
-// node's view as JSON, when the node gives them (Config.Metrics,
-// Config.Status). The Durable Streams protocol is not served yet.
+// node's view as JSON (the document transport.NodeStatus defines), when
+// the node gives them (Config.Metrics, Config.Status). The Durable Streams protocol is not served yet.
 package httpapi
