@@ -16,9 +16,9 @@ import (
 // Member is one gossip member as a node sees it.
 type Member struct {
 	BrokerID int32
-	Gossip   string // gossip address
-	State    string // alive, suspect, dead or left
-	RootID   string // the member's storage root; several members with one broker id are several processes
+	Gossip   string                // gossip address
+	State    transport.GossipState // alive, suspect, dead or left
+	RootID   string                // the member's storage root; several members with one broker id are several processes
 }
 
 // ClusterView is one node's view of the cluster.
@@ -67,7 +67,7 @@ func (c *Client) DescribeCluster(ctx context.Context, addr string) (ClusterView,
 	}
 	v := ClusterView{NodeID: resp.NodeID, Metadata: resp.Metadata, Members: make([]Member, 0, len(resp.Members)), ControllerRefusal: resp.Controller}
 	for _, m := range resp.Members {
-		v.Members = append(v.Members, Member{BrokerID: m.BrokerID, Gossip: m.Gossip, State: m.State, RootID: m.RootID})
+		v.Members = append(v.Members, Member{BrokerID: m.BrokerID, Gossip: m.Gossip, State: transport.GossipState(m.State), RootID: m.RootID})
 	}
 	return v, nil
 }

@@ -1,7 +1,7 @@
 // Package client is the Go client of gostream: a Client that knows the
 // cluster's metadata and routes requests, a Producer, a Consumer for one
-// partition, and admin calls (topics, offsets, metadata) as methods on
-// Client. It speaks the wire protocol of package transport and the batch
+// partition, admin calls (topics, offsets, metadata) as methods on Client,
+// and the cluster's health and verification as typed reports. It speaks the wire protocol of package transport and the batch
 // format of package record, and nothing else of the server.
 //
 // # Routing and metadata
@@ -115,6 +115,39 @@
 // it, and the next Poll returns ErrCorruptBatch with the position left on
 // it. NotLeader makes the consumer refresh metadata and fetch from the new
 // leader; OffsetOutOfRange is returned to the caller.
+//
+// # Cluster health and verification
+//
+// ClusterStatus, DescribeBrokers and Verify return typed reports, in the
+// manner of an admin library: what the CLI's cluster status, broker list
+// and verify print is computed here, and any program gets the same
+// verdict. The error of such a call says only that there was nothing to
+// report on (no broker answered; a topic named does not exist); what each
+// broker, partition and replica answered, or that it did not, is in the
+// report.
+//
+// A survey asks every broker at once, each under a short deadline (2s, or
+// Config.RequestTimeout when shorter), for its view of the cluster
+// (DescribeCluster) and, for ClusterStatus, its status document
+// (NodeStatus, GET /api/status, transport.NodeStatus). Metadata is the
+// controller's when it answers, else the newest a broker holds; gossip
+// states are the controller's view, else what a majority of the answering
+// brokers report. ClusterReport then holds every broker (answers, gossip
+// state and view, metadata epoch), every partition (leader, active set,
+// each active follower's state: the leader's word, or judged by log ends),
+// the counts of under-replicated and offline partitions, and the warnings.
+// Each Warning is data: the problem, and either the gostream-ctl command
+// that fixes it (meant to be run as it is, now, and working when it is) or
+// none and why (NoCommandReason), with the command to run once that no
+// longer holds. A command is given once, by the first warning it fixes;
+// while the controller does not answer, none is given to run now.
+//
+// Verify has each active replica's broker read its log whole up to the
+// high watermark and check every batch, then compares each follower's
+// digest with its leader's over the offsets both hold; VerifyReport gives
+// a verdict per replica (VerifyState), with the command that rebuilds a
+// damaged one. Neither call changes anything: replica states are asked
+// without a leader epoch, so they never fence.
 //
 // # Lifetimes
 //

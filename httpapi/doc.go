@@ -30,5 +30,7 @@
 //   - Every request is logged at Debug once answered (method, path, status,
 //     remote address, duration), never above Debug.
 //
-// Nothing else is served: the Durable Streams protocol is not built yet.
+// GET /metrics serves the Prometheus text format and GET /api/status the
+// node's view as JSON (the document transport.NodeStatus defines), when
+// the node gives them (Config.Metrics, Config.Status). The Durable Streams protocol is not served yet.
 package httpapi

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"gostream/transport"
 )
 
 // HealthPath is the path of the liveness check.
@@ -19,8 +21,8 @@ type Config struct {
 	Logger hclog.Logger
 	// Metrics serves GET /metrics (Prometheus text format); nil answers 404.
 	Metrics http.Handler
-	// Status returns the body of GET /api/status, marshaled as JSON; nil
-	// answers 404.
+	// Status returns the body of GET /api/status (a transport.NodeStatus),
+	// marshaled as JSON; nil answers 404.
 	Status func() any
 	// Problems returns what keeps the node from serving everyone, such as
 	// connections it refuses, one line each; while there is any, GET
@@ -28,10 +30,11 @@ type Config struct {
 	Problems func() []string
 }
 
-// Paths of the HTTP surface besides HealthPath.
+// Paths of the HTTP surface besides HealthPath. The status document's
+// path and shape are defined with it in package transport.
 const (
 	MetricsPath = "/metrics"
-	StatusPath  = "/api/status"
+	StatusPath  = transport.StatusPath
 )
 
 // Health is the body of GET /api/health.

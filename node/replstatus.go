@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"gostream/transport"
 )
 
 // replicationCollector reports, at scrape time, the lag of every follower
@@ -55,15 +57,15 @@ func (c *replicationCollector) Collect(ch chan<- prometheus.Metric) {
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
 
 // partitionStatuses snapshots every hosted replica for status and metrics.
-func (b *broker) partitionStatuses() []PartitionStatus {
+func (b *broker) partitionStatuses() []transport.PartitionStatus {
 	meta := b.metadata()
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	out := make([]PartitionStatus, 0, len(b.mu.replicas))
+	out := make([]transport.PartitionStatus, 0, len(b.mu.replicas))
 	for tp, r := range b.mu.replicas {
 		s := r.part.State()
 		start, hw, end := r.part.Offsets()
-		ps := PartitionStatus{
+		ps := transport.PartitionStatus{
 			Topic: tp.topic, Partition: tp.partition, Leader: s.Leader, LeaderEpoch: s.LeaderEpoch,
 			Active: s.Active, HighWatermark: hw, LogStartOffset: start, LogEndOffset: end,
 			SizeBytes: r.log.Size(), FencedEpoch: r.part.FencedEpoch(),
@@ -78,9 +80,9 @@ func (b *broker) partitionStatuses() []PartitionStatus {
 			}
 		}
 		if s.Leader == b.id {
-			for _, f := range r.part.Followers() {
-				ps.Followers = append(ps.Followers, FollowerStatus{Broker: f.Broker, LogEndOffset: f.LogEndOffset, State: f.State, Error: f.Err})
-				if f.State != "in-sync" {
+			ps.Followers = r.part.Followers()
+			for _, f := range ps.Followers {
+				if f.State != transport.FollowerInSync {
 					ps.UnderReplicated = true
 				}
 			}
@@ -91,9 +93,9 @@ func (b *broker) partitionStatuses() []PartitionStatus {
 		out = append(out, ps)
 	}
 	for tp, err := range b.mu.offline {
-		out = append(out, PartitionStatus{Topic: tp.topic, Partition: tp.partition, Leader: -1, Offline: err.Error()})
+		out = append(out, transport.PartitionStatus{Topic: tp.topic, Partition: tp.partition, Leader: -1, Offline: err.Error()})
 	}
-	slices.SortFunc(out, func(a, b PartitionStatus) int {
+	slices.SortFunc(out, func(a, b transport.PartitionStatus) int {
 		if a.Topic != b.Topic {
 			if a.Topic < b.Topic {
 				return -1

@@ -93,17 +93,17 @@ func (f *follower) acked() (int64, bool) {
 	return f.mu.ackedEnd, f.mu.known
 }
 
-func (f *follower) status() FollowerStatus {
+func (f *follower) status() transport.FollowerStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := FollowerStatus{Broker: f.id, LogEndOffset: -1, State: "lagging"}
+	s := transport.FollowerStatus{Broker: f.id, LogEndOffset: -1, State: transport.FollowerLagging}
 	switch {
 	case f.mu.diverged != nil:
-		s.State, s.Err = "diverged", f.mu.diverged.Error()
+		s.State, s.Error = transport.FollowerDiverged, f.mu.diverged.Error()
 	case f.mu.known:
-		s.State, s.LogEndOffset = "in-sync", f.mu.ackedEnd
+		s.State, s.LogEndOffset = transport.FollowerInSync, f.mu.ackedEnd
 	case f.mu.lastErr != nil:
-		s.Err = f.mu.lastErr.Error()
+		s.Error = f.mu.lastErr.Error()
 	}
 	return s
 }

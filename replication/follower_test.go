@@ -116,7 +116,7 @@ func (pr *pair) waitInSync(t *testing.T) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		fs := pr.leader.Followers()
-		return len(fs) == 1 && fs[0].State == "in-sync" && fs[0].LogEndOffset == pr.leaderLog.LogEndOffset()
+		return len(fs) == 1 && fs[0].State == transport.FollowerInSync && fs[0].LogEndOffset == pr.leaderLog.LogEndOffset()
 	}, 10*time.Second, 5*time.Millisecond, "follower never in sync: %+v", pr.leader.Followers())
 }
 
@@ -221,7 +221,7 @@ func TestDivergedFollowerIsLeftAlone(t *testing.T) {
 	pr.peer.setDown(nil)
 	require.Eventually(t, func() bool {
 		fs := pr.leader.Followers()
-		return len(fs) == 1 && fs[0].State == "diverged"
+		return len(fs) == 1 && fs[0].State == transport.FollowerDiverged
 	}, 10*time.Second, 5*time.Millisecond, "%+v", pr.leader.Followers())
 
 	_, err = tryProduce(pr.leader, "next", 1)

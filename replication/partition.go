@@ -629,27 +629,22 @@ func (p *Partition) LeaderOffsets() (start, hw, end int64, err error) {
 	return p.log.LogStartOffset(), hw, p.log.LogEndOffset(), nil
 }
 
-// FollowerStatus is what a leader knows of one follower.
-type FollowerStatus struct {
-	Broker       int32
-	LogEndOffset int64 // -1 when unknown
-	State        string
-	Err          string
-}
-
-// Followers reports the leader's view of its followers.
-func (p *Partition) Followers() []FollowerStatus {
+// Followers reports the leader's view of its followers, by broker id: each
+// in sync, lagging or diverged (transport.FollowerState), the log end it
+// acknowledged when in sync, and why it diverged or the last error
+// replicating to it.
+func (p *Partition) Followers() []transport.FollowerStatus {
 	p.mu.Lock()
 	fs := make([]*follower, 0, len(p.mu.followers))
 	for _, f := range p.mu.followers {
 		fs = append(fs, f)
 	}
 	p.mu.Unlock()
-	out := make([]FollowerStatus, 0, len(fs))
+	out := make([]transport.FollowerStatus, 0, len(fs))
 	for _, f := range fs {
 		out = append(out, f.status())
 	}
-	slices.SortFunc(out, func(a, b FollowerStatus) int { return int(a.Broker - b.Broker) })
+	slices.SortFunc(out, func(a, b transport.FollowerStatus) int { return int(a.Broker - b.Broker) })
 	return out
 }
 

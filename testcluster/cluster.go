@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"gostream/storage"
+	"gostream/transport"
 )
 
 // Config describes a cluster to start.
@@ -186,10 +187,8 @@ func (c *Cluster) waitRegistered(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var last string
 	for time.Now().Before(deadline) {
-		body, err := ctrl.HTTPGet("/api/status")
-		var st struct {
-			Brokers []struct{} `json:"brokers"`
-		}
+		body, err := ctrl.HTTPGet(transport.StatusPath)
+		var st transport.NodeStatus
 		if err == nil && json.Unmarshal(body, &st) == nil && len(st.Brokers) >= len(c.Nodes) {
 			return nil
 		}

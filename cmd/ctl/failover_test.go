@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -13,7 +12,6 @@ import (
 
 	"gostream/client"
 	"gostream/cmd/internal/exitcode"
-	"gostream/transport"
 )
 
 // The operator commands against one real node: everything it can refuse,
@@ -76,118 +74,12 @@ func TestOperatorCommandsOnOneNode(t *testing.T) {
 	ctlFails(t, c, 2, "UnknownTopic: topic \"nope\" does not exist", "", "verify", "--topic", "nope")
 }
 
-// fakeChecker is a cluster as verify sees it: offsets from the leader,
-// and per broker a replica state and a log of batch identities.
-type fakeChecker struct {
-	offs   client.PartitionOffsets
-	offErr error
-	states map[int32]client.ReplicaState
-	logs   map[int32]string // one character per offset, one batch each
-	down   map[int32]error
-	// damaged fails a broker's digest (its check of the range) only.
-	damaged map[int32]error
-}
-
-func (f *fakeChecker) offsets(context.Context, string, int32) (client.PartitionOffsets, error) {
-	return f.offs, f.offErr
-}
-
-func (f *fakeChecker) state(_ context.Context, b int32, _ string, _ int32) (client.ReplicaState, error) {
-	if err := f.down[b]; err != nil {
-		return client.ReplicaState{}, err
-	}
-	return f.states[b], nil
-}
-
-func (f *fakeChecker) digest(_ context.Context, b int32, _ string, _ int32, from, to int64) (client.ReplicaDigest, error) {
-	if err := f.down[b]; err != nil {
-		return client.ReplicaDigest{}, err
-	}
-	if err := f.damaged[b]; err != nil {
-		return client.ReplicaDigest{}, err
-	}
-	log := f.logs[b]
-	if from < 0 || to > int64(len(log)) || from > to {
-		return client.ReplicaDigest{}, fmt.Errorf("%w: [%d, %d)", transport.ErrOffsetOutOfRange, from, to)
-	}
-	return client.ReplicaDigest{Digest: []byte(log[from:to]), Batches: int32(to - from)}, nil
-}
-
-func TestVerifyPartition(t *testing.T) {
-	p := client.PartitionMetadata{Partition: 1, Leader: 1, LeaderEpoch: 3, Replicas: []int32{1, 2, 3, 4}, Active: []int32{1, 2, 3}}
-	newChecker := func() *fakeChecker {
-		return &fakeChecker{
-			offs:   client.PartitionOffsets{LogStartOffset: 0, HighWatermark: 5, LogEndOffset: 6},
-			states: map[int32]client.ReplicaState{2: {LogEndOffset: 6}, 3: {LogEndOffset: 5}},
-			logs:   map[int32]string{1: "abcdef", 2: "abcdef", 3: "abcde"},
-			down:   map[int32]error{},
-		}
-	}
-	tests := []struct {
-		name   string
-		change func(f *fakeChecker)
-		want   []verifiedReplica
-	}{
-		{name: "identical up to the high watermark", change: func(*fakeChecker) {},
-			want: []verifiedReplica{{Broker: 1, State: verifyLeader, Error: ""}, {Broker: 2, State: verifyIdentical, Error: ""}, {Broker: 3, State: verifyIdentical, Error: ""}}},
-		{name: "past the high watermark is not compared", change: func(f *fakeChecker) { f.logs[2] = "abcdeX" },
-			want: []verifiedReplica{{Broker: 1, State: verifyLeader, Error: ""}, {Broker: 2, State: verifyIdentical, Error: ""}, {Broker: 3, State: verifyIdentical, Error: ""}}},
-		{name: "differs", change: func(f *fakeChecker) { f.logs[3] = "abXde" },
-			want: []verifiedReplica{{Broker: 1, State: verifyLeader, Error: ""}, {Broker: 2, State: verifyIdentical, Error: ""},
-				{Broker: 3, State: verifyDiffers, Error: "differs from leader 1 in [0, 5): 5 batches against the leader's 5, digests differ"}}},
-		{name: "only the shared offsets", change: func(f *fakeChecker) {
-			f.states[3] = client.ReplicaState{LogStartOffset: 2, LogEndOffset: 5}
-			f.logs[3] = "??cde"
-		}, want: []verifiedReplica{{Broker: 1, State: verifyLeader, Error: ""}, {Broker: 2, State: verifyIdentical, Error: ""}, {Broker: 3, State: verifyIdentical, Error: ""}}},
-		{name: "short of the high watermark", change: func(f *fakeChecker) {
-			f.states[3] = client.ReplicaState{LogEndOffset: 4}
-		}, want: []verifiedReplica{{Broker: 1, State: verifyLeader, Error: ""}, {Broker: 2, State: verifyIdentical, Error: ""},
-			{Broker: 3, State: verifyDiffers, Error: "ends at offset 4, short of the high watermark 5: it lacks acknowledged records"}}},
-		{name: "a follower does not answer", change: func(f *fakeChecker) { f.down[2] = transport.ErrBrokerNotAvailable },
-			want: []verifiedReplica{{Broker: 1, State: verifyLeader, Error: ""}, {Broker: 2, State: verifyUnknown, Error: "BrokerNotAvailable"}, {Broker: 3, State: verifyIdentical, Error: ""}}},
-		{name: "the leader does not answer", change: func(f *fakeChecker) { f.offErr = transport.ErrBrokerNotAvailable },
-			want: []verifiedReplica{{Broker: 1, State: verifyUnknown, Error: "leader broker 1: BrokerNotAvailable"},
-				{Broker: 2, State: verifyUnknown, Error: "leader broker 1: BrokerNotAvailable"}, {Broker: 3, State: verifyUnknown, Error: "leader broker 1: BrokerNotAvailable"}}},
-		{name: "a follower is damaged", change: func(f *fakeChecker) { f.damaged = map[int32]error{3: transport.ErrStorageFailed} },
-			want: []verifiedReplica{{Broker: 1, State: verifyLeader}, {Broker: 2, State: verifyIdentical},
-				{Broker: 3, State: verifyDamaged, Error: "StorageFailed", Command: "gostream-ctl failover --topic orders --partition 1 --broker 3 && gostream-ctl recover --topic orders --partition 1 --broker 3"}}},
-		{name: "the leader is damaged", change: func(f *fakeChecker) { f.damaged = map[int32]error{1: transport.ErrStorageFailed} },
-			want: []verifiedReplica{
-				{Broker: 1, State: verifyDamaged, Error: "StorageFailed", Command: "gostream-ctl failover --topic orders --partition 1 --broker 1 && gostream-ctl recover --topic orders --partition 1 --broker 1"},
-				{Broker: 2, State: verifyUnknown, Error: "leader broker 1: StorageFailed"}, {Broker: 3, State: verifyUnknown, Error: "leader broker 1: StorageFailed"}}},
-		{name: "the leader cannot digest", change: func(f *fakeChecker) { f.down[1] = transport.ErrTimeout },
-			want: []verifiedReplica{{Broker: 1, State: verifyUnknown, Error: "Timeout"}, {Broker: 2, State: verifyUnknown, Error: "leader broker 1: Timeout"}, {Broker: 3, State: verifyUnknown, Error: "leader broker 1: Timeout"}}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newChecker()
-			tt.change(f)
-			rep := verifyTopics(context.Background(), f, []client.TopicMetadata{{Name: "orders", Partitions: []client.PartitionMetadata{p}}})
-			require.Len(t, rep.Partitions, 1)
-			assert.Equal(t, tt.want, rep.Partitions[0].Replicas)
-			ok := true
-			for _, r := range tt.want {
-				ok = ok && (r.State == verifyLeader || r.State == verifyIdentical)
-			}
-			assert.Equal(t, ok, rep.OK)
-			err := verifyFailed(rep)
-			if ok {
-				assert.NoError(t, err)
-				return
-			}
-			var e *exitcode.Error
-			require.ErrorAs(t, err, &e)
-			assert.Equal(t, exitcode.Failed, e.Code)
-		})
-	}
-}
-
 func TestVerifyTable(t *testing.T) {
 	hw := int64(1200)
-	rep := verifyReport{Partitions: []verifiedPartition{
-		{Topic: "orders", Partition: 0, Leader: 1, HighWatermark: &hw, Replicas: []verifiedReplica{{Broker: 1, State: verifyLeader, Error: ""}, {Broker: 2, State: verifyIdentical, Error: ""}}},
-		{Topic: "orders", Partition: 1, Leader: 1, HighWatermark: &hw, Replicas: []verifiedReplica{
-			{Broker: 1, State: verifyLeader, Error: ""}, {Broker: 2, State: verifyUnknown, Error: "BrokerNotAvailable: dial"}, {Broker: 3, State: verifyDiffers, Error: "differs from leader 1 in [0, 1200)"}}},
+	rep := client.VerifyReport{Partitions: []client.VerifiedPartition{
+		{Topic: "orders", Partition: 0, Leader: 1, HighWatermark: &hw, Replicas: []client.VerifiedReplica{{Broker: 1, State: client.VerifyLeader}, {Broker: 2, State: client.VerifyIdentical}}},
+		{Topic: "orders", Partition: 1, Leader: 1, HighWatermark: &hw, Replicas: []client.VerifiedReplica{
+			{Broker: 1, State: client.VerifyLeader}, {Broker: 2, State: client.VerifyUnknown, Error: "BrokerNotAvailable: dial"}, {Broker: 3, State: client.VerifyDiffers, Error: "differs from leader 1 in [0, 1200)"}}},
 	}}
 	var b bytes.Buffer
 	require.NoError(t, printVerify(&b, rep))
@@ -199,6 +91,39 @@ func TestVerifyTable(t *testing.T) {
 	require.ErrorAs(t, verifyFailed(rep), &e)
 	assert.Equal(t, "ReplicaDivergence", e.Name)
 	assert.Equal(t, "1 replica(s) differ from their leader: orders/1 broker 3; 1 could not be compared: orders/1 broker 2", e.Err.Error())
+}
+
+// verify's exit status follows the worst verdict: damaged, then differs,
+// then unknown; the verdicts themselves are tested in package client
+// (TestVerifyPartition).
+func TestVerifyFailed(t *testing.T) {
+	fix := "gostream-ctl failover --topic orders --partition 1 --broker 3 && gostream-ctl recover --topic orders --partition 1 --broker 3"
+	tests := []struct {
+		name     string
+		replicas []client.VerifiedReplica
+		want     string // the error's name, "" for none
+	}{
+		{"identical", []client.VerifiedReplica{{Broker: 1, State: client.VerifyLeader}, {Broker: 2, State: client.VerifyIdentical}}, ""},
+		{"unknown", []client.VerifiedReplica{{Broker: 1, State: client.VerifyLeader}, {Broker: 2, State: client.VerifyUnknown}}, "Unverified"},
+		{"differs", []client.VerifiedReplica{{Broker: 1, State: client.VerifyLeader}, {Broker: 2, State: client.VerifyUnknown}, {Broker: 3, State: client.VerifyDiffers}}, "ReplicaDivergence"},
+		{"damaged", []client.VerifiedReplica{{Broker: 1, State: client.VerifyLeader}, {Broker: 2, State: client.VerifyDiffers}, {Broker: 3, State: client.VerifyDamaged, Command: fix}}, "StorageFailed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := verifyFailed(client.VerifyReport{Partitions: []client.VerifiedPartition{{Topic: "orders", Partition: 1, Leader: 1, Replicas: tt.replicas}}})
+			if tt.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			var e *exitcode.Error
+			require.ErrorAs(t, err, &e)
+			assert.Equal(t, exitcode.Failed, e.Code)
+			assert.Equal(t, tt.want, e.Name)
+			if tt.want == "StorageFailed" {
+				assert.Equal(t, "1 replica(s) are damaged: orders/1 broker 3 (fix: "+fix+")", e.Err.Error())
+			}
+		})
+	}
 }
 
 func TestFailoverTables(t *testing.T) {

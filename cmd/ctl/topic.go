@@ -89,18 +89,18 @@ const (
 	// replicaLeader is the leader, which answered ListOffsets.
 	replicaLeader = "leader"
 	// replicaInSync is an active follower with the leader's log end.
-	replicaInSync = "in-sync"
+	replicaInSync = string(transport.FollowerInSync)
 	// replicaLagging is an active follower behind the leader's log end.
-	replicaLagging = "lagging"
+	replicaLagging = string(transport.FollowerLagging)
 	// replicaInactive is a replica outside the active set: writes do not
 	// wait for it.
 	replicaInactive = "inactive"
 	// replicaDiverged is a replica whose log passes the leader's: it is not
 	// a prefix of the leader's log, and only recovery repairs it.
-	replicaDiverged = "diverged"
+	replicaDiverged = string(transport.FollowerDiverged)
 	// replicaUnknown is a replica whose broker did not report its log end,
 	// or whose leader did not report its own.
-	replicaUnknown = "unknown"
+	replicaUnknown = string(transport.FollowerUnknown)
 )
 
 func topicCreateAction(c *cli.Context) error {

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
-	"sync"
 
 	"github.com/urfave/cli/v2"
 
@@ -17,15 +14,10 @@ import (
 	"gostream/transport"
 )
 
-// verify compares every active replica of a partition with its leader,
-// by content, over the offsets both hold below the high watermark:
-// [the later of their log starts, the leader's high watermark). The range
-// ends on a batch boundary of both: every batch is acknowledged whole, so
-// the high watermark is a boundary on the leader and on every replica that
-// holds it. Each replica's broker reads every batch of the range whole and
-// checks it (so a bit flipped where no batch identity shows it is found),
-// then digests their identities (offsets, epoch, CRC), and the digests are
-// compared.
+// verify prints client.Verify's report: every active replica of a
+// partition compared with its leader, by content, over the offsets both
+// hold below the high watermark, after each replica's broker read every
+// batch of the range whole and checked it.
 
 func verifyCommand() *cli.Command {
 	return leaf("verify", "read every active replica up to the high watermark, check every batch, and compare it with its leader",
@@ -34,101 +26,24 @@ func verifyCommand() *cli.Command {
 	)
 }
 
-// Replica states of verify -o json.
-const (
-	verifyLeader    = "leader"
-	verifyIdentical = "identical"
-	verifyDiffers   = "differs"
-	verifyUnknown   = "unknown"
-	// verifyDamaged is a replica whose broker found a batch that does not
-	// check out when it read the range.
-	verifyDamaged = "damaged"
-)
-
-// verifiedPartition is one partition of verify -o json.
-type verifiedPartition struct {
-	Topic         string            `json:"topic"`
-	Partition     int32             `json:"partition"`
-	Leader        int32             `json:"leader"`
-	HighWatermark *int64            `json:"high_watermark"` // null when the leader did not answer
-	Replicas      []verifiedReplica `json:"replicas"`
-}
-
-// verifiedReplica is one active replica of a partition: the leader,
-// identical to it, different from it, or unknown (it, or the leader, did
-// not answer). Error says why a replica differs or is unknown.
-type verifiedReplica struct {
-	Broker int32  `json:"broker"`
-	State  string `json:"state"`
-	Error  string `json:"error,omitempty"`
-	// Command fixes a damaged replica: it leaves the active set, then it
-	// is rebuilt from the leader.
-	Command string `json:"command,omitempty"`
-}
-
-// damaged is the verdict on a replica whose check failed for its files.
-func damaged(b int32, topic string, partition int32, err error) (verifiedReplica, bool) {
-	if !errors.Is(err, transport.ErrStorageFailed) {
-		return verifiedReplica{}, false
-	}
-	return verifiedReplica{Broker: b, State: verifyDamaged, Error: err.Error(), Command: rebuildCommand(topic, partition, b)}, true
-}
-
-// verifyReport is what verify -o json prints.
-type verifyReport struct {
-	Partitions []verifiedPartition `json:"partitions"`
-	OK         bool                `json:"ok"`
-}
-
-// replicaChecker asks the cluster what verify needs.
-type replicaChecker interface {
-	replicaStater
-	offsets(ctx context.Context, topic string, partition int32) (client.PartitionOffsets, error)
-	digest(ctx context.Context, broker int32, topic string, partition int32, from, to int64) (client.ReplicaDigest, error)
-}
-
-// clientChecker is the replicaChecker of a Client: replica states through
-// a replicaProber, so that a dead broker costs one short deadline.
-type clientChecker struct {
-	*replicaProber
-}
-
-func (cc clientChecker) offsets(ctx context.Context, topic string, partition int32) (client.PartitionOffsets, error) {
-	return cc.cl.ListOffsets(ctx, topic, partition)
-}
-
-func (cc clientChecker) digest(ctx context.Context, broker int32, topic string, partition int32, from, to int64) (client.ReplicaDigest, error) {
-	cc.mu.Lock()
-	err := cc.mu.down[broker]
-	cc.mu.Unlock()
-	if err != nil {
-		return client.ReplicaDigest{}, err
-	}
-	return cc.cl.VerifiedReplicaDigest(ctx, broker, topic, partition, from, to)
-}
-
 func verifyAction(c *cli.Context) error {
 	topic := c.String("topic")
 	if c.IsSet("topic") && topic == "" {
 		return exitcode.Usagef("InvalidFlag", "--topic: want a topic name")
 	}
 	return withClient(c, func(ctx context.Context, cl *client.Client, g globals) error {
-		var topics []client.TopicMetadata
+		var topics []string
 		if topic != "" {
-			t, err := describeTopic(ctx, cl, topic)
-			if err != nil {
-				return err
-			}
-			topics = []client.TopicMetadata{t}
-		} else {
-			var err error
-			if topics, err = cl.ListTopics(ctx); err != nil {
-				return err
-			}
+			topics = []string{topic}
 		}
-		rep := verifyTopics(ctx, clientChecker{newReplicaProber(cl, g)}, topics)
+		rep, err := cl.Verify(ctx, topics...)
+		if errors.Is(err, transport.ErrUnknownTopic) {
+			return exitcode.Fail("UnknownTopic", &namedError{msg: fmt.Sprintf("topic %q does not exist", topic), err: err})
+		}
+		if err != nil {
+			return err
+		}
 		w := c.App.Writer
-		var err error
 		if g.output == outputJSON {
 			err = writeJSON(w, rep)
 		} else {
@@ -141,153 +56,23 @@ func verifyAction(c *cli.Context) error {
 	})
 }
 
-// verifyTopics verifies every partition of topics, several at once.
-func verifyTopics(ctx context.Context, rc replicaChecker, topics []client.TopicMetadata) verifyReport {
-	var parts []*verifiedPartition
-	var metas []client.PartitionMetadata
-	for _, t := range topics {
-		for _, p := range t.Partitions {
-			parts = append(parts, &verifiedPartition{Topic: t.Name, Partition: p.Partition, Leader: p.Leader})
-			metas = append(metas, p)
-		}
-	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, maxConcurrentProbes)
-	for i := range parts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			verifyPartition(ctx, rc, parts[i], metas[i])
-		}()
-	}
-	wg.Wait()
-	rep := verifyReport{Partitions: make([]verifiedPartition, 0, len(parts)), OK: true}
-	for _, vp := range parts {
-		for _, r := range vp.Replicas {
-			rep.OK = rep.OK && (r.State == verifyLeader || r.State == verifyIdentical)
-		}
-		rep.Partitions = append(rep.Partitions, *vp)
-	}
-	return rep
-}
-
-// verifyPartition fills vp with the verdict on every active replica of p.
-func verifyPartition(ctx context.Context, rc replicaChecker, vp *verifiedPartition, p client.PartitionMetadata) {
-	active := slices.Clone(p.Active)
-	if !slices.Contains(active, p.Leader) {
-		active = append(active, p.Leader) // not expected; check it all the same
-	}
-	slices.Sort(active)
-	vp.Replicas = make([]verifiedReplica, 0, len(active))
-	unknownAll := func(why string) {
-		vp.Replicas = vp.Replicas[:0]
-		for _, b := range active {
-			vp.Replicas = append(vp.Replicas, verifiedReplica{Broker: b, State: verifyUnknown, Error: why})
-		}
-	}
-	if p.Leader < 0 {
-		unknownAll("the partition has no leader")
-		return
-	}
-	offs, err := rc.offsets(ctx, vp.Topic, vp.Partition)
-	if err != nil {
-		unknownAll(fmt.Sprintf("leader broker %d: %v", p.Leader, err))
-		return
-	}
-	hw := offs.HighWatermark
-	vp.HighWatermark = &hw
-	// The leader's digests, one per range start (the followers' log starts
-	// may differ), computed once each.
-	leaderDigests := map[int64]client.ReplicaDigest{}
-	leaderErrs := map[int64]error{}
-	leaderDigest := func(from int64) (client.ReplicaDigest, error) {
-		if err, ok := leaderErrs[from]; ok {
-			return client.ReplicaDigest{}, err
-		}
-		if d, ok := leaderDigests[from]; ok {
-			return d, nil
-		}
-		d, err := rc.digest(ctx, p.Leader, vp.Topic, vp.Partition, from, hw)
-		if err != nil {
-			leaderErrs[from] = err
-		} else {
-			leaderDigests[from] = d
-		}
-		return d, err
-	}
-	for _, b := range active {
-		if b == p.Leader {
-			// The leader is checked whole too, from its own log start.
-			leader := verifiedReplica{Broker: b, State: verifyLeader}
-			if offs.LogStartOffset < hw {
-				if _, err := leaderDigest(offs.LogStartOffset); err != nil {
-					if d, ok := damaged(b, vp.Topic, vp.Partition, err); ok {
-						leader = d
-					} else {
-						leader = verifiedReplica{Broker: b, State: verifyUnknown, Error: err.Error()}
-					}
-				}
-			}
-			vp.Replicas = append(vp.Replicas, leader)
-			continue
-		}
-		vp.Replicas = append(vp.Replicas, verifyReplica(ctx, rc, vp, p.Leader, b, offs, leaderDigest))
-	}
-}
-
-// verifyReplica compares one active follower with the leader.
-func verifyReplica(ctx context.Context, rc replicaChecker, vp *verifiedPartition, leader, b int32, offs client.PartitionOffsets,
-	leaderDigest func(from int64) (client.ReplicaDigest, error)) verifiedReplica {
-	hw := offs.HighWatermark
-	st, err := rc.state(ctx, b, vp.Topic, vp.Partition)
-	if err != nil {
-		return verifiedReplica{Broker: b, State: verifyUnknown, Error: err.Error()}
-	}
-	from := max(offs.LogStartOffset, st.LogStartOffset)
-	if st.LogEndOffset < hw {
-		return verifiedReplica{Broker: b, State: verifyDiffers, Error: fmt.Sprintf(
-			"ends at offset %d, short of the high watermark %d: it lacks acknowledged records", st.LogEndOffset, hw)}
-	}
-	if from >= hw {
-		return verifiedReplica{Broker: b, State: verifyIdentical} // no offsets in common below the high watermark
-	}
-	ld, err := leaderDigest(from)
-	if err != nil {
-		return verifiedReplica{Broker: b, State: verifyUnknown, Error: fmt.Sprintf("leader broker %d: %v", leader, err)}
-	}
-	fd, err := rc.digest(ctx, b, vp.Topic, vp.Partition, from, hw)
-	if d, ok := damaged(b, vp.Topic, vp.Partition, err); ok {
-		return d
-	}
-	if err != nil {
-		return verifiedReplica{Broker: b, State: verifyUnknown, Error: err.Error()}
-	}
-	if !bytes.Equal(ld.Digest, fd.Digest) || ld.Batches != fd.Batches {
-		return verifiedReplica{Broker: b, State: verifyDiffers, Error: fmt.Sprintf(
-			"differs from leader %d in [%d, %d): %d batches against the leader's %d, digests differ", leader, from, hw, fd.Batches, ld.Batches)}
-	}
-	return verifiedReplica{Broker: b, State: verifyIdentical}
-}
-
 // problems lists, for people, what is wrong with a partition's replicas.
-func (vp *verifiedPartition) problems() []string {
+func problems(vp client.VerifiedPartition) []string {
 	var out []string
 	for _, r := range vp.Replicas {
 		switch r.State {
-		case verifyDiffers:
+		case client.VerifyDiffers:
 			out = append(out, fmt.Sprintf("broker %d %s", r.Broker, r.Error))
-		case verifyUnknown:
+		case client.VerifyUnknown:
 			out = append(out, fmt.Sprintf("broker %d unknown: %s", r.Broker, r.Error))
-		case verifyDamaged:
+		case client.VerifyDamaged:
 			out = append(out, fmt.Sprintf("broker %d damaged: %s; fix: %s", r.Broker, r.Error, r.Command))
 		}
 	}
 	return out
 }
 
-func printVerify(w io.Writer, rep verifyReport) error {
+func printVerify(w io.Writer, rep client.VerifyReport) error {
 	if len(rep.Partitions) == 0 {
 		_, err := fmt.Fprintln(w, "No partitions to verify.")
 		return err
@@ -297,12 +82,12 @@ func printVerify(w io.Writer, rep verifyReport) error {
 	for _, vp := range rep.Partitions {
 		var followers []int32
 		for _, r := range vp.Replicas {
-			if r.State != verifyLeader {
+			if r.State != client.VerifyLeader {
 				followers = append(followers, r.Broker)
 			}
 		}
 		result := "OK"
-		if ps := vp.problems(); len(ps) > 0 {
+		if ps := problems(vp); len(ps) > 0 {
 			result = strings.Join(ps, "; ")
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", partitionName(vp.Topic, vp.Partition), vp.Leader,
@@ -311,20 +96,20 @@ func printVerify(w io.Writer, rep verifyReport) error {
 	return tw.Flush()
 }
 
-// verifyFailed is the error verify exits with: ReplicaDivergence when a
-// replica differs from its leader, Unverified when none differs but some
-// could not be compared.
-func verifyFailed(rep verifyReport) error {
+// verifyFailed is the error verify exits with: StorageFailed when a
+// replica is damaged, ReplicaDivergence when one differs from its leader,
+// Unverified when none differs but some could not be compared.
+func verifyFailed(rep client.VerifyReport) error {
 	var differs, unknown, damage []string
 	for _, vp := range rep.Partitions {
 		for _, r := range vp.Replicas {
 			where := fmt.Sprintf("%s broker %d", partitionName(vp.Topic, vp.Partition), r.Broker)
 			switch r.State {
-			case verifyDiffers:
+			case client.VerifyDiffers:
 				differs = append(differs, where)
-			case verifyUnknown:
+			case client.VerifyUnknown:
 				unknown = append(unknown, where)
-			case verifyDamaged:
+			case client.VerifyDamaged:
 				damage = append(damage, where+" (fix: "+r.Command+")")
 			}
 		}
