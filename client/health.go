@@ -199,7 +199,7 @@ func (s *survey) brokerWarnings(brokers []BrokerReport) []Warning {
 			}
 		case b.ID == ctrl && !b.Answers:
 			out = append(out, noCommand(fmt.Sprintf("the controller, broker %d, does not answer (gossip: %s)", b.ID, b.Gossip),
-				"admin commands fail until it is back; produce and consume go on; restart it", NoCommandManual, ""))
+				fmt.Sprintf("admin commands (failover included) fail until it is back, and the partitions whose active set holds broker %d take no writes meanwhile (reads from the other leaders go on); restart it", b.ID), NoCommandManual, ""))
 		case b.Gossip.Gone() && !b.Answers:
 			out = append(out, fixedBy(fmt.Sprintf("broker %d is registered but gossip says %s and it does not answer", b.ID, b.Gossip),
 				"check the process; if it is gone for good, fail it over", failover))

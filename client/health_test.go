@@ -226,7 +226,7 @@ func TestClusterReport(t *testing.T) {
 			brokers: registered(transport.GossipDead, transport.GossipAlive, transport.GossipUnknown),
 			counts:  PartitionCounts{Total: 3, UnderReplicated: 2, Offline: 1},
 			warnings: []said{
-				{Message: "the controller, broker 1, does not answer (gossip: dead) — admin commands fail until it is back; produce and consume go on; restart it"},
+				{Message: "the controller, broker 1, does not answer (gossip: dead) — admin commands (failover included) fail until it is back, and the partitions whose active set holds broker 1 take no writes meanwhile (reads from the other leaders go on); restart it"},
 				{Message: "the answering brokers disagree on broker 3's gossip state — check the network between the nodes"},
 				{Message: "partition orders/0: its leader, broker 1, is the controller's node, which does not answer (gossip: dead) — restart it; no failover can run without the controller"},
 			},
@@ -324,7 +324,7 @@ func TestClusterReport(t *testing.T) {
 				silent(1), silent(2), view(3, map[int32]transport.GossipState{1: transport.GossipDead, 2: transport.GossipDead, 3: transport.GossipAlive}, inSync(1, 2)...)),
 			counts: PartitionCounts{Total: 3, UnderReplicated: 1, Offline: 2},
 			warnings: []said{
-				{Message: "the controller, broker 1, does not answer (gossip: dead) — admin commands fail until it is back; produce and consume go on; restart it"},
+				{Message: "the controller, broker 1, does not answer (gossip: dead) — admin commands (failover included) fail until it is back, and the partitions whose active set holds broker 1 take no writes meanwhile (reads from the other leaders go on); restart it"},
 				{Message: "broker 2 is registered but gossip says dead and it does not answer — check the process; if it is gone for good, fail it over — admin commands wait for the controller, broker 1: once it is back, run: gostream-ctl failover --broker 2"},
 				{Message: "partition orders/0: its leader, broker 1, is the controller's node, which does not answer (gossip: dead) — restart it; no failover can run without the controller"},
 				{Message: "partition orders/1: leader broker 2 is unreachable (gossip: dead) — the fix above (gostream-ctl failover --broker 2) covers it"},
