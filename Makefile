@@ -77,6 +77,14 @@ bench:
 bench-compare: build
 	BIN=$(BIN) GO=$(GO) scripts/bench-compare.sh
 
+# Operator failover and recovery of a whole broker at 2,000 partitions, RF 3,
+# on fresh three-node clusters, against one plain metadata change of the same
+# run; targets: failover under 1 s, recovery under 5 s (docs/benchmarks.md).
+# PARTITIONS and RUNS change the size and the repetitions.
+.PHONY: bench-failover
+bench-failover:
+	GO=$(GO) scripts/bench-failover.sh
+
 # The chaos harness (testcluster/, docs/design.md section 10): every scenario
 # on its own 3-node cluster, CHAOS_DURATION of faults each (sixteen scenarios:
 # about 20 minutes in all), then the checker. `make test` runs only a short
