@@ -460,3 +460,22 @@ func (p *replicaProber) state(ctx context.Context, broker int32, topic string, p
 	}
 	return st, err
 }
+
+// leaderOffsets asks a partition's leader, broker leader, for its offsets
+// as state asks a replica: under one probe deadline (within which the
+// client retries), and not at all once the broker has failed to answer.
+func (p *replicaProber) leaderOffsets(ctx context.Context, leader int32, topic string, partition int32) (client.PartitionOffsets, error) {
+	p.mu.Lock()
+	err := p.mu.down[leader]
+	p.mu.Unlock()
+	if err != nil {
+		return client.PartitionOffsets{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.probe)
+	defer cancel()
+	offs, err := p.cl.ListOffsets(ctx, topic, partition)
+	if errors.Is(err, transport.ErrBrokerNotAvailable) || errors.Is(err, transport.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+		p.markDown(leader, err)
+	}
+	return offs, err
+}

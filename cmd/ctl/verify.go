@@ -83,7 +83,7 @@ type verifyReport struct {
 // replicaChecker asks the cluster what verify needs.
 type replicaChecker interface {
 	replicaStater
-	offsets(ctx context.Context, topic string, partition int32) (client.PartitionOffsets, error)
+	offsets(ctx context.Context, leader int32, topic string, partition int32) (client.PartitionOffsets, error)
 	digest(ctx context.Context, broker int32, topic string, partition int32, from, to int64) (client.ReplicaDigest, error)
 }
 
@@ -93,8 +93,8 @@ type clientChecker struct {
 	*replicaProber
 }
 
-func (cc clientChecker) offsets(ctx context.Context, topic string, partition int32) (client.PartitionOffsets, error) {
-	return cc.cl.ListOffsets(ctx, topic, partition)
+func (cc clientChecker) offsets(ctx context.Context, leader int32, topic string, partition int32) (client.PartitionOffsets, error) {
+	return cc.leaderOffsets(ctx, leader, topic, partition)
 }
 
 func (cc clientChecker) digest(ctx context.Context, broker int32, topic string, partition int32, from, to int64) (client.ReplicaDigest, error) {
@@ -191,7 +191,7 @@ func verifyPartition(ctx context.Context, rc replicaChecker, vp *verifiedPartiti
 		unknownAll("the partition has no leader")
 		return
 	}
-	offs, err := rc.offsets(ctx, vp.Topic, vp.Partition)
+	offs, err := rc.offsets(ctx, p.Leader, vp.Topic, vp.Partition)
 	if err != nil {
 		unknownAll(fmt.Sprintf("leader broker %d: %v", p.Leader, err))
 		return
