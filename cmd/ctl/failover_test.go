@@ -198,7 +198,7 @@ func TestVerifyTable(t *testing.T) {
 	var e *exitcode.Error
 	require.ErrorAs(t, verifyFailed(rep), &e)
 	assert.Equal(t, "ReplicaDivergence", e.Name)
-	assert.Equal(t, "1 replica(s) differ from their leader: orders/1 broker 3; 1 could not be compared: orders/1 broker 2", e.Err.Error())
+	assert.Equal(t, "1 replica differs from its leader: orders/1 broker 3; 1 could not be compared: orders/1 broker 2", e.Err.Error())
 }
 
 func TestFailoverTables(t *testing.T) {

@@ -266,7 +266,7 @@ func verifyReplica(ctx context.Context, rc replicaChecker, vp *verifiedPartition
 	}
 	if !bytes.Equal(ld.Digest, fd.Digest) || ld.Batches != fd.Batches {
 		return verifiedReplica{Broker: b, State: verifyDiffers, Error: fmt.Sprintf(
-			"differs from leader %d in [%d, %d): %d batches against the leader's %d, digests differ", leader, from, hw, fd.Batches, ld.Batches)}
+			"differs from leader %d in [%d, %d): %s against the leader's %d, digests differ", leader, from, hw, pluralOf(fd.Batches, "batch", "batches"), ld.Batches)}
 	}
 	return verifiedReplica{Broker: b, State: verifyIdentical}
 }
@@ -331,15 +331,15 @@ func verifyFailed(rep verifyReport) error {
 	}
 	switch {
 	case len(damage) > 0:
-		return exitcode.Fail("StorageFailed", fmt.Errorf("%d replica(s) are damaged: %s", len(damage), strings.Join(damage, ", ")))
+		return exitcode.Fail("StorageFailed", fmt.Errorf("%s %s damaged: %s", plural(len(damage), "replica"), agree(len(damage), "is", "are"), strings.Join(damage, ", ")))
 	case len(differs) > 0:
-		msg := fmt.Sprintf("%d replica(s) differ from their leader: %s", len(differs), strings.Join(differs, ", "))
+		msg := fmt.Sprintf("%s %s: %s", plural(len(differs), "replica"), agree(len(differs), "differs from its leader", "differ from their leader"), strings.Join(differs, ", "))
 		if len(unknown) > 0 {
 			msg += fmt.Sprintf("; %d could not be compared: %s", len(unknown), strings.Join(unknown, ", "))
 		}
 		return exitcode.Fail("ReplicaDivergence", errors.New(msg))
 	case len(unknown) > 0:
-		return exitcode.Fail("Unverified", fmt.Errorf("%d replica(s) could not be compared with their leader: %s", len(unknown), strings.Join(unknown, ", ")))
+		return exitcode.Fail("Unverified", fmt.Errorf("%s could not be compared with %s: %s", plural(len(unknown), "replica"), agree(len(unknown), "its leader", "their leader"), strings.Join(unknown, ", ")))
 	}
 	return nil
 }
