@@ -491,8 +491,7 @@ func (pp *partitionProducer) mayRetry(b *batch) bool {
 	case pol.retries < 0, pol.retries > 0 && b.attempts > pol.retries:
 		return false
 	}
-	longest := min(pol.backoff<<min(b.attempts-1, 30), pol.backoffMax)
-	return time.Now().Add(longest + pol.backoff).Before(b.deadline)
+	return time.Now().Add(pol.ceiling(b.attempts) + pol.backoff).Before(b.deadline)
 }
 
 // noteGaveUp records, for its error, why a batch that was not appended is

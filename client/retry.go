@@ -35,14 +35,21 @@ func (c *Client) retryPolicy() retryPolicy {
 	return retryPolicy{timeout: c.cfg.RetryTimeout, backoff: c.cfg.RetryBackoff, backoffMax: c.cfg.RetryBackoffMax, retries: c.cfg.Retries}
 }
 
-// wait returns the wait before retry n (n >= 1): the first backoff doubled
-// n-1 times, capped, then drawn uniformly from its upper half, so that
-// clients that failed together do not come back together.
-func (p retryPolicy) wait(n int) time.Duration {
-	d := p.backoffMax
-	if n <= 30 {
-		d = min(p.backoff<<(n-1), p.backoffMax)
+// ceiling is the longest wait before retry n (n >= 1): the first backoff
+// doubled n-1 times, capped.
+func (p retryPolicy) ceiling(n int) time.Duration {
+	d := p.backoff
+	for i := 1; i < n && d < p.backoffMax; i++ {
+		d *= 2
 	}
+	return min(d, p.backoffMax)
+}
+
+// wait returns the wait before retry n (n >= 1): its ceiling drawn
+// uniformly from the upper half, so that clients that failed together do
+// not come back together.
+func (p retryPolicy) wait(n int) time.Duration {
+	d := p.ceiling(n)
 	if d <= 1 {
 		return d
 	}

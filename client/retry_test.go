@@ -27,6 +27,8 @@ func TestRetryBackoffIsCappedExponentialWithJitter(t *testing.T) {
 		assert.Greater(t, len(seen), 1, "retry %d: the wait is drawn at random", i+1)
 	}
 	assert.LessOrEqual(t, p.wait(1000), time.Second, "no overflow after many retries")
+	huge := retryPolicy{backoff: time.Hour, backoffMax: 2 * time.Hour}
+	assert.Equal(t, 2*time.Hour, huge.ceiling(40), "no overflow of a long backoff")
 }
 
 // failTimes makes a fault hook that fails n times with err, then passes.
