@@ -20,9 +20,10 @@ type PartitionOffsets struct {
 }
 
 // Metadata asks the cluster for its brokers and every topic, updates the
-// cache and returns what it learned.
+// cache and returns what it learned. While no broker answers, it retries
+// until ctx's deadline (or RetryTimeout).
 func (c *Client) Metadata(ctx context.Context) (Metadata, error) {
-	if err := c.RefreshMetadata(ctx); err != nil {
+	if err := c.refreshRetrying(ctx); err != nil {
 		return Metadata{}, err
 	}
 	return c.state().snapshot(), nil
@@ -37,11 +38,11 @@ func (c *Client) ListTopics(ctx context.Context) ([]TopicMetadata, error) {
 	return m.Topics, nil
 }
 
-// DescribeTopic returns a topic's metadata as the cluster reports it now.
-// It returns an error matching transport.ErrUnknownTopic for a topic the
-// cluster does not know.
+// DescribeTopic returns a topic's metadata as the cluster reports it now,
+// retrying as Metadata does. It returns an error matching
+// transport.ErrUnknownTopic for a topic the cluster does not know.
 func (c *Client) DescribeTopic(ctx context.Context, name string) (TopicMetadata, error) {
-	if err := c.RefreshMetadata(ctx, name); err != nil {
+	if err := c.refreshRetrying(ctx, name); err != nil {
 		return TopicMetadata{}, err
 	}
 	t, ok := c.state().topics[name]
@@ -52,11 +53,16 @@ func (c *Client) DescribeTopic(ctx context.Context, name string) (TopicMetadata,
 }
 
 // CreateTopic creates a topic with partitions partitions of
-// replicationFactor replicas each, and returns its metadata. The cluster's
+// replicationFactor replicas each, waits until every partition's leader
+// serves it (answers ListOffsets), and returns its metadata. The cluster's
 // errors come back as transport sentinels: ErrTopicExists,
 // ErrInvalidTopicName, ErrInvalidPartitions, ErrInvalidReplication. If the
-// answer is lost (an error matching transport.ErrTimeout or
-// transport.ErrBrokerNotAvailable), the topic may exist.
+// answer is lost (an error matching ErrUnknownOutcome), the topic may
+// exist. When the topic was created but some partition's leader did not
+// answer before ctx's deadline (or RetryTimeout), CreateTopic returns the
+// topic's metadata and an error matching ErrNotServing (and
+// transport.ErrNotReady) that names those partitions and their last
+// errors.
 func (c *Client) CreateTopic(ctx context.Context, name string, partitions, replicationFactor int) (TopicMetadata, error) {
 	if err := storage.ValidateTopicName(name); err != nil {
 		// Checked here too, so that a bad name is the caller's error,
@@ -79,7 +85,7 @@ func (c *Client) CreateTopic(ctx context.Context, name string, partitions, repli
 	}
 	t := topicFromWire(&resp)
 	c.updateTopic(name, &t)
-	return t, nil
+	return t, c.waitServing(ctx, t)
 }
 
 // DeleteTopic deletes a topic and its records. It returns an error
@@ -120,19 +126,21 @@ func (c *Client) ListOffsets(ctx context.Context, topic string, partition int32)
 	return PartitionOffsets{LogStartOffset: resp.LogStartOffset, HighWatermark: resp.HighWatermark, LogEndOffset: resp.LogEndOffset}, nil
 }
 
-// callController sends an admin request to the controller. Admin requests
-// change the cluster, so they are sent again only when the first attempt
-// provably did nothing: the connection could not be opened, or the broker
-// answered NotController (then the metadata is refreshed and the next
-// candidate tried). Each attempt is bounded by timeout, or by ctx alone
-// when timeout is 0.
+// callController sends an admin request to the controller. An admin
+// request that only reads (transport.Idempotent) is retried like a read.
+// One that changes the cluster is sent again only when the first attempt
+// provably did nothing: the connection could not be opened or the request
+// was never written (transport.ErrNotSent), or the broker answered
+// NotController (then the metadata is refreshed and the next candidate
+// tried), Busy, ControllerUnavailable or NotReady, which it answers before
+// it acts. A change sent and not answered fails at once with
+// ErrUnknownOutcome. Retries are paced as every call's, until ctx's
+// deadline (or RetryTimeout). Each attempt is bounded by timeout, or by
+// ctx alone when timeout is 0.
 func (c *Client) callController(ctx context.Context, api transport.API, req, resp transport.Message, timeout time.Duration) error {
-	var err error
-	for attempt := 0; attempt <= c.cfg.Retries; attempt++ {
+	retry := newRetrier(ctx, c.retryPolicy())
+	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
-			if berr := c.backoff(ctx, c.cfg.RetryBackoff); berr != nil {
-				return err
-			}
 			if rerr := c.RefreshMetadata(ctx); rerr != nil {
 				if errors.Is(rerr, ErrClosed) {
 					return rerr
@@ -140,38 +148,75 @@ func (c *Client) callController(ctx context.Context, api transport.API, req, res
 				c.log.Debug("metadata refresh failed", "err", rerr)
 			}
 		}
-		for _, addr := range c.controllerCandidates() {
-			var conn *transport.Conn
-			conn, err = c.pool.Get(ctx, addr)
-			if err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				continue // never sent
-			}
-			cctx, cancel := ctx, context.CancelFunc(func() {})
-			if timeout > 0 {
-				cctx, cancel = context.WithTimeout(ctx, timeout)
-			}
-			start := time.Now()
-			err = conn.Call(cctx, api, req, resp)
-			cancel()
-			if err != nil && !transport.Idempotent(api) && unanswered(err) {
-				// Sent, and no answer: the change may have been made.
-				return fmt.Errorf("%w: the controller (%s) did not answer within %s; the change may have been made: %w",
-					ErrUnknownOutcome, addr, time.Since(start).Round(time.Millisecond), err)
-			}
-			if err == nil || !errors.Is(err, transport.ErrNotController) {
-				return err
-			}
-			c.log.Debug("not the controller", "peer", addr, "api", api.String())
+		err := c.controllerAttempt(ctx, api, req, resp, timeout)
+		if err == nil || errors.Is(err, ErrUnknownOutcome) || !retryOn(ctx, err, func(err error) bool { return retriableAdmin(api, err) }) {
+			return err
 		}
-		if err == nil {
-			err = fmt.Errorf("%w: no broker known", transport.ErrControllerUnavailable)
+		c.log.Debug("admin request not taken; retrying", "api", api.String(), "err", err)
+		if gaveUp := retry.again(ctx, err); gaveUp != nil {
+			return gaveUp
 		}
+	}
+}
+
+// retriableAdmin reports whether an admin request that failed with err may
+// be sent again: any retriable error when api only reads; otherwise only
+// an error that proves nothing was done.
+func retriableAdmin(api transport.API, err error) bool {
+	if transport.Idempotent(api) {
+		return retriable(err)
+	}
+	return errors.Is(err, transport.ErrNotSent) ||
+		errors.Is(err, transport.ErrNotController) ||
+		errors.Is(err, transport.ErrBusy) ||
+		errors.Is(err, transport.ErrControllerUnavailable) ||
+		errors.Is(err, transport.ErrNotReady)
+}
+
+// controllerAttempt sends the request to the controller candidates in
+// turn, passing over those that answer NotController or cannot be
+// reached.
+func (c *Client) controllerAttempt(ctx context.Context, api transport.API, req, resp transport.Message, timeout time.Duration) error {
+	var err error
+	for _, addr := range c.controllerCandidates() {
+		var conn *transport.Conn
+		conn, err = c.pool.Get(ctx, addr)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			err = dialError{err}
+			continue
+		}
+		cctx, cancel := ctx, context.CancelFunc(func() {})
+		if timeout > 0 {
+			cctx, cancel = context.WithTimeout(ctx, timeout)
+		}
+		start := time.Now()
+		err = conn.Call(cctx, api, req, resp)
+		cancel()
+		if err != nil && !transport.Idempotent(api) && unanswered(err) {
+			// Sent, and no answer: the change may have been made.
+			return fmt.Errorf("%w: the controller (%s) did not answer within %s; the change may have been made: %w",
+				ErrUnknownOutcome, addr, time.Since(start).Round(time.Millisecond), err)
+		}
+		if err == nil || !errors.Is(err, transport.ErrNotController) {
+			return err
+		}
+		c.log.Debug("not the controller", "peer", addr, "api", api.String())
+	}
+	if err == nil {
+		err = fmt.Errorf("%w: no broker known", transport.ErrControllerUnavailable)
 	}
 	return err
 }
+
+// dialError is a connection that could not be opened: the request was
+// never sent, and the error matches transport.ErrNotSent besides its own.
+type dialError struct{ err error }
+
+func (e dialError) Error() string   { return e.err.Error() }
+func (e dialError) Unwrap() []error { return []error{e.err, transport.ErrNotSent} }
 
 // unanswered reports whether a call's error leaves its outcome unknown:
 // it was sent (not ErrNotSent) and no answer came back (not an error the

@@ -28,12 +28,22 @@ type Config struct {
 	RequestTimeout time.Duration
 	// DialTimeout bounds opening a connection; default 5s.
 	DialTimeout time.Duration
-	// Retries is how many times a read (metadata, fetch, list offsets) or an
-	// admin request that provably did nothing is tried again after a stale
-	// route; default 3, negative for none.
-	Retries int
-	// RetryBackoff is the wait before such a retry; default 100ms.
+	// RetryTimeout bounds how long a call whose context has no deadline
+	// goes on retrying errors that may pass (see the package
+	// documentation); a context's deadline, when there is one, bounds it
+	// instead. Default DefaultRetryTimeout (15s).
+	RetryTimeout time.Duration
+	// RetryBackoff is the wait before the first retry of a call; each
+	// further wait doubles, up to RetryBackoffMax, and is drawn at random
+	// from its upper half. Default DefaultRetryBackoff (25ms).
 	RetryBackoff time.Duration
+	// RetryBackoffMax caps the wait between two attempts; default
+	// DefaultRetryBackoffMax (1s).
+	RetryBackoffMax time.Duration
+	// Retries, if positive, caps how many times one call is retried,
+	// besides its deadline; negative for no retries; default 0: the
+	// deadline alone bounds them.
+	Retries int
 	// MaxFrameBytes bounds a response frame; default transport's client
 	// default (the frame limit of the largest batch limit a cluster may
 	// have).
@@ -58,15 +68,16 @@ func (c *Config) setDefaults() error {
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = 5 * time.Second
 	}
-	switch {
-	case c.Retries == 0:
-		c.Retries = 3
-	case c.Retries < 0:
-		c.Retries = 0
+	if c.RetryTimeout <= 0 {
+		c.RetryTimeout = DefaultRetryTimeout
 	}
 	if c.RetryBackoff <= 0 {
-		c.RetryBackoff = 100 * time.Millisecond
+		c.RetryBackoff = DefaultRetryBackoff
 	}
+	if c.RetryBackoffMax <= 0 {
+		c.RetryBackoffMax = DefaultRetryBackoffMax
+	}
+	c.RetryBackoffMax = max(c.RetryBackoffMax, c.RetryBackoff)
 	return nil
 }
 
@@ -152,9 +163,11 @@ type flight struct {
 }
 
 // New returns a Client that has read the cluster's metadata from one of
-// cfg.Bootstrap, tried in order. It returns ErrInvalidConfig for a bad
-// config, and an error matching transport.ErrBrokerNotAvailable (with every
-// address's error) when no bootstrap address answers.
+// cfg.Bootstrap, tried in order. While none answers (a cluster that is
+// starting), it tries them again, as any call retries, until ctx's
+// deadline or cfg.RetryTimeout. It returns ErrInvalidConfig for a bad
+// config, and an error matching transport.ErrBrokerNotAvailable (with
+// every address's error) when no bootstrap address answered in time.
 func New(ctx context.Context, cfg Config) (*Client, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
@@ -167,7 +180,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		pipes: transport.NewPool(connCfg),
 	}
 	c.mu.flights = make(map[string]*flight)
-	if err := c.RefreshMetadata(ctx); err != nil {
+	if err := c.refreshRetrying(ctx); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
@@ -202,8 +215,9 @@ func (c *Client) state() *clusterState {
 }
 
 // RefreshMetadata asks a broker for the metadata of topics (of every topic
-// when none is named) and updates the cache. Concurrent refreshes of the
-// same topics share one request. It returns an error matching
+// when none is named) and updates the cache. It asks every known broker
+// and bootstrap address at most once, until one answers, and does not
+// retry. Concurrent refreshes of the same topics share one request. It returns an error matching
 // transport.ErrUnknownTopic when the brokers that answered do not know a
 // named topic, ErrClosed after Close, and otherwise an error matching
 // transport.ErrBrokerNotAvailable when no broker answered.
@@ -421,15 +435,31 @@ func (st *clusterState) snapshot() Metadata {
 	return m
 }
 
-// topic returns a topic's metadata from the cache, asking the cluster when
-// the cache does not hold it.
+// topic returns a topic's metadata from the cache, asking the cluster
+// (retrying while no broker answers) when the cache does not hold it.
 func (c *Client) topic(ctx context.Context, name string) (TopicMetadata, error) {
+	return c.cachedTopic(ctx, name, c.refreshRetrying)
+}
+
+// cached reports whether the cache holds a topic.
+func (c *Client) cached(topic string) bool {
+	st := c.state()
+	if st == nil {
+		return false
+	}
+	_, ok := st.topics[topic]
+	return ok
+}
+
+// cachedTopic returns a topic's metadata from the cache, asking the
+// cluster with refresh when the cache does not hold it.
+func (c *Client) cachedTopic(ctx context.Context, name string, refresh func(context.Context, ...string) error) (TopicMetadata, error) {
 	if st := c.state(); st != nil {
 		if t, ok := st.topics[name]; ok {
 			return t, nil
 		}
 	}
-	if err := c.RefreshMetadata(ctx, name); err != nil {
+	if err := refresh(ctx, name); err != nil {
 		return TopicMetadata{}, err
 	}
 	if t, ok := c.state().topics[name]; ok {
@@ -439,11 +469,11 @@ func (c *Client) topic(ctx context.Context, name string) (TopicMetadata, error) 
 }
 
 // leader returns where a partition's requests go, from the cache (asking
-// the cluster when the topic is not cached). It returns
-// transport.ErrUnknownPartition for a partition the topic does not have
-// and ErrNoLeader when no leader with a known address is named.
+// the cluster once when the topic is not cached: its callers retry). It
+// returns transport.ErrUnknownPartition for a partition the topic does not
+// have and ErrNoLeader when no leader with a known address is named.
 func (c *Client) leader(ctx context.Context, topic string, partition int32) (route, error) {
-	t, err := c.topic(ctx, topic)
+	t, err := c.cachedTopic(ctx, topic, c.RefreshMetadata)
 	if err != nil {
 		return route{}, err
 	}
@@ -458,44 +488,55 @@ func (c *Client) leader(ctx context.Context, topic string, partition int32) (rou
 	return route{leader: p.Leader, epoch: p.LeaderEpoch, addr: b.Addr, topicID: t.ID}, nil
 }
 
-// backoff waits RetryBackoff or until ctx ends.
-func (c *Client) backoff(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+// withLeader calls fn with the partition's leader until it succeeds, and
+// after an error that may pass (see retriableRoute) calls it again, as the
+// retry policy paces it, until ctx's deadline (or RetryTimeout): after an
+// error that suggests a stale route it refreshes the topic's metadata
+// first; after Busy it does not. fn must be safe to repeat: reads only,
+// or requests whose repetition does no harm (catch-up).
+func (c *Client) withLeader(ctx context.Context, topic string, partition int32, fn func(ctx context.Context, r route) error) error {
+	return c.partitionCall(ctx, topic, partition, false, fn)
 }
 
-// withLeader calls fn with the partition's leader, and after an error that
-// suggests a stale route refreshes the metadata and calls it again, up to
-// Retries times; after Busy it calls it again without the refresh. fn must be safe to repeat: it is for reads only.
-func (c *Client) withLeader(ctx context.Context, topic string, partition int32, fn func(ctx context.Context, r route) error) error {
-	for attempt := 0; ; attempt++ {
+// partitionCall is withLeader. With created, the topic is known to exist
+// (it was just created): a broker or a metadata answer that does not know
+// it yet is retried too, not final.
+func (c *Client) partitionCall(ctx context.Context, topic string, partition int32, created bool, fn func(ctx context.Context, r route) error) error {
+	retry := newRetrier(ctx, c.retryPolicy())
+	fresh := false // the cache holds what the cluster said during this call
+	for {
+		fresh = fresh || !c.cached(topic) // leader asks the cluster then
 		r, err := c.leader(ctx, topic, partition)
-		if err == nil {
+		routed := err == nil
+		if routed {
 			if err = fn(ctx, r); err == nil {
 				return nil
 			}
 		}
-		busy := errors.Is(err, transport.ErrBusy)
-		if !staleRoute(err) && !busy || errors.Is(err, ErrTopicRecreated) || attempt >= c.cfg.Retries || ctx.Err() != nil || errors.Is(err, ErrClosed) {
+		switch {
+		case errors.Is(err, ErrTopicRecreated) || errors.Is(err, ErrClosed):
+			return err
+		case !routed && fresh && (errors.Is(err, transport.ErrUnknownTopic) && !created || errors.Is(err, transport.ErrUnknownPartition)):
+			// The cluster's metadata says there is no such topic or
+			// partition (a topic's partition count never changes).
+			return err
+		case !retryOn(ctx, err, retriableRoute):
 			return err
 		}
 		c.log.Debug("retrying", "topic", topic, "partition", partition, "err", err)
-		if berr := c.backoff(ctx, c.cfg.RetryBackoff); berr != nil {
-			return err
+		if gaveUp := retry.again(ctx, err); gaveUp != nil {
+			return gaveUp
 		}
-		if busy {
-			continue // the route is fine: the broker had no memory to spare
+		if errors.Is(err, transport.ErrBusy) || !routed && !c.cached(topic) {
+			continue // the route is fine (the broker had no memory to spare), or leader asks anew
 		}
-		if rerr := c.RefreshMetadata(ctx, topic); rerr != nil {
-			if errors.Is(rerr, transport.ErrUnknownTopic) || errors.Is(rerr, ErrClosed) {
-				return rerr
-			}
+		rerr := c.RefreshMetadata(ctx, topic)
+		switch {
+		case rerr == nil:
+			fresh = true
+		case errors.Is(rerr, transport.ErrUnknownTopic) && !created || errors.Is(rerr, ErrClosed):
+			return rerr
+		default:
 			c.log.Debug("metadata refresh failed", "topic", topic, "err", rerr)
 		}
 	}

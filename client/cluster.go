@@ -111,7 +111,7 @@ func (c *Client) CatchUp(ctx context.Context, topic string, partition, broker in
 	}
 	// Judge the request against fresh metadata: a cached copy may predate
 	// the broker's return to the active set.
-	if err := c.RefreshMetadata(ctx, topic); err != nil {
+	if err := c.refreshRetrying(ctx, topic); err != nil {
 		return CatchUpResult{}, wrap(err)
 	}
 	t, err := c.topic(ctx, topic)

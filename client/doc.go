@@ -16,17 +16,61 @@
 // epoch) than the cached copy is ignored. Admin requests go to the
 // controller named in the metadata.
 //
-// Reads (metadata, fetch, list offsets) change nothing, so they are retried
-// after any of those errors, and after Busy (the broker's request memory
-// was in use), up to Config.Retries times. Catch-up
-// (CatchUp) goes to the partition's leader and is retried the same way:
-// repeating it does no harm. The calls an operator makes to look at one
-// broker (DescribeCluster, ReplicaState, ReplicaDigest) go to that broker
-// once and are not retried: whether it answers is what the caller wants to
-// know. Admin requests, and the operator changes (Failover, Recover) and
-// the audit trail (History), go to the controller and are retried only
-// when they provably did nothing: the connection could not be opened, or
-// the broker answered NotController.
+// # Retries
+//
+// A cluster that is starting, a broker that has not taken a new topic's
+// metadata yet, a leader that moved: these pass in a moment, and a call
+// that meets one tries again rather than fail. Every call (New, metadata,
+// list offsets, fetch, catch-up, admin requests, and each produce batch)
+// is retried under one policy:
+//
+//   - What is retried: an error whose code transport's table marks
+//     retriable (NotLeader, NotReady, BrokerNotAvailable, ShuttingDown,
+//     Busy, Timeout, UnknownTopicID, ...), and, for a partition request, a
+//     broker that does not know the topic or partition yet (UnknownTopic,
+//     UnknownPartition) while fresh metadata says it exists. A request
+//     that changes something is retried only when the error proves it was
+//     not carried out (below). Anything else, and the client's own final
+//     errors (ErrClosed, ErrTopicRecreated), return at once.
+//   - Between attempts: the metadata is refreshed first when the error
+//     says the route may be stale (the leader moved, the broker is gone or
+//     does not know the topic); not after Busy. The wait before retry n is
+//     Config.RetryBackoff (25 ms) doubled n-1 times, capped at
+//     Config.RetryBackoffMax (1 s), and drawn at random from its upper
+//     half, so that clients that failed together do not come back
+//     together.
+//   - Until when: the call's context's deadline; a call whose context has
+//     none gets Config.RetryTimeout (15 s) from its start. The last wait
+//     is cut short so that one more attempt begins with a first backoff's
+//     time left before the deadline. Config.Retries, if set, caps the
+//     number of retries too.
+//   - What the caller sees at the end: the last attempt's error (an
+//     attempt cut short by the context does not hide the one before it),
+//     with what was asked of which partition and how long it was tried:
+//     "list offsets of orders/2: NotLeader: ... (12 attempts in 9.98s:
+//     the deadline leaves no time for another)". It also matches the
+//     context's error when the context ended.
+//
+// Reads (metadata, fetch, list offsets) change nothing, so every retriable
+// error is retried. Catch-up (CatchUp) is retried the same way: repeating
+// it does no harm. The calls an operator makes to look at one broker
+// (DescribeCluster, ReplicaState, ReplicaDigest) go to that broker once and
+// are not retried: whether it answers is what the caller wants to know;
+// RefreshMetadata, too, asks each broker once. Admin requests that change
+// the cluster, the operator changes (Failover, Recover, ...) and the audit
+// trail (History) go to the controller. A change is sent again only when
+// it provably did nothing: the connection could not be opened or the
+// request was never written, or the broker answered NotController, Busy,
+// ControllerUnavailable or NotReady, which it answers before acting. A
+// change sent and not answered (a timeout, a connection cut) ends at once
+// with ErrUnknownOutcome: it may have been made.
+//
+// CreateTopic returns once every partition's leader answers ListOffsets,
+// each retried as above (UnknownTopic too: the topic exists), so that a
+// produce or a consume right after it works. If the deadline ends first,
+// it returns the topic's metadata and an error matching ErrNotServing and
+// transport.ErrNotReady that names the partitions that cannot serve yet,
+// each with its last error.
 //
 // # Producing: what is promised
 //
@@ -73,9 +117,10 @@
 //
 // A batch is retried only when its attempt provably did not append it:
 //
-//   - the broker answered NotLeader, UnknownTopic or UnknownPartition (it
-//     checks those before appending), or Busy (it refused the request
-//     unread: its request memory was in use);
+//   - the broker answered NotLeader, UnknownTopic, UnknownTopicID or
+//     UnknownPartition (it checks those before appending), NotReady (it
+//     refuses before appending, as when it has no metadata yet), or Busy
+//     (it refused the request unread: its request memory was in use);
 //   - no leader was known, or the connection to the leader could not be
 //     opened, or the request was never written whole (the connection was
 //     already closed, or the write failed part way, which the broker
@@ -86,11 +131,22 @@
 // batches in the order they were sent. The longest run at the end of that
 // order in which every batch provably was not appended is sent again, in
 // its original order, before anything newer, after a metadata refresh and
-// ProducerConfig.RetryBackoff (a batch in that run that failed for good,
-// or has used its retries, keeps its error and finishes in its place). A batch that was not appended but that was
-// followed by a batch that was (or may have been) appended is not retried,
-// since sending it again would put it after a later record: it fails with
-// ErrNotAppended. A batch is sent at most 1 + ProducerConfig.Retries times.
+// a backoff (ProducerConfig.RetryBackoff doubled with each attempt of the
+// batch, capped at Config.RetryBackoffMax, drawn from its upper half). A
+// batch in that run that failed for good, or may not be sent again, keeps
+// its error and finishes in its place. A batch that was not appended but
+// that was followed by a batch that was (or may have been) appended is not
+// retried, since sending it again would put it after a later record: it
+// fails with ErrNotAppended.
+//
+// A batch may be sent again while the longest backoff it would wait, and
+// a first backoff more for the attempt, end before its deadline: the
+// earliest deadline of its records, which is a Send's context's deadline,
+// or ProducerConfig.DeliveryTimeout (default the client's RetryTimeout)
+// after the record was given to SendAsync or to a Send without a deadline.
+// ProducerConfig.Retries, if set, caps the attempts too. Then the batch
+// fails with ErrNotAppended and its last attempt's error, before the
+// deadline, so that a Send gets that answer rather than its context's end.
 //
 // A record whose batch would exceed the cluster's batch limit (the
 // Metadata's MaxBatchBytes, a broker's --max-batch-bytes) fails at once
@@ -113,8 +169,9 @@
 // batch may start before it) and moves the position past them. A batch
 // that fails verification is never skipped: Poll returns the records before
 // it, and the next Poll returns ErrCorruptBatch with the position left on
-// it. NotLeader makes the consumer refresh metadata and fetch from the new
-// leader; OffsetOutOfRange is returned to the caller.
+// it. A retriable error (NotLeader, a leader that cannot be reached, ...)
+// is retried as every read is, after a metadata refresh when the leader
+// may have moved; OffsetOutOfRange is returned to the caller.
 //
 // # Cluster health and verification
 //

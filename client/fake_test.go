@@ -44,6 +44,11 @@ type fakeCluster struct {
 	corrupt    map[int64]bool
 	// fetchErr runs before each fetch and may refuse it.
 	fetchErr func() error
+	// listOffsetsErr runs before each ListOffsets and may refuse it.
+	listOffsetsErr func(broker int32, topic string, partition int32) error
+	// adminErr runs when the controller gets a topic admin request, before
+	// anything else, and may refuse it.
+	adminErr func(api transport.API) error
 	// maxBatchBytes is the batch limit metadata answers name (0: none,
 	// as from an old broker).
 	maxBatchBytes int32
@@ -557,7 +562,14 @@ func (b *fakeBroker) listOffsets(req *transport.Request) transport.Reply {
 	fc := b.fc
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
-	_, p, err := fc.partitionLocked(r.Topic, r.Partition)
+	var err error
+	if fc.listOffsetsErr != nil {
+		err = fc.listOffsetsErr(b.id, r.Topic, r.Partition)
+	}
+	var p *fakePartition
+	if err == nil {
+		_, p, err = fc.partitionLocked(r.Topic, r.Partition)
+	}
 	if err == nil {
 		err = b.leads(p, r.Topic, r.Partition)
 	}
@@ -573,6 +585,11 @@ func (b *fakeBroker) admin(api transport.API, req *transport.Request) transport.
 	defer fc.mu.Unlock()
 	if b.id != fc.controller {
 		return transport.Immediate(nil, fmt.Errorf("%w: broker %d is not the controller", transport.ErrNotController, b.id))
+	}
+	if fc.adminErr != nil {
+		if err := fc.adminErr(api); err != nil {
+			return transport.Immediate(nil, err)
+		}
 	}
 	if api == transport.APICreateTopic {
 		var r transport.CreateTopicRequest

@@ -498,13 +498,13 @@ func (pc *partitionCheck) warnings() []Warning {
 			what = fmt.Sprintf("partition %s: follower %d lags; by how much is unknown (%v)", pc.name(), l.follower, l.err)
 		case *l.lag < 0:
 			// Its log passes the leader's: catch-up would refuse it.
-			out = append(out, fixedBy(fmt.Sprintf("partition %s: follower %d is %d records ahead of its leader: it diverged", pc.name(), l.follower, -*l.lag),
+			out = append(out, fixedBy(fmt.Sprintf("partition %s: follower %d is %s ahead of its leader: it diverged", pc.name(), l.follower, plural(int(-*l.lag), "record")),
 				"", rebuildCommand(pc.topic, pc.partition, l.follower)))
 			continue
 		case *l.lag == 0:
 			what = fmt.Sprintf("partition %s: follower %d has its leader's log end, but the leader has not confirmed it in sync", pc.name(), l.follower)
 		default:
-			what = fmt.Sprintf("partition %s: follower %d lags by %d records", pc.name(), l.follower, *l.lag)
+			what = fmt.Sprintf("partition %s: follower %d lags by %s", pc.name(), l.follower, plural(int(*l.lag), "record"))
 		}
 		switch {
 		case diskFull(l.leaderSays):

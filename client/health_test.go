@@ -440,10 +440,12 @@ func TestClusterReport(t *testing.T) {
 }
 
 func TestProberSkipsABrokerThatDoesNotAnswer(t *testing.T) {
-	p := &prober{}
+	p := &Prober{}
 	p.mu.down = map[int32]error{}
 	down := fmt.Errorf("%w: dial", transport.ErrBrokerNotAvailable)
 	p.markDown(3, down)
 	_, err := p.state(context.Background(), 3, "t", 0)
 	assert.True(t, errors.Is(err, down), "asked a broker already known not to answer: %v", err)
+	_, err = p.LeaderOffsets(context.Background(), 3, "t", 0)
+	assert.True(t, errors.Is(err, down), "asked a leader already known not to answer: %v", err)
 }

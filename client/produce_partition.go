@@ -18,11 +18,12 @@ import (
 
 // pending is a record waiting for its outcome.
 type pending struct {
-	seq    uint64 // order of arrival in its partition
-	rec    record.Record
-	size   int
-	cb     func(Ack, error)
-	direct bool // cb is quick and runs on the partition goroutine (Send)
+	seq      uint64 // order of arrival in its partition
+	rec      record.Record
+	size     int
+	cb       func(Ack, error)
+	direct   bool      // cb is quick and runs on the partition goroutine (Send)
+	deadline time.Time // no attempt of its batch begins after it
 }
 
 // outcome classifies the answer to one attempt to produce a batch.
@@ -42,7 +43,8 @@ func classify(err error) outcome {
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrTopicRecreated):
 		return rejected
 	case errors.Is(err, transport.ErrNotSent),
-		errors.Is(err, transport.ErrBusy), // refused before it was carried out
+		errors.Is(err, transport.ErrBusy),     // refused before it was carried out
+		errors.Is(err, transport.ErrNotReady), // refused before the append
 		errors.Is(err, transport.ErrNotLeader),
 		errors.Is(err, transport.ErrUnknownTopic),
 		errors.Is(err, transport.ErrUnknownTopicID),
@@ -64,7 +66,10 @@ type batch struct {
 	records  []pending
 	data     []byte // the encoded batch, as AppendBatch made it
 	attempts int
-	final    bool // the outcome below is final; the batch waits in the queue only to finish in order
+	first    time.Time // when it was first sent
+	deadline time.Time // its records' earliest deadline: no attempt begins after it
+	gaveUp   string    // why a batch not appended was not sent again, for its error
+	final    bool      // the outcome below is final; the batch waits in the queue only to finish in order
 
 	// The latest attempt, once answered.
 	done    bool
@@ -254,7 +259,13 @@ func (pp *partitionProducer) seal() {
 		// enqueue bounds every record, and a batch is never empty.
 		panic(fmt.Sprintf("client: encode batch of %d records, %d bytes: %v", len(recs), pp.buildingBytes, err))
 	}
-	pp.queue = append(pp.queue, &batch{records: pp.building, data: data})
+	deadline := pp.building[0].deadline
+	for _, r := range pp.building[1:] {
+		if r.deadline.Before(deadline) {
+			deadline = r.deadline
+		}
+	}
+	pp.queue = append(pp.queue, &batch{records: pp.building, data: data, deadline: deadline})
 	pp.building, pp.buildingBytes = nil, 0
 }
 
@@ -286,6 +297,9 @@ func (pp *partitionProducer) sendReady() {
 		pp.queue = pp.queue[1:]
 		pp.inflight = append(pp.inflight, b)
 		b.attempts++
+		if b.attempts == 1 {
+			b.first = time.Now()
+		}
 		b.done = false
 		if err != nil {
 			cancel()
@@ -377,8 +391,10 @@ func (pp *partitionProducer) answered(b *batch, resp transport.ProduceResponse, 
 	switch b.outcome {
 	case notAppended:
 		pp.refresh = true
-		if b.attempts <= pp.p.cfg.Retries {
+		if pp.mayRetry(b) {
 			pp.draining = true
+		} else {
+			pp.noteGaveUp(b)
 		}
 	case unknown:
 		pp.refresh = true
@@ -394,7 +410,7 @@ func (pp *partitionProducer) settle() {
 		for len(pp.inflight) > 0 && pp.inflight[0].done {
 			b := pp.inflight[0]
 			pp.inflight = pp.inflight[1:]
-			pp.finish(b, "")
+			pp.finish(b, b.gaveUp)
 		}
 		return
 	}
@@ -414,12 +430,13 @@ func (pp *partitionProducer) settle() {
 	first := -1 // the first batch to send again
 	for i := tail; i < len(pp.inflight); i++ {
 		b := pp.inflight[i]
-		if b.outcome == notAppended && b.attempts <= pp.p.cfg.Retries {
+		if b.outcome == notAppended && pp.mayRetry(b) {
 			if first < 0 {
 				first = i
 			}
 		} else {
 			b.final = true
+			pp.noteGaveUp(b)
 		}
 	}
 	end := len(pp.inflight)
@@ -427,7 +444,7 @@ func (pp *partitionProducer) settle() {
 		end = first
 	}
 	for i, b := range pp.inflight[:end] {
-		reason := ""
+		reason := b.gaveUp
 		if i < tail && b.outcome == notAppended {
 			reason = " (not sent again: a batch sent after it was or may have been appended)"
 		}
@@ -448,8 +465,46 @@ func (pp *partitionProducer) settle() {
 		}
 	}
 	pp.log.Warn("sending batches again", "batches", resend, "attempt", again[0].attempts+1, "err", again[0].err)
-	pp.retryTimer = time.NewTimer(pp.p.cfg.RetryBackoff)
+	pp.retryTimer = time.NewTimer(pp.backoff(again[0]))
 	pp.retryC = pp.retryTimer.C
+}
+
+// retryPolicy paces a partition's retries: the producer's first backoff,
+// the client's cap.
+func (pp *partitionProducer) retryPolicy() retryPolicy {
+	cfg := &pp.p.c.cfg
+	return retryPolicy{backoff: pp.p.cfg.RetryBackoff, backoffMax: max(cfg.RetryBackoffMax, pp.p.cfg.RetryBackoff), retries: pp.p.cfg.Retries}
+}
+
+// backoff is the wait before b is sent again.
+func (pp *partitionProducer) backoff(b *batch) time.Duration {
+	return pp.retryPolicy().wait(b.attempts)
+}
+
+// mayRetry reports whether b, whose last attempt provably did not append
+// it, may be sent again: Retries allow it, and the longest it would wait
+// first ends before its deadline with the first backoff's time to spare
+// for the attempt.
+func (pp *partitionProducer) mayRetry(b *batch) bool {
+	pol := pp.retryPolicy()
+	switch {
+	case pol.retries < 0, pol.retries > 0 && b.attempts > pol.retries:
+		return false
+	}
+	return time.Now().Add(pol.ceiling(b.attempts) + pol.backoff).Before(b.deadline)
+}
+
+// noteGaveUp records, for its error, why a batch that was not appended is
+// not sent again.
+func (pp *partitionProducer) noteGaveUp(b *batch) {
+	if b.outcome != notAppended || b.gaveUp != "" {
+		return
+	}
+	why := "its deadline leaves no time for another attempt"
+	if r := pp.p.cfg.Retries; r < 0 || r > 0 && b.attempts > r {
+		why = "ProducerConfig.Retries are used up"
+	}
+	b.gaveUp = fmt.Sprintf(" (%s in %s; not sent again: %s)", plural(b.attempts, "attempt"), time.Since(b.first).Round(time.Millisecond), why)
 }
 
 // finish gives every record of b its outcome and returns its buffer room.

@@ -27,12 +27,20 @@ type ProducerConfig struct {
 	// MaxInFlightPerPartition is how many batches of one partition may be
 	// awaiting their answer at once; default 5.
 	MaxInFlightPerPartition int
-	// Retries is how many times a batch that provably was not appended is
-	// sent again (see the package documentation); default 5, negative for
-	// none.
+	// DeliveryTimeout bounds how long after a record is given a batch
+	// holding it may still be sent again after an attempt that provably
+	// did not append it (see the package documentation); a Send whose
+	// context has a deadline is bounded by that deadline instead. Default
+	// the client's RetryTimeout.
+	DeliveryTimeout time.Duration
+	// Retries, if positive, caps how many times a batch is sent again,
+	// besides DeliveryTimeout; negative for never; default 0: the
+	// deadline alone bounds them.
 	Retries int
-	// RetryBackoff is the wait before sending batches again; default the
-	// client's RetryBackoff.
+	// RetryBackoff is the wait before sending batches again the first
+	// time; it doubles with each further attempt of a batch, up to the
+	// client's RetryBackoffMax, drawn at random from its upper half.
+	// Default the client's RetryBackoff.
 	RetryBackoff time.Duration
 	// BufferBytes bounds the records buffered or in flight; a send waits
 	// for room. Default 32 MiB.
@@ -65,11 +73,8 @@ func (cfg *ProducerConfig) setDefaults(c *Config) error {
 	if cfg.MaxInFlightPerPartition <= 0 {
 		cfg.MaxInFlightPerPartition = 5
 	}
-	switch {
-	case cfg.Retries == 0:
-		cfg.Retries = 5
-	case cfg.Retries < 0:
-		cfg.Retries = 0
+	if cfg.DeliveryTimeout <= 0 {
+		cfg.DeliveryTimeout = c.RetryTimeout
 	}
 	if cfg.RetryBackoff <= 0 {
 		cfg.RetryBackoff = c.RetryBackoff
@@ -280,7 +285,13 @@ func (p *Producer) enqueue(ctx context.Context, rec ProducerRecord, cb func(Ack,
 		return fmt.Errorf("produce to %s/%d: %w", rec.Topic, partition, err)
 	}
 	pp := p.partition(topicPartition{rec.Topic, partition})
-	if pp == nil || !pp.add(pending{rec: r, size: size, cb: cb, direct: direct}) {
+	// Send's context bounds its record's retries; a SendAsync's record
+	// (whose context bounds only this wait) has DeliveryTimeout.
+	deadline, ok := ctx.Deadline()
+	if !direct || !ok {
+		deadline = time.Now().Add(p.cfg.DeliveryTimeout)
+	}
+	if pp == nil || !pp.add(pending{rec: r, size: size, cb: cb, direct: direct, deadline: deadline}) {
 		p.budget.release(size)
 		return ErrClosed
 	}

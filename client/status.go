@@ -290,5 +290,5 @@ func (c *Client) ClusterStatus(ctx context.Context) (ClusterReport, error) {
 	if err != nil {
 		return ClusterReport{}, err
 	}
-	return s.judge(ctx, newProber(c)), nil
+	return s.judge(ctx, c.NewProber(0)), nil
 }

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -356,53 +355,4 @@ func sortedKeys[V any](m map[int32]V) []int32 {
 // replicaStater asks a broker for its replica of a partition.
 type replicaStater interface {
 	state(ctx context.Context, broker int32, topic string, partition int32) (ReplicaState, error)
-}
-
-// prober asks replicas for their state under a short deadline each, and
-// stops asking a broker that has once failed to answer at all, so that a
-// dead broker costs one deadline, not one per partition.
-type prober struct {
-	c     *Client
-	probe time.Duration
-
-	mu struct {
-		sync.Mutex
-		down map[int32]error
-	}
-}
-
-func newProber(c *Client) *prober {
-	p := &prober{c: c, probe: min(c.cfg.RequestTimeout, maxProbeTimeout)}
-	p.mu.down = map[int32]error{}
-	return p
-}
-
-// markDown records that broker does not answer.
-func (p *prober) markDown(broker int32, err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, ok := p.mu.down[broker]; !ok {
-		p.mu.down[broker] = err
-	}
-}
-
-// isDown returns why broker is known not to answer, or nil.
-func (p *prober) isDown(broker int32) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.mu.down[broker]
-}
-
-// state asks broker for its replica of topic/partition, observing only.
-func (p *prober) state(ctx context.Context, broker int32, topic string, partition int32) (ReplicaState, error) {
-	if err := p.isDown(broker); err != nil {
-		return ReplicaState{}, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, p.probe)
-	defer cancel()
-	st, err := p.c.ReplicaState(ctx, broker, topic, partition)
-	if errors.Is(err, transport.ErrBrokerNotAvailable) || errors.Is(err, transport.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
-		p.markDown(broker, err)
-	}
-	return st, err
 }

@@ -98,28 +98,28 @@ func (c *Client) Verify(ctx context.Context, topics ...string) (VerifyReport, er
 		}
 		metas = append(metas, t)
 	}
-	return verifyTopics(ctx, clientChecker{newProber(c)}, metas), nil
+	return verifyTopics(ctx, clientChecker{c.NewProber(0)}, metas), nil
 }
 
 // replicaChecker asks the cluster what verification needs.
 type replicaChecker interface {
 	replicaStater
-	offsets(ctx context.Context, topic string, partition int32) (PartitionOffsets, error)
+	offsets(ctx context.Context, leader int32, topic string, partition int32) (PartitionOffsets, error)
 	digest(ctx context.Context, broker int32, topic string, partition int32, from, to int64) (ReplicaDigest, error)
 }
 
 // clientChecker is the replicaChecker of a Client: replica states through
 // a prober, so that a dead broker costs one short deadline.
 type clientChecker struct {
-	*prober
+	*Prober
 }
 
-func (cc clientChecker) offsets(ctx context.Context, topic string, partition int32) (PartitionOffsets, error) {
-	return cc.c.ListOffsets(ctx, topic, partition)
+func (cc clientChecker) offsets(ctx context.Context, leader int32, topic string, partition int32) (PartitionOffsets, error) {
+	return cc.LeaderOffsets(ctx, leader, topic, partition)
 }
 
 func (cc clientChecker) digest(ctx context.Context, broker int32, topic string, partition int32, from, to int64) (ReplicaDigest, error) {
-	if err := cc.isDown(broker); err != nil {
+	if err := cc.Down(broker); err != nil {
 		return ReplicaDigest{}, err
 	}
 	return cc.c.VerifiedReplicaDigest(ctx, broker, topic, partition, from, to)
@@ -183,7 +183,7 @@ func verifyPartition(ctx context.Context, rc replicaChecker, vp *VerifiedPartiti
 		unknownAll("the partition has no leader")
 		return
 	}
-	offs, err := rc.offsets(ctx, vp.Topic, vp.Partition)
+	offs, err := rc.offsets(ctx, p.Leader, vp.Topic, vp.Partition)
 	if err != nil {
 		unknownAll(fmt.Sprintf("leader broker %d: %v", p.Leader, err))
 		return
@@ -258,7 +258,14 @@ func verifyReplica(ctx context.Context, rc replicaChecker, vp *VerifiedPartition
 	}
 	if !bytes.Equal(ld.Digest, fd.Digest) || ld.Batches != fd.Batches {
 		return VerifiedReplica{Broker: b, State: VerifyDiffers, Error: fmt.Sprintf(
-			"differs from leader %d in [%d, %d): %d batches against the leader's %d, digests differ", leader, from, hw, fd.Batches, ld.Batches)}
+			"differs from leader %d in [%d, %d): %s against the leader's %d, digests differ", leader, from, hw, pluralBatches(fd.Batches), ld.Batches)}
 	}
 	return VerifiedReplica{Broker: b, State: VerifyIdentical}
+}
+
+func pluralBatches(n int32) string {
+	if n == 1 {
+		return "1 batch"
+	}
+	return fmt.Sprintf("%d batches", n)
 }

@@ -23,7 +23,7 @@ type fakeChecker struct {
 	damaged map[int32]error
 }
 
-func (f *fakeChecker) offsets(context.Context, string, int32) (PartitionOffsets, error) {
+func (f *fakeChecker) offsets(context.Context, int32, string, int32) (PartitionOffsets, error) {
 	return f.offs, f.offErr
 }
 

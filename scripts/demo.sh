@@ -91,13 +91,14 @@ for n in $(seq 1 20); do
 done
 
 heading "Reading every partition from offset 0"
-note "gostream-ctl consume $TOPIC --from-beginning   (partition, offset, key, value)"
+note "gostream-ctl consume $TOPIC --from-beginning"
 records="$(ctl consume "$TOPIC" --from-beginning)"
 printf '%s\n' "$records" | indent
 
 heading "Each user's events are in one partition, in the order they were sent"
 note "a key's partition is SHA-256(key) mod 4, the same in every process and release"
 printf '%s\n' "$records" | awk -F'\t' '
+	NR == 1 { next } # the header: PARTITION OFFSET KEY VALUE
 	{
 		match($4, /"event":[0-9]+/)
 		ev = substr($4, RSTART + 8, RLENGTH - 8)

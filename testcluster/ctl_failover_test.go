@@ -327,7 +327,7 @@ func TestCtlFailoverRefusesDivergedReplicas(t *testing.T) {
 	// leader may not be ready to say its high watermark (then verify says
 	// the partition could not be checked): poll until every partition has
 	// been compared.
-	const diverged = "ReplicaDivergence: 1 replica(s) differ from their leader: dv/1 broker 3\n"
+	const diverged = "ReplicaDivergence: 1 replica differs from its leader: dv/1 broker 3\n"
 	out := checkCtl(t, c, "verify finding the diverged follower, and only it", 60*time.Second, func(r CtlResult) bool {
 		return r.Exit == 2 && r.Stderr == diverged
 	}, "verify", "--topic", "dv")

@@ -3,6 +3,7 @@ package testcluster
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -42,7 +43,7 @@ func createTopic(t *testing.T, cl *client.Client, name string, partitions, rf in
 		if err != nil {
 			t.Logf("create topic %s: %v", name, err)
 		}
-		return err == nil
+		return err == nil || errors.Is(err, client.ErrNotServing) // created either way
 	}, 60*time.Second, 250*time.Millisecond)
 	return tm
 }

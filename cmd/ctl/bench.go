@@ -87,10 +87,10 @@ func printBenchSummary(w io.Writer, format, name, latency string, s benchSummary
 	if format == outputJSON {
 		return writeJSON(w, s)
 	}
-	_, err := fmt.Fprintf(w, "%s: %d records (%.2f MB) in %.3f s\n"+
+	_, err := fmt.Fprintf(w, "%s: %s (%.2f MB) in %.3f s\n"+
 		"  throughput  %.1f records/s, %.2f MB/s\n"+
 		"  latency     p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms (%s)\n",
-		name, s.Records, float64(s.Bytes)/mebibyte, s.Seconds,
+		name, plural(s.Records, "record"), float64(s.Bytes)/mebibyte, s.Seconds,
 		s.RecordsPerSec, s.MBPerSec, s.P50Ms, s.P99Ms, s.P999Ms, latency)
 	return err
 }
@@ -151,8 +151,8 @@ func (p *progress) run() {
 			n, b := p.counters.records.Load(), p.counters.bytes.Load()
 			rate := float64(n-last) / now.Sub(lastAt).Seconds()
 			last, lastAt = n, now
-			line := fmt.Sprintf("%s: %d records, %.1f MB, %.0f records/s now, %s elapsed",
-				p.name, n, float64(b)/mebibyte, rate, now.Sub(start).Round(time.Second))
+			line := fmt.Sprintf("%s: %s, %.1f MB, %.0f records/s now, %s elapsed",
+				p.name, plural(n, "record"), float64(b)/mebibyte, rate, now.Sub(start).Round(time.Second))
 			if p.tty {
 				fmt.Fprintf(p.w, "\r\033[K%s", line)
 			} else {
@@ -262,8 +262,8 @@ func benchProduceAction(c *cli.Context) error {
 	if cfg.Linger > 0 {
 		linger = cfg.Linger.String()
 	}
-	fmt.Fprintf(c.App.ErrWriter, "bench produce: %s records of %d bytes to %s, %d producer(s), %s, linger %s\n",
-		countText(records), size, topic, producers, mode, linger)
+	fmt.Fprintf(c.App.ErrWriter, "bench produce: %s of %s to %s, %s, %s, linger %s\n",
+		countText(records), plural(size, "byte"), topic, plural(producers, "producer"), mode, linger)
 	start := time.Now()
 	prog := startProgress(c.App.ErrWriter, "bench produce", &counters)
 	for i, bp := range bps {
@@ -307,9 +307,9 @@ func benchProduceAction(c *cli.Context) error {
 
 func countText(n int64) string {
 	if n < 0 {
-		return "unlimited"
+		return "unlimited records"
 	}
-	return fmt.Sprint(n)
+	return plural(n, "record")
 }
 
 // benchProducer is one of bench produce's producers. hist is written by
@@ -402,7 +402,7 @@ func benchConsumeAction(c *cli.Context) error {
 	if limit > 0 {
 		target = min(limit, available)
 	}
-	fmt.Fprintf(c.App.ErrWriter, "bench consume: %d records from %s, %s\n", target, topic, plural(len(readers), "partition"))
+	fmt.Fprintf(c.App.ErrWriter, "bench consume: %s from %s, %s\n", plural(target, "record"), topic, plural(len(readers), "partition"))
 
 	ctx, cancel := context.WithCancel(c.Context)
 	defer cancel()

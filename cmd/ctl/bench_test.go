@@ -56,7 +56,7 @@ func TestBench(t *testing.T) {
 	for _, want := range []string{"records/s", "MB/s", "p50 ", "p99 ", "p99.9 ", "send to acknowledgment"} {
 		assert.Contains(t, res.Stdout, want)
 	}
-	assert.Contains(t, res.Stderr, "2 producer(s), sync, linger none")
+	assert.Contains(t, res.Stderr, "2 producers, sync, linger none")
 
 	// bench consume reads everything, or --records of it.
 	out := ctlOK(t, c, "", "bench", "consume", "--topic", "b", "-o", "json")

@@ -22,12 +22,14 @@ const maxDialTimeout = 5 * time.Second
 // connect returns a Client of the cluster that --bootstrap names, once one
 // of its addresses has answered, or an error named for the failure
 // (BrokerNotAvailable, Timeout, ...). Every request of the Client is bounded
-// by --timeout. The caller closes it.
+// by --timeout, and so are the retries of a call made without a deadline
+// of its own. The caller closes it.
 func connect(ctx context.Context, g globals) (*client.Client, error) {
 	cl, err := client.New(ctx, client.Config{
 		Bootstrap:      g.bootstrap,
 		RequestTimeout: g.timeout,
 		DialTimeout:    min(g.timeout, maxDialTimeout),
+		RetryTimeout:   g.timeout,
 	})
 	if err != nil {
 		return nil, failed(err)

@@ -41,7 +41,8 @@ partitions merged, until Ctrl-C or --max, or, on a sealed topic (sealed
 before or while it reads), until it has printed every partition to its
 end; each of these is a normal end (exit 0).
 
-Table output, one record per line, tab-separated:
+Table output, one record per line, tab-separated, under a header line
+(printed with the first record; nothing at all when there is none):
    PARTITION  OFFSET  KEY  VALUE
 A null key prints as (null), an empty one as "". Text with control
 characters is quoted Go-style; bytes that are not UTF-8 print as
@@ -322,6 +323,9 @@ func (r *partitionReader) sealedAndRead(ctx context.Context) bool {
 	return err == nil && r.cons.Position() >= offs.HighWatermark && offs.HighWatermark >= offs.LogEndOffset
 }
 
+// consumeHeader heads consume's table, before its first record.
+const consumeHeader = "PARTITION\tOFFSET\tKEY\tVALUE\n"
+
 // printConsumed prints what arrives on sources, each drained in turn,
 // until they are closed, --max records are printed or ctx ends. It calls
 // stop once it wants no more.
@@ -340,6 +344,11 @@ func printConsumed(ctx context.Context, w io.Writer, format string, o consumeOpt
 				break
 			}
 			for i := range f.recs {
+				if printed == 0 && format == outputTable {
+					// With the first record, so that a read that finds
+					// nothing prints nothing.
+					bw.WriteString(consumeHeader)
+				}
 				if err := printRecord(bw, format, o.topic, f.partition, &f.recs[i]); err != nil {
 					stop()
 					return exitcode.Fail("WriteFailed", fmt.Errorf("write output: %w", err))

@@ -47,7 +47,7 @@ func TestConsume(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			out := ctlOK(t, c, "", append([]string{"consume", "t"}, tt.args...)...)
-			assert.Equal(t, tt.want, lines(out))
+			assert.Equal(t, withHeader(tt.want...), lines(out))
 		})
 	}
 
@@ -75,6 +75,18 @@ func TestConsume(t *testing.T) {
 		ctlFails(t, c, 2, "NotImplemented: consumer groups arrive with a later issue", "", "consume", "t", "--group", "g")
 		ctlFails(t, c, 1, "InvalidFlag: ", "", "consume", "t", "--offset", "1")
 	})
+}
+
+// consumeHeaderLine heads consume's table output.
+const consumeHeaderLine = "PARTITION\tOFFSET\tKEY\tVALUE"
+
+// withHeader is the lines of consume's table output for rows: the header,
+// then the rows, or nothing at all when there is no row.
+func withHeader(rows ...string) []string {
+	if len(rows) == 0 {
+		return nil
+	}
+	return append([]string{consumeHeaderLine}, rows...)
 }
 
 func TestConsumeBytesAndKeys(t *testing.T) {
@@ -116,12 +128,12 @@ func TestConsumeBytesAndKeys(t *testing.T) {
 	requireKeys(t, json.RawMessage(raw[1]), "topic", "partition", "offset", "timestamp", "key", "value", "headers")
 
 	// Tables keep one record per line.
-	assert.Equal(t, []string{
-		"0\t0\t(null)\tbase64:" + base64.StdEncoding.EncodeToString([]byte("\xff\xfe\x00ok")),
+	assert.Equal(t, withHeader(
+		"0\t0\t(null)\tbase64:"+base64.StdEncoding.EncodeToString([]byte("\xff\xfe\x00ok")),
 		"0\t1\t\"\"\tplain",
 		"0\t2\tbase64:a8M=\tv",
 		"0\t3\tü\t\"tab\\there\"",
-	}, lines(ctlOK(t, c, "", "consume", "b")))
+	), lines(ctlOK(t, c, "", "consume", "b")))
 }
 
 // follower is a gostream-ctl consume --follow running as a process, whose
@@ -200,6 +212,7 @@ func TestConsumeFollow(t *testing.T) {
 
 	t.Run("sees records produced after it started; Ctrl-C ends it cleanly", func(t *testing.T) {
 		f := startFollower(t, c, "f")
+		assert.Equal(t, consumeHeaderLine, f.next(t), "the table's header comes first")
 		assert.Equal(t, "2\t0\t(null)\tbefore", f.next(t))
 		ctlOK(t, c, "", "produce", "f", "--partition", "0", "after")
 		assert.Equal(t, "0\t0\t(null)\tafter", f.next(t))

@@ -90,7 +90,7 @@ func TestVerifyTable(t *testing.T) {
 	var e *exitcode.Error
 	require.ErrorAs(t, verifyFailed(rep), &e)
 	assert.Equal(t, "ReplicaDivergence", e.Name)
-	assert.Equal(t, "1 replica(s) differ from their leader: orders/1 broker 3; 1 could not be compared: orders/1 broker 2", e.Err.Error())
+	assert.Equal(t, "1 replica differs from its leader: orders/1 broker 3; 1 could not be compared: orders/1 broker 2", e.Err.Error())
 }
 
 // verify's exit status follows the worst verdict: damaged, then differs,
@@ -120,7 +120,7 @@ func TestVerifyFailed(t *testing.T) {
 			assert.Equal(t, exitcode.Failed, e.Code)
 			assert.Equal(t, tt.want, e.Name)
 			if tt.want == "StorageFailed" {
-				assert.Equal(t, "1 replica(s) are damaged: orders/1 broker 3 (fix: "+fix+")", e.Err.Error())
+				assert.Equal(t, "1 replica is damaged: orders/1 broker 3 (fix: "+fix+")", e.Err.Error())
 			}
 		})
 	}

@@ -278,7 +278,9 @@ func TestUnimplementedCommandsExitTwo(t *testing.T) {
 }
 
 // TestUnreachableClusterExitsTwo runs commands that need the cluster with
-// nobody listening at --bootstrap: each fails with BrokerNotAvailable.
+// nobody listening at --bootstrap: each fails with BrokerNotAvailable, once
+// its --timeout has passed (a cluster that is starting answers a moment
+// later, so the client retries until then).
 func TestUnreachableClusterExitsTwo(t *testing.T) {
 	addr := freeAddr(t)
 	for _, args := range [][]string{
@@ -299,9 +301,11 @@ func TestUnreachableClusterExitsTwo(t *testing.T) {
 		{"cluster", "history"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
-			code, stdout, stderr := runCtl(t, nil, append(args, "--bootstrap", addr)...)
+			start := time.Now()
+			code, stdout, stderr := runCtl(t, nil, append(args, "--bootstrap", addr, "--timeout", "1s")...)
 			assert.Equal(t, 2, code)
 			assert.True(t, strings.HasPrefix(stderr, "BrokerNotAvailable: "), stderr)
+			assert.Less(t, time.Since(start), 10*time.Second, "--timeout bounds the retries")
 			assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
 			assert.Empty(t, stdout)
 		})
@@ -388,7 +392,7 @@ func TestBootstrapFlagBeatsVariable(t *testing.T) {
 	env := []string{"GOSTREAM_BOOTSTRAP=nope"}
 	code, _, _ := runCtl(t, env, "topic", "list")
 	require.Equal(t, 1, code)
-	code, _, stderr := runCtl(t, env, "topic", "list", "--bootstrap", freeAddr(t))
+	code, _, stderr := runCtl(t, env, "topic", "list", "--bootstrap", freeAddr(t), "--timeout", "1s")
 	assert.Equal(t, 2, code)
 	assert.True(t, strings.HasPrefix(stderr, "BrokerNotAvailable: "), stderr)
 }

@@ -170,9 +170,24 @@ func newConsumedRecord(topic string, partition int32, r *record.Record) consumed
 }
 
 // plural is "1 partition", "3 partitions".
-func plural(n int, noun string) string {
+func plural[N int | int32 | int64](n N, noun string) string {
+	return pluralOf(n, noun, noun+"s")
+}
+
+// pluralOf is plural for a noun whose plural is not noun+"s": "1 batch",
+// "2 batches".
+func pluralOf[N int | int32 | int64](n N, one, many string) string {
 	if n == 1 {
-		return "1 " + noun
+		return "1 " + one
 	}
-	return fmt.Sprintf("%d %ss", n, noun)
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// agree is one when n is 1 and many otherwise: the verb of a count,
+// "1 replica is", "2 replicas are".
+func agree[N int | int32 | int64](n N, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -143,10 +143,10 @@ func produceAction(c *cli.Context) error {
 	}
 	switch {
 	case out.firstErr != nil:
-		return failed(fmt.Errorf("record %d: %w (%d of %d records acknowledged)",
-			out.firstErr.seq+1, out.firstErr.err, out.acked, sent))
+		return failed(fmt.Errorf("record %d: %w (%d of %s acknowledged)",
+			out.firstErr.seq+1, out.firstErr.err, out.acked, plural(sent, "record")))
 	case readErr != nil && !interrupted(c.Context, readErr):
-		return exitcode.Fail("ReadFailed", fmt.Errorf("read stdin after %d records: %w", sent, readErr))
+		return exitcode.Fail("ReadFailed", fmt.Errorf("read stdin after %s: %w", plural(sent, "record"), readErr))
 	}
 	if fromStdin && g.output == outputTable {
 		return out.summary(topic)

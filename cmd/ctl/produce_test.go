@@ -103,7 +103,7 @@ func TestProduceFromArguments(t *testing.T) {
 	assert.NotNil(t, recs[2].Headers)
 	assert.Empty(t, recs[2].Headers)
 	table := lines(ctlOK(t, c, "", "consume", "t", "--partition", "2", "--offset", "1"))
-	assert.Equal(t, []string{"2\t1\t\"\"\thv", "2\t2\t(null)\tnokey"}, table)
+	assert.Equal(t, withHeader("2\t1\t\"\"\thv", "2\t2\t(null)\tnokey"), table)
 
 	ctlFails(t, c, 2, "UnknownPartition: ", "", "produce", "t", "--partition", "3", "v")
 }

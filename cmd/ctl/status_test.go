@@ -2,9 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"errors"
-	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -91,11 +88,3 @@ Warnings:
 	assert.JSONEq(t, `[]`, string(m["warnings"]))
 }
 
-func TestReplicaProberSkipsABrokerThatDoesNotAnswer(t *testing.T) {
-	p := &replicaProber{}
-	p.mu.down = map[int32]error{}
-	down := fmt.Errorf("%w: dial", transport.ErrBrokerNotAvailable)
-	p.markDown(3, down)
-	_, err := p.state(context.Background(), 3, "t", 0)
-	assert.True(t, errors.Is(err, down), "asked a broker already known not to answer: %v", err)
-}

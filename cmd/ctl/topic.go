@@ -18,7 +18,7 @@ import (
 
 func topicCommand() *cli.Command {
 	return parent("topic", "create, inspect, seal and delete topics",
-		leaf("create", "create a topic", "NAME", args(1, 1), topicCreateAction,
+		leaf("create", "create a topic; it returns once every partition serves", "NAME", args(1, 1), topicCreateAction,
 			&cli.IntFlag{Name: "partitions", Usage: "the topic's number of partitions, `N`", DefaultText: "none, required"},
 			&cli.IntFlag{Name: "replication-factor", Usage: "replicas per partition, `R`", Value: 1},
 		),
@@ -190,7 +190,7 @@ func topicDescribeAction(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		d := describe(ctx, cl, newReplicaProber(cl, g), t)
+		d := describe(ctx, newReplicaProber(cl, g), t)
 		if g.output == outputJSON {
 			return writeJSON(c.App.Writer, d)
 		}
@@ -200,9 +200,10 @@ func topicDescribeAction(c *cli.Context) error {
 
 // describe adds to a topic's metadata every partition's offsets, asked of
 // its leader, and every replica's log end, asked of its broker with
-// ReplicaState (observing only: it never fences). A partition whose leader
-// does not answer keeps null offsets.
-func describe(ctx context.Context, cl *client.Client, prober replicaStater, t client.TopicMetadata) describedTopic {
+// ReplicaState (observing only: it never fences), each under the prober's
+// short deadline. A partition whose leader does not answer keeps null
+// offsets.
+func describe(ctx context.Context, prober *client.Prober, t client.TopicMetadata) describedTopic {
 	d := describedTopic{topicJSON: newTopicJSON(t), Partitions: make([]describedPartition, len(t.Partitions))}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, maxConcurrentProbes)
@@ -219,11 +220,11 @@ func describe(ctx context.Context, cl *client.Client, prober replicaStater, t cl
 				if r == p.Leader {
 					continue
 				}
-				if st, err := prober.state(ctx, r, t.Name, p.Partition); err == nil {
+				if st, err := prober.ReplicaState(ctx, r, t.Name, p.Partition); err == nil {
 					ends[r] = st.LogEndOffset
 				}
 			}
-			offs, err := cl.ListOffsets(ctx, t.Name, p.Partition)
+			offs, err := prober.LeaderOffsets(ctx, p.Leader, t.Name, p.Partition)
 			if err != nil {
 				d.Partitions[i] = describedPartitionOf(p, nil, ends)
 				return

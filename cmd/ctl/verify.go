@@ -116,15 +116,15 @@ func verifyFailed(rep client.VerifyReport) error {
 	}
 	switch {
 	case len(damage) > 0:
-		return exitcode.Fail("StorageFailed", fmt.Errorf("%d replica(s) are damaged: %s", len(damage), strings.Join(damage, ", ")))
+		return exitcode.Fail("StorageFailed", fmt.Errorf("%s %s damaged: %s", plural(len(damage), "replica"), agree(len(damage), "is", "are"), strings.Join(damage, ", ")))
 	case len(differs) > 0:
-		msg := fmt.Sprintf("%d replica(s) differ from their leader: %s", len(differs), strings.Join(differs, ", "))
+		msg := fmt.Sprintf("%s %s: %s", plural(len(differs), "replica"), agree(len(differs), "differs from its leader", "differ from their leader"), strings.Join(differs, ", "))
 		if len(unknown) > 0 {
 			msg += fmt.Sprintf("; %d could not be compared: %s", len(unknown), strings.Join(unknown, ", "))
 		}
 		return exitcode.Fail("ReplicaDivergence", errors.New(msg))
 	case len(unknown) > 0:
-		return exitcode.Fail("Unverified", fmt.Errorf("%d replica(s) could not be compared with their leader: %s", len(unknown), strings.Join(unknown, ", ")))
+		return exitcode.Fail("Unverified", fmt.Errorf("%s could not be compared with %s: %s", plural(len(unknown), "replica"), agree(len(unknown), "its leader", "their leader"), strings.Join(unknown, ", ")))
 	}
 	return nil
 }
