@@ -48,9 +48,28 @@ type follower struct {
 		queue    []*item
 		ackedEnd int64 // the follower's durable log end, as last acknowledged
 		known    bool  // ackedEnd is current: the follower is in sync
+		// reached says the follower has answered this sender once: until
+		// it has, a failure to reach it means the leader has not seen it
+		// since it began to lead (a restart of all the nodes at once).
+		reached  bool
 		diverged error
 		lastErr  error
 	}
+}
+
+// notYetReached returns why the follower has never been reached by this
+// sender (its attempts could not reach it at all), or nil: it has
+// answered once, or has not been tried yet, or failed in another way.
+func (f *follower) notYetReached() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.mu.reached || f.mu.lastErr == nil {
+		return nil
+	}
+	if errors.Is(f.mu.lastErr, transport.ErrNotSent) || errors.Is(f.mu.lastErr, transport.ErrBrokerNotAvailable) {
+		return f.mu.lastErr
+	}
+	return nil
 }
 
 func newFollower(p *Partition, id, epoch int32) *follower {
@@ -244,7 +263,7 @@ func (f *follower) replicate(items []*item) error {
 			return fmt.Errorf("broker %d acknowledged log end %d for batches ending at %d", f.id, end, want)
 		}
 		f.mu.Lock()
-		f.mu.ackedEnd, f.mu.known = end, true
+		f.mu.ackedEnd, f.mu.known, f.mu.reached = end, true, true
 		f.mu.Unlock()
 		for _, it := range c.items {
 			it.done <- nil
@@ -325,7 +344,7 @@ func (f *follower) catchUp(target int64) (from, to int64, err error) {
 		return from, off, f.classify(err)
 	}
 	f.mu.Lock()
-	f.mu.ackedEnd, f.mu.known, f.mu.lastErr = off, true, nil
+	f.mu.ackedEnd, f.mu.known, f.mu.reached, f.mu.lastErr = off, true, true, nil
 	f.mu.Unlock()
 	if off > from {
 		f.p.logger.Info("caught up follower", "peer", f.id, "from", from, "to", off)

@@ -384,3 +384,33 @@ func TestFollowerLearnsTheHighWatermark(t *testing.T) {
 	assert.Equal(t, int64(6), pr.leader.HighWatermark())
 	assert.Equal(t, int64(4), pr.follower.HighWatermark())
 }
+
+// A leader that has never reached an active follower since it began to
+// lead (all nodes restarted at once, and the follower is not up yet)
+// refuses a write before appending it: NotReady, which a client retries,
+// and the log is untouched. Once the follower has answered, a failure to
+// reach it is a replication failure again (the leader keeps its copy).
+func TestLeaderRefusesWritesUntilItHasReachedItsFollowers(t *testing.T) {
+	pr := newPair(t)
+	down := fmt.Errorf("%w: dial 127.0.0.1:1: connection refused", transport.ErrBrokerNotAvailable)
+	pr.peer.setDown(down)
+	pr.setState(t, replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self, 2}})
+	require.Eventually(t, func() bool {
+		fs := pr.leader.Followers()
+		return len(fs) == 1 && fs[0].Error != ""
+	}, 10*time.Second, 5*time.Millisecond, "the sender never tried its follower")
+
+	_, err := tryProduce(pr.leader, "early", 3)
+	require.ErrorIs(t, err, replication.ErrNotReady)
+	assert.Contains(t, err.Error(), "active follower 2 has not answered")
+	assert.Equal(t, int64(0), pr.leaderLog.LogEndOffset(), "nothing was appended")
+
+	pr.peer.setDown(nil)
+	pr.waitInSync(t)
+	ack := produce(t, pr.leader, "reached", 2)
+	assert.Equal(t, int64(0), ack.BaseOffset)
+
+	pr.peer.setDown(down)
+	_, err = tryProduce(pr.leader, "later", 1)
+	require.ErrorIs(t, err, replication.ErrReplicationFailed, "a follower reached once and lost since is a replication failure")
+}

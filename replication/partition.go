@@ -33,8 +33,9 @@ var (
 	// ErrReplicaDivergence means a follower's log is not a prefix of the
 	// leader's. It is left as it is for the operator to recover.
 	ErrReplicaDivergence = errors.New("replication: replica diverged")
-	// ErrNotReady means a new leader that does not yet know its followers'
-	// positions, and so its high watermark. It is retriable.
+	// ErrNotReady means a leader that has not yet reached an active
+	// follower since it began to lead (every node restarted at once): the
+	// write was refused before it was appended. It is retriable.
 	ErrNotReady = errors.New("replication: leader not ready")
 	// ErrReplicaUnhealthy means a replica that cannot be trusted to lead:
 	// its log is damaged (a checksum failed on read), or an active
@@ -471,6 +472,18 @@ func (p *Partition) Produce(batch record.Batch) (func(ctx context.Context) (Ack,
 	if problem != nil {
 		p.produceMu.Unlock()
 		return nil, fmt.Errorf("%w; it takes no writes: gostream-ctl failover --topic %s --partition %d", problem, p.Topic, p.Index)
+	}
+	// A leader that has not yet reached an active follower since it began
+	// to lead (every node restarted at once, and this one came back
+	// first) refuses before it appends: the write would fail anyway, and
+	// failing after the append would leave its outcome unknown. Refused
+	// like this it provably was not appended, and a client retries it.
+	for _, f := range followers {
+		if err := f.notYetReached(); err != nil {
+			p.produceMu.Unlock()
+			return nil, fmt.Errorf("%w: %s/%d: broker %d leads it, and its active follower %d has not answered since (%v); nothing was appended. "+
+				"If broker %d is gone for good: gostream-ctl failover --broker %d", ErrNotReady, p.Topic, p.Index, p.brokerID, f.id, err, f.id, f.id)
+		}
 	}
 	res, durable, err := p.log.Write(batch, st.LeaderEpoch)
 	if noSpace := errors.Is(err, storage.ErrNoSpace); noSpace || err == nil {

@@ -81,12 +81,13 @@ func TestNewTopicServesAtOnce(t *testing.T) {
 // produces and consumes: the commands wait for the cluster within their
 // --timeout instead of failing with a state a moment would cure.
 //
-// A write to a partition of three replicas may still fail at once with
-// ReplicationFailed: a leader that is back before its followers appends
-// the batch and cannot replicate it (today's server does not hold writes
-// back until its followers report). That outcome is ambiguous, so the
-// client surfaces it and never sends it again; the record is in the
-// leader's log and is read once its followers are back.
+// A leader that is back before its followers refuses writes (NotReady,
+// nothing appended, retried by the client) once it has failed to reach
+// one of them. A write that arrives in the moment before that first
+// attempt is appended and can still fail with ReplicationFailed: that
+// outcome is ambiguous, so the client surfaces it and never sends it
+// again; the record is in the leader's log and is read once its
+// followers are back.
 func TestFullRestartServesAtOnce(t *testing.T) {
 	c := startCluster3(t)
 	const partitions = 3
