@@ -543,17 +543,20 @@ func (b *broker) resumeFailed(ctx context.Context) {
 	}
 }
 
-// applyRetention runs retention on every log.
+// applyRetention runs retention on every log. Nothing at or above a
+// replica's high watermark is deleted: those records are not on every
+// active replica yet, and a follower that is caught up from this log, or a
+// leader that is failed over to, must still find them.
 func (b *broker) applyRetention(ctx context.Context) {
 	b.mu.RLock()
-	logs := make([]*storage.Log, 0, len(b.mu.replicas))
+	reps := make([]*replica, 0, len(b.mu.replicas))
 	for _, r := range b.mu.replicas {
-		logs = append(logs, r.log)
+		reps = append(reps, r)
 	}
 	b.mu.RUnlock()
-	for _, l := range logs {
-		if _, err := l.ApplyRetention(ctx); err != nil && !errors.Is(err, storage.ErrClosed) {
-			b.logger.Warn("retention failed", "dir", l.Dir(), "err", err)
+	for _, r := range reps {
+		if _, err := r.log.ApplyRetention(ctx, r.part.HighWatermark()); err != nil && !errors.Is(err, storage.ErrClosed) {
+			b.logger.Warn("retention failed", "topic", r.part.Topic, "partition", r.part.Index, "err", err)
 		}
 	}
 }
