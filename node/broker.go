@@ -27,8 +27,11 @@ type broker struct {
 	id      int32
 	root    *storage.Root
 	logOpts storage.Options
-	logger  hclog.Logger
-	metrics *metrics
+	// defaults is the node's topic configuration for the keys a topic
+	// does not set (see setPolicy).
+	defaults metadata.LogConfig
+	logger   hclog.Logger
+	metrics  *metrics
 	// peers reaches other brokers; set before the first metadata applies.
 	peers replication.Peers
 	// cache keeps the last metadata on disk, so a node serves at once after
@@ -168,6 +171,7 @@ func (b *broker) reconcile() error {
 			}
 			switch {
 			case ok:
+				b.applyTopicConfig(r, &t)
 				changes = append(changes, change{r, st})
 			case b.offlineErr(tp.topic, tp.partition) == nil: // an offline one stays so until recover rebuilds it
 				opens = append(opens, toOpen{tp, t.ID, st})
@@ -274,6 +278,7 @@ func (b *broker) openReplicaAt(tp topicPartition, topicID string, initial int64,
 		hw = b.hw.of(tp, topicID)
 	}
 	opts := b.logOpts
+	b.setPolicy(&opts, tp.topic)
 	opts.InitialOffset = initial
 	// The checkpointed HW is known durable: a log that would end below it
 	// (damage a crash cannot explain, an old copy put back, files deleted)

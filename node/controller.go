@@ -285,12 +285,17 @@ func (c *controller) createTopic(ctx context.Context, req *transport.CreateTopic
 	if req.ReplicationFactor < 1 {
 		return nil, fmt.Errorf("%w: replication factor %d below 1", transport.ErrInvalidReplication, req.ReplicationFactor)
 	}
+	config, err := topicConfigFromWire(req.Config)
+	if err != nil {
+		return nil, err
+	}
 	var created metadata.Topic
-	err := c.change(ctx, "create topic "+req.Name, func(m *metadata.Cluster) error {
+	err = c.change(ctx, "create topic "+req.Name, func(m *metadata.Cluster) error {
 		t, err := m.AddTopic(req.Name, int(req.Partitions), int(req.ReplicationFactor))
 		if err != nil {
 			return err
 		}
+		t.Config = config
 		created = *t
 		return nil
 	})

@@ -44,6 +44,7 @@ var wireErrors = []struct {
 	{metadata.ErrUnknownTopic, transport.ErrUnknownTopic},
 	{metadata.ErrTopicExists, transport.ErrTopicExists},
 	{metadata.ErrNotEnoughBrokers, transport.ErrInvalidReplication},
+	{metadata.ErrInvalidConfig, transport.ErrInvalidConfig},
 	{metadata.ErrInvalid, transport.ErrInvalidRequest},
 	{transport.ErrMalformed, transport.ErrInvalidRequest},
 	{context.DeadlineExceeded, transport.ErrTimeout},
