@@ -146,8 +146,8 @@ func (c *Client) AlterTopicConfig(ctx context.Context, name string, set metadata
 		return TopicMetadata{}, fmt.Errorf("%w: nothing to change for topic %q", transport.ErrInvalidConfig, name)
 	}
 	for _, k := range remove {
-		if metadata.ConfigWant(k) == "" {
-			return TopicMetadata{}, fmt.Errorf("%w: %w", transport.ErrInvalidConfig, metadata.CheckConfig(k, 0))
+		if err := metadata.CheckConfigKey(k); err != nil {
+			return TopicMetadata{}, fmt.Errorf("%w: %w", transport.ErrInvalidConfig, err)
 		}
 		if _, both := set[k]; both {
 			return TopicMetadata{}, fmt.Errorf("%w: %s is both set and removed", transport.ErrInvalidConfig, k)

@@ -122,6 +122,13 @@ func lookupKey(key string) (configKey, error) {
 	return configKey{}, fmt.Errorf("%w: unknown key %q: the keys are %s", ErrInvalidConfig, key, strings.Join(ConfigKeys(), ", "))
 }
 
+// CheckConfigKey returns an error matching ErrInvalidConfig, naming the
+// key and the keys there are, if key is not a topic configuration key.
+func CheckConfigKey(key string) error {
+	_, err := lookupKey(key)
+	return err
+}
+
 // CheckConfig returns an error matching ErrInvalidConfig, naming the key,
 // if key is not a topic configuration key or value is not one it takes.
 func CheckConfig(key string, value int64) error {

@@ -52,6 +52,17 @@ func TestCheckConfig(t *testing.T) {
 	}
 }
 
+func TestCheckConfigKey(t *testing.T) {
+	for _, k := range metadata.ConfigKeys() {
+		assert.NoError(t, metadata.CheckConfigKey(k))
+		assert.NotEmpty(t, metadata.ConfigWant(k))
+	}
+	err := metadata.CheckConfigKey("retention.hours")
+	require.ErrorIs(t, err, metadata.ErrInvalidConfig)
+	assert.Contains(t, err.Error(), `unknown key "retention.hours"`)
+	assert.Empty(t, metadata.ConfigWant("retention.hours"))
+}
+
 func TestParseConfig(t *testing.T) {
 	tests := []struct {
 		entry  string

@@ -102,8 +102,8 @@ func (c *controller) alterTopicConfig(ctx context.Context, req *transport.AlterT
 		return nil, fmt.Errorf("%w: nothing to change: give a key to set or to remove", metadata.ErrInvalidConfig)
 	}
 	for _, k := range req.Delete {
-		if metadata.ConfigWant(k) == "" {
-			return nil, metadata.CheckConfig(k, 0) // names the unknown key
+		if err := metadata.CheckConfigKey(k); err != nil {
+			return nil, err
 		}
 		if _, both := set[k]; both {
 			return nil, fmt.Errorf("%w: %s both set and removed", metadata.ErrInvalidConfig, k)

@@ -82,8 +82,8 @@ func topicAlterAction(c *cli.Context) error {
 	}
 	remove := c.StringSlice("delete-config")
 	for _, k := range remove {
-		if metadata.ConfigWant(k) == "" {
-			return invalidConfig(metadata.CheckConfig(k, 0))
+		if err := metadata.CheckConfigKey(k); err != nil {
+			return invalidConfig(err)
 		}
 		if _, both := set[k]; both {
 			return exitcode.Usagef("InvalidConfig", "%s is both in --config and in --delete-config", k)
