@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
 
+	"gostream/metadata"
 	"gostream/storage"
 	"gostream/transport"
 )
@@ -64,6 +66,16 @@ func (c *Client) DescribeTopic(ctx context.Context, name string) (TopicMetadata,
 // transport.ErrNotReady) that names those partitions and their last
 // errors.
 func (c *Client) CreateTopic(ctx context.Context, name string, partitions, replicationFactor int) (TopicMetadata, error) {
+	return c.CreateTopicWithConfig(ctx, name, partitions, replicationFactor, nil)
+}
+
+// CreateTopicWithConfig is CreateTopic for a topic that sets configuration
+// keys of its own (metadata.ConfigKeys: retention.bytes, retention.ms,
+// segment.bytes, segment.ms); the keys it does not set take each node's
+// default. A key or value the cluster would refuse is refused here, before
+// anything is sent, with an error matching transport.ErrInvalidConfig (and
+// metadata.ErrInvalidConfig) that names the key.
+func (c *Client) CreateTopicWithConfig(ctx context.Context, name string, partitions, replicationFactor int, config metadata.TopicConfig) (TopicMetadata, error) {
 	if err := storage.ValidateTopicName(name); err != nil {
 		// Checked here too, so that a bad name is the caller's error,
 		// found before anything is sent.
@@ -75,7 +87,10 @@ func (c *Client) CreateTopic(ctx context.Context, name string, partitions, repli
 	if replicationFactor < 1 || replicationFactor > math.MaxInt16 {
 		return TopicMetadata{}, fmt.Errorf("%w: replication factor %d", transport.ErrInvalidReplication, replicationFactor)
 	}
-	req := &transport.CreateTopicRequest{Name: name, Partitions: int32(partitions), ReplicationFactor: int16(replicationFactor)}
+	if err := config.Validate(); err != nil {
+		return TopicMetadata{}, fmt.Errorf("%w: %w", transport.ErrInvalidConfig, err)
+	}
+	req := &transport.CreateTopicRequest{Name: name, Partitions: int32(partitions), ReplicationFactor: int16(replicationFactor), Config: configToWire(config)}
 	var resp transport.TopicInfo
 	// Bounded by ctx alone: the controller answers once the partitions
 	// are placed, persisted and opened by the brokers, which for
@@ -111,6 +126,70 @@ func (c *Client) SealTopic(ctx context.Context, name string) error {
 		}
 	}
 	return nil
+}
+
+// TopicConfigValue is one configuration key of a topic, with the value the
+// broker that answered applies.
+type TopicConfigValue struct {
+	Key   string
+	Value int64
+	// Default is true when the topic does not set the key: the value is
+	// that broker's default (gostream-node --retention-bytes, ...).
+	Default bool
+}
+
+// AlterTopicConfig changes a topic's configuration as one change: it sets
+// the keys of set and removes the keys of remove (which then take each
+// node's default again), and returns the topic's metadata after it. Every
+// broker applies the change to its replicas when the new metadata reaches
+// it. A key or value the cluster would refuse, an empty change, or a key
+// both set and removed is refused here, before anything is sent, with an
+// error matching transport.ErrInvalidConfig that names the key; the
+// cluster's own refusals match it too. A topic the cluster does not know
+// gives an error matching transport.ErrUnknownTopic.
+func (c *Client) AlterTopicConfig(ctx context.Context, name string, set metadata.TopicConfig, remove []string) (TopicMetadata, error) {
+	if err := set.Validate(); err != nil {
+		return TopicMetadata{}, fmt.Errorf("%w: %w", transport.ErrInvalidConfig, err)
+	}
+	if len(set) == 0 && len(remove) == 0 {
+		return TopicMetadata{}, fmt.Errorf("%w: nothing to change for topic %q", transport.ErrInvalidConfig, name)
+	}
+	for _, k := range remove {
+		if err := metadata.CheckConfigKey(k); err != nil {
+			return TopicMetadata{}, fmt.Errorf("%w: %w", transport.ErrInvalidConfig, err)
+		}
+		if _, both := set[k]; both {
+			return TopicMetadata{}, fmt.Errorf("%w: %s is both set and removed", transport.ErrInvalidConfig, k)
+		}
+	}
+	req := &transport.AlterTopicConfigRequest{Name: name, Set: configToWire(set), Delete: remove}
+	var resp transport.TopicInfo
+	if err := c.callController(ctx, transport.APIAlterTopicConfig, req, &resp, c.cfg.RequestTimeout); err != nil {
+		return TopicMetadata{}, fmt.Errorf("alter config of topic %q: %w", name, err)
+	}
+	t := topicFromWire(&resp)
+	c.updateTopic(name, &t)
+	return t, nil
+}
+
+// configToWire lists a configuration's entries, sorted by key.
+func configToWire(config metadata.TopicConfig) []transport.ConfigEntry {
+	var out []transport.ConfigEntry
+	for _, k := range slices.Sorted(maps.Keys(config)) {
+		out = append(out, transport.ConfigEntry{Key: k, Value: config[k]})
+	}
+	return out
+}
+
+func configFromWire(values []transport.TopicConfigValue) []TopicConfigValue {
+	if len(values) == 0 {
+		return nil
+	}
+	out := make([]TopicConfigValue, len(values))
+	for i, v := range values {
+		out[i] = TopicConfigValue{Key: v.Key, Value: v.Value, Default: v.Default}
+	}
+	return out
 }
 
 // ListOffsets asks a partition's leader for its log start offset, high

@@ -107,6 +107,9 @@ type TopicMetadata struct {
 	ReplicationFactor int
 	Sealed            bool
 	Partitions        []PartitionMetadata
+	// Config is every configuration key, sorted, with the value the
+	// broker that answered applies (see AlterTopicConfig).
+	Config []TopicConfigValue
 }
 
 // Metadata is the cluster as one broker described it.
@@ -409,7 +412,7 @@ func (c *Client) updateTopic(name string, t *TopicMetadata) {
 }
 
 func topicFromWire(t *transport.TopicInfo) TopicMetadata {
-	tm := TopicMetadata{Name: t.Name, ID: t.ID, ReplicationFactor: int(t.ReplicationFactor), Sealed: t.Sealed}
+	tm := TopicMetadata{Name: t.Name, ID: t.ID, ReplicationFactor: int(t.ReplicationFactor), Sealed: t.Sealed, Config: configFromWire(t.Config)}
 	tm.Partitions = make([]PartitionMetadata, len(t.Partitions))
 	for i, p := range t.Partitions {
 		tm.Partitions[i] = PartitionMetadata{

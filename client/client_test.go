@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"gostream/metadata"
 	"gostream/transport"
 )
 
@@ -44,6 +45,62 @@ func TestClientCloseIsIdempotent(t *testing.T) {
 	require.NoError(t, c.Close())
 	_, err := c.Metadata(testCtx(t))
 	assert.ErrorIs(t, err, ErrClosed)
+}
+
+// TestTopicConfig: a configuration goes to the controller with the create
+// and the alter, the answer carries it, and a bad key or value is refused
+// before anything is sent, naming the key.
+func TestTopicConfig(t *testing.T) {
+	fc := newFakeCluster(t, 3)
+	fc.set(func(fc *fakeCluster) { fc.controller = 2 })
+	c := newTestClient(t, fc, nil)
+	ctx := testCtx(t)
+
+	for _, bad := range []struct {
+		config metadata.TopicConfig
+		key    string
+	}{
+		{metadata.TopicConfig{"retention.hours": 1}, `unknown key "retention.hours"`},
+		{metadata.TopicConfig{"retention.bytes": 1, "segment.bytes": 12}, "segment.bytes 12"},
+		{metadata.TopicConfig{"retention.ms": 0}, "retention.ms 0"},
+	} {
+		_, err := c.CreateTopicWithConfig(ctx, "logs", 1, 1, bad.config)
+		require.ErrorIs(t, err, transport.ErrInvalidConfig)
+		assert.ErrorIs(t, err, metadata.ErrInvalidConfig)
+		assert.Contains(t, err.Error(), bad.key)
+	}
+	assert.Zero(t, fc.count(2, transport.APICreateTopic), "refused before anything is sent")
+
+	tm, err := c.CreateTopicWithConfig(ctx, "logs", 1, 1, metadata.TopicConfig{"retention.bytes": 1 << 30, "segment.ms": 60000})
+	require.NoError(t, err)
+	assert.Equal(t, []TopicConfigValue{{Key: "retention.bytes", Value: 1 << 30}, {Key: "segment.ms", Value: 60000}}, tm.Config)
+
+	for _, bad := range []struct {
+		set    metadata.TopicConfig
+		remove []string
+		want   string
+	}{
+		{metadata.TopicConfig{"segment.bytes": -1}, nil, "segment.bytes -1"},
+		{nil, []string{"retention.hours"}, `unknown key "retention.hours"`},
+		{metadata.TopicConfig{"segment.ms": 60000}, []string{"segment.ms"}, "segment.ms is both set and removed"},
+		{nil, nil, "nothing to change"},
+	} {
+		_, err := c.AlterTopicConfig(ctx, "logs", bad.set, bad.remove)
+		require.ErrorIs(t, err, transport.ErrInvalidConfig)
+		assert.Contains(t, err.Error(), bad.want)
+	}
+	assert.Zero(t, fc.count(2, transport.APIAlterTopicConfig), "refused before anything is sent")
+
+	tm, err = c.AlterTopicConfig(ctx, "logs", metadata.TopicConfig{"retention.ms": -1}, []string{"segment.ms"})
+	require.NoError(t, err)
+	assert.Equal(t, 1, fc.count(2, transport.APIAlterTopicConfig))
+	assert.Equal(t, []TopicConfigValue{{Key: "retention.bytes", Value: 1 << 30}, {Key: "retention.ms", Value: -1}}, tm.Config)
+	got, err := c.DescribeTopic(ctx, "logs")
+	require.NoError(t, err)
+	assert.Equal(t, tm.Config, got.Config)
+
+	_, err = c.AlterTopicConfig(ctx, "nope", metadata.TopicConfig{"retention.ms": -1}, nil)
+	assert.ErrorIs(t, err, transport.ErrUnknownTopic)
 }
 
 func TestAdmin(t *testing.T) {

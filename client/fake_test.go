@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -93,6 +94,7 @@ type fakeTopic struct {
 	rf     int
 	sealed bool
 	parts  []*fakePartition
+	config map[string]int64 // the keys the topic sets
 }
 
 type fakePartition struct {
@@ -187,7 +189,7 @@ func (fc *fakeCluster) addTopic(name string, partitions int) {
 
 func (fc *fakeCluster) addTopicLocked(name string, partitions, rf int) *fakeTopic {
 	ids := fc.brokerIDsLocked()
-	t := &fakeTopic{name: name, rf: rf}
+	t := &fakeTopic{name: name, rf: rf, config: map[string]int64{}}
 	for p := 0; p < partitions; p++ {
 		t.parts = append(t.parts, &fakePartition{leader: ids[p%len(ids)], epoch: 1, changed: make(chan struct{})})
 	}
@@ -313,7 +315,7 @@ func (b *fakeBroker) Handle(ctx context.Context, req *transport.Request) transpo
 		return b.fetch(req)
 	case transport.APIListOffsets:
 		return b.listOffsets(req)
-	case transport.APICreateTopic, transport.APIDeleteTopic, transport.APISealTopic:
+	case transport.APICreateTopic, transport.APIDeleteTopic, transport.APISealTopic, transport.APIAlterTopicConfig:
 		return b.admin(api, req)
 	case transport.APIDescribeCluster:
 		return b.describeCluster(req)
@@ -391,6 +393,9 @@ func (b *fakeBroker) metadata(req *transport.Request) transport.Reply {
 
 func (fc *fakeCluster) topicInfoLocked(t *fakeTopic) transport.TopicInfo {
 	ti := transport.TopicInfo{Name: t.name, ReplicationFactor: int16(t.rf), Sealed: t.sealed}
+	for _, k := range slices.Sorted(maps.Keys(t.config)) {
+		ti.Config = append(ti.Config, transport.TopicConfigValue{Key: k, Value: t.config[k]})
+	}
 	for i, p := range t.parts {
 		replicas, active := p.replicas, p.active
 		if replicas == nil {
@@ -602,7 +607,30 @@ func (b *fakeBroker) admin(api transport.API, req *transport.Request) transport.
 		if r.Partitions < 1 {
 			return transport.Immediate(nil, fmt.Errorf("%w: %d", transport.ErrInvalidPartitions, r.Partitions))
 		}
-		ti := fc.topicInfoLocked(fc.addTopicLocked(r.Name, int(r.Partitions), int(r.ReplicationFactor)))
+		t := fc.addTopicLocked(r.Name, int(r.Partitions), int(r.ReplicationFactor))
+		for _, e := range r.Config {
+			t.config[e.Key] = e.Value
+		}
+		ti := fc.topicInfoLocked(t)
+		return transport.Immediate(&ti, nil)
+	}
+	if api == transport.APIAlterTopicConfig {
+		var r transport.AlterTopicConfigRequest
+		if err := decodeReq(req, &r); err != nil {
+			return transport.Immediate(nil, err)
+		}
+		t, ok := fc.topics[r.Name]
+		if !ok {
+			return transport.Immediate(nil, fmt.Errorf("%w: %q", transport.ErrUnknownTopic, r.Name))
+		}
+		for _, e := range r.Set {
+			t.config[e.Key] = e.Value
+		}
+		for _, k := range r.Delete {
+			delete(t.config, k)
+		}
+		fc.epoch++
+		ti := fc.topicInfoLocked(t)
 		return transport.Immediate(&ti, nil)
 	}
 	var r transport.TopicRequest

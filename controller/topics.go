@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"gostream/metadata"
 	"gostream/transport"
@@ -17,12 +18,17 @@ func (c *Controller) CreateTopic(ctx context.Context, req *transport.CreateTopic
 	if req.ReplicationFactor < 1 {
 		return nil, fmt.Errorf("%w: replication factor %d below 1", ErrInvalidReplication, req.ReplicationFactor)
 	}
+	config, err := topicConfigFromWire(req.Config)
+	if err != nil {
+		return nil, err
+	}
 	var created metadata.Topic
-	err := c.change(ctx, "create topic "+req.Name, func(m *metadata.Cluster) error {
+	err = c.change(ctx, "create topic "+req.Name, func(m *metadata.Cluster) error {
 		t, err := m.AddTopic(req.Name, int(req.Partitions), int(req.ReplicationFactor))
 		if err != nil {
 			return err
 		}
+		t.Config = config
 		created = *t
 		return nil
 	})
@@ -49,4 +55,76 @@ func (c *Controller) SealTopic(ctx context.Context, name string) error {
 		t.Sealed = true
 		return nil
 	})
+}
+
+// topicConfigFromWire checks the entries of a request (every key known,
+// every value valid, no key twice) and returns them as a TopicConfig. Its
+// errors match metadata.ErrInvalidConfig and name the key.
+func topicConfigFromWire(entries []transport.ConfigEntry) (metadata.TopicConfig, error) {
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	c := make(metadata.TopicConfig, len(entries))
+	for _, e := range entries {
+		if err := metadata.CheckConfig(e.Key, e.Value); err != nil {
+			return nil, err
+		}
+		if _, dup := c[e.Key]; dup {
+			return nil, fmt.Errorf("%w: %s given twice", metadata.ErrInvalidConfig, e.Key)
+		}
+		c[e.Key] = e.Value
+	}
+	return c, nil
+}
+
+// AlterTopicConfig sets the keys of set and removes those of del from a
+// topic's configuration, as one metadata change, and returns the topic as
+// changed. Nothing changes unless every key and value is valid (errors
+// matching metadata.ErrInvalidConfig name the key) and the topic exists.
+// A change that changes nothing is not made.
+func (c *Controller) AlterTopicConfig(ctx context.Context, req *transport.AlterTopicConfigRequest) (*metadata.Topic, error) {
+	set, err := topicConfigFromWire(req.Set)
+	if err != nil {
+		return nil, err
+	}
+	if len(set) == 0 && len(req.Delete) == 0 {
+		return nil, fmt.Errorf("%w: nothing to change: give a key to set or to remove", metadata.ErrInvalidConfig)
+	}
+	for _, k := range req.Delete {
+		if err := metadata.CheckConfigKey(k); err != nil {
+			return nil, err
+		}
+		if _, both := set[k]; both {
+			return nil, fmt.Errorf("%w: %s both set and removed", metadata.ErrInvalidConfig, k)
+		}
+	}
+	var altered metadata.Topic
+	err = c.change(ctx, "alter config of topic "+req.Name, func(m *metadata.Cluster) error {
+		t := m.Topic(req.Name)
+		if t == nil {
+			return fmt.Errorf("%w: %q", metadata.ErrUnknownTopic, req.Name)
+		}
+		next := t.Config.Clone()
+		if next == nil {
+			next = metadata.TopicConfig{}
+		}
+		maps.Copy(next, set)
+		for _, k := range req.Delete {
+			delete(next, k)
+		}
+		if len(next) == 0 {
+			next = nil
+		}
+		if maps.Equal(next, t.Config) {
+			altered = *t
+			return errNoChange
+		}
+		t.Config = next
+		altered = *t
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &altered, nil
 }

@@ -64,6 +64,10 @@ type Topic struct {
 	ReplicationFactor int         `json:"replication_factor"`
 	Sealed            bool        `json:"sealed,omitempty"`
 	Partitions        []Partition `json:"partitions"`
+	// Config is the topic's own configuration (retention, segments); the
+	// keys it does not set take each node's default. Absent from
+	// metadata written before topics had a configuration.
+	Config TopicConfig `json:"config,omitempty"`
 }
 
 // Partition is one partition's assignment and leadership.
@@ -86,6 +90,7 @@ func (c *Cluster) Clone() *Cluster {
 	// slices.Clone keeps nil as nil, so the copy is equal to c, also in JSON.
 	n.Topics = slices.Clone(c.Topics)
 	for i, t := range n.Topics {
+		n.Topics[i].Config = t.Config.Clone()
 		n.Topics[i].Partitions = slices.Clone(t.Partitions)
 		for j, p := range t.Partitions {
 			n.Topics[i].Partitions[j] = Partition{
@@ -272,6 +277,9 @@ func (c *Cluster) Validate() error {
 		}
 		if err := c.validateTopic(&t); err != nil {
 			return err
+		}
+		if err := t.Config.Validate(); err != nil {
+			return fmt.Errorf("%w: topic %q: %v", ErrInvalid, t.Name, err)
 		}
 	}
 	return nil

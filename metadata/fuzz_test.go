@@ -41,6 +41,14 @@ func storeFuzzSeeds(t testing.TB) []storeFuzzSeed {
 	valid := indent(full)
 	leaderNotActive := full.Clone()
 	leaderNotActive.Topics[0].Partitions[0].Active = []int32{2}
+	withConfig := full.Clone()
+	withConfig.Topics[0].Config = metadata.TopicConfig{"retention.bytes": 1 << 30, "retention.ms": -1, "segment.bytes": 1 << 20, "segment.ms": 60000}
+	configured := indent(withConfig)
+	replaceIn := func(data []byte, old, new string) []byte {
+		s := strings.Replace(string(data), old, new, 1)
+		require.NotEqual(t, string(data), s, "seed edit %q found nothing", old)
+		return []byte(s)
+	}
 
 	replace := func(old, new string) []byte {
 		s := strings.Replace(string(valid), old, new, 1)
@@ -76,6 +84,11 @@ func storeFuzzSeeds(t testing.TB) []storeFuzzSeed {
 		{"controller-huge", replace(`"controller_id": 1`, `"controller_id": 99999999999`)},
 		{"bad-topic-id", indent(func() *metadata.Cluster { c := oneBroker.Clone(); c.Topics[0].ID = "not-hex"; return c }())},
 		{"bitflip-key", flip(strings.Index(string(valid), `"brokers"`) + 1)},
+		{"valid-topic-config", configured},
+		{"empty-topic-config", replaceIn(valid, `"sealed": true,`, `"sealed": true, "config": {},`)},
+		{"topic-config-unknown-key", replaceIn(configured, `"retention.ms"`, `"retention.hours"`)},
+		{"topic-config-bad-value", replaceIn(configured, `"segment.bytes": 1048576`, `"segment.bytes": 12`)},
+		{"topic-config-not-a-number", replaceIn(configured, `"segment.ms": 60000`, `"segment.ms": "1m"`)},
 	}
 }
 

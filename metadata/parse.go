@@ -26,6 +26,13 @@ func Parse(data []byte, source string) (*Cluster, error) {
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, source, err)
 	}
+	// "config": {} sets nothing, as no config does: one value for both, so
+	// that what is loaded is what is saved again.
+	for i := range c.Topics {
+		if len(c.Topics[i].Config) == 0 {
+			c.Topics[i].Config = nil
+		}
+	}
 	return &c, nil
 }
 

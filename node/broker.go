@@ -27,8 +27,11 @@ type broker struct {
 	id      int32
 	root    *storage.Root
 	logOpts storage.Options
-	logger  hclog.Logger
-	metrics *metrics
+	// defaults is the node's topic configuration for the keys a topic
+	// does not set (see setPolicy).
+	defaults metadata.LogConfig
+	logger   hclog.Logger
+	metrics  *metrics
 	// peers reaches other brokers; set before the first metadata applies.
 	peers replication.Peers
 	// cache keeps the last metadata on disk, so a node serves at once after
@@ -172,6 +175,7 @@ func (b *broker) reconcile() error {
 			}
 			switch {
 			case ok:
+				b.applyTopicConfig(r, &t)
 				changes = append(changes, change{r, st})
 			case b.offlineErr(tp.topic, tp.partition) == nil: // an offline one stays so until recover rebuilds it
 				opens = append(opens, toOpen{tp, t.ID, st})
@@ -278,6 +282,7 @@ func (b *broker) openReplicaAt(tp topicPartition, topicID string, initial int64,
 		hw = b.hw.of(tp, topicID)
 	}
 	opts := b.logOpts
+	b.setPolicy(&opts, tp.topic)
 	opts.InitialOffset = initial
 	// The checkpointed HW is known durable: a log that would end below it
 	// (damage a crash cannot explain, an old copy put back, files deleted)
@@ -486,17 +491,20 @@ func (b *broker) resumeFailed(ctx context.Context) {
 	}
 }
 
-// applyRetention runs retention on every log.
+// applyRetention runs retention on every log. Nothing at or above a
+// replica's high watermark is deleted: those records are not on every
+// active replica yet, and a follower that is caught up from this log, or a
+// leader that is failed over to, must still find them.
 func (b *broker) applyRetention(ctx context.Context) {
 	b.mu.RLock()
-	logs := make([]*storage.Log, 0, len(b.mu.replicas))
+	reps := make([]*replica, 0, len(b.mu.replicas))
 	for _, r := range b.mu.replicas {
-		logs = append(logs, r.log)
+		reps = append(reps, r)
 	}
 	b.mu.RUnlock()
-	for _, l := range logs {
-		if _, err := l.ApplyRetention(ctx); err != nil && !errors.Is(err, storage.ErrClosed) {
-			b.logger.Warn("retention failed", "dir", l.Dir(), "err", err)
+	for _, r := range reps {
+		if _, err := r.log.ApplyRetention(ctx, r.part.HighWatermark()); err != nil && !errors.Is(err, storage.ErrClosed) {
+			b.logger.Warn("retention failed", "topic", r.part.Topic, "partition", r.part.Index, "err", err)
 		}
 	}
 }

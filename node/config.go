@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"gostream/metadata"
 	"gostream/storage"
 	"gostream/transport"
 )
@@ -25,6 +26,18 @@ const (
 	DefaultGossip = "127.0.0.1:9401"
 	// DefaultHTTP is the address of the HTTP surface.
 	DefaultHTTP = "127.0.0.1:9402"
+)
+
+// The node's defaults for the topic configuration (Config.RetentionBytes
+// and the rest): keep records for seven days, of any size, in segments of
+// 128 MiB that roll at least weekly. Segments stay at 128 MiB rather than
+// Kafka's 1 GiB because a node scans its newest segment whole when it
+// starts, and retention deletes whole segments.
+const (
+	DefaultRetentionBytes = -1
+	DefaultRetentionMs    = 7 * 24 * 60 * 60 * 1000
+	DefaultSegmentBytes   = storage.DefaultSegmentBytes
+	DefaultSegmentMs      = 7 * 24 * 60 * 60 * 1000
 )
 
 // ErrInvalidConfig is matched by every error that Config.Validate and
@@ -200,10 +213,22 @@ type Config struct {
 	// transport.DefaultIdleTimeout. Keep it above the clients' pool idle
 	// timeout (transport.DefaultClientIdleTimeout).
 	IdleTimeout time.Duration
-	// Log configures every partition replica's log (segment size,
-	// retention). Its zero value takes the storage package's defaults:
-	// 128 MiB segments, retention off. Its MaxBatchBytes is MaxBatchBytes.
+	// Log configures every partition replica's log. Its MaxBatchBytes is
+	// MaxBatchBytes; its segment and retention fields are replaced by
+	// each topic's configuration (the topic's own keys over the defaults
+	// below).
 	Log storage.Options
+	// RetentionBytes, RetentionMs, SegmentBytes and SegmentMs are the
+	// node's defaults for the topic configuration keys of the same names
+	// (retention.bytes, ...: see metadata.CheckConfig for what each
+	// takes), used for every topic that does not set its own. Zero means
+	// DefaultRetentionBytes, DefaultRetentionMs, DefaultSegmentBytes and
+	// DefaultSegmentMs. Every node of a cluster should have the same: each
+	// replica applies its own node's defaults.
+	RetentionBytes int64
+	RetentionMs    int64
+	SegmentBytes   int64
+	SegmentMs      int64
 	// RetentionInterval is how often retention runs. Zero means a minute.
 	RetentionInterval time.Duration
 	// HWCheckpointInterval is how often the replicas' high watermarks are
@@ -317,8 +342,29 @@ func (c Config) validateLimits() error {
 			Reason: fmt.Sprintf("want a positive number of connections, at most the total limit of %d", d.MaxConns)}
 	case c.IdleTimeout < 0:
 		return &FieldError{Field: "IdleTimeout", Value: c.IdleTimeout.String(), Reason: "want a positive duration"}
+	case c.RetentionInterval < 0:
+		return &FieldError{Field: "RetentionInterval", Value: c.RetentionInterval.String(), Reason: "want a positive duration"}
+	}
+	for _, f := range []struct {
+		field, key string
+		value      int64
+	}{
+		{"RetentionBytes", metadata.ConfigRetentionBytes, c.RetentionBytes},
+		{"RetentionMs", metadata.ConfigRetentionMs, c.RetentionMs},
+		{"SegmentBytes", metadata.ConfigSegmentBytes, c.SegmentBytes},
+		{"SegmentMs", metadata.ConfigSegmentMs, c.SegmentMs},
+	} {
+		if f.value != 0 && metadata.CheckConfig(f.key, f.value) != nil {
+			return &FieldError{Field: f.field, Value: itoa(f.value), Reason: metadata.ConfigWant(f.key)}
+		}
 	}
 	return nil
+}
+
+// topicDefaults is the node's default topic configuration, on a config
+// with its defaults filled in.
+func (c Config) topicDefaults() metadata.LogConfig {
+	return metadata.LogConfig{RetentionBytes: c.RetentionBytes, RetentionMs: c.RetentionMs, SegmentBytes: c.SegmentBytes, SegmentMs: c.SegmentMs}
 }
 
 // withDefaults returns c with its empty optional fields filled in.
@@ -362,6 +408,18 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RetentionInterval <= 0 {
 		c.RetentionInterval = time.Minute
+	}
+	if c.RetentionBytes == 0 {
+		c.RetentionBytes = DefaultRetentionBytes
+	}
+	if c.RetentionMs == 0 {
+		c.RetentionMs = DefaultRetentionMs
+	}
+	if c.SegmentBytes == 0 {
+		c.SegmentBytes = DefaultSegmentBytes
+	}
+	if c.SegmentMs == 0 {
+		c.SegmentMs = DefaultSegmentMs
 	}
 	if c.HWCheckpointInterval <= 0 {
 		c.HWCheckpointInterval = time.Second

@@ -110,6 +110,17 @@ func TestConfigValidate(t *testing.T) {
 		{"per-address limit over the total", func(c *Config) { c.MaxConns, c.MaxConnsPerAddr = 10, 11 }, "MaxConnsPerAddr"},
 		{"per-address limit over the default total", func(c *Config) { c.MaxConnsPerAddr = transport.DefaultMaxConns + 1 }, "MaxConnsPerAddr"},
 		{"negative idle timeout", func(c *Config) { c.IdleTimeout = -time.Second }, "IdleTimeout"},
+		{"negative retention interval", func(c *Config) { c.RetentionInterval = -time.Second }, "RetentionInterval"},
+		{"topic defaults set", func(c *Config) {
+			c.RetentionBytes, c.RetentionMs, c.SegmentBytes, c.SegmentMs = 1<<30, -1, 1<<20, 60000
+			c.RetentionInterval = time.Second
+		}, ""},
+		{"unlimited retention", func(c *Config) { c.RetentionBytes, c.RetentionMs = -1, -1 }, ""},
+		{"retention bytes -2", func(c *Config) { c.RetentionBytes = -2 }, "RetentionBytes"},
+		{"retention ms -5", func(c *Config) { c.RetentionMs = -5 }, "RetentionMs"},
+		{"segment bytes too small", func(c *Config) { c.SegmentBytes = 4096 }, "SegmentBytes"},
+		{"segment bytes too large", func(c *Config) { c.SegmentBytes = 2 << 30 }, "SegmentBytes"},
+		{"segment ms too small", func(c *Config) { c.SegmentMs = 10 }, "SegmentMs"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -126,6 +137,25 @@ func TestConfigValidate(t *testing.T) {
 			assert.ErrorIs(t, err, ErrInvalidConfig)
 		})
 	}
+}
+
+func TestConfigTopicDefaults(t *testing.T) {
+	c := Config{ID: 4, DataDir: "d"}.withDefaults()
+	d := c.topicDefaults()
+	assert.Equal(t, int64(-1), d.RetentionBytes, "any size")
+	assert.Equal(t, int64(7*24*time.Hour/time.Millisecond), d.RetentionMs, "seven days")
+	assert.Equal(t, int64(128<<20), d.SegmentBytes)
+	assert.Equal(t, int64(7*24*time.Hour/time.Millisecond), d.SegmentMs)
+	require.NoError(t, d.Validate(), "the defaults are valid topic configuration")
+
+	c = Config{ID: 4, DataDir: "d", RetentionBytes: 1 << 30, RetentionMs: -1, SegmentBytes: 1 << 20, SegmentMs: 1000}.withDefaults()
+	d = c.topicDefaults()
+	assert.Equal(t, [4]int64{1 << 30, -1, 1 << 20, 1000}, [4]int64{d.RetentionBytes, d.RetentionMs, d.SegmentBytes, d.SegmentMs})
+
+	var fe *FieldError
+	require.ErrorAs(t, Config{ID: 1, DataDir: "d", SegmentBytes: 5}.Validate(), &fe)
+	assert.Equal(t, "want a number of bytes from 1048576 (1 MiB) to 1073741824 (1 GiB)", fe.Reason)
+	assert.Equal(t, "5", fe.Value)
 }
 
 func TestConfigDefaults(t *testing.T) {

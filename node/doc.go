@@ -24,6 +24,11 @@
 //     IdleTimeout; docs/cluster.md, "Limits"); while it refuses
 //     connections or requests over them, and for 30 s after, GET
 //     /api/health says it is degraded.
+//   - Every replica's log runs with its topic's configuration: the keys
+//     the topic sets (metadata.Topic.Config), the node's defaults for the
+//     others (Config.RetentionBytes, ...). A change of the configuration
+//     reaches the open logs with the metadata that carries it. Retention
+//     never deletes a record at or above a replica's high watermark.
 //
 // What a node is made of, and which file wires it:
 //

@@ -50,6 +50,8 @@ func (h *rpcHandler) Handle(ctx context.Context, req *transport.Request) transpo
 		reply = h.deleteTopic(req)
 	case transport.APISealTopic:
 		reply = h.sealTopic(req)
+	case transport.APIAlterTopicConfig:
+		reply = h.alterTopicConfig(req)
 	case transport.APIReplicate:
 		reply = h.replicate(req)
 	case transport.APIReplicaState:
@@ -291,7 +293,7 @@ func (h *rpcHandler) metadata(req *transport.Request) transport.Reply {
 	}
 	if len(r.Topics) == 0 {
 		for i := range meta.Topics {
-			resp.Topics = append(resp.Topics, topicInfo(&meta.Topics[i]))
+			resp.Topics = append(resp.Topics, h.topicInfo(&meta.Topics[i]))
 		}
 	} else {
 		for _, name := range r.Topics {
@@ -299,14 +301,15 @@ func (h *rpcHandler) metadata(req *transport.Request) transport.Reply {
 			if t == nil {
 				return transport.Immediate(nil, fmt.Errorf("%w: %q", transport.ErrUnknownTopic, name))
 			}
-			resp.Topics = append(resp.Topics, topicInfo(t))
+			resp.Topics = append(resp.Topics, h.topicInfo(t))
 		}
 	}
 	return transport.Immediate(resp, nil)
 }
 
-func topicInfo(t *metadata.Topic) transport.TopicInfo {
-	ti := transport.TopicInfo{Name: t.Name, ID: t.ID, ReplicationFactor: int16(t.ReplicationFactor), Sealed: t.Sealed}
+func (h *rpcHandler) topicInfo(t *metadata.Topic) transport.TopicInfo {
+	ti := transport.TopicInfo{Name: t.Name, ID: t.ID, ReplicationFactor: int16(t.ReplicationFactor), Sealed: t.Sealed,
+		Config: h.n.broker.topicConfigValues(t)}
 	for p, part := range t.Partitions {
 		ti.Partitions = append(ti.Partitions, transport.PartitionInfo{
 			Partition: int32(p), Leader: part.Leader, LeaderEpoch: part.LeaderEpoch,
@@ -330,7 +333,7 @@ func (h *rpcHandler) createTopic(req *transport.Request) transport.Reply {
 		if err != nil {
 			return nil, err
 		}
-		ti := topicInfo(t)
+		ti := h.topicInfo(t)
 		return &ti, nil
 	})
 }

@@ -90,6 +90,7 @@ func Run(ctx context.Context, cfg Config) error {
 	logOpts := cfg.Log
 	logOpts.OnSync = func(d time.Duration) { n.metrics.fsyncDuration.Observe(d.Seconds()) }
 	n.broker = newBroker(cfg.ID, root, logOpts, log.Named("broker"), n.metrics)
+	n.broker.defaults = cfg.topicDefaults()
 	n.broker.hw = loadHWCheckpoints(root.Dir(), log.Named("broker"))
 	ps := &peers{pool: n.pool, broker: n.broker}
 	n.broker.peers = ps.peer

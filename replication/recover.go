@@ -41,6 +41,13 @@ type RecoverResult struct {
 // verifies the two logs are identical by digest. The leader's log is never
 // truncated. Adding the replica back to the active set is the controller's
 // job, once this returns.
+//
+// A replica that cannot go on from a common prefix is rebuilt instead: its
+// files move whole into its quarantine/ and it is filled from this
+// leader's log start. So is one that is damaged, one that starts after
+// this leader's log start (retention deleted more of it), and one whose
+// log reaches below this leader's log start (retention deleted that part
+// here) without a batch at or after the start that matches.
 func (p *Partition) RecoverFollower(ctx context.Context, broker int32) (RecoverResult, error) {
 	p.mu.Lock()
 	st, stepped := p.mu.state, p.mu.steppedDn
@@ -70,14 +77,26 @@ func (p *Partition) RecoverFollower(ctx context.Context, broker int32) (RecoverR
 		// common prefix. Rebuilt whole, like one that could not be opened.
 		err = fmt.Errorf("%w: %s", transport.ErrStorageFailed, rs.Problem)
 	}
-	if errors.Is(err, transport.ErrStorageFailed) {
-		// Its files are damaged: rebuild it whole from this leader.
-		p.logger.Warn("returning replica is damaged; rebuilding it from the leader", "peer", broker, "err", err)
+	// rebuild has the replica's files moved whole into its quarantine/ and
+	// an empty log starting at this leader's log start put in their place,
+	// to be filled from here.
+	rebuild := func(why string, cause error) (*transport.ReplicaStateResponse, error) {
+		p.logger.Warn("rebuilding a returning replica from the leader: "+why, "peer", broker, "log_start_offset", p.log.LogStartOffset(), "err", cause)
 		reset := &transport.TruncateReplicaRequest{Topic: p.Topic, TopicID: p.TopicID, Partition: p.Index, LeaderEpoch: epoch, Offset: p.log.LogStartOffset()}
 		if err := rp.ResetReplica(ctx, reset); err != nil {
-			return RecoverResult{}, fmt.Errorf("rebuild broker %d: %w", broker, err)
+			return nil, fmt.Errorf("rebuild broker %d: %w", broker, err)
 		}
-		rs, err = rp.ReplicaState(ctx, &transport.ReplicaStateRequest{Topic: p.Topic, TopicID: p.TopicID, Partition: p.Index, LeaderEpoch: epoch})
+		rs, err := rp.ReplicaState(ctx, &transport.ReplicaStateRequest{Topic: p.Topic, TopicID: p.TopicID, Partition: p.Index, LeaderEpoch: epoch})
+		if err != nil {
+			return nil, fmt.Errorf("broker %d: %w", broker, err)
+		}
+		return rs, nil
+	}
+	if errors.Is(err, transport.ErrStorageFailed) {
+		// Its files are damaged: rebuild it whole from this leader.
+		if rs, err = rebuild("it is damaged", err); err != nil {
+			return RecoverResult{}, err
+		}
 	}
 	if err != nil {
 		return RecoverResult{}, fmt.Errorf("broker %d: %w", broker, err)
@@ -89,7 +108,12 @@ func (p *Partition) RecoverFollower(ctx context.Context, broker int32) (RecoverR
 	res := RecoverResult{PreviousEnd: rs.LogEndOffset}
 	start := p.log.LogStartOffset()
 	if rs.LogStartOffset > start {
-		return res, fmt.Errorf("broker %d's log starts at %d, after the leader's %d: it cannot be filled from the leader", broker, rs.LogStartOffset, start)
+		// Retention deleted more of it than of this leader (it ran there
+		// earlier, or on other segment boundaries): it lacks offsets this
+		// leader holds, and is rebuilt to hold them all.
+		if rs, err = rebuild(fmt.Sprintf("its log starts at %d, after the leader's", rs.LogStartOffset), nil); err != nil {
+			return res, err
+		}
 	}
 
 	// The common prefix: the last batch of the replica that the leader
@@ -129,6 +153,16 @@ search:
 		if !same {
 			p.logger.Warn("replica differs inside what looked like a common prefix; rebuilding it whole", "peer", broker, "prefix", prefix)
 			prefix = start
+		}
+	}
+	if prefix == start && rs.LogStartOffset < start && rs.LogEndOffset > rs.LogStartOffset {
+		// Nothing it holds at or after this leader's log start is known to
+		// match, and what it holds below the start cannot be compared
+		// (retention deleted it here): it ends before the start, or its
+		// batches from there differ, or it ends exactly at the start with
+		// a last batch nothing can check. It is rebuilt from the start.
+		if rs, err = rebuild(fmt.Sprintf("it holds offsets from %d to %d, none of them known to match the leader's log, which starts at %d", rs.LogStartOffset, rs.LogEndOffset, start), nil); err != nil {
+			return res, err
 		}
 	}
 	res.CommonPrefix = prefix

@@ -63,8 +63,11 @@
 //     its durable end (quarantining what it cuts) or it is reopened and
 //     recovered: nothing above the last successful fsync can be trusted.
 //   - The log start offset moves only forward (ApplyRetention deletes whole
-//     old segments, never the active one). TruncateTo only cuts at batch
-//     boundaries and never below the log start.
+//     old segments, never the active one, and never one that holds an
+//     offset at or above the limit its caller gives, the high watermark).
+//     TruncateTo only cuts at batch boundaries and never below the log
+//     start. SetPolicy changes segment rolling and retention on an open
+//     log without waiting for appends.
 //
 // # Concurrency
 //

@@ -114,7 +114,7 @@ func TestEveryFileOperationGoesThroughTheFS(t *testing.T) {
 	batches := appendSized(t, l, 14, 1000, 0)
 	require.Equal(t, 4, l.SegmentCount())
 	require.NoError(t, l.TruncateTo(ctxFor(t), 13))
-	n, err := l.ApplyRetention(ctxFor(t))
+	n, err := l.ApplyRetention(ctxFor(t), noLimit)
 	require.NoError(t, err)
 	require.Positive(t, n)
 	require.NoError(t, l.Close())

@@ -24,11 +24,15 @@ const (
 	DefaultSegmentAge         = 7 * 24 * time.Hour
 	DefaultIndexIntervalBytes = 4096
 	DefaultMaxBatchBytes      = 4 << 20
-	maxSegmentBytes           = 1 << 30 // index positions are uint32
+	// MaxSegmentBytes is the largest SegmentBytes: index positions are
+	// 32-bit, and recovery scans the newest segment whole.
+	MaxSegmentBytes = 1 << 30
 )
 
 // Options configures a Log. Zero values take the defaults above; retention
-// is off unless set.
+// is off unless set. SegmentBytes, SegmentAge, RetentionBytes and
+// RetentionAge are the log's first Policy; SetPolicy changes them on an
+// open log.
 type Options struct {
 	// SegmentBytes rolls the active segment when the next batch would make
 	// it larger (a single larger batch still gets a segment of its own).
@@ -67,23 +71,19 @@ type Options struct {
 }
 
 func (o *Options) setDefaults() error {
-	if o.SegmentBytes == 0 {
-		o.SegmentBytes = DefaultSegmentBytes
+	p := o.policy()
+	if err := p.setDefaults(); err != nil {
+		return err
 	}
-	if o.SegmentBytes < record.HeaderSize || o.SegmentBytes > maxSegmentBytes {
-		return fmt.Errorf("storage: segment bytes %d outside [%d, %d]", o.SegmentBytes, record.HeaderSize, maxSegmentBytes)
-	}
-	if o.SegmentAge <= 0 {
-		o.SegmentAge = DefaultSegmentAge
-	}
+	o.SegmentBytes, o.SegmentAge, o.RetentionBytes, o.RetentionAge = p.SegmentBytes, p.SegmentAge, p.RetentionBytes, p.RetentionAge
 	if o.IndexIntervalBytes <= 0 {
 		o.IndexIntervalBytes = DefaultIndexIntervalBytes
 	}
 	if o.MaxBatchBytes <= 0 {
 		o.MaxBatchBytes = DefaultMaxBatchBytes
 	}
-	if int64(o.MaxBatchBytes) > maxSegmentBytes {
-		return fmt.Errorf("storage: max batch bytes %d above %d", o.MaxBatchBytes, maxSegmentBytes)
+	if int64(o.MaxBatchBytes) > MaxSegmentBytes {
+		return fmt.Errorf("storage: max batch bytes %d above %d", o.MaxBatchBytes, MaxSegmentBytes)
 	}
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()
@@ -109,6 +109,10 @@ type Log struct {
 	opts   Options
 	fs     FS
 	logger hclog.Logger
+	// policy is when segments roll and what retention deletes: read once
+	// by each append and each retention run, replaced whole by SetPolicy,
+	// so that changing it never waits for a write.
+	policy atomic.Pointer[Policy]
 
 	// appendMu serializes everything that writes the log's files: appends,
 	// rolls, truncation, retention, close.
@@ -181,6 +185,8 @@ func open(dir string, opts Options) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{dir: dir, opts: opts, fs: opts.FS, logger: opts.Logger}
+	p := opts.policy()
+	l.policy.Store(&p)
 	l.mu.changed = make(chan struct{})
 	l.mu.lastEpoch = -1
 	bases, err := listSegments(l.fs, dir)
@@ -533,15 +539,16 @@ func (l *Log) writeLocked(batch record.Batch, prepare func(next int64, lastEpoch
 	// recovery handles) and the log taking appends: the append fails with
 	// ErrNoSpace, and the next one does the same work again. Any other
 	// failure fails the log.
-	if size > 0 && (size+int64(len(batch)) > l.opts.SegmentBytes ||
-		batch.AppendTime()-firstTime >= l.opts.SegmentAge.Milliseconds()) {
+	policy := l.policy.Load()
+	if size > 0 && (size+int64(len(batch)) > policy.SegmentBytes ||
+		batch.AppendTime()-firstTime >= policy.SegmentAge.Milliseconds()) {
 		var err error
 		if active, err = l.rollLocked(active, next); err != nil {
 			return AppendResult{}, 0, err
 		}
 		size = 0
 	}
-	if err := active.preallocate(size+int64(len(batch)), l.opts.SegmentBytes, l.zeroFill); err != nil {
+	if err := active.preallocate(size+int64(len(batch)), policy.SegmentBytes, l.zeroFill); err != nil {
 		return AppendResult{}, 0, l.failUnlessNoSpace(err)
 	}
 	if _, err := active.f.WriteAt(batch, size); err != nil {

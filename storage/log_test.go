@@ -394,7 +394,7 @@ func TestRetentionBySize(t *testing.T) {
 	}
 	require.Equal(t, 6, l.SegmentCount())
 
-	n, err := l.ApplyRetention(ctxFor(t))
+	n, err := l.ApplyRetention(ctxFor(t), noLimit)
 	require.NoError(t, err)
 	// Keep the newest segments that still hold at least 9000 bytes: 4000+4000+2000.
 	assert.Equal(t, 3, n)
@@ -408,7 +408,7 @@ func TestRetentionBySize(t *testing.T) {
 	}
 	assert.ErrorIs(t, l.TruncateTo(ctxFor(t), 11), storage.ErrOffsetOutOfRange, "never below the log start")
 
-	n, err = l.ApplyRetention(ctxFor(t))
+	n, err = l.ApplyRetention(ctxFor(t), noLimit)
 	require.NoError(t, err)
 	assert.Zero(t, n, "retention is idempotent")
 	require.NoError(t, l.Close())
@@ -417,13 +417,13 @@ func TestRetentionBySize(t *testing.T) {
 	opts.RetentionBytes = 1
 	l = openLog(t, dir, opts)
 	assert.Equal(t, int64(12), l.LogStartOffset())
-	n, err = l.ApplyRetention(ctxFor(t))
+	n, err = l.ApplyRetention(ctxFor(t), noLimit)
 	require.NoError(t, err)
 	assert.Equal(t, 2, n)
 	assert.Equal(t, []string{segName(20)}, segmentFiles(t, dir))
 	assert.Equal(t, int64(20), l.LogStartOffset())
 	assertSameBytes(t, concat(batches[20:]), concat(readAll(t, l)))
-	n, err = l.ApplyRetention(ctxFor(t))
+	n, err = l.ApplyRetention(ctxFor(t), noLimit)
 	require.NoError(t, err)
 	assert.Zero(t, n)
 	assert.Equal(t, int64(20), l.LogStartOffset())
@@ -447,7 +447,7 @@ func TestRetentionByAge(t *testing.T) {
 	require.Equal(t, []string{segName(0), segName(4), segName(8), segName(12)}, segmentFiles(t, dir))
 	// Now is 140 minutes after the first batch. Segment 0's newest batch is
 	// 110 minutes old, segment 4's 70, segment 8's 30.
-	n, err := l.ApplyRetention(ctxFor(t))
+	n, err := l.ApplyRetention(ctxFor(t), noLimit)
 	require.NoError(t, err)
 	assert.Equal(t, 2, n)
 	assert.Equal(t, int64(8), l.LogStartOffset())
@@ -455,7 +455,7 @@ func TestRetentionByAge(t *testing.T) {
 
 	// Much later everything is old, but the active segment stays.
 	clk.Advance(24 * time.Hour)
-	n, err = l.ApplyRetention(ctxFor(t))
+	n, err = l.ApplyRetention(ctxFor(t), noLimit)
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
 	assert.Equal(t, int64(12), l.LogStartOffset())
@@ -478,10 +478,101 @@ func TestRetentionOffByDefault(t *testing.T) {
 		mustAppend(t, l, sizedBatch(t, 1000, byte(i)), 0)
 	}
 	clk.Advance(10 * 365 * 24 * time.Hour)
-	n, err := l.ApplyRetention(ctxFor(t))
+	n, err := l.ApplyRetention(ctxFor(t), noLimit)
 	require.NoError(t, err)
 	assert.Zero(t, n)
 	assert.Equal(t, int64(0), l.LogStartOffset())
+}
+
+// noLimit is an ApplyRetention limit that keeps nothing from retention.
+const noLimit = int64(1) << 62
+
+// TestRetentionNeverPassesTheLimit: retention deletes only segments that
+// end at or below the limit (the high watermark), however old or large.
+func TestRetentionNeverPassesTheLimit(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, storage.Options{SegmentBytes: 4096, RetentionBytes: 1})
+	for i := range 22 {
+		mustAppend(t, l, sizedBatch(t, 1000, byte(i)), 0)
+	}
+	require.Equal(t, []string{segName(0), segName(4), segName(8), segName(12), segName(16), segName(20)}, segmentFiles(t, dir))
+
+	// Offset 7 is in segment 4: only segment 0 ends at or below it.
+	n, err := l.ApplyRetention(ctxFor(t), 7)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, int64(4), l.LogStartOffset())
+	n, err = l.ApplyRetention(ctxFor(t), 7)
+	require.NoError(t, err)
+	assert.Zero(t, n, "segment 4 holds offset 7")
+
+	// A limit at a segment's end frees it: segment 4 ends at 8.
+	n, err = l.ApplyRetention(ctxFor(t), 8)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, int64(8), l.LogStartOffset())
+
+	n, err = l.ApplyRetention(ctxFor(t), 0)
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing below a limit of 0")
+	n, err = l.ApplyRetention(ctxFor(t), noLimit)
+	require.NoError(t, err)
+	assert.Equal(t, 3, n, "without a limit, every segment but the active one")
+	assert.Equal(t, []string{segName(20)}, segmentFiles(t, dir))
+}
+
+// TestSetPolicy changes segment size and retention on an open log.
+func TestSetPolicy(t *testing.T) {
+	dir := t.TempDir()
+	clk := newClock()
+	l := openLog(t, dir, storage.Options{Now: clk.Now})
+	assert.Equal(t, storage.Policy{SegmentBytes: storage.DefaultSegmentBytes, SegmentAge: storage.DefaultSegmentAge}, l.Policy())
+	for i := range 8 {
+		mustAppend(t, l, sizedBatch(t, 1000, byte(i)), 0)
+	}
+	require.Equal(t, 1, l.SegmentCount())
+	n, err := l.ApplyRetention(ctxFor(t), noLimit)
+	require.NoError(t, err)
+	assert.Zero(t, n, "retention is off")
+
+	// Smaller segments: the active one, already past the new size, rolls
+	// at the next append; later ones roll at 4 KiB.
+	require.NoError(t, l.SetPolicy(storage.Policy{SegmentBytes: 4096, RetentionBytes: 5000}))
+	assert.Equal(t, storage.Policy{SegmentBytes: 4096, SegmentAge: storage.DefaultSegmentAge, RetentionBytes: 5000}, l.Policy())
+	for i := range 9 {
+		mustAppend(t, l, sizedBatch(t, 1000, byte(i)), 0)
+	}
+	require.Equal(t, []string{segName(0), segName(8), segName(12), segName(16)}, segmentFiles(t, dir))
+	n, err = l.ApplyRetention(ctxFor(t), noLimit)
+	require.NoError(t, err)
+	assert.Equal(t, 2, n, "keep the newest segments that hold at least 5000 bytes: 4000+1000")
+	assert.Equal(t, int64(12), l.LogStartOffset())
+
+	// Retention by age, then off again.
+	require.NoError(t, l.SetPolicy(storage.Policy{SegmentBytes: 4096, RetentionAge: time.Hour}))
+	clk.Advance(2 * time.Hour)
+	require.NoError(t, l.SetPolicy(storage.Policy{SegmentBytes: 4096}))
+	n, err = l.ApplyRetention(ctxFor(t), noLimit)
+	require.NoError(t, err)
+	assert.Zero(t, n, "retention turned off again")
+	require.NoError(t, l.SetPolicy(storage.Policy{SegmentBytes: 4096, RetentionAge: time.Hour}))
+	n, err = l.ApplyRetention(ctxFor(t), noLimit)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, int64(16), l.LogStartOffset())
+
+	// A batch larger than the segment size gets a segment of its own.
+	big := sizedBatch(t, 10000, 'b')
+	assert.Equal(t, int64(17), mustAppend(t, l, big, 0).BaseOffset)
+	mustAppend(t, l, sizedBatch(t, 100, 'c'), 0)
+	assert.Equal(t, []string{segName(16), segName(17), segName(18)}, segmentFiles(t, dir))
+
+	// Bad policies are refused and change nothing.
+	for _, p := range []storage.Policy{{SegmentBytes: 10}, {SegmentBytes: storage.MaxSegmentBytes + 1}, {SegmentBytes: -1}} {
+		assert.Error(t, l.SetPolicy(p), "%+v", p)
+	}
+	assert.Equal(t, int64(4096), l.Policy().SegmentBytes)
+	require.NoError(t, l.Close())
 }
 
 func TestOpenRejectsBadOptions(t *testing.T) {

@@ -17,6 +17,9 @@ const (
 	APICreateTopic API = 5
 	APIDeleteTopic API = 6
 	APISealTopic   API = 7
+	// APIAlterTopicConfig changes a topic's configuration
+	// (AlterTopicConfigRequest, answered with the topic's TopicInfo).
+	APIAlterTopicConfig API = 8
 )
 
 // Idempotent reports whether a request of api can be made twice with the
@@ -39,7 +42,7 @@ const Version1 = 1
 var apiNames = map[API]string{
 	APIProduce: "Produce", APIFetch: "Fetch", APIListOffsets: "ListOffsets",
 	APIMetadata: "Metadata", APICreateTopic: "CreateTopic", APIDeleteTopic: "DeleteTopic",
-	APISealTopic: "SealTopic",
+	APISealTopic: "SealTopic", APIAlterTopicConfig: "AlterTopicConfig",
 }
 
 // String is the API's name, for logs and metrics.

@@ -81,10 +81,18 @@ func messageCases() []messageCase {
 		{"MetadataResponse/max-batch-bytes", &MetadataResponse{MaxBatchBytes: math.MaxInt32}},
 
 		{"TopicInfo/zero", &TopicInfo{}},
-		{"TopicInfo/full", &TopicInfo{Name: "t", ID: "x", ReplicationFactor: 2, Sealed: true, Partitions: []PartitionInfo{{Partition: 0, Leader: 1, Replicas: []int32{1}, Active: []int32{1}}}}},
+		{"TopicInfo/full", &TopicInfo{Name: "t", ID: "x", ReplicationFactor: 2, Sealed: true, Partitions: []PartitionInfo{{Partition: 0, Leader: 1, Replicas: []int32{1}, Active: []int32{1}}},
+			Config: []TopicConfigValue{{Key: "retention.bytes", Value: -1, Default: true}, {Key: "segment.bytes", Value: 1 << 20}}}},
+		{"TopicInfo/empty-config-last", &TopicInfo{Config: []TopicConfigValue{{}}}},
 
 		{"CreateTopicRequest/zero", &CreateTopicRequest{}},
 		{"CreateTopicRequest/full", &CreateTopicRequest{Name: "orders", Partitions: 12, ReplicationFactor: 3}},
+		{"CreateTopicRequest/config", &CreateTopicRequest{Name: "orders", Partitions: 1, ReplicationFactor: 1,
+			Config: []ConfigEntry{{Key: "retention.bytes", Value: 1 << 30}, {Key: "retention.ms", Value: -1}, {}}}},
+
+		{"AlterTopicConfigRequest/zero", &AlterTopicConfigRequest{}},
+		{"AlterTopicConfigRequest/full", &AlterTopicConfigRequest{Name: "orders",
+			Set: []ConfigEntry{{Key: "segment.bytes", Value: 1 << 20}}, Delete: []string{"retention.ms", ""}}},
 
 		{"TopicRequest/zero", &TopicRequest{}},
 		{"TopicRequest/full", &TopicRequest{Name: "orders"}},
@@ -173,6 +181,13 @@ func randomMessages(r *rand.Rand) []Message {
 		}
 		return v
 	}
+	entries := func() []ConfigEntry {
+		var v []ConfigEntry
+		for range r.IntN(3) {
+			v = append(v, ConfigEntry{Key: str(), Value: r.Int64() - r.Int64()})
+		}
+		return v
+	}
 	md := &MetadataResponse{ClusterID: str(), ControllerID: r.Int32(), MetadataEpoch: r.Int64(), MaxBatchBytes: r.Int32()}
 	for range r.IntN(4) {
 		md.Brokers = append(md.Brokers, BrokerInfo{ID: r.Int32(), Addr: str(), HTTP: str(), Gossip: str()})
@@ -183,6 +198,9 @@ func randomMessages(r *rand.Rand) []Message {
 			ti.Partitions = append(ti.Partitions, PartitionInfo{
 				Partition: r.Int32(), Leader: r.Int32(), LeaderEpoch: r.Int32(), Replicas: i32s(), Active: i32s(),
 			})
+		}
+		for range r.IntN(3) {
+			ti.Config = append(ti.Config, TopicConfigValue{Key: str(), Value: r.Int64() - r.Int64(), Default: r.IntN(2) == 1})
 		}
 		md.Topics = append(md.Topics, ti)
 	}
@@ -195,7 +213,8 @@ func randomMessages(r *rand.Rand) []Message {
 		&ListOffsetsResponse{LogStartOffset: r.Int64(), HighWatermark: r.Int64(), LogEndOffset: r.Int64()},
 		&MetadataRequest{Topics: strs()},
 		md,
-		&CreateTopicRequest{Name: str(), Partitions: r.Int32(), ReplicationFactor: int16(r.IntN(1 << 16))},
+		&CreateTopicRequest{Name: str(), Partitions: r.Int32(), ReplicationFactor: int16(r.IntN(1 << 16)), Config: entries()},
+		&AlterTopicConfigRequest{Name: str(), Set: entries(), Delete: strs()},
 		&TopicRequest{Name: str()},
 	}
 }

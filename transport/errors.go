@@ -47,6 +47,7 @@ const (
 	CodeStaleMetadata         Code = 33
 	CodeUnknownBroker         Code = 34
 	CodeNoSpace               Code = 35
+	CodeInvalidConfig         Code = 36
 )
 
 // Error is an error that crosses the wire: a code, whether retrying the same
@@ -117,7 +118,8 @@ var codes = map[Code]codeInfo{
 	CodeStaleMetadata:   {"StaleMetadata", false},
 	CodeUnknownBroker:   {"UnknownBroker", false},
 	// Retriable: space may come back, and the replica resumes by itself.
-	CodeNoSpace: {"NoSpace", true},
+	CodeNoSpace:       {"NoSpace", true},
+	CodeInvalidConfig: {"InvalidConfig", false},
 }
 
 // String is the code's name, as printed at the start of error messages.
@@ -179,6 +181,9 @@ var (
 	ErrStaleMetadata   = sentinel(CodeStaleMetadata)
 	ErrUnknownBroker   = sentinel(CodeUnknownBroker)
 	ErrNoSpace         = sentinel(CodeNoSpace)
+	// ErrInvalidConfig means a topic configuration key that does not
+	// exist or a value it does not take; the message names the key.
+	ErrInvalidConfig = sentinel(CodeInvalidConfig)
 )
 
 // ToWire turns any error into the *Error sent to a client. An error that

@@ -55,6 +55,7 @@ var codeTable = []struct {
 	{CodeStaleMetadata, 33, "StaleMetadata", false, ErrStaleMetadata},
 	{CodeUnknownBroker, 34, "UnknownBroker", false, ErrUnknownBroker},
 	{CodeNoSpace, 35, "NoSpace", true, ErrNoSpace},
+	{CodeInvalidConfig, 36, "InvalidConfig", false, ErrInvalidConfig},
 }
 
 func TestCodeTable(t *testing.T) {

@@ -40,18 +40,19 @@ func fuzzMessage[T any, P interface {
 	})
 }
 
-func FuzzEmpty(f *testing.F)               { fuzzMessage[Empty](f) }
-func FuzzProduceRequest(f *testing.F)      { fuzzMessage[ProduceRequest](f) }
-func FuzzProduceResponse(f *testing.F)     { fuzzMessage[ProduceResponse](f) }
-func FuzzFetchRequest(f *testing.F)        { fuzzMessage[FetchRequest](f) }
-func FuzzFetchResponse(f *testing.F)       { fuzzMessage[FetchResponse](f) }
-func FuzzListOffsetsRequest(f *testing.F)  { fuzzMessage[ListOffsetsRequest](f) }
-func FuzzListOffsetsResponse(f *testing.F) { fuzzMessage[ListOffsetsResponse](f) }
-func FuzzMetadataRequest(f *testing.F)     { fuzzMessage[MetadataRequest](f) }
-func FuzzMetadataResponse(f *testing.F)    { fuzzMessage[MetadataResponse](f) }
-func FuzzTopicInfo(f *testing.F)           { fuzzMessage[TopicInfo](f) }
-func FuzzCreateTopicRequest(f *testing.F)  { fuzzMessage[CreateTopicRequest](f) }
-func FuzzTopicRequest(f *testing.F)        { fuzzMessage[TopicRequest](f) }
+func FuzzEmpty(f *testing.F)                   { fuzzMessage[Empty](f) }
+func FuzzProduceRequest(f *testing.F)          { fuzzMessage[ProduceRequest](f) }
+func FuzzProduceResponse(f *testing.F)         { fuzzMessage[ProduceResponse](f) }
+func FuzzFetchRequest(f *testing.F)            { fuzzMessage[FetchRequest](f) }
+func FuzzFetchResponse(f *testing.F)           { fuzzMessage[FetchResponse](f) }
+func FuzzListOffsetsRequest(f *testing.F)      { fuzzMessage[ListOffsetsRequest](f) }
+func FuzzListOffsetsResponse(f *testing.F)     { fuzzMessage[ListOffsetsResponse](f) }
+func FuzzMetadataRequest(f *testing.F)         { fuzzMessage[MetadataRequest](f) }
+func FuzzMetadataResponse(f *testing.F)        { fuzzMessage[MetadataResponse](f) }
+func FuzzTopicInfo(f *testing.F)               { fuzzMessage[TopicInfo](f) }
+func FuzzCreateTopicRequest(f *testing.F)      { fuzzMessage[CreateTopicRequest](f) }
+func FuzzTopicRequest(f *testing.F)            { fuzzMessage[TopicRequest](f) }
+func FuzzAlterTopicConfigRequest(f *testing.F) { fuzzMessage[AlterTopicConfigRequest](f) }
 
 // fuzzFrameMax is small so that the fuzzer reaches the size limit.
 const fuzzFrameMax = 1 << 12

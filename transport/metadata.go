@@ -59,6 +59,15 @@ func (p *PartitionInfo) decode(d *Decoder) {
 	p.Active = d.Int32s()
 }
 
+// TopicConfigValue is one configuration key of a topic as the answering
+// node applies it: the topic's own value, or (Default) the node's default
+// for a key the topic does not set.
+type TopicConfigValue struct {
+	Key     string
+	Value   int64
+	Default bool
+}
+
 // TopicInfo is one topic's metadata.
 type TopicInfo struct {
 	Name string
@@ -68,6 +77,9 @@ type TopicInfo struct {
 	ReplicationFactor int16
 	Sealed            bool
 	Partitions        []PartitionInfo
+	// Config is every configuration key, sorted, with the value the
+	// answering node applies.
+	Config []TopicConfigValue
 }
 
 // Encode implements Message.
@@ -79,6 +91,12 @@ func (t *TopicInfo) Encode(e *Encoder) {
 	e.Count(len(t.Partitions))
 	for i := range t.Partitions {
 		t.Partitions[i].encode(e)
+	}
+	e.Count(len(t.Config))
+	for _, c := range t.Config {
+		e.String(c.Key)
+		e.Int64(c.Value)
+		e.Bool(c.Default)
 	}
 }
 
@@ -93,6 +111,16 @@ func (t *TopicInfo) Decode(d *Decoder) {
 		t.Partitions = make([]PartitionInfo, n)
 		for i := range t.Partitions {
 			t.Partitions[i].decode(d)
+		}
+	}
+	// A config value is at least 11 bytes: an empty key (2), the value
+	// (8) and the default flag (1).
+	if n := d.Count(11); n > 0 {
+		t.Config = make([]TopicConfigValue, n)
+		for i := range t.Config {
+			t.Config[i].Key = d.String()
+			t.Config[i].Value = d.Int64()
+			t.Config[i].Default = d.Bool()
 		}
 	}
 }
@@ -138,9 +166,10 @@ func (r *MetadataResponse) Decode(d *Decoder) {
 			r.Brokers[i].decode(d)
 		}
 	}
-	// A topic is at least 11 bytes: an empty name and id (2 each), the
-	// replication factor (2), sealed (1) and an empty partition list (4).
-	if n := d.Count(11); n > 0 {
+	// A topic is at least 15 bytes: an empty name and id (2 each), the
+	// replication factor (2), sealed (1) and empty partition and config
+	// lists (4 each).
+	if n := d.Count(15); n > 0 {
 		r.Topics = make([]TopicInfo, n)
 		for i := range r.Topics {
 			r.Topics[i].Decode(d)

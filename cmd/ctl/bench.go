@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +16,7 @@ import (
 
 	"gostream/client"
 	"gostream/cmd/internal/exitcode"
+	"gostream/metadata"
 	"gostream/transport"
 )
 
@@ -31,6 +34,8 @@ func benchCommand() *cli.Command {
 		&cli.IntFlag{Name: "batch-bytes", Usage: "close a batch at `BYTES`", Value: 256 << 10},
 		&cli.IntFlag{Name: "max-in-flight", Usage: "batches `N` of one partition awaiting their answer at once", Value: 5},
 		&cli.DurationFlag{Name: "duration", Usage: "stop sending after `DURATION` (or at --records if set, whichever is first)", DefaultText: "none"},
+		&cli.StringSliceFlag{Name: "config", Usage: "configuration `KEY=VALUE` of the topic when it has to be created, over the bench's " +
+			"retention.bytes=268435456 (256 MiB a partition) and segment.bytes=67108864; repeat for more"},
 	)
 	produce.Description = `Sends --records records of --record-size random bytes, without keys (round
 robin across the partitions), and measures each record from the moment it
@@ -38,6 +43,14 @@ is given to the producer to its acknowledgment, so without --sync the
 latency includes the wait in the producer's buffer (32 MiB) behind the
 records sent before. With --sync each producer has one record in flight
 at a time.
+
+A topic it creates keeps at most about 256 MiB a partition
+(retention.bytes=268435456, in 64 MiB segments), so that a bench cannot
+fill the disk: retention deletes the oldest segments at its next run
+(gostream-node --retention-check-interval, a minute by default), and what
+is written between runs is kept until then. --config changes it (-1 for
+retention.bytes keeps everything). A topic that exists keeps its own
+configuration.
 
 While it runs, a progress line goes to stderr about once a second. Then it
 prints a summary; -o json prints one object:
@@ -168,21 +181,45 @@ func (p *progress) close() {
 	<-p.done
 }
 
-// ensureTopic creates topic with partitions and rf unless it exists.
-func ensureTopic(ctx context.Context, cl *client.Client, topic string, partitions, rf int, log io.Writer) error {
-	_, err := cl.DescribeTopic(ctx, topic)
+// benchTopicConfig is the configuration of a topic bench produce creates,
+// unless --config says otherwise: a bench writes as fast as the disks
+// take it, and must not fill them.
+var benchTopicConfig = metadata.TopicConfig{
+	metadata.ConfigRetentionBytes: 256 << 20,
+	metadata.ConfigSegmentBytes:   64 << 20,
+}
+
+// ensureTopic creates topic with partitions, rf and config unless it
+// exists, and says what it keeps.
+func ensureTopic(ctx context.Context, cl *client.Client, topic string, partitions, rf int, config metadata.TopicConfig, log io.Writer) error {
+	t, err := cl.DescribeTopic(ctx, topic)
+	if err == nil {
+		fmt.Fprintf(log, "bench: topic %s exists; it keeps its configuration (%s)\n", topic, retentionText(t.Config))
+		return nil
+	}
 	if !errors.Is(err, transport.ErrUnknownTopic) {
 		return err
 	}
-	_, err = cl.CreateTopic(ctx, topic, partitions, rf)
+	t, err = cl.CreateTopicWithConfig(ctx, topic, partitions, rf, config)
 	switch {
 	case errors.Is(err, transport.ErrTopicExists):
 		return nil // someone else was quicker
 	case err != nil:
 		return err
 	}
-	fmt.Fprintf(log, "bench: created topic %s: %s, replication factor %d\n", topic, plural(partitions, "partition"), rf)
+	fmt.Fprintf(log, "bench: created topic %s: %s, replication factor %d, %s\n", topic, plural(partitions, "partition"), rf, retentionText(t.Config))
 	return nil
+}
+
+// retentionText says what a topic's configuration keeps, for bench.
+func retentionText(config []client.TopicConfigValue) string {
+	var parts []string
+	for _, v := range config {
+		if v.Key == metadata.ConfigRetentionBytes || v.Key == metadata.ConfigRetentionMs {
+			parts = append(parts, fmt.Sprintf("%s=%s", v.Key, configValueText(v.Key, v.Value)))
+		}
+	}
+	return "keeping per partition " + strings.Join(parts, ", ")
 }
 
 func benchProduceAction(c *cli.Context) error {
@@ -205,6 +242,12 @@ func benchProduceAction(c *cli.Context) error {
 	case c.Duration("duration") < 0:
 		return exitcode.Usagef("InvalidFlag", "--duration %s: want a positive duration", c.Duration("duration"))
 	}
+	own, err := configFromFlags(c)
+	if err != nil {
+		return err
+	}
+	topicConfig := benchTopicConfig.Clone()
+	maps.Copy(topicConfig, own)
 	syncMode := c.Bool("sync")
 	cfg := client.ProducerConfig{
 		Linger:                  c.Duration("linger"),
@@ -224,7 +267,7 @@ func benchProduceAction(c *cli.Context) error {
 		return err
 	}
 	defer cl.Close()
-	if err := ensureTopic(setup, cl, topic, c.Int("partitions"), c.Int("replication-factor"), c.App.ErrWriter); err != nil {
+	if err := ensureTopic(setup, cl, topic, c.Int("partitions"), c.Int("replication-factor"), topicConfig, c.App.ErrWriter); err != nil {
 		return failed(err)
 	}
 

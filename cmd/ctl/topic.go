@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/urfave/cli/v2"
@@ -17,13 +18,15 @@ import (
 )
 
 func topicCommand() *cli.Command {
-	return parent("topic", "create, inspect, seal and delete topics",
+	return parent("topic", "create, inspect, configure, seal and delete topics",
 		leaf("create", "create a topic; it returns once every partition serves", "NAME", args(1, 1), topicCreateAction,
 			&cli.IntFlag{Name: "partitions", Usage: "the topic's number of partitions, `N`", DefaultText: "none, required"},
 			&cli.IntFlag{Name: "replication-factor", Usage: "replicas per partition, `R`", Value: 1},
+			configFlag(),
 		),
+		topicAlterCommand(),
 		leaf("list", "list topics", "", args(0, 0), topicListAction),
-		leaf("describe", "partitions, leaders, replicas, offsets and replica lag", "NAME", args(1, 1), topicDescribeAction),
+		leaf("describe", "partitions, leaders, replicas, offsets, replica lag and configuration", "NAME", args(1, 1), topicDescribeAction),
 		leaf("delete", "delete a topic and its records", "NAME", args(1, 1), topicDeleteAction),
 		leaf("seal", "refuse further appends; reads go on (a sealed topic stays sealed)",
 			"NAME", args(1, 1), topicSealAction),
@@ -58,12 +61,14 @@ func newPartitionJSON(p client.PartitionMetadata) partitionJSON {
 type createdTopic struct {
 	topicJSON
 	Partitions []partitionJSON `json:"partitions"`
+	Config     []configJSON    `json:"config"`
 }
 
 // describedTopic is what topic describe -o json prints (docs/cli.md).
 type describedTopic struct {
 	topicJSON
 	Partitions []describedPartition `json:"partitions"`
+	Config     []configJSON         `json:"config"`
 }
 
 type describedPartition struct {
@@ -118,24 +123,38 @@ func topicCreateAction(c *cli.Context) error {
 	if rf < 1 {
 		return exitcode.Usagef("InvalidFlag", "--replication-factor %d: want a positive number", rf)
 	}
+	config, err := configFromFlags(c)
+	if err != nil {
+		return err
+	}
 	return withClient(c, func(ctx context.Context, cl *client.Client, g globals) error {
 		var t client.TopicMetadata
 		err := watchedChange(ctx, cl, c.App.ErrWriter, "gostream-ctl topic describe "+name, func() (err error) {
-			t, err = cl.CreateTopic(ctx, name, partitions, rf)
+			t, err = cl.CreateTopicWithConfig(ctx, name, partitions, rf, config)
 			return err
 		})
 		if err != nil {
 			return err
 		}
 		if g.output == outputJSON {
-			out := createdTopic{topicJSON: newTopicJSON(t), Partitions: make([]partitionJSON, 0, len(t.Partitions))}
+			out := createdTopic{topicJSON: newTopicJSON(t), Partitions: make([]partitionJSON, 0, len(t.Partitions)),
+				Config: newConfigJSON(t.Config)}
 			for _, p := range t.Partitions {
 				out.Partitions = append(out.Partitions, newPartitionJSON(p))
 			}
 			return writeJSON(c.App.Writer, out)
 		}
-		_, err = fmt.Fprintf(c.App.Writer, "created topic %s: %s, replication factor %d\n",
-			t.Name, plural(len(t.Partitions), "partition"), t.ReplicationFactor)
+		line := fmt.Sprintf("created topic %s: %s, replication factor %d", t.Name, plural(len(t.Partitions), "partition"), t.ReplicationFactor)
+		var own []string
+		for _, v := range t.Config {
+			if !v.Default {
+				own = append(own, fmt.Sprintf("%s=%d", v.Key, v.Value))
+			}
+		}
+		if len(own) > 0 {
+			line += ", " + strings.Join(own, ", ")
+		}
+		_, err = fmt.Fprintln(c.App.Writer, line)
 		return err
 	})
 }
@@ -204,7 +223,7 @@ func topicDescribeAction(c *cli.Context) error {
 // short deadline. A partition whose leader does not answer keeps null
 // offsets.
 func describe(ctx context.Context, prober *client.Prober, t client.TopicMetadata) describedTopic {
-	d := describedTopic{topicJSON: newTopicJSON(t), Partitions: make([]describedPartition, len(t.Partitions))}
+	d := describedTopic{topicJSON: newTopicJSON(t), Partitions: make([]describedPartition, len(t.Partitions)), Config: newConfigJSON(t.Config)}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, maxConcurrentProbes)
 	for i, p := range t.Partitions {
@@ -281,6 +300,10 @@ func describedPartitionOf(p client.PartitionMetadata, offs *client.PartitionOffs
 func printDescribed(w io.Writer, d describedTopic) error {
 	fmt.Fprintf(w, "Topic: %s   Partitions: %d   Replication factor: %d   Sealed: %s   ID: %s\n\n",
 		d.Name, len(d.Partitions), d.ReplicationFactor, yesNo(d.Sealed), d.ID)
+	if err := printConfig(w, d.Config); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
 	tw := newTable(w)
 	fmt.Fprintln(tw, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tACTIVE\tLOG-START\tHIGH-WATERMARK")
 	for _, p := range d.Partitions {

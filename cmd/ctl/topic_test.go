@@ -23,7 +23,8 @@ func TestTopicLifecycle(t *testing.T) {
 	assert.Regexp(t, `^[0-9a-f]{32}$`, created.ID, "a new topic has an id")
 	assert.JSONEq(t, `{"name":"events","id":"`+created.ID+`","replication_factor":1,"sealed":false,"partitions":[
 		{"partition":0,"leader":1,"leader_epoch":0,"replicas":[1],"active":[1]},
-		{"partition":1,"leader":1,"leader_epoch":0,"replicas":[1],"active":[1]}]}`, out)
+		{"partition":1,"leader":1,"leader_epoch":0,"replicas":[1],"active":[1]}],
+		"config":`+defaultConfigJSON+`}`, out)
 	// A bad name is bad usage (exit 1), found before anything is sent.
 	ctlFails(t, c, 1, "InvalidTopicName: ", "", "topic", "create", "../x", "--partitions", "1")
 
@@ -83,11 +84,20 @@ func TestTopicLifecycle(t *testing.T) {
 	assert.JSONEq(t, `{"topics":[]}`, ctlOK(t, c, "", "topic", "list", "-o", "json"))
 }
 
+// defaultConfigJSON is the configuration of a topic that sets none, on a
+// node with the default flags: seven days of any size, 128 MiB segments.
+const defaultConfigJSON = `[
+	{"key":"retention.bytes","value":-1,"source":"default"},
+	{"key":"retention.ms","value":604800000,"source":"default"},
+	{"key":"segment.bytes","value":134217728,"source":"default"},
+	{"key":"segment.ms","value":604800000,"source":"default"}]`
+
 // checkDescribe checks topic describe -o json field by field against
 // docs/cli.md, for a one-node cluster where broker 1 leads every partition.
 func checkDescribe(t *testing.T, out, name string, sealed bool, hw []int64) {
 	t.Helper()
-	top := requireKeys(t, json.RawMessage(out), "name", "id", "replication_factor", "sealed", "partitions")
+	top := requireKeys(t, json.RawMessage(out), "name", "id", "replication_factor", "sealed", "partitions", "config")
+	assert.JSONEq(t, defaultConfigJSON, string(top["config"]))
 	assert.JSONEq(t, `"`+name+`"`, string(top["name"]))
 	assert.JSONEq(t, `1`, string(top["replication_factor"]))
 	assert.JSONEq(t, map[bool]string{true: "true", false: "false"}[sealed], string(top["sealed"]))

@@ -49,6 +49,12 @@ const (
 	flagMaxConns             = "max-conns"
 	flagMaxConnsPerIP        = "max-conns-per-ip"
 	flagIdleTimeout          = "idle-timeout"
+
+	flagRetentionBytes         = "retention-bytes"
+	flagRetentionMs            = "retention-ms"
+	flagSegmentBytes           = "segment-bytes"
+	flagSegmentMs              = "segment-ms"
+	flagRetentionCheckInterval = "retention-check-interval"
 )
 
 // configFlag maps node.Config field names (as node.FieldError reports them)
@@ -70,6 +76,12 @@ var configFlag = map[string]string{
 	"MaxConns":          flagMaxConns,
 	"MaxConnsPerAddr":   flagMaxConnsPerIP,
 	"IdleTimeout":       flagIdleTimeout,
+
+	"RetentionBytes":    flagRetentionBytes,
+	"RetentionMs":       flagRetentionMs,
+	"SegmentBytes":      flagSegmentBytes,
+	"SegmentMs":         flagSegmentMs,
+	"RetentionInterval": flagRetentionCheckInterval,
 }
 
 var logLevels = []string{"trace", "debug", "info", "warn", "error"}
@@ -140,6 +152,11 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			stringFlag(flagMaxConns, "open connections in all, `N`, on each of the RPC and HTTP listeners", "", "4096"),
 			stringFlag(flagMaxConnsPerIP, "open connections from one IP address, `N`, on each listener", "", "1024"),
 			stringFlag(flagIdleTimeout, "close an RPC or HTTP keep-alive connection idle this long, `DURATION`; keep it above clients' 1m pool idle timeout", "", "2m"),
+			stringFlag(flagRetentionBytes, "default retention.bytes of topics: what a partition keeps, `BYTES`, or -1 for any amount", "", "-1"),
+			stringFlag(flagRetentionMs, "default retention.ms of topics: how long a partition keeps records, `MS` milliseconds, or -1 for forever", "", "604800000, 7 days"),
+			stringFlag(flagSegmentBytes, "default segment.bytes of topics: the size at which a segment rolls, `BYTES` from 1MiB to 1GiB", "", "128MiB"),
+			stringFlag(flagSegmentMs, "default segment.ms of topics: the age at which a segment rolls, `MS` milliseconds, at least 1000", "", "604800000, 7 days"),
+			stringFlag(flagRetentionCheckInterval, "how often retention deletes what the topics' configuration no longer keeps, `DURATION`", "", "1m"),
 		},
 		Action:         runNodeAction,
 		OnUsageError:   onUsageError,
@@ -239,12 +256,54 @@ func limitsFromFlags(c *cli.Context, cfg *node.Config) error {
 			*f.dst = n
 		}
 	}
-	if text := strings.TrimSpace(c.String(flagIdleTimeout)); text != "" {
-		d, err := time.ParseDuration(text)
-		if err != nil || d <= 0 {
-			return invalidFlag(flagIdleTimeout, text, "want a positive duration, such as 2m or 90s")
+	for _, f := range []struct {
+		name string
+		dst  *time.Duration
+	}{{flagIdleTimeout, &cfg.IdleTimeout}, {flagRetentionCheckInterval, &cfg.RetentionInterval}} {
+		if text := strings.TrimSpace(c.String(f.name)); text != "" {
+			d, err := time.ParseDuration(text)
+			if err != nil || d <= 0 {
+				return invalidFlag(f.name, text, "want a positive duration, such as 2m or 90s")
+			}
+			*f.dst = d
 		}
-		cfg.IdleTimeout = d
+	}
+	return topicDefaultsFromFlags(c, cfg)
+}
+
+// topicDefaultsFromFlags reads the node's defaults for the topic
+// configuration. A size takes -1 (unlimited, for --retention-bytes) or
+// BYTES; a time -1 (forever, for --retention-ms) or a number of
+// milliseconds, as the topic keys do. The ranges are checked by
+// Config.Validate.
+func topicDefaultsFromFlags(c *cli.Context, cfg *node.Config) error {
+	for _, f := range []struct {
+		name  string
+		bytes bool
+		dst   *int64
+	}{
+		{flagRetentionBytes, true, &cfg.RetentionBytes},
+		{flagRetentionMs, false, &cfg.RetentionMs},
+		{flagSegmentBytes, true, &cfg.SegmentBytes},
+		{flagSegmentMs, false, &cfg.SegmentMs},
+	} {
+		text := strings.TrimSpace(c.String(f.name))
+		if text == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(text, 10, 64)
+		ok := err == nil && n != 0
+		if !ok && f.bytes {
+			n, ok = parseBytes(text)
+		}
+		if !ok {
+			want := "want a positive number of milliseconds, or -1"
+			if f.bytes {
+				want = "want a positive number of bytes, such as 1073741824 or 1GiB, or -1"
+			}
+			return invalidFlag(f.name, text, want)
+		}
+		*f.dst = n
 	}
 	return nil
 }

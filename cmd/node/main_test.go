@@ -252,6 +252,11 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		{"--max-conns N", "$GOSTREAM_MAX_CONNS", "4096"},
 		{"--max-conns-per-ip N", "$GOSTREAM_MAX_CONNS_PER_IP", "1024"},
 		{"--idle-timeout DURATION", "$GOSTREAM_IDLE_TIMEOUT", "2m"},
+		{"--retention-bytes BYTES", "$GOSTREAM_RETENTION_BYTES", "-1"},
+		{"--retention-ms MS", "$GOSTREAM_RETENTION_MS", "604800000, 7 days"},
+		{"--segment-bytes BYTES", "$GOSTREAM_SEGMENT_BYTES", "128MiB"},
+		{"--segment-ms MS", "$GOSTREAM_SEGMENT_MS", "604800000, 7 days"},
+		{"--retention-check-interval DURATION", "$GOSTREAM_RETENTION_CHECK_INTERVAL", "1m"},
 	} {
 		t.Run(f.flag, func(t *testing.T) {
 			var line string
@@ -305,6 +310,15 @@ func TestBadFlagsExitOne(t *testing.T) {
 		{"max-conns-per-ip", "5000", `InvalidFlag: --max-conns-per-ip "5000": want a positive number of connections, at most the total limit of 4096`},
 		{"idle-timeout", "10", `InvalidFlag: --idle-timeout "10": want a positive duration, such as 2m or 90s`},
 		{"idle-timeout", "-1s", `InvalidFlag: --idle-timeout "-1s": want a positive duration, such as 2m or 90s`},
+		{"retention-bytes", "0", `InvalidFlag: --retention-bytes "0": want a positive number of bytes, such as 1073741824 or 1GiB, or -1`},
+		{"retention-bytes", "lots", `InvalidFlag: --retention-bytes "lots": want a positive number of bytes, such as 1073741824 or 1GiB, or -1`},
+		{"retention-bytes", "-2", `InvalidFlag: --retention-bytes "-2": want -1 (unlimited) or a positive number of bytes`},
+		{"retention-ms", "7d", `InvalidFlag: --retention-ms "7d": want a positive number of milliseconds, or -1`},
+		{"retention-ms", "-3", `InvalidFlag: --retention-ms "-3": want -1 (forever) or a positive number of milliseconds, at most 9223372036854`},
+		{"segment-bytes", "64KiB", `InvalidFlag: --segment-bytes "65536": want a number of bytes from 1048576 (1 MiB) to 1073741824 (1 GiB)`},
+		{"segment-bytes", "-1", `InvalidFlag: --segment-bytes "-1": want a number of bytes from 1048576 (1 MiB) to 1073741824 (1 GiB)`},
+		{"segment-ms", "10", `InvalidFlag: --segment-ms "10": want a number of milliseconds from 1000 (1 s) to 9223372036854`},
+		{"retention-check-interval", "0s", `InvalidFlag: --retention-check-interval "0s": want a positive duration, such as 2m or 90s`},
 	}
 	for _, tt := range tests {
 		for _, via := range []string{"flag", "env"} {
