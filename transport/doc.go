@@ -99,7 +99,7 @@
 //	25    InvalidReplicationFactor  no
 //	26    ShuttingDown              yes
 //	27    StampMismatch             no
-//	28    NotReady                  yes
+//	28    NotReady                  yes  not done yet (a leader not yet in touch with a follower, a topic not yet served)
 //	29    Busy                      yes  refused before it was carried out
 //	30    UnknownTopicID            yes  the broker may not know the topic yet
 //	31    DuplicateBroker           no
@@ -107,6 +107,7 @@
 //	33    StaleMetadata             no
 //	34    UnknownBroker             no
 //	35    NoSpace                   yes  space may come back
+//	36    InvalidConfig             no   a topic configuration key or value refused
 //
 // A code this package does not know is named "Code<n>"; its Error keeps the
 // retriable flag it came with.
