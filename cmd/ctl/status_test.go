@@ -87,4 +87,3 @@ Warnings:
 	m := requireKeys(t, b.Bytes(), "controller", "brokers", "partitions", "warnings")
 	assert.JSONEq(t, `[]`, string(m["warnings"]))
 }
-
