@@ -20,9 +20,13 @@ import (
 // per test (testcluster) and gostream-ctl against it, as a user would.
 
 // startCluster starts a one-node cluster that the test's cleanup kills.
-func startCluster(t *testing.T) *testcluster.Cluster {
+func startCluster(t *testing.T) *testcluster.Cluster { return startClusterOf(t, 1) }
+
+// startClusterOf starts a cluster of nodes nodes that the test's cleanup
+// kills, showing the tail of each node's log if the test failed.
+func startClusterOf(t *testing.T, nodes int) *testcluster.Cluster {
 	t.Helper()
-	c, err := testcluster.New(testcluster.Config{Nodes: 1, Dir: t.TempDir(), Race: raceEnabled, Logf: t.Logf})
+	c, err := testcluster.New(testcluster.Config{Nodes: nodes, Dir: t.TempDir(), Race: raceEnabled, Logf: t.Logf})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		c.Close()

@@ -20,21 +20,7 @@ import (
 // would pass: a topic just created, a cluster just restarted.
 
 // startCluster3 starts a three-node cluster that the test's cleanup kills.
-func startCluster3(t *testing.T) *testcluster.Cluster {
-	t.Helper()
-	c, err := testcluster.New(testcluster.Config{Nodes: 3, Dir: t.TempDir(), Race: raceEnabled, Logf: t.Logf})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		c.Close()
-		if t.Failed() {
-			for _, n := range c.Nodes {
-				t.Logf("node %d log tail:\n%s", n.ID, n.LogTail(40))
-			}
-		}
-	})
-	require.NoError(t, c.Start())
-	return c
-}
+func startCluster3(t *testing.T) *testcluster.Cluster { return startClusterOf(t, 3) }
 
 // listOffsets asks every partition's leader for its offsets with a client
 // of its own, as a program that starts now would.
