@@ -355,6 +355,25 @@ func (c *Controller) elect(ctx context.Context, quiet *silence, dry bool, s *ste
 		}
 	}()
 	ci := chooseLeader(cands, s.to)
+	if transfer && ci >= 0 {
+		// The replica named may still be catching up: a replica put back
+		// by recover lacks what the leader acknowledged before it counted
+		// the replica in, until the leader's sender fills it. With every
+		// active replica fenced the acknowledged end is final; a new
+		// leader short of it would lose acknowledged records. Leadership
+		// then goes, at the new epoch (everyone is fenced with it), to the
+		// replica a failover would choose, which holds them, and the move
+		// can be asked again once the named one has caught up.
+		if ack := acknowledgedEnd(cands); cands[ci].LogEndOffset < ack {
+			short := cands[ci]
+			transfer = false
+			ci = chooseLeader(cands, 0)
+			if ci >= 0 {
+				s.res.Note = fmt.Sprintf("broker %d lacks acknowledged records [%d, %d) (it is still catching up): broker %d, which holds them, leads at the new epoch instead; run elect-leaders again once it has caught up",
+					short.Broker, short.LogEndOffset, ack, cands[ci].Broker)
+			}
+		}
+	}
 	switch {
 	case ci < 0 && transfer:
 		s.err = fmt.Errorf("%w: broker %d, the new leader named for %s/%d, does not answer", ErrNoEligibleReplica, s.to, s.topic, s.partition)

@@ -23,6 +23,7 @@ const (
 type candidate struct {
 	transport.Candidate
 	logStart int64
+	hw       int64 // its high watermark as it answered, -1 when unknown
 }
 
 // chooseLeader picks the candidate a failover promotes, by index, or -1
@@ -47,6 +48,22 @@ func chooseLeader(cands []candidate, to int32) int {
 		}
 	}
 	return chosen
+}
+
+// acknowledgedEnd is the highest high watermark the candidates that
+// answered report: every record below it was acknowledged to a producer
+// (a replica never holds a high watermark above the leader's, and the
+// leader's is what it acknowledged). Once every active replica is fenced
+// (a leadership move fences the old leader too), no write can be
+// acknowledged any more, so this is final.
+func acknowledgedEnd(cands []candidate) int64 {
+	end := int64(-1)
+	for _, cd := range cands {
+		if cd.Reachable {
+			end = max(end, cd.hw)
+		}
+	}
+	return end
 }
 
 // moreHistory reports whether a is to be preferred to b as leader.
@@ -198,14 +215,14 @@ func (c *Controller) probe(ctx context.Context, quiet *silence, topic string, pa
 			defer cancel()
 			var st transport.ReplicaStateResponse
 			err := c.call(cctx, b, transport.APIReplicaState, &transport.ReplicaStateRequest{Topic: topic, TopicID: id, Partition: partition, LeaderEpoch: epoch}, &st)
-			cd := candidate{Candidate: transport.Candidate{Broker: b, LogEndOffset: -1, LastEpoch: -1}}
+			cd := candidate{Candidate: transport.Candidate{Broker: b, LogEndOffset: -1, LastEpoch: -1}, hw: -1}
 			if err != nil {
 				cd.Note = err.Error()
 				if epoch == 0 && !answeredWith(err) {
 					quiet.mark(b) // as replicaHealth would
 				}
 			} else {
-				cd.Reachable, cd.LastEpoch, cd.LogEndOffset, cd.logStart = true, st.LastEpoch, st.LogEndOffset, st.LogStartOffset
+				cd.Reachable, cd.LastEpoch, cd.LogEndOffset, cd.logStart, cd.hw = true, st.LastEpoch, st.LogEndOffset, st.LogStartOffset, st.HighWatermark
 			}
 			mu.Lock()
 			out = append(out, cd)

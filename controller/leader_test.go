@@ -72,3 +72,21 @@ func TestEachRunsEveryLiveStepBounded(t *testing.T) {
 }
 
 type chanMutex chan struct{}
+
+// A leadership move never makes a replica leader that lacks acknowledged
+// records: the acknowledged end is the highest high watermark any fenced
+// candidate reports (the old leader's), and a replica put back by recover
+// may still be short of it.
+func TestAcknowledgedEnd(t *testing.T) {
+	withHW := func(c candidate, hw int64) candidate { c.hw = hw; return c }
+	cands := []candidate{
+		withHW(cand(1, 1, 5109, true), 5100), // the old leader, fenced
+		withHW(cand(2, 1, 5109, true), 5060),
+		withHW(cand(3, 1, 5041, true), 5041),  // recovered, catching up
+		withHW(cand(4, 1, 9999, false), 9999), // did not answer: proves nothing
+	}
+	assert.Equal(t, int64(5100), acknowledgedEnd(cands))
+	assert.Less(t, cands[chooseLeader(cands, 3)].LogEndOffset, acknowledgedEnd(cands), "broker 3 is short: the move must not take it")
+	assert.Equal(t, int32(1), cands[chooseLeader(cands, 0)].Broker, "the replica a failover would choose holds every acknowledged record")
+	assert.Equal(t, int64(-1), acknowledgedEnd(nil))
+}
