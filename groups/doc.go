@@ -1,0 +1,22 @@
+// Package groups holds the parts of committed offsets and consumer groups
+// that need no network: the records a group's coordinator writes to its
+// partition of __consumer_offsets, and the assignment of partitions to a
+// group's members (range per topic, handed over incrementally). The design
+// is docs/groups.md; the coordinator that uses this package is not built
+// yet.
+//
+// What it promises:
+//
+//   - Decode accepts exactly what Encode writes, and refuses anything else
+//     (an unknown version or kind, a field over its bound, a group name
+//     the topic rules refuse, bytes left over) with an error matching
+//     ErrMalformed: a damaged or hostile record is never taken for a
+//     commit.
+//   - RangeAssign is a pure function of the members' subscriptions and the
+//     partition counts: the same input gives the same assignment on every
+//     coordinator.
+//   - Reconcile never gives a member a partition another member still
+//     owns, and asks a member to release only the partitions it owns and
+//     is no longer assigned: a partition has at most one owner at a time,
+//     and only the partitions that must move, move.
+package groups

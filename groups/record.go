@@ -1,0 +1,340 @@
+package groups
+
+import (
+	"errors"
+	"fmt"
+
+	"gostream/storage"
+	"gostream/transport"
+)
+
+// ErrMalformed marks a record of __consumer_offsets that cannot be
+// decoded.
+var ErrMalformed = errors.New("groups: malformed record")
+
+// Kind says what a record of a group's log holds.
+type Kind uint8
+
+// The kinds of records.
+const (
+	KindCommit       Kind = 1 // a committed offset
+	KindMember       Kind = 2 // a member joined or changed
+	KindMemberGone   Kind = 3 // a member left, expired or was fenced
+	KindAssignment   Kind = 4 // a new target assignment, at a new group epoch
+	KindReset        Kind = 5 // an operator's explicit reset of offsets
+	KindGroupDeleted Kind = 6 // the group was deleted
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindCommit:
+		return "commit"
+	case KindMember:
+		return "member"
+	case KindMemberGone:
+		return "member-gone"
+	case KindAssignment:
+		return "assignment"
+	case KindReset:
+		return "reset"
+	case KindGroupDeleted:
+		return "group-deleted"
+	}
+	return fmt.Sprintf("kind-%d", uint8(k))
+}
+
+// recordVersion is the first byte of every record's value.
+const recordVersion = 1
+
+// Bounds of what one record may hold.
+const (
+	MaxMetadataBytes = 4 << 10 // a commit's metadata string
+	MaxMembers       = 1000    // members of one group
+	maxIDBytes       = 255     // member ids, instance ids, hosts, reasons
+)
+
+// Commit is one committed offset. MemberEpoch is -1 for a group used as a
+// progress identity only (explicit partitions, no membership).
+type Commit struct {
+	Topic       string
+	TopicID     string
+	Partition   int32
+	Offset      int64
+	Metadata    string
+	MemberID    string
+	MemberEpoch int32
+	TimeMs      int64 // when the coordinator accepted it, Unix milliseconds
+}
+
+// Member is a member as it joined or last changed.
+type Member struct {
+	MemberID         string
+	InstanceID       string // static membership; empty when dynamic
+	Host             string
+	Topics           []string // the subscription
+	SessionTimeoutMs int32
+	MemberEpoch      int32
+}
+
+// MemberGone records a member removed from its group, and why.
+type MemberGone struct {
+	MemberID string
+	Reason   string // left, session expired, fenced
+}
+
+// TopicPartition names one partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// MemberAssignment is one member's part of a target assignment.
+type MemberAssignment struct {
+	MemberID   string
+	Partitions []TopicPartition
+}
+
+// Assignment is a group's target assignment at a group epoch.
+type Assignment struct {
+	GroupEpoch int32
+	Members    []MemberAssignment
+}
+
+// Reset is an operator's explicit reset: the offsets it set, which may be
+// below those committed.
+type Reset struct {
+	Requester string
+	Offsets   []Commit
+}
+
+// Record is one record of a group's log. Exactly the field of its Kind is
+// set (none for KindGroupDeleted).
+type Record struct {
+	Group      string
+	Kind       Kind
+	Commit     *Commit
+	Member     *Member
+	Gone       *MemberGone
+	Assignment *Assignment
+	Reset      *Reset
+}
+
+// Encode returns the record's key (the group's name, which routes it to
+// its partition) and value.
+func (r Record) Encode() (key, value []byte, err error) {
+	if err := checkGroup(r.Group); err != nil {
+		return nil, nil, err
+	}
+	var e transport.Encoder
+	e.Int8(recordVersion)
+	e.Int8(int8(r.Kind))
+	switch r.Kind {
+	case KindCommit:
+		if r.Commit == nil {
+			return nil, nil, fmt.Errorf("%w: a commit record without its commit", ErrMalformed)
+		}
+		encodeCommit(&e, r.Commit)
+	case KindMember:
+		if r.Member == nil {
+			return nil, nil, fmt.Errorf("%w: a member record without its member", ErrMalformed)
+		}
+		m := r.Member
+		e.String(m.MemberID)
+		e.String(m.InstanceID)
+		e.String(m.Host)
+		e.Strings(m.Topics)
+		e.Int32(m.SessionTimeoutMs)
+		e.Int32(m.MemberEpoch)
+	case KindMemberGone:
+		if r.Gone == nil {
+			return nil, nil, fmt.Errorf("%w: a member-gone record without its member", ErrMalformed)
+		}
+		e.String(r.Gone.MemberID)
+		e.String(r.Gone.Reason)
+	case KindAssignment:
+		if r.Assignment == nil {
+			return nil, nil, fmt.Errorf("%w: an assignment record without its assignment", ErrMalformed)
+		}
+		e.Int32(r.Assignment.GroupEpoch)
+		e.Count(len(r.Assignment.Members))
+		for _, m := range r.Assignment.Members {
+			e.String(m.MemberID)
+			encodePartitions(&e, m.Partitions)
+		}
+	case KindReset:
+		if r.Reset == nil {
+			return nil, nil, fmt.Errorf("%w: a reset record without its offsets", ErrMalformed)
+		}
+		e.String(r.Reset.Requester)
+		e.Count(len(r.Reset.Offsets))
+		for i := range r.Reset.Offsets {
+			encodeCommit(&e, &r.Reset.Offsets[i])
+		}
+	case KindGroupDeleted:
+	default:
+		return nil, nil, fmt.Errorf("%w: unknown kind %d", ErrMalformed, r.Kind)
+	}
+	value = e.Bytes()
+	// What Encode writes, Decode must take back: a record that breaks a
+	// bound is refused here, before it is written.
+	if _, err := Decode([]byte(r.Group), value); err != nil {
+		return nil, nil, err
+	}
+	return []byte(r.Group), value, nil
+}
+
+func encodeCommit(e *transport.Encoder, c *Commit) {
+	e.String(c.Topic)
+	e.String(c.TopicID)
+	e.Int32(c.Partition)
+	e.Int64(c.Offset)
+	e.String(c.Metadata)
+	e.String(c.MemberID)
+	e.Int32(c.MemberEpoch)
+	e.Int64(c.TimeMs)
+}
+
+func encodePartitions(e *transport.Encoder, tps []TopicPartition) {
+	e.Count(len(tps))
+	for _, tp := range tps {
+		e.String(tp.Topic)
+		e.Int32(tp.Partition)
+	}
+}
+
+// Decode reads a record from its key and value. Anything Encode would not
+// have written is refused with an error matching ErrMalformed.
+func Decode(key, value []byte) (Record, error) {
+	r := Record{Group: string(key)}
+	if err := checkGroup(r.Group); err != nil {
+		return Record{}, err
+	}
+	if len(value) == 0 {
+		return Record{}, fmt.Errorf("%w: empty value", ErrMalformed)
+	}
+	d := transport.NewDecoder(value)
+	if v := d.Int8(); v != recordVersion {
+		return Record{}, fmt.Errorf("%w: version %d, want %d", ErrMalformed, v, recordVersion)
+	}
+	r.Kind = Kind(d.Int8())
+	var problem error
+	switch r.Kind {
+	case KindCommit:
+		r.Commit = decodeCommit(d)
+		problem = checkCommit(r.Commit)
+	case KindMember:
+		m := &Member{MemberID: d.String(), InstanceID: d.String(), Host: d.String(), Topics: d.Strings(),
+			SessionTimeoutMs: d.Int32(), MemberEpoch: d.Int32()}
+		r.Member = m
+		problem = errors.Join(checkID("member id", m.MemberID, false), checkID("instance id", m.InstanceID, true), checkID("host", m.Host, true))
+		for _, t := range m.Topics {
+			problem = errors.Join(problem, checkTopic(t))
+		}
+		if m.SessionTimeoutMs <= 0 || m.MemberEpoch < 0 {
+			problem = errors.Join(problem, fmt.Errorf("session timeout %d ms, member epoch %d", m.SessionTimeoutMs, m.MemberEpoch))
+		}
+	case KindMemberGone:
+		r.Gone = &MemberGone{MemberID: d.String(), Reason: d.String()}
+		problem = errors.Join(checkID("member id", r.Gone.MemberID, false), checkID("reason", r.Gone.Reason, true))
+	case KindAssignment:
+		a := &Assignment{GroupEpoch: d.Int32()}
+		n := d.Count(2 + 4)
+		if n > MaxMembers {
+			problem = fmt.Errorf("%d members, at most %d", n, MaxMembers)
+			n = 0
+		}
+		for i := 0; i < n; i++ {
+			m := MemberAssignment{MemberID: d.String(), Partitions: decodePartitions(d)}
+			problem = errors.Join(problem, checkID("member id", m.MemberID, false))
+			for _, tp := range m.Partitions {
+				problem = errors.Join(problem, checkTopic(tp.Topic), checkPartition(tp.Partition))
+			}
+			a.Members = append(a.Members, m)
+		}
+		if a.GroupEpoch < 0 {
+			problem = errors.Join(problem, fmt.Errorf("group epoch %d", a.GroupEpoch))
+		}
+		r.Assignment = a
+	case KindReset:
+		rs := &Reset{Requester: d.String()}
+		n := d.Count(2 + 2 + 4 + 8 + 2 + 2 + 4 + 8)
+		for i := 0; i < n; i++ {
+			c := decodeCommit(d)
+			problem = errors.Join(problem, checkCommit(c))
+			rs.Offsets = append(rs.Offsets, *c)
+		}
+		problem = errors.Join(problem, checkID("requester", rs.Requester, true))
+		r.Reset = rs
+	case KindGroupDeleted:
+	default:
+		return Record{}, fmt.Errorf("%w: unknown kind %d", ErrMalformed, r.Kind)
+	}
+	if err := d.Finish(); err != nil {
+		return Record{}, fmt.Errorf("%w: %s record of group %q: %v", ErrMalformed, r.Kind, r.Group, err)
+	}
+	if problem != nil {
+		return Record{}, fmt.Errorf("%w: %s record of group %q: %v", ErrMalformed, r.Kind, r.Group, problem)
+	}
+	return r, nil
+}
+
+func decodeCommit(d *transport.Decoder) *Commit {
+	return &Commit{Topic: d.String(), TopicID: d.String(), Partition: d.Int32(), Offset: d.Int64(),
+		Metadata: d.String(), MemberID: d.String(), MemberEpoch: d.Int32(), TimeMs: d.Int64()}
+}
+
+func decodePartitions(d *transport.Decoder) []TopicPartition {
+	n := d.Count(2 + 4)
+	out := make([]TopicPartition, 0, n)
+	for i := 0; i < n; i++ {
+		out = append(out, TopicPartition{Topic: d.String(), Partition: d.Int32()})
+	}
+	return out
+}
+
+func checkCommit(c *Commit) error {
+	var errs []error
+	errs = append(errs, checkTopic(c.Topic), checkPartition(c.Partition), checkID("member id", c.MemberID, true))
+	if c.Offset < 0 {
+		errs = append(errs, fmt.Errorf("offset %d", c.Offset))
+	}
+	if len(c.Metadata) > MaxMetadataBytes {
+		errs = append(errs, fmt.Errorf("metadata of %d bytes, at most %d", len(c.Metadata), MaxMetadataBytes))
+	}
+	if c.MemberEpoch < -1 {
+		errs = append(errs, fmt.Errorf("member epoch %d", c.MemberEpoch))
+	}
+	return errors.Join(errs...)
+}
+
+// checkGroup applies the topic-name rules to a group's name.
+func checkGroup(name string) error {
+	if err := storage.ValidateTopicName(name); err != nil {
+		return fmt.Errorf("%w: group name: %v", ErrMalformed, err)
+	}
+	return nil
+}
+
+func checkTopic(name string) error {
+	if err := storage.ValidateTopicName(name); err != nil {
+		return fmt.Errorf("topic: %v", err)
+	}
+	return nil
+}
+
+func checkPartition(p int32) error {
+	if p < 0 {
+		return fmt.Errorf("partition %d", p)
+	}
+	return nil
+}
+
+func checkID(what, s string, emptyOK bool) error {
+	switch {
+	case s == "" && !emptyOK:
+		return fmt.Errorf("empty %s", what)
+	case len(s) > maxIDBytes:
+		return fmt.Errorf("%s of %d bytes, at most %d", what, len(s), maxIDBytes)
+	}
+	return nil
+}
