@@ -285,6 +285,9 @@ func decodeCommit(d *transport.Decoder) *Commit {
 
 func decodePartitions(d *transport.Decoder) []TopicPartition {
 	n := d.Count(2 + 4)
+	if n == 0 {
+		return nil
+	}
 	out := make([]TopicPartition, 0, n)
 	for i := 0; i < n; i++ {
 		out = append(out, TopicPartition{Topic: d.String(), Partition: d.Int32()})
