@@ -246,7 +246,12 @@ func TestResponsesReadyTogetherShareWrites(t *testing.T) {
 	frames, mean := framesPerWrite(w)
 	require.Equal(t, rounds*n, frames)
 	t.Logf("%d responses in %d writes: %.1f per write", frames, len(w), mean)
-	assert.GreaterOrEqual(t, mean, 3.0, "responses released together went out one write each")
+	// Written one each, they would be 1.0 per write. On a quiet machine
+	// they are 4 to 8; on a loaded one (the race detector, other packages'
+	// tests on two cores) the Replies are scheduled apart and fewer meet
+	// in one write, down to under 3 seen: the bound is what tells sharing
+	// from none, not how much sharing a busy machine allows.
+	assert.GreaterOrEqual(t, mean, 1.5, "responses released together went out one write each")
 }
 
 // dropFirstPeer closes the first connection it accepts as soon as a frame
