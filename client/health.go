@@ -146,11 +146,14 @@ func abbreviate(names []string, n int) string {
 }
 
 // plural is n nouns: "1 partition", "2 partitions".
-func plural(n int, noun string) string {
+func plural(n int, noun string) string { return pluralOf(n, noun, noun+"s") }
+
+// pluralOf is n of one or many: "1 batch", "2 batches".
+func pluralOf(n int, one, many string) string {
 	if n == 1 {
-		return "1 " + noun
+		return "1 " + one
 	}
-	return fmt.Sprintf("%d %ss", n, noun)
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // brokerWarnings are the warnings about brokers themselves.

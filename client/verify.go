@@ -258,14 +258,7 @@ func verifyReplica(ctx context.Context, rc replicaChecker, vp *VerifiedPartition
 	}
 	if !bytes.Equal(ld.Digest, fd.Digest) || ld.Batches != fd.Batches {
 		return VerifiedReplica{Broker: b, State: VerifyDiffers, Error: fmt.Sprintf(
-			"differs from leader %d in [%d, %d): %s against the leader's %d, digests differ", leader, from, hw, pluralBatches(fd.Batches), ld.Batches)}
+			"differs from leader %d in [%d, %d): %s against the leader's %d, digests differ", leader, from, hw, pluralOf(int(fd.Batches), "batch", "batches"), ld.Batches)}
 	}
 	return VerifiedReplica{Broker: b, State: VerifyIdentical}
-}
-
-func pluralBatches(n int32) string {
-	if n == 1 {
-		return "1 batch"
-	}
-	return fmt.Sprintf("%d batches", n)
 }
