@@ -108,6 +108,16 @@
 //	34    UnknownBroker             no
 //	35    NoSpace                   yes  space may come back
 //	36    InvalidConfig             no   a topic configuration key or value refused
+//	37    NotCoordinator            yes  after looking the group's coordinator up again
+//	38    CoordinatorLoading        yes  the coordinator is rebuilding its groups
+//	39    UnknownMember             no   the member joins again
+//	40    FencedMember              no   a request from a member's past
+//	41    IllegalGeneration         no   a partition the member does not own
+//	42    FencedInstanceId          no   a static instance id in use by a live member
+//	43    GroupNotEmpty             no
+//	44    InvalidOffset             no
+//	45    UnknownGroup              no
+//	46    InvalidGroupName          no
 //
 // A code this package does not know is named "Code<n>"; its Error keeps the
 // retriable flag it came with.

@@ -48,6 +48,16 @@ const (
 	CodeUnknownBroker         Code = 34
 	CodeNoSpace               Code = 35
 	CodeInvalidConfig         Code = 36
+	CodeNotCoordinator        Code = 37
+	CodeCoordinatorLoading    Code = 38
+	CodeUnknownMember         Code = 39
+	CodeFencedMember          Code = 40
+	CodeIllegalGeneration     Code = 41
+	CodeFencedInstanceID      Code = 42
+	CodeGroupNotEmpty         Code = 43
+	CodeInvalidOffset         Code = 44
+	CodeUnknownGroup          Code = 45
+	CodeInvalidGroupName      Code = 46
 )
 
 // Error is an error that crosses the wire: a code, whether retrying the same
@@ -120,6 +130,19 @@ var codes = map[Code]codeInfo{
 	// Retriable: space may come back, and the replica resumes by itself.
 	CodeNoSpace:       {"NoSpace", true},
 	CodeInvalidConfig: {"InvalidConfig", false},
+	// Retriable: the client looks the group's coordinator up again.
+	CodeNotCoordinator: {"NotCoordinator", true},
+	// Retriable: the coordinator is rebuilding its groups from its log.
+	CodeCoordinatorLoading: {"CoordinatorLoading", true},
+	// Not retriable as they are: the member joins again.
+	CodeUnknownMember:     {"UnknownMember", false},
+	CodeFencedMember:      {"FencedMember", false},
+	CodeIllegalGeneration: {"IllegalGeneration", false},
+	CodeFencedInstanceID:  {"FencedInstanceId", false},
+	CodeGroupNotEmpty:     {"GroupNotEmpty", false},
+	CodeInvalidOffset:     {"InvalidOffset", false},
+	CodeUnknownGroup:      {"UnknownGroup", false},
+	CodeInvalidGroupName:  {"InvalidGroupName", false},
 }
 
 // String is the code's name, as printed at the start of error messages.
@@ -184,6 +207,34 @@ var (
 	// ErrInvalidConfig means a topic configuration key that does not
 	// exist or a value it does not take; the message names the key.
 	ErrInvalidConfig = sentinel(CodeInvalidConfig)
+	// ErrNotCoordinator means the broker does not lead the group's
+	// partition of __consumer_offsets: look the coordinator up again.
+	ErrNotCoordinator = sentinel(CodeNotCoordinator)
+	// ErrCoordinatorLoading means the coordinator is rebuilding the
+	// group's state from its log; it answers soon.
+	ErrCoordinatorLoading = sentinel(CodeCoordinatorLoading)
+	// ErrUnknownMember means a member id the group does not hold (it
+	// left, or its session expired): the member joins again.
+	ErrUnknownMember = sentinel(CodeUnknownMember)
+	// ErrFencedMember means a member epoch that is not the member's
+	// current one: a request from its past, refused.
+	ErrFencedMember = sentinel(CodeFencedMember)
+	// ErrIllegalGeneration means a commit for a partition the member
+	// does not own in the group's current assignment.
+	ErrIllegalGeneration = sentinel(CodeIllegalGeneration)
+	// ErrFencedInstanceID means a static member's instance id that a
+	// live member of the group already uses.
+	ErrFencedInstanceID = sentinel(CodeFencedInstanceID)
+	// ErrGroupNotEmpty means a reset or delete of a group with members.
+	ErrGroupNotEmpty = sentinel(CodeGroupNotEmpty)
+	// ErrInvalidOffset means a commit of a negative offset, or one above
+	// the partition's high watermark.
+	ErrInvalidOffset = sentinel(CodeInvalidOffset)
+	// ErrUnknownGroup means a group that holds nothing: no member, no
+	// committed offset.
+	ErrUnknownGroup = sentinel(CodeUnknownGroup)
+	// ErrInvalidGroupName means a group name the topic-name rules refuse.
+	ErrInvalidGroupName = sentinel(CodeInvalidGroupName)
 )
 
 // ToWire turns any error into the *Error sent to a client. An error that

@@ -56,6 +56,16 @@ var codeTable = []struct {
 	{CodeUnknownBroker, 34, "UnknownBroker", false, ErrUnknownBroker},
 	{CodeNoSpace, 35, "NoSpace", true, ErrNoSpace},
 	{CodeInvalidConfig, 36, "InvalidConfig", false, ErrInvalidConfig},
+	{CodeNotCoordinator, 37, "NotCoordinator", true, ErrNotCoordinator},
+	{CodeCoordinatorLoading, 38, "CoordinatorLoading", true, ErrCoordinatorLoading},
+	{CodeUnknownMember, 39, "UnknownMember", false, ErrUnknownMember},
+	{CodeFencedMember, 40, "FencedMember", false, ErrFencedMember},
+	{CodeIllegalGeneration, 41, "IllegalGeneration", false, ErrIllegalGeneration},
+	{CodeFencedInstanceID, 42, "FencedInstanceId", false, ErrFencedInstanceID},
+	{CodeGroupNotEmpty, 43, "GroupNotEmpty", false, ErrGroupNotEmpty},
+	{CodeInvalidOffset, 44, "InvalidOffset", false, ErrInvalidOffset},
+	{CodeUnknownGroup, 45, "UnknownGroup", false, ErrUnknownGroup},
+	{CodeInvalidGroupName, 46, "InvalidGroupName", false, ErrInvalidGroupName},
 }
 
 func TestCodeTable(t *testing.T) {
