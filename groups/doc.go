@@ -1,9 +1,9 @@
-// Package groups holds the parts of committed offsets and consumer groups
-// that need no network: the records a group's coordinator writes to its
-// partition of __consumer_offsets, and the assignment of partitions to a
-// group's members (range per topic, handed over incrementally). The design
-// is docs/groups.md; the coordinator that uses this package is not built
-// yet.
+// Package groups holds committed offsets and consumer groups: the records
+// a group's coordinator writes to its partition of __consumer_offsets, the
+// assignment of partitions to a group's members (range per topic, handed
+// over incrementally), and the Coordinator that serves the groups of one
+// partition on its leader (package node hosts it, over the partition's
+// replica). The design is docs/groups.md.
 //
 // What it promises:
 //

@@ -23,6 +23,19 @@ var (
 	ErrNotOwner = errors.New("groups: partition not owned by the member")
 	// ErrGroupNotEmpty: a reset (or a delete) of a group that has members.
 	ErrGroupNotEmpty = errors.New("groups: group has members")
+	// ErrFencedInstanceID: a join with a static instance id that a live
+	// member of the group uses.
+	ErrFencedInstanceID = errors.New("groups: instance id in use by a live member")
+	// ErrUnknownGroup: a group that holds nothing.
+	ErrUnknownGroup = errors.New("groups: unknown group")
+	// ErrInvalidRequest: a request that breaks a bound or names what
+	// cannot be (an internal topic in a subscription, a session timeout
+	// out of range).
+	ErrInvalidRequest = errors.New("groups: invalid request")
+	// ErrUnknownTopic and ErrUnknownPartition: a commit for a topic or a
+	// partition that does not exist.
+	ErrUnknownTopic     = errors.New("groups: unknown topic")
+	ErrUnknownPartition = errors.New("groups: unknown partition")
 )
 
 // Group is one group's state as its coordinator holds it, rebuilt from
@@ -154,7 +167,9 @@ func (s *State) CheckCommit(group string, c Commit, logEnd int64, reset bool) er
 		}
 	}
 	if g != nil && !reset {
-		if old, ok := g.Offsets[tp]; ok && c.Offset < old.Offset {
+		// An offset of an earlier incarnation of the topic (deleted and
+		// created again) says nothing about this one.
+		if old, ok := g.Offsets[tp]; ok && old.TopicID == c.TopicID && c.Offset < old.Offset {
 			return fmt.Errorf("%w: group %q committed %d for %s/%d; %d is below it (an explicit reset can move it back)", ErrOffsetRegression, group, old.Offset, c.Topic, c.Partition, c.Offset)
 		}
 	}

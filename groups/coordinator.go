@@ -1,0 +1,732 @@
+package groups
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"gostream/storage"
+	"gostream/transport"
+)
+
+// Log is a coordinator's partition of __consumer_offsets, as its leader
+// writes it.
+type Log interface {
+	// Append writes recs as one batch at the end of the log, in the order
+	// Append is called, and returns the log end after them and a wait that
+	// returns once every active replica holds them durably. An error means
+	// nothing was appended.
+	Append(recs []Record) (end int64, wait func(context.Context) error, err error)
+	// WaitAcked waits until every record below end is acknowledged (the
+	// partition's high watermark reached end).
+	WaitAcked(ctx context.Context, end int64) error
+}
+
+// Topics is what a coordinator needs to know of the topics its groups
+// consume.
+type Topics interface {
+	// Topic returns a topic's id and partition count, and false when there
+	// is no such topic.
+	Topic(name string) (id string, partitions int32, ok bool)
+	// HighWatermark returns a partition's high watermark as its leader
+	// last said, asking the leader again when the one known is below
+	// atLeast.
+	HighWatermark(ctx context.Context, topic string, partition int32, atLeast int64) (int64, error)
+}
+
+// Session timeouts a member may ask for, and the one it gets by default.
+const (
+	MinSessionTimeout     = time.Second
+	MaxSessionTimeout     = 300 * time.Second
+	DefaultSessionTimeout = 10 * time.Second
+	// MaxCommitOffsets bounds the offsets of one commit request.
+	MaxCommitOffsets = 10_000
+	// MaxSubscription bounds the topics of one subscription.
+	MaxSubscription = 1_000
+	// Assignor names the assignment strategy, for describe.
+	Assignor = "range"
+)
+
+// HeartbeatInterval is how often a member with the session timeout
+// session heartbeats: a tenth of it, between 50 ms and 1 s.
+func HeartbeatInterval(session time.Duration) time.Duration {
+	return min(max(session/10, 50*time.Millisecond), time.Second)
+}
+
+// CoordinatorConfig configures a Coordinator.
+type CoordinatorConfig struct {
+	Log    Log
+	Topics Topics
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// NewMemberID returns a fresh member id (random when nil).
+	NewMemberID func() string
+	// OnRebalance, when set, is called for every new target assignment
+	// written.
+	OnRebalance func()
+}
+
+// liveness is what a coordinator knows of a member beyond the log: when it
+// last heard from it.
+type liveness struct {
+	last time.Time
+	// reported: the member has heartbeat to this coordinator, so its
+	// owned partitions are known (a new coordinator does not know them).
+	reported bool
+	// held: a static member left with its place held.
+	held bool
+}
+
+// Coordinator serves the groups of one partition of __consumer_offsets on
+// the partition's leader. Its state is what the partition's log says
+// (every record is applied in log order, when it is appended, so a
+// successor that rebuilds from the log holds the same), plus what is not
+// logged: when each member last heartbeat, and who owns which partition
+// now. Every request is answered only once the records it depends on are
+// acknowledged.
+//
+// A Coordinator is loaded (Load, then Start) before it serves; Load is for
+// one goroutine, every other method for any.
+type Coordinator struct {
+	cfg CoordinatorConfig
+
+	mu    sync.Mutex
+	state *State
+	end   int64 // the log end after the records applied
+	live  map[string]map[string]*liveness
+}
+
+// NewCoordinator returns a coordinator with an empty state.
+func NewCoordinator(cfg CoordinatorConfig) *Coordinator {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.NewMemberID == nil {
+		cfg.NewMemberID = randomMemberID
+	}
+	return &Coordinator{cfg: cfg, state: NewState(), live: map[string]map[string]*liveness{}}
+}
+
+func randomMemberID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Load applies one record of the log, at its offset, while the coordinator
+// is rebuilt.
+func (c *Coordinator) Load(r Record, offset int64) {
+	c.state.Apply(r)
+	c.end = offset + 1
+}
+
+// Start ends the rebuild: the log ends at end. Every member is given a
+// whole session from now to find this coordinator.
+func (c *Coordinator) Start(end int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.end = end
+	now := c.cfg.Now()
+	for _, name := range c.state.Groups() {
+		for id := range c.state.Group(name).Members {
+			c.liveOf(name, id).last = now
+		}
+	}
+}
+
+// State returns the state, for tests and tools; the caller must not change
+// it while the coordinator serves.
+func (c *Coordinator) State() *State { return c.state }
+
+func (c *Coordinator) liveOf(group, member string) *liveness {
+	m := c.live[group]
+	if m == nil {
+		m = map[string]*liveness{}
+		c.live[group] = m
+	}
+	l := m[member]
+	if l == nil {
+		l = &liveness{last: c.cfg.Now()}
+		m[member] = l
+	}
+	return l
+}
+
+// write appends recs and applies them. The caller holds mu; the wait it
+// returns is waited for without it.
+func (c *Coordinator) write(recs []Record) (func(context.Context) error, error) {
+	if len(recs) == 0 {
+		end := c.end
+		return func(ctx context.Context) error { return c.cfg.Log.WaitAcked(ctx, end) }, nil
+	}
+	for _, r := range recs {
+		if _, _, err := r.Encode(); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+		}
+	}
+	end, wait, err := c.cfg.Log.Append(recs)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range recs {
+		c.state.Apply(r)
+		if r.Kind == KindMemberGone {
+			delete(c.live[r.Group], r.Gone.MemberID)
+		}
+		if r.Kind == KindGroupDeleted {
+			delete(c.live, r.Group)
+		}
+		if r.Kind == KindAssignment && c.cfg.OnRebalance != nil {
+			c.cfg.OnRebalance()
+		}
+	}
+	c.end = end
+	return wait, nil
+}
+
+// ErrInvalidGroupName marks a group name the topic-name rules refuse.
+var ErrInvalidGroupName = errors.New("groups: invalid group name")
+
+func validGroup(name string) error {
+	if err := storage.ValidateTopicName(name); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidGroupName, err)
+	}
+	return nil
+}
+
+// Commit checks every offset of req and, when all pass, writes them in one
+// batch; otherwise it writes nothing. It returns once they are
+// acknowledged.
+func (c *Coordinator) Commit(ctx context.Context, req *transport.OffsetCommitRequest) error {
+	if err := validGroup(req.Group); err != nil {
+		return err
+	}
+	if len(req.Offsets) == 0 || len(req.Offsets) > MaxCommitOffsets {
+		return fmt.Errorf("%w: a commit of %d offsets (1 to %d)", ErrInvalidRequest, len(req.Offsets), MaxCommitOffsets)
+	}
+	if req.Reset && req.MemberEpoch != transport.NoMemberEpoch {
+		return fmt.Errorf("%w: a reset comes from outside the group (member epoch %d)", ErrInvalidRequest, req.MemberEpoch)
+	}
+	type checked struct {
+		c  Commit
+		hw int64
+	}
+	todo := make([]checked, 0, len(req.Offsets))
+	seen := map[TopicPartition]bool{}
+	for _, o := range req.Offsets {
+		tp := TopicPartition{o.Topic, o.Partition}
+		if seen[tp] {
+			return fmt.Errorf("%w: %s/%d twice in one commit", ErrInvalidRequest, o.Topic, o.Partition)
+		}
+		seen[tp] = true
+		id, n, ok := c.cfg.Topics.Topic(o.Topic)
+		switch {
+		case !ok || strings.HasPrefix(o.Topic, "__"):
+			return fmt.Errorf("%w: %q", ErrUnknownTopic, o.Topic)
+		case o.Partition < 0 || o.Partition >= n:
+			return fmt.Errorf("%w: topic %q has partitions 0 to %d, not %d", ErrUnknownPartition, o.Topic, n-1, o.Partition)
+		case o.Offset < 0:
+			return fmt.Errorf("%w: offset %d of %s/%d is negative", ErrInvalidOffset, o.Offset, o.Topic, o.Partition)
+		case len(o.Metadata) > MaxMetadataBytes:
+			return fmt.Errorf("%w: metadata of %d bytes for %s/%d, at most %d", ErrInvalidRequest, len(o.Metadata), o.Topic, o.Partition, MaxMetadataBytes)
+		}
+		hw, err := c.cfg.Topics.HighWatermark(ctx, o.Topic, o.Partition, o.Offset)
+		if err != nil {
+			return fmt.Errorf("high watermark of %s/%d: %w", o.Topic, o.Partition, err)
+		}
+		todo = append(todo, checked{Commit{Topic: o.Topic, TopicID: id, Partition: o.Partition, Offset: o.Offset,
+			Metadata: o.Metadata, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch}, hw})
+	}
+	c.mu.Lock()
+	now := c.cfg.Now().UnixMilli()
+	g := c.state.Group(req.Group)
+	for i := range todo {
+		t := &todo[i]
+		t.c.TimeMs = now
+		if g != nil && !req.Reset && req.MemberEpoch != transport.NoMemberEpoch {
+			c.claimByCommit(g, req.MemberID, req.MemberEpoch, TopicPartition{t.c.Topic, t.c.Partition})
+		}
+		if err := c.state.CheckCommit(req.Group, t.c, t.hw, req.Reset); err != nil {
+			c.mu.Unlock()
+			return err
+		}
+	}
+	var recs []Record
+	if req.Reset {
+		rs := &Reset{Requester: req.Requester}
+		for _, t := range todo {
+			rs.Offsets = append(rs.Offsets, t.c)
+		}
+		recs = append(recs, Record{Group: req.Group, Kind: KindReset, Reset: rs})
+	} else {
+		for _, t := range todo {
+			cm := t.c
+			recs = append(recs, Record{Group: req.Group, Kind: KindCommit, Commit: &cm})
+		}
+	}
+	wait, err := c.write(recs)
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return wait(ctx)
+}
+
+// claimByCommit takes a commit of a partition nobody owns as the member's
+// claim to it, when it is the member's by the target, or when a new
+// coordinator has not yet heard every member say what it owns (the member
+// owned it under the last one). The caller holds mu.
+func (c *Coordinator) claimByCommit(g *Group, member string, epoch int32, tp TopicPartition) {
+	m, ok := g.Members[member]
+	if !ok || m.MemberEpoch != epoch {
+		return
+	}
+	if _, owned := g.Owners[tp]; owned {
+		return
+	}
+	if slices.Contains(g.Target[member], tp) || !c.settled(g) {
+		g.Owners[tp] = member
+	}
+}
+
+// settled reports whether every member of g has heartbeat to this
+// coordinator (or holds its place while away): until then some member may
+// own a partition this coordinator does not know of, and no partition is
+// handed to a new owner. The caller holds mu.
+func (c *Coordinator) settled(g *Group) bool {
+	for id := range g.Members {
+		l := c.live[g.Name][id]
+		if l == nil || !l.reported && !l.held {
+			return false
+		}
+	}
+	return true
+}
+
+// Committed returns the group's committed offsets of the topics named (of
+// every topic with none named), as acknowledged. An offset of an earlier
+// incarnation of its topic (deleted and created again) is not returned.
+func (c *Coordinator) Committed(ctx context.Context, req *transport.OffsetFetchRequest) (*transport.OffsetFetchResponse, error) {
+	if err := validGroup(req.Group); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	resp := &transport.OffsetFetchResponse{}
+	if g := c.state.Group(req.Group); g != nil {
+		for tp, o := range g.Offsets {
+			if len(req.Topics) > 0 && !slices.Contains(req.Topics, tp.Topic) {
+				continue
+			}
+			if id, _, ok := c.cfg.Topics.Topic(tp.Topic); !ok || id != o.TopicID {
+				continue
+			}
+			resp.Offsets = append(resp.Offsets, transport.CommittedOffset{Topic: tp.Topic, Partition: tp.Partition,
+				Offset: o.Offset, Metadata: o.Metadata, MemberID: o.MemberID, MemberEpoch: o.MemberEpoch, TimeMs: o.TimeMs})
+		}
+	}
+	end := c.end
+	c.mu.Unlock()
+	slices.SortFunc(resp.Offsets, func(a, b transport.CommittedOffset) int {
+		if a.Topic != b.Topic {
+			return strings.Compare(a.Topic, b.Topic)
+		}
+		return int(a.Partition - b.Partition)
+	})
+	if err := c.cfg.Log.WaitAcked(ctx, end); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// sessionOf checks a requested session timeout (0: the default).
+func sessionOf(ms int32) (time.Duration, error) {
+	if ms == 0 {
+		return DefaultSessionTimeout, nil
+	}
+	d := time.Duration(ms) * time.Millisecond
+	if d < MinSessionTimeout || d > MaxSessionTimeout {
+		return 0, fmt.Errorf("%w: session timeout %d ms outside [%d, %d]", ErrInvalidRequest, ms, MinSessionTimeout.Milliseconds(), MaxSessionTimeout.Milliseconds())
+	}
+	return d, nil
+}
+
+func checkSubscription(topics []string) ([]string, error) {
+	if len(topics) == 0 || len(topics) > MaxSubscription {
+		return nil, fmt.Errorf("%w: a subscription of %d topics (1 to %d)", ErrInvalidRequest, len(topics), MaxSubscription)
+	}
+	out := slices.Clone(topics)
+	slices.Sort(out)
+	out = slices.Compact(out)
+	for _, t := range out {
+		if err := storage.ValidateTopicName(t); err != nil {
+			return nil, fmt.Errorf("%w: subscription: %v", ErrInvalidRequest, err)
+		}
+		if strings.HasPrefix(t, "__") {
+			return nil, fmt.Errorf("%w: subscription to internal topic %q", ErrInvalidRequest, t)
+		}
+	}
+	return out, nil
+}
+
+// Heartbeat serves a member's join, heartbeat or leave (see
+// transport.GroupHeartbeatRequest) and gives it the partitions it may own
+// now.
+func (c *Coordinator) Heartbeat(ctx context.Context, req *transport.GroupHeartbeatRequest) (*transport.GroupHeartbeatResponse, error) {
+	if err := validGroup(req.Group); err != nil {
+		return nil, err
+	}
+	if err := errorsOf(checkID("instance id", req.InstanceID, true), checkID("member id", req.MemberID, true)); err != nil {
+		return nil, err
+	}
+	host := req.Host
+	if len(host) > maxIDBytes {
+		host = host[:maxIDBytes]
+	}
+	session, err := sessionOf(req.SessionTimeoutMs)
+	if err != nil {
+		return nil, err
+	}
+	var topics []string
+	if req.Leave == transport.Stay {
+		if topics, err = checkSubscription(req.Topics); err != nil {
+			return nil, err
+		}
+	}
+	owned := map[TopicPartition]bool{}
+	for _, tp := range req.Owned {
+		for _, p := range tp.Partitions {
+			owned[TopicPartition{tp.Topic, p}] = true
+		}
+	}
+
+	c.mu.Lock()
+	now := c.cfg.Now()
+	g := c.state.Group(req.Group)
+	members := map[string]Member{}
+	if g != nil {
+		members = maps.Clone(g.Members)
+	}
+	var recs []Record
+	id, changed := req.MemberID, false
+	me := Member{}
+	switch {
+	case req.MemberEpoch == transport.JoinEpoch:
+		id = ""
+		if req.InstanceID != "" {
+			for mid, m := range members {
+				if m.InstanceID != req.InstanceID {
+					continue
+				}
+				if l := c.live[req.Group][mid]; l != nil && l.reported && !l.held && now.Sub(l.last) < 2*HeartbeatInterval(time.Duration(m.SessionTimeoutMs)*time.Millisecond) {
+					c.mu.Unlock()
+					return nil, fmt.Errorf("%w: instance %q of group %q is member %s, which heartbeat %v ago", ErrFencedInstanceID,
+						req.InstanceID, req.Group, mid, now.Sub(l.last).Round(time.Millisecond))
+				}
+				// Its place, back: same member id, same partitions, a new
+				// member epoch that fences its predecessor's requests.
+				id, me = mid, m
+				me.MemberEpoch++
+				changed = !slices.Equal(m.Topics, topics) || m.SessionTimeoutMs != int32(session.Milliseconds())
+			}
+		}
+		if id == "" {
+			if len(members) >= MaxMembers {
+				c.mu.Unlock()
+				return nil, fmt.Errorf("%w: group %q has %d members, the most it takes", ErrInvalidRequest, req.Group, len(members))
+			}
+			id = c.cfg.NewMemberID()
+			epoch := int32(1)
+			if g != nil {
+				epoch = g.GroupEpoch + 1
+			}
+			me = Member{MemberID: id, InstanceID: req.InstanceID, MemberEpoch: epoch}
+			changed = true
+		}
+		me.Host, me.Topics, me.SessionTimeoutMs = host, topics, int32(session.Milliseconds())
+		members[id] = me
+		recs = append(recs, Record{Group: req.Group, Kind: KindMember, Member: &me})
+	default:
+		m, ok := members[id]
+		switch {
+		case !ok:
+			c.mu.Unlock()
+			return nil, fmt.Errorf("%w: %q is not a member of group %q (it left, or its session expired): join again", ErrUnknownMember, id, req.Group)
+		case m.MemberEpoch != req.MemberEpoch:
+			c.mu.Unlock()
+			return nil, fmt.Errorf("%w: member %s of group %q is at epoch %d, the request at %d: join again", ErrFencedMember, id, req.Group, m.MemberEpoch, req.MemberEpoch)
+		}
+		me = m
+		switch {
+		case req.Leave == transport.LeaveHeld && m.InstanceID != "":
+			l := c.liveOf(req.Group, id)
+			l.held, l.last = true, now
+			c.mu.Unlock()
+			return &transport.GroupHeartbeatResponse{MemberID: id, MemberEpoch: m.MemberEpoch, GroupEpoch: g.GroupEpoch}, nil
+		case req.Leave != transport.Stay:
+			delete(members, id)
+			recs = append(recs, Record{Group: req.Group, Kind: KindMemberGone, Gone: &MemberGone{MemberID: id, Reason: "left"}})
+			changed = true
+		case !slices.Equal(m.Topics, topics) || m.SessionTimeoutMs != int32(session.Milliseconds()) || m.Host != host:
+			me.Topics, me.SessionTimeoutMs, me.Host = topics, int32(session.Milliseconds()), host
+			members[id] = me
+			recs = append(recs, Record{Group: req.Group, Kind: KindMember, Member: &me})
+			changed = changed || !slices.Equal(m.Topics, topics)
+		}
+	}
+	if a := c.reassign(req.Group, g, members, changed); a != nil {
+		recs = append(recs, *a)
+	}
+	wait, err := c.write(recs)
+	if err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	g = c.state.Group(req.Group)
+	resp := &transport.GroupHeartbeatResponse{MemberID: id, MemberEpoch: me.MemberEpoch, HeartbeatIntervalMs: int32(HeartbeatInterval(session).Milliseconds())}
+	if g != nil {
+		resp.GroupEpoch = g.GroupEpoch
+	}
+	if req.Leave == transport.Stay {
+		l := c.liveOf(req.Group, id)
+		l.last, l.reported, l.held = now, true, false
+		resp.Assigned = partitionsToWire(c.handOut(g, id, owned))
+	}
+	c.mu.Unlock()
+	if err := wait(ctx); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// handOut takes the member's word for what it owns (it released what it
+// leaves out; it keeps what it owned), and returns what it may own now:
+// its target less what another member still owns, and, while the
+// coordinator has not heard from every member, nothing it does not own
+// already. The caller holds mu.
+func (c *Coordinator) handOut(g *Group, member string, owned map[TopicPartition]bool) []TopicPartition {
+	for tp, o := range g.Owners {
+		if o == member && !owned[tp] {
+			delete(g.Owners, tp)
+		}
+	}
+	for tp := range owned {
+		if _, taken := g.Owners[tp]; !taken {
+			g.Owners[tp] = member
+		}
+	}
+	assigned, _ := Reconcile(g.Target, g.Owners, member)
+	if !c.settled(g) {
+		assigned = slices.DeleteFunc(assigned, func(tp TopicPartition) bool { return g.Owners[tp] != member })
+	}
+	for _, tp := range assigned {
+		g.Owners[tp] = member
+	}
+	return assigned
+}
+
+// reassign returns the assignment record of a new group epoch when the
+// range assignment of members differs from the group's target (or the
+// membership changed); nil when nothing changes. The caller holds mu.
+func (c *Coordinator) reassign(group string, g *Group, members map[string]Member, changed bool) *Record {
+	subs := make(map[string][]string, len(members))
+	counts := map[string]int32{}
+	for id, m := range members {
+		subs[id] = m.Topics
+		for _, t := range m.Topics {
+			if _, n, ok := c.cfg.Topics.Topic(t); ok {
+				counts[t] = n
+			}
+		}
+	}
+	target := RangeAssign(subs, counts)
+	var epoch int32
+	if g != nil {
+		epoch = g.GroupEpoch
+		if !changed && sameTarget(g.Target, target) {
+			return nil
+		}
+	}
+	a := &Assignment{GroupEpoch: epoch + 1}
+	ids := slices.Sorted(maps.Keys(target))
+	for _, id := range ids {
+		a.Members = append(a.Members, MemberAssignment{MemberID: id, Partitions: target[id]})
+	}
+	return &Record{Group: group, Kind: KindAssignment, Assignment: a}
+}
+
+func sameTarget(a, b map[string][]TopicPartition) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for id, tps := range a {
+		other, ok := b[id]
+		if !ok || !slices.Equal(tps, other) {
+			return false
+		}
+	}
+	return true
+}
+
+func partitionsToWire(tps []TopicPartition) []transport.TopicPartitions {
+	var out []transport.TopicPartitions
+	for _, tp := range tps {
+		if n := len(out); n > 0 && out[n-1].Topic == tp.Topic {
+			out[n-1].Partitions = append(out[n-1].Partitions, tp.Partition)
+			continue
+		}
+		out = append(out, transport.TopicPartitions{Topic: tp.Topic, Partitions: []int32{tp.Partition}})
+	}
+	return out
+}
+
+// Expire removes every member whose session timed out, and rebalances
+// their groups. It returns once the removals are acknowledged.
+func (c *Coordinator) Expire(ctx context.Context) error {
+	c.mu.Lock()
+	now := c.cfg.Now()
+	var recs []Record
+	for _, name := range c.state.Groups() {
+		g := c.state.Group(name)
+		members := maps.Clone(g.Members)
+		gone := false
+		for _, id := range slices.Sorted(maps.Keys(g.Members)) {
+			m := g.Members[id]
+			l := c.liveOf(name, id)
+			if now.Sub(l.last) <= time.Duration(m.SessionTimeoutMs)*time.Millisecond {
+				continue
+			}
+			delete(members, id)
+			gone = true
+			recs = append(recs, Record{Group: name, Kind: KindMemberGone, Gone: &MemberGone{MemberID: id, Reason: "session expired"}})
+		}
+		if gone {
+			if a := c.reassign(name, g, members, true); a != nil {
+				recs = append(recs, *a)
+			}
+		}
+	}
+	if len(recs) == 0 {
+		c.mu.Unlock()
+		return nil
+	}
+	wait, err := c.write(recs)
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return wait(ctx)
+}
+
+// groupState names a group's state: empty (no members), stable (every
+// member owns exactly its target) or rebalancing. The caller holds mu.
+func groupState(g *Group) string {
+	if len(g.Members) == 0 {
+		return "empty"
+	}
+	n := 0
+	for id, tps := range g.Target {
+		for _, tp := range tps {
+			if g.Owners[tp] != id {
+				return "rebalancing"
+			}
+			n++
+		}
+	}
+	if n != len(g.Owners) {
+		return "rebalancing"
+	}
+	return "stable"
+}
+
+// List returns a summary of every group, sorted by name.
+func (c *Coordinator) List(ctx context.Context) (*transport.ListGroupsResponse, error) {
+	c.mu.Lock()
+	resp := &transport.ListGroupsResponse{}
+	for _, name := range c.state.Groups() {
+		g := c.state.Group(name)
+		resp.Groups = append(resp.Groups, transport.GroupSummary{Name: name, State: groupState(g), Members: int32(len(g.Members)), GroupEpoch: g.GroupEpoch})
+	}
+	end := c.end
+	c.mu.Unlock()
+	return resp, c.cfg.Log.WaitAcked(ctx, end)
+}
+
+// Describe describes a group.
+func (c *Coordinator) Describe(ctx context.Context, group string) (*transport.DescribeGroupResponse, error) {
+	if err := validGroup(group); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	g := c.state.Group(group)
+	if g == nil {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: %q has no members and no committed offsets", ErrUnknownGroup, group)
+	}
+	now := c.cfg.Now()
+	resp := &transport.DescribeGroupResponse{Group: group, State: groupState(g), GroupEpoch: g.GroupEpoch, Assignor: Assignor}
+	for _, id := range slices.Sorted(maps.Keys(g.Members)) {
+		m := g.Members[id]
+		var owned []TopicPartition
+		for tp, o := range g.Owners {
+			if o == id {
+				owned = append(owned, tp)
+			}
+		}
+		sortPartitions(owned)
+		since := int64(-1)
+		if l := c.live[group][id]; l != nil && (l.reported || l.held) {
+			since = now.Sub(l.last).Milliseconds()
+		}
+		resp.Members = append(resp.Members, transport.MemberDescription{MemberID: id, InstanceID: m.InstanceID, Host: m.Host,
+			MemberEpoch: m.MemberEpoch, Topics: m.Topics, SessionTimeoutMs: m.SessionTimeoutMs,
+			Owned: partitionsToWire(owned), Target: partitionsToWire(g.Target[id]), SinceHeartbeatMs: since})
+	}
+	end := c.end
+	c.mu.Unlock()
+	offs, err := c.Committed(ctx, &transport.OffsetFetchRequest{Group: group})
+	if err != nil {
+		return nil, err
+	}
+	resp.Offsets = offs.Offsets
+	return resp, c.cfg.Log.WaitAcked(ctx, end)
+}
+
+// Delete deletes a group that has no members: its committed offsets are
+// gone.
+func (c *Coordinator) Delete(ctx context.Context, group string) error {
+	if err := validGroup(group); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	g := c.state.Group(group)
+	switch {
+	case g == nil:
+		c.mu.Unlock()
+		return fmt.Errorf("%w: %q", ErrUnknownGroup, group)
+	case len(g.Members) > 0:
+		c.mu.Unlock()
+		return fmt.Errorf("%w: group %q has %d members; it is deleted only once they have left", ErrGroupNotEmpty, group, len(g.Members))
+	}
+	wait, err := c.write([]Record{{Group: group, Kind: KindGroupDeleted}})
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return wait(ctx)
+}
+
+func errorsOf(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+		}
+	}
+	return nil
+}

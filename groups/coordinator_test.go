@@ -1,0 +1,252 @@
+package groups
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"gostream/transport"
+)
+
+// memLog is a Log in memory: every append is acknowledged at once (or
+// fails, when failNext is set), and the records are kept in log order.
+type memLog struct {
+	mu       sync.Mutex
+	recs     []Record
+	failNext error
+}
+
+func (l *memLog) Append(recs []Record) (int64, func(context.Context) error, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.failNext; err != nil {
+		l.failNext = nil
+		return 0, nil, err
+	}
+	l.recs = append(l.recs, recs...)
+	return int64(len(l.recs)), func(context.Context) error { return nil }, nil
+}
+
+func (l *memLog) WaitAcked(context.Context, int64) error { return nil }
+
+func (l *memLog) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.recs)
+}
+
+type fakeTopics map[string]int32
+
+func (t fakeTopics) Topic(name string) (string, int32, bool) {
+	n, ok := t[name]
+	return "id-" + name, n, ok
+}
+
+func (t fakeTopics) HighWatermark(context.Context, string, int32, int64) (int64, error) {
+	return 100, nil
+}
+
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time { return c.t }
+
+func newTestCoordinator(log *memLog, clock *fakeClock) *Coordinator {
+	n := 0
+	c := NewCoordinator(CoordinatorConfig{Log: log, Topics: fakeTopics{"t": 6}, Now: clock.now,
+		NewMemberID: func() string { n++; return fmt.Sprintf("m%d", n) }})
+	c.Start(0)
+	return c
+}
+
+func join(t *testing.T, c *Coordinator, instance string) *transport.GroupHeartbeatResponse {
+	t.Helper()
+	resp, err := c.Heartbeat(context.Background(), &transport.GroupHeartbeatRequest{Group: "g", InstanceID: instance,
+		Topics: []string{"t"}, SessionTimeoutMs: 3000})
+	require.NoError(t, err)
+	return resp
+}
+
+func beat(c *Coordinator, r *transport.GroupHeartbeatResponse, owned []transport.TopicPartitions) (*transport.GroupHeartbeatResponse, error) {
+	return c.Heartbeat(context.Background(), &transport.GroupHeartbeatRequest{Group: "g", MemberID: r.MemberID,
+		MemberEpoch: r.MemberEpoch, Topics: []string{"t"}, SessionTimeoutMs: 3000, Owned: owned})
+}
+
+func parts(tps []transport.TopicPartitions) []int32 {
+	var out []int32
+	for _, tp := range tps {
+		out = append(out, tp.Partitions...)
+	}
+	return out
+}
+
+// Three members over six partitions get two each by range; when one
+// leaves, a partition moves only once its owner has released it, and the
+// members keep the partitions they had throughout.
+func TestCoordinatorHandsOverIncrementally(t *testing.T) {
+	log, clock := &memLog{}, &fakeClock{t: time.Unix(1000, 0)}
+	c := newTestCoordinator(log, clock)
+	a := join(t, c, "")
+	assert.Equal(t, []int32{0, 1, 2, 3, 4, 5}, parts(a.Assigned), "a lone member gets every partition")
+	b := join(t, c, "")
+	assert.Empty(t, b.Assigned, "nothing until a releases what moves to b")
+	// a heartbeats, owning all six: it is told its part (0-2).
+	a2, err := beat(c, a, a.Assigned)
+	require.NoError(t, err)
+	assert.Equal(t, []int32{0, 1, 2}, parts(a2.Assigned))
+	// Until a says it released 3-5, b gets none of them.
+	b2, err := beat(c, b, nil)
+	require.NoError(t, err)
+	assert.Empty(t, b2.Assigned)
+	_, err = beat(c, a2, a2.Assigned)
+	require.NoError(t, err)
+	b3, err := beat(c, b, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []int32{3, 4, 5}, parts(b3.Assigned))
+	assert.Equal(t, "stable", groupState(c.State().Group("g")))
+
+	// b's session runs out: its partitions go back to a, which never lost
+	// its own.
+	clock.t = clock.t.Add(2 * time.Second)
+	_, err = beat(c, a2, a2.Assigned)
+	require.NoError(t, err)
+	clock.t = clock.t.Add(2 * time.Second)
+	require.NoError(t, c.Expire(context.Background()))
+	a4, err := beat(c, a2, a2.Assigned)
+	require.NoError(t, err)
+	assert.Equal(t, []int32{0, 1, 2, 3, 4, 5}, parts(a4.Assigned))
+	_, err = beat(c, b3, b3.Assigned)
+	assert.ErrorIs(t, err, ErrUnknownMember, "an expired member is told to join again")
+}
+
+// Commits: never committed is not 0; regression, past the HW, unknown
+// partitions and non-owners are refused and write nothing; a reset moves
+// back only while the group is empty.
+func TestCoordinatorCommitRules(t *testing.T) {
+	log, clock := &memLog{}, &fakeClock{t: time.Unix(1000, 0)}
+	c := newTestCoordinator(log, clock)
+	ctx := context.Background()
+	commit := func(member string, epoch int32, reset bool, p int32, off int64) error {
+		return c.Commit(ctx, &transport.OffsetCommitRequest{Group: "p", MemberID: member, MemberEpoch: epoch, Reset: reset,
+			Offsets: []transport.CommitOffset{{Topic: "t", Partition: p, Offset: off}}})
+	}
+	got, err := c.Committed(ctx, &transport.OffsetFetchRequest{Group: "p"})
+	require.NoError(t, err)
+	assert.Empty(t, got.Offsets, "never committed")
+	require.NoError(t, commit("", transport.NoMemberEpoch, false, 0, 0))
+	got, err = c.Committed(ctx, &transport.OffsetFetchRequest{Group: "p"})
+	require.NoError(t, err)
+	require.Len(t, got.Offsets, 1)
+	assert.Equal(t, int64(0), got.Offsets[0].Offset, "a committed 0")
+	require.NoError(t, commit("", transport.NoMemberEpoch, false, 0, 10))
+	before := log.len()
+	for name, err := range map[string]error{
+		"regression":        commit("", transport.NoMemberEpoch, false, 0, 9),
+		"past the HW":       commit("", transport.NoMemberEpoch, false, 0, 101),
+		"negative":          commit("", transport.NoMemberEpoch, false, 0, -1),
+		"unknown partition": commit("", transport.NoMemberEpoch, false, 6, 1),
+		"unknown member":    commit("nobody", 1, false, 0, 11),
+	} {
+		assert.Error(t, err, name)
+	}
+	assert.ErrorIs(t, commit("", transport.NoMemberEpoch, false, 0, 9), ErrOffsetRegression)
+	assert.ErrorIs(t, commit("", transport.NoMemberEpoch, false, 0, 101), ErrInvalidOffset)
+	assert.ErrorIs(t, commit("", transport.NoMemberEpoch, false, 6, 1), ErrUnknownPartition)
+	assert.Equal(t, before, log.len(), "a refused commit writes nothing")
+	require.NoError(t, commit("", transport.NoMemberEpoch, true, 0, 3), "an explicit reset moves back")
+	got, err = c.Committed(ctx, &transport.OffsetFetchRequest{Group: "p"})
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), got.Offsets[0].Offset)
+
+	// In a group with members, a commit from a member that does not own
+	// the partition, or from its past epoch, is refused; a reset too.
+	m, err := c.Heartbeat(ctx, &transport.GroupHeartbeatRequest{Group: "p", Topics: []string{"t"}})
+	require.NoError(t, err)
+	require.NotEmpty(t, m.Assigned)
+	assert.ErrorIs(t, commit(m.MemberID, m.MemberEpoch+1, false, 0, 5), ErrFencedMember)
+	assert.ErrorIs(t, commit("", transport.NoMemberEpoch, true, 0, 1), ErrGroupNotEmpty)
+	require.NoError(t, commit(m.MemberID, m.MemberEpoch, false, 0, 5))
+}
+
+// A static member that comes back within its session gets its place, its
+// partitions and the group epoch back, with no rebalance; its
+// predecessor's requests are fenced. A second live member with the same
+// instance id is refused.
+func TestCoordinatorStaticMembership(t *testing.T) {
+	log, clock := &memLog{}, &fakeClock{t: time.Unix(1000, 0)}
+	c := newTestCoordinator(log, clock)
+	a := join(t, c, "inst-a")
+	b := join(t, c, "")
+	a, err := beat(c, a, a.Assigned)
+	require.NoError(t, err)
+	_, err = beat(c, a, a.Assigned)
+	require.NoError(t, err)
+	b, err = beat(c, b, nil)
+	require.NoError(t, err)
+	require.Equal(t, []int32{3, 4, 5}, parts(b.Assigned))
+	epoch := c.State().Group("g").GroupEpoch
+
+	_, err = c.Heartbeat(context.Background(), &transport.GroupHeartbeatRequest{Group: "g", InstanceID: "inst-a", Topics: []string{"t"}, SessionTimeoutMs: 3000})
+	assert.ErrorIs(t, err, ErrFencedInstanceID, "the first inst-a heartbeats")
+
+	clock.t = clock.t.Add(time.Second) // a is killed; it heartbeats no more
+	back := join(t, c, "inst-a")
+	assert.Equal(t, a.MemberID, back.MemberID)
+	assert.Equal(t, epoch, back.GroupEpoch, "no rebalance")
+	assert.Equal(t, []int32{0, 1, 2}, parts(back.Assigned))
+	_, err = beat(c, a, a.Assigned)
+	assert.ErrorIs(t, err, ErrFencedMember, "the old process is fenced")
+	err = c.Commit(context.Background(), &transport.OffsetCommitRequest{Group: "g", MemberID: a.MemberID, MemberEpoch: a.MemberEpoch,
+		Offsets: []transport.CommitOffset{{Topic: "t", Partition: 0, Offset: 1}}})
+	assert.ErrorIs(t, err, ErrFencedMember)
+}
+
+// A coordinator rebuilt from the log holds the same offsets and members;
+// it hands out no partition until every member has said what it owns.
+func TestCoordinatorRebuild(t *testing.T) {
+	log, clock := &memLog{}, &fakeClock{t: time.Unix(1000, 0)}
+	c := newTestCoordinator(log, clock)
+	a := join(t, c, "")
+	b := join(t, c, "")
+	a, _ = beat(c, a, a.Assigned)
+	_, _ = beat(c, a, a.Assigned)
+	b, _ = beat(c, b, nil)
+	require.NoError(t, c.Commit(context.Background(), &transport.OffsetCommitRequest{Group: "g", MemberID: b.MemberID, MemberEpoch: b.MemberEpoch,
+		Offsets: []transport.CommitOffset{{Topic: "t", Partition: 4, Offset: 7}}}))
+
+	next := NewCoordinator(CoordinatorConfig{Log: log, Topics: fakeTopics{"t": 6}, Now: clock.now})
+	for i, r := range log.recs {
+		next.Load(r, int64(i))
+	}
+	next.Start(int64(len(log.recs)))
+	got, ok := next.State().Committed("g", "t", 4)
+	require.True(t, ok)
+	assert.Equal(t, int64(7), got.Offset)
+	// b first, claiming nothing: a has not said what it owns yet, so b is
+	// given nothing new.
+	b2, err := beat(next, b, nil)
+	require.NoError(t, err)
+	assert.Empty(t, b2.Assigned)
+	a2, err := beat(next, a, a.Assigned)
+	require.NoError(t, err)
+	assert.Equal(t, []int32{0, 1, 2}, parts(a2.Assigned))
+	b3, err := beat(next, b, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []int32{3, 4, 5}, parts(b3.Assigned))
+}
+
+// A record the log refused to append is not applied.
+func TestCoordinatorFailedAppendChangesNothing(t *testing.T) {
+	log, clock := &memLog{}, &fakeClock{t: time.Unix(1000, 0)}
+	c := newTestCoordinator(log, clock)
+	log.failNext = fmt.Errorf("disk full")
+	err := c.Commit(context.Background(), &transport.OffsetCommitRequest{Group: "g", MemberEpoch: transport.NoMemberEpoch,
+		Offsets: []transport.CommitOffset{{Topic: "t", Partition: 0, Offset: 5}}})
+	require.Error(t, err)
+	_, ok := c.State().Committed("g", "t", 0)
+	assert.False(t, ok)
+}
