@@ -2,10 +2,7 @@ package client
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
-	"math/bits"
 	"sync"
 	"time"
 
@@ -136,20 +133,9 @@ type Ack struct {
 // Partition returns the partition, in [0, n), of a record with key key in a
 // topic of n partitions: the SHA-256 digest of key read as a big-endian
 // unsigned 256-bit integer, modulo n. It is the same in every process and
-// release. It panics if n is not positive.
-func Partition(key []byte, n int) int {
-	if n <= 0 {
-		panic(fmt.Sprintf("client: Partition of %d partitions", n))
-	}
-	sum := sha256.Sum256(key)
-	// Horner's rule in base 2^64: r stays below n, and Rem64 computes
-	// (r·2^64 + word) mod n exactly.
-	var r uint64
-	for i := 0; i < len(sum); i += 8 {
-		r = bits.Rem64(r, binary.BigEndian.Uint64(sum[i:]), uint64(n))
-	}
-	return int(r)
-}
+// release (a group's partition of __consumer_offsets is its name's). It
+// panics if n is not positive.
+func Partition(key []byte, n int) int { return metadata.KeyPartition(key, n) }
 
 type topicPartition struct {
 	topic     string

@@ -4,14 +4,19 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 
 	"gostream/metadata"
+	"gostream/storage"
 	"gostream/transport"
 )
 
 // CreateTopic adds a topic, its partitions placed on the registered
 // brokers.
 func (c *Controller) CreateTopic(ctx context.Context, req *transport.CreateTopicRequest) (*metadata.Topic, error) {
+	if strings.HasPrefix(req.Name, InternalPrefix) {
+		return nil, fmt.Errorf("%w: %q: names that begin with %q are kept for the cluster's internal topics", storage.ErrInvalidTopicName, req.Name, InternalPrefix)
+	}
 	if req.Partitions < 1 || req.Partitions > metadata.MaxPartitions {
 		return nil, fmt.Errorf("%w: partition count %d outside [1, %d]", ErrInvalidPartitions, req.Partitions, metadata.MaxPartitions)
 	}
@@ -38,8 +43,54 @@ func (c *Controller) CreateTopic(ctx context.Context, req *transport.CreateTopic
 	return &created, nil
 }
 
+// InternalPrefix begins the names of the cluster's internal topics
+// (transport.OffsetsTopic): no client creates, deletes, seals, alters or
+// produces to them.
+const InternalPrefix = "__"
+
+func refuseInternal(name, what string) error {
+	if strings.HasPrefix(name, InternalPrefix) {
+		return fmt.Errorf("%w: %s is an internal topic of the cluster; it cannot be %s", ErrInvalidRequest, name, what)
+	}
+	return nil
+}
+
+// EnsureOffsetsTopic creates __consumer_offsets, with partitions
+// partitions and a replication factor of min(3, registered brokers),
+// unless it exists. Its records are kept for ever: what bounds its log is
+// the coordinators' snapshots, not age.
+func (c *Controller) EnsureOffsetsTopic(ctx context.Context, partitions int) (*metadata.Topic, error) {
+	if t := c.Metadata().Topic(transport.OffsetsTopic); t != nil {
+		return t, nil
+	}
+	var created metadata.Topic
+	err := c.change(ctx, "create topic "+transport.OffsetsTopic, func(m *metadata.Cluster) error {
+		if t := m.Topic(transport.OffsetsTopic); t != nil {
+			created = *t
+			return errNoChange
+		}
+		t, err := m.AddTopic(transport.OffsetsTopic, partitions, min(3, len(m.Brokers)))
+		if err != nil {
+			return err
+		}
+		t.Config = metadata.TopicConfig{metadata.ConfigRetentionMs: -1, metadata.ConfigRetentionBytes: -1}
+		created = *t
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if t := c.Metadata().Topic(transport.OffsetsTopic); t != nil {
+		return t, nil
+	}
+	return &created, nil
+}
+
 // DeleteTopic removes a topic; the brokers remove its replicas.
 func (c *Controller) DeleteTopic(ctx context.Context, name string) error {
+	if err := refuseInternal(name, "deleted"); err != nil {
+		return err
+	}
 	return c.change(ctx, "delete topic "+name, func(m *metadata.Cluster) error {
 		return m.RemoveTopic(name)
 	})
@@ -47,6 +98,9 @@ func (c *Controller) DeleteTopic(ctx context.Context, name string) error {
 
 // SealTopic marks a topic sealed: it takes no more writes.
 func (c *Controller) SealTopic(ctx context.Context, name string) error {
+	if err := refuseInternal(name, "sealed"); err != nil {
+		return err
+	}
 	return c.change(ctx, "seal topic "+name, func(m *metadata.Cluster) error {
 		t := m.Topic(name)
 		if t == nil {
@@ -83,6 +137,9 @@ func topicConfigFromWire(entries []transport.ConfigEntry) (metadata.TopicConfig,
 // matching metadata.ErrInvalidConfig name the key) and the topic exists.
 // A change that changes nothing is not made.
 func (c *Controller) AlterTopicConfig(ctx context.Context, req *transport.AlterTopicConfigRequest) (*metadata.Topic, error) {
+	if err := refuseInternal(req.Name, "altered"); err != nil {
+		return nil, err
+	}
 	set, err := topicConfigFromWire(req.Set)
 	if err != nil {
 		return nil, err

@@ -40,6 +40,14 @@ const (
 	DefaultSegmentMs      = 7 * 24 * 60 * 60 * 1000
 )
 
+// The partitions of __consumer_offsets (Config.OffsetsPartitions): 16 by
+// default, as many groups as a cluster of this size serves spread over
+// its brokers; at most 1,000.
+const (
+	DefaultOffsetsPartitions = 16
+	MaxOffsetsPartitions     = 1000
+)
+
 // ErrInvalidConfig is matched by every error that Config.Validate and
 // ParseControllers return; the concrete error is a *FieldError.
 var ErrInvalidConfig = errors.New("node: invalid config")
@@ -231,6 +239,10 @@ type Config struct {
 	SegmentMs      int64
 	// RetentionInterval is how often retention runs. Zero means a minute.
 	RetentionInterval time.Duration
+	// OffsetsPartitions is the partition count the controller gives
+	// __consumer_offsets when it creates it, at the first use of a group;
+	// fixed from then on. Zero means DefaultOffsetsPartitions.
+	OffsetsPartitions int
 	// HWCheckpointInterval is how often the replicas' high watermarks are
 	// checkpointed (when they moved). Zero means a second: a restarted
 	// leader serves at once every record acknowledged up to about this
@@ -344,6 +356,8 @@ func (c Config) validateLimits() error {
 		return &FieldError{Field: "IdleTimeout", Value: c.IdleTimeout.String(), Reason: "want a positive duration"}
 	case c.RetentionInterval < 0:
 		return &FieldError{Field: "RetentionInterval", Value: c.RetentionInterval.String(), Reason: "want a positive duration"}
+	case c.OffsetsPartitions < 0 || c.OffsetsPartitions > MaxOffsetsPartitions:
+		return &FieldError{Field: "OffsetsPartitions", Value: itoa(int64(c.OffsetsPartitions)), Reason: fmt.Sprintf("want a number of partitions from 1 to %d", MaxOffsetsPartitions)}
 	}
 	for _, f := range []struct {
 		field, key string
@@ -405,6 +419,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = transport.DefaultIdleTimeout
+	}
+	if c.OffsetsPartitions == 0 {
+		c.OffsetsPartitions = DefaultOffsetsPartitions
 	}
 	if c.RetentionInterval <= 0 {
 		c.RetentionInterval = time.Minute

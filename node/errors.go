@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"gostream/controller"
+	"gostream/groups"
 	"gostream/metadata"
 	"gostream/replication"
 	"gostream/storage"
@@ -60,6 +61,19 @@ var wireErrors = []struct {
 	{err: controller.ErrStampMismatch, wire: transport.ErrStampMismatch, bare: true},
 	{err: controller.ErrStaleMetadata, wire: transport.ErrStaleMetadata, bare: true},
 	{err: controller.ErrNotReady, wire: transport.ErrNotReady, bare: true},
+	{err: groups.ErrInvalidGroupName, wire: transport.ErrInvalidGroupName, bare: true},
+	{err: groups.ErrOffsetRegression, wire: transport.ErrOffsetRegression, bare: true},
+	{err: groups.ErrInvalidOffset, wire: transport.ErrInvalidOffset, bare: true},
+	{err: groups.ErrUnknownMember, wire: transport.ErrUnknownMember, bare: true},
+	{err: groups.ErrFencedMember, wire: transport.ErrFencedMember, bare: true},
+	{err: groups.ErrNotOwner, wire: transport.ErrIllegalGeneration, bare: true},
+	{err: groups.ErrGroupNotEmpty, wire: transport.ErrGroupNotEmpty, bare: true},
+	{err: groups.ErrFencedInstanceID, wire: transport.ErrFencedInstanceID, bare: true},
+	{err: groups.ErrUnknownGroup, wire: transport.ErrUnknownGroup, bare: true},
+	{err: groups.ErrUnknownTopic, wire: transport.ErrUnknownTopic, bare: true},
+	{err: groups.ErrUnknownPartition, wire: transport.ErrUnknownPartition, bare: true},
+	{err: groups.ErrInvalidRequest, wire: transport.ErrInvalidRequest, bare: true},
+	{err: groups.ErrMalformed, wire: transport.ErrStorageFailed},
 	{err: metadata.ErrUnknownTopic, wire: transport.ErrUnknownTopic},
 	{err: metadata.ErrTopicExists, wire: transport.ErrTopicExists},
 	{err: metadata.ErrNotEnoughBrokers, wire: transport.ErrInvalidReplication},

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,6 +53,20 @@ func (h *rpcHandler) Handle(ctx context.Context, req *transport.Request) transpo
 		reply = h.sealTopic(req)
 	case transport.APIAlterTopicConfig:
 		reply = h.alterTopicConfig(req)
+	case transport.APIFindCoordinator:
+		reply = h.findCoordinator(req)
+	case transport.APIOffsetCommit:
+		reply = h.offsetCommit(req)
+	case transport.APIOffsetFetch:
+		reply = h.offsetFetch(req)
+	case transport.APIGroupHeartbeat:
+		reply = h.groupHeartbeat(req)
+	case transport.APIListGroups:
+		reply = h.listGroups(req)
+	case transport.APIDescribeGroup:
+		reply = h.describeGroup(req)
+	case transport.APIDeleteGroup:
+		reply = h.deleteGroup(req)
 	case transport.APIReplicate:
 		reply = h.replicate(req)
 	case transport.APIReplicaState:
@@ -139,6 +154,9 @@ func (h *rpcHandler) produce(req *transport.Request) transport.Reply {
 	t, rep, err := h.n.broker.lookup(r.Topic, r.TopicID, r.Partition)
 	if err != nil {
 		return transport.Immediate(nil, err)
+	}
+	if strings.HasPrefix(r.Topic, controller.InternalPrefix) {
+		return transport.Immediate(nil, fmt.Errorf("%w: %s is an internal topic of the cluster: only its brokers write to it", transport.ErrInvalidRequest, r.Topic))
 	}
 	if t.Sealed {
 		return transport.Immediate(nil, fmt.Errorf("%w: topic %q is sealed: it takes no more records, reads go on", transport.ErrTopicSealed, r.Topic))

@@ -28,6 +28,8 @@ type metrics struct {
 	replication     prometheus.Histogram
 	refusedConns    *prometheus.CounterVec
 	refusedRequests prometheus.Counter
+	groupRebuild    prometheus.Histogram
+	rebalances      prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -75,8 +77,15 @@ func newMetrics() *metrics {
 		refusedRequests: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gostream_busy_requests_total", Help: "RPC requests refused with Busy because the node's request memory was in use.",
 		}),
+		groupRebuild: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "gostream_group_coordinator_load_seconds", Help: "Time a new group coordinator took to rebuild its partition of __consumer_offsets from its log.",
+			Buckets: prometheus.ExponentialBuckets(1e-3, 2, 14),
+		}),
+		rebalances: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gostream_group_rebalances_total", Help: "New target assignments (group epochs) written by the group coordinators of this node.",
+		}),
 	}
-	m.registry.MustRegister(m.requests, m.requestErrors, m.requestDuration, m.bytesIn, m.bytesOut,
+	m.registry.MustRegister(m.groupRebuild, m.rebalances, m.requests, m.requestErrors, m.requestDuration, m.bytesIn, m.bytesOut,
 		m.recordsIn, m.fsyncDuration, m.connections, m.partitions, m.staleEpochs, m.replication,
 		m.refusedConns, m.refusedRequests,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

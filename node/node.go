@@ -50,6 +50,7 @@ type Node struct {
 	controller *controller.Controller // nil unless this node is the controller
 	gossip     *gossip
 	refusals   *refusals
+	coords     *coordinators
 
 	// registered is closed once the controller has accepted this broker.
 	registered chan struct{}
@@ -85,6 +86,7 @@ func Run(ctx context.Context, cfg Config) error {
 	n := &Node{cfg: cfg, logger: log, root: root, metrics: newMetrics(),
 		pool: transport.NewPool(transport.ConnConfig{LocalIP: net.ParseIP(cfg.DialSource)})}
 	n.refusals = newRefusals(n.metrics)
+	n.coords = newCoordinators(n)
 	n.pushes.lagging, n.pushes.inFlight = map[int32]bool{}, map[int32]bool{}
 	n.registered = make(chan struct{})
 	logOpts := cfg.Log
@@ -408,6 +410,7 @@ func (n *Node) serve(ctx context.Context) error {
 	if !n.isController() {
 		g.run(n.followController)
 	}
+	g.run(n.coords.run)
 	g.run(func(context.Context) error {
 		if err := rpc.Serve(rpcLn); err != nil {
 			return fmt.Errorf("rpc server on %s: %w", rpcLn.Addr(), err)

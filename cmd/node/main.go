@@ -55,6 +55,7 @@ const (
 	flagSegmentBytes           = "segment-bytes"
 	flagSegmentMs              = "segment-ms"
 	flagRetentionCheckInterval = "retention-check-interval"
+	flagOffsetsPartitions      = "offsets-partitions"
 )
 
 // configFlag maps node.Config field names (as node.FieldError reports them)
@@ -82,6 +83,7 @@ var configFlag = map[string]string{
 	"SegmentBytes":      flagSegmentBytes,
 	"SegmentMs":         flagSegmentMs,
 	"RetentionInterval": flagRetentionCheckInterval,
+	"OffsetsPartitions": flagOffsetsPartitions,
 }
 
 var logLevels = []string{"trace", "debug", "info", "warn", "error"}
@@ -157,6 +159,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			stringFlag(flagSegmentBytes, "default segment.bytes of topics: the size at which a segment rolls, `BYTES` from 1MiB to 1GiB", "", "128MiB"),
 			stringFlag(flagSegmentMs, "default segment.ms of topics: the age at which a segment rolls, `MS` milliseconds, at least 1000", "", "604800000, 7 days"),
 			stringFlag(flagRetentionCheckInterval, "how often retention deletes what the topics' configuration no longer keeps, `DURATION`", "", "1m"),
+			stringFlag(flagOffsetsPartitions, "partitions of __consumer_offsets, the topic of consumer groups, `N` from 1 to 1000; read by the controller when a group is first used, fixed from then on", "", "16"),
 		},
 		Action:         runNodeAction,
 		OnUsageError:   onUsageError,
@@ -247,7 +250,7 @@ func limitsFromFlags(c *cli.Context, cfg *node.Config) error {
 	for _, f := range []struct {
 		name string
 		dst  *int
-	}{{flagMaxConns, &cfg.MaxConns}, {flagMaxConnsPerIP, &cfg.MaxConnsPerAddr}} {
+	}{{flagMaxConns, &cfg.MaxConns}, {flagMaxConnsPerIP, &cfg.MaxConnsPerAddr}, {flagOffsetsPartitions, &cfg.OffsetsPartitions}} {
 		if text := strings.TrimSpace(c.String(f.name)); text != "" {
 			n, err := strconv.Atoi(text)
 			if err != nil || n <= 0 {

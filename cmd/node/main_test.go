@@ -257,6 +257,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		{"--segment-bytes BYTES", "$GOSTREAM_SEGMENT_BYTES", "128MiB"},
 		{"--segment-ms MS", "$GOSTREAM_SEGMENT_MS", "604800000, 7 days"},
 		{"--retention-check-interval DURATION", "$GOSTREAM_RETENTION_CHECK_INTERVAL", "1m"},
+		{"--offsets-partitions N", "$GOSTREAM_OFFSETS_PARTITIONS", "16"},
 	} {
 		t.Run(f.flag, func(t *testing.T) {
 			var line string
@@ -319,6 +320,8 @@ func TestBadFlagsExitOne(t *testing.T) {
 		{"segment-bytes", "-1", `InvalidFlag: --segment-bytes "-1": want a number of bytes from 1048576 (1 MiB) to 1073741824 (1 GiB)`},
 		{"segment-ms", "10", `InvalidFlag: --segment-ms "10": want a number of milliseconds from 1000 (1 s) to 9223372036854`},
 		{"retention-check-interval", "0s", `InvalidFlag: --retention-check-interval "0s": want a positive duration, such as 2m or 90s`},
+		{"offsets-partitions", "0", `InvalidFlag: --offsets-partitions "0": want a positive integer`},
+		{"offsets-partitions", "1001", `InvalidFlag: --offsets-partitions "1001": want a number of partitions from 1 to 1000`},
 	}
 	for _, tt := range tests {
 		for _, via := range []string{"flag", "env"} {

@@ -1,0 +1,113 @@
+package node
+
+import (
+	"context"
+	"fmt"
+
+	"gostream/groups"
+	"gostream/metadata"
+	"gostream/storage"
+	"gostream/transport"
+)
+
+// The group APIs (docs/groups.md): the group's coordinator serves them,
+// except FindCoordinator, which any broker answers from its metadata.
+
+func (h *rpcHandler) findCoordinator(req *transport.Request) transport.Reply {
+	var r transport.FindCoordinatorRequest
+	if err := decode(req, &r); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	if err := storage.ValidateTopicName(r.Group); err != nil {
+		return transport.Immediate(nil, fmt.Errorf("%w: %v", transport.ErrInvalidGroupName, err))
+	}
+	return func(ctx context.Context) (transport.Message, error) {
+		meta := h.n.broker.metadata()
+		if meta == nil {
+			return nil, fmt.Errorf("%w: broker %d has no metadata yet", transport.ErrNotReady, h.n.cfg.ID)
+		}
+		t := meta.Topic(transport.OffsetsTopic)
+		if t == nil {
+			// The first use of groups: the controller creates the topic.
+			if h.n.controller == nil {
+				var resp transport.FindCoordinatorResponse
+				ctrl := h.n.cfg.Controllers[0]
+				if err := h.n.pool.Call(ctx, ctrl.Addr, transport.APIFindCoordinator, &r, &resp); err != nil {
+					return nil, fmt.Errorf("ask the controller %s: %w", ctrl, err)
+				}
+				return &resp, nil
+			}
+			var err error
+			if t, err = h.n.controller.EnsureOffsetsTopic(ctx, h.n.cfg.OffsetsPartitions); err != nil {
+				return nil, err
+			}
+			meta = h.n.controller.Metadata()
+		}
+		p := int32(metadata.KeyPartition([]byte(r.Group), len(t.Partitions)))
+		part := t.Partitions[p]
+		resp := &transport.FindCoordinatorResponse{Partition: p, Leader: part.Leader, LeaderEpoch: part.LeaderEpoch}
+		if b, ok := meta.Broker(part.Leader); ok {
+			resp.Addr = b.Addr
+		}
+		return resp, nil
+	}
+}
+
+func (h *rpcHandler) coordinatorOf(group *string) func() (*groups.Coordinator, error) {
+	return func() (*groups.Coordinator, error) { return h.n.coords.forGroup(*group) }
+}
+
+func (h *rpcHandler) offsetCommit(req *transport.Request) transport.Reply {
+	var r transport.OffsetCommitRequest
+	return serveWith(req, &r, h.coordinatorOf(&r.Group), func(ctx context.Context, c *groups.Coordinator) (transport.Message, error) {
+		return nil, c.Commit(ctx, &r)
+	})
+}
+
+func (h *rpcHandler) offsetFetch(req *transport.Request) transport.Reply {
+	var r transport.OffsetFetchRequest
+	return serveWith(req, &r, h.coordinatorOf(&r.Group), func(ctx context.Context, c *groups.Coordinator) (transport.Message, error) {
+		return c.Committed(ctx, &r)
+	})
+}
+
+func (h *rpcHandler) groupHeartbeat(req *transport.Request) transport.Reply {
+	var r transport.GroupHeartbeatRequest
+	return serveWith(req, &r, h.coordinatorOf(&r.Group), func(ctx context.Context, c *groups.Coordinator) (transport.Message, error) {
+		if r.Host == "" {
+			r.Host = req.RemoteAddr
+		}
+		return c.Heartbeat(ctx, &r)
+	})
+}
+
+func (h *rpcHandler) listGroups(req *transport.Request) transport.Reply {
+	var r transport.ListGroupsRequest
+	return serveWith(req, &r, func() (*groups.Coordinator, error) {
+		meta := h.n.broker.metadata()
+		if meta == nil || meta.Topic(transport.OffsetsTopic) == nil {
+			return nil, fmt.Errorf("%w: no group has been used: there is no %s topic", transport.ErrUnknownTopic, transport.OffsetsTopic)
+		}
+		return h.n.coords.forPartition(meta.Topic(transport.OffsetsTopic), r.Partition, "")
+	}, func(ctx context.Context, c *groups.Coordinator) (transport.Message, error) {
+		return c.List(ctx)
+	})
+}
+
+func (h *rpcHandler) describeGroup(req *transport.Request) transport.Reply {
+	var r transport.GroupRequest
+	return serveWith(req, &r, h.coordinatorOf(&r.Group), func(ctx context.Context, c *groups.Coordinator) (transport.Message, error) {
+		resp, err := c.Describe(ctx, r.Group)
+		if resp != nil {
+			resp.Coordinator = h.n.cfg.ID
+		}
+		return resp, err
+	})
+}
+
+func (h *rpcHandler) deleteGroup(req *transport.Request) transport.Reply {
+	var r transport.GroupRequest
+	return serveWith(req, &r, h.coordinatorOf(&r.Group), func(ctx context.Context, c *groups.Coordinator) (transport.Message, error) {
+		return nil, c.Delete(ctx, r.Group)
+	})
+}

@@ -1,0 +1,90 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"gostream/transport"
+)
+
+// callCoordinator calls a group API on the node until the coordinator is
+// there (the offsets topic is new, or being rebuilt).
+func callCoordinator(t *testing.T, ctx context.Context, c *transport.Conn, api transport.API, req, resp transport.Message) error {
+	t.Helper()
+	for {
+		err := c.Call(ctx, api, req, resp)
+		if !errors.Is(err, transport.ErrCoordinatorLoading) && !errors.Is(err, transport.ErrNotCoordinator) && !errors.Is(err, transport.ErrNotReady) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The first use of a group creates __consumer_offsets; commits are kept
+// across a restart (the coordinator rebuilds them from its log); a refused
+// commit writes nothing; the internal topic takes no public writes.
+func TestRPCGroupOffsetsSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, 1, dir)
+	cfg.OffsetsPartitions = 4
+	n := startNode(t, cfg)
+	c := dialNode(t, cfg.Listen)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	var ti transport.TopicInfo
+	require.NoError(t, c.Call(ctx, transport.APICreateTopic, &transport.CreateTopicRequest{Name: "orders", Partitions: 2, ReplicationFactor: 1}, &ti))
+	var pr transport.ProduceResponse
+	require.NoError(t, c.Call(ctx, transport.APIProduce, &transport.ProduceRequest{Topic: "orders", Partition: 1, Batch: batchOf(t, "a", "b", "c")}, &pr))
+
+	var fc transport.FindCoordinatorResponse
+	require.NoError(t, c.Call(ctx, transport.APIFindCoordinator, &transport.FindCoordinatorRequest{Group: "billing"}, &fc))
+	assert.Equal(t, int32(1), fc.Leader)
+	assert.Less(t, fc.Partition, int32(4))
+
+	var fetched transport.OffsetFetchResponse
+	require.NoError(t, callCoordinator(t, ctx, c, transport.APIOffsetFetch, &transport.OffsetFetchRequest{Group: "billing"}, &fetched))
+	assert.Empty(t, fetched.Offsets, "never committed")
+
+	commit := func(off int64) error {
+		return callCoordinator(t, ctx, c, transport.APIOffsetCommit, &transport.OffsetCommitRequest{Group: "billing", MemberEpoch: transport.NoMemberEpoch,
+			Offsets: []transport.CommitOffset{{Topic: "orders", Partition: 1, Offset: off, Metadata: "m"}}}, nil)
+	}
+	require.NoError(t, commit(2))
+	assert.ErrorIs(t, commit(1), transport.ErrOffsetRegression)
+	assert.ErrorIs(t, commit(4), transport.ErrInvalidOffset, "above the high watermark")
+	err := callCoordinator(t, ctx, c, transport.APIOffsetCommit, &transport.OffsetCommitRequest{Group: "billing", MemberEpoch: transport.NoMemberEpoch,
+		Offsets: []transport.CommitOffset{{Topic: "orders", Partition: 2, Offset: 0}}}, nil)
+	assert.ErrorIs(t, err, transport.ErrUnknownPartition)
+
+	err = c.Call(ctx, transport.APIProduce, &transport.ProduceRequest{Topic: transport.OffsetsTopic, Partition: 0, Batch: batchOf(t, "x")}, &pr)
+	assert.ErrorIs(t, err, transport.ErrInvalidRequest)
+	assert.ErrorIs(t, c.Call(ctx, transport.APIDeleteTopic, &transport.TopicRequest{Name: transport.OffsetsTopic}, nil), transport.ErrInvalidRequest)
+	err = c.Call(ctx, transport.APICreateTopic, &transport.CreateTopicRequest{Name: "__mine", Partitions: 1, ReplicationFactor: 1}, &ti)
+	assert.ErrorIs(t, err, transport.ErrInvalidTopicName)
+
+	require.NoError(t, n.stop(t))
+	startNode(t, cfg)
+	c = dialNode(t, cfg.Listen)
+	fetched = transport.OffsetFetchResponse{}
+	require.NoError(t, callCoordinator(t, ctx, c, transport.APIOffsetFetch, &transport.OffsetFetchRequest{Group: "billing"}, &fetched))
+	require.Len(t, fetched.Offsets, 1)
+	assert.Equal(t, int64(2), fetched.Offsets[0].Offset)
+	assert.Equal(t, "m", fetched.Offsets[0].Metadata)
+	assert.ErrorIs(t, commit(1), transport.ErrOffsetRegression, "the rebuilt coordinator knows the committed offset")
+
+	// A member joins and is given both partitions.
+	var hb transport.GroupHeartbeatResponse
+	require.NoError(t, callCoordinator(t, ctx, c, transport.APIGroupHeartbeat, &transport.GroupHeartbeatRequest{Group: "readers", Topics: []string{"orders"}}, &hb))
+	assert.Equal(t, []transport.TopicPartitions{{Topic: "orders", Partitions: []int32{0, 1}}}, hb.Assigned)
+	var desc transport.DescribeGroupResponse
+	require.NoError(t, callCoordinator(t, ctx, c, transport.APIDescribeGroup, &transport.GroupRequest{Group: "readers"}, &desc))
+	require.Len(t, desc.Members, 1)
+	assert.Equal(t, hb.MemberID, desc.Members[0].MemberID)
+	assert.ErrorIs(t, callCoordinator(t, ctx, c, transport.APIDeleteGroup, &transport.GroupRequest{Group: "readers"}, nil), transport.ErrGroupNotEmpty)
+}
