@@ -150,6 +150,8 @@ type Client struct {
 	pool  *transport.Pool
 	pipes *transport.Pool // the producer's connections, kept apart from pool
 	next  atomic.Uint32   // rotates the first broker asked for metadata
+	// coordinators caches each group's coordinator address.
+	coordinators sync.Map // group name -> string
 
 	mu struct {
 		sync.Mutex

@@ -16,6 +16,10 @@ type ConsumerConfig struct {
 	// MaxBytes is about how many bytes of batches one fetch returns; a
 	// batch larger than it still comes whole. Default 1 MiB.
 	MaxBytes int
+	// Group is the durable progress identity of the consumer: the group
+	// whose committed offset of the partition Commit sets and Committed
+	// and SeekToCommitted read. Empty: none, and those fail.
+	Group string
 }
 
 // Consumer reads one partition from its leader, from a position it keeps.
@@ -187,4 +191,66 @@ func decodeFetched(buf []byte, pos int64) ([]record.Record, int64, error) {
 		buf = rest
 	}
 	return out, next, nil
+}
+
+// Reset policies: where a consumer with no committed offset starts.
+const (
+	ResetEarliest = "earliest" // the partition's log start
+	ResetLatest   = "latest"   // its high watermark: only records appended from now on
+)
+
+func (c *Consumer) group() (string, error) {
+	if c.cfg.Group == "" {
+		return "", fmt.Errorf("%w: the consumer of %s/%d has no group: set ConsumerConfig.Group to commit", ErrInvalidConfig, c.topic, c.partition)
+	}
+	return c.cfg.Group, nil
+}
+
+// Commit commits the position as the group's offset of the partition:
+// the records before it are processed. Nothing is committed unless asked.
+// It fails as Client.CommitOffsets does (below the offset committed:
+// transport.ErrOffsetRegression, and nothing is written).
+func (c *Consumer) Commit(ctx context.Context) error {
+	return c.CommitOffset(ctx, c.Position(), "")
+}
+
+// CommitOffset commits offset, with a metadata string, as the group's
+// offset of the partition.
+func (c *Consumer) CommitOffset(ctx context.Context, offset int64, metadata string) error {
+	g, err := c.group()
+	if err != nil {
+		return err
+	}
+	return c.c.CommitOffsets(ctx, g, CommitOffset{Topic: c.topic, Partition: c.partition, Offset: offset, Metadata: metadata})
+}
+
+// Committed returns the group's committed offset of the partition, and
+// false when it was never committed (which is not a committed 0).
+func (c *Consumer) Committed(ctx context.Context) (int64, bool, error) {
+	g, err := c.group()
+	if err != nil {
+		return 0, false, err
+	}
+	o, ok, err := c.c.Committed(ctx, g, c.topic, c.partition)
+	return o.Offset, ok, err
+}
+
+// SeekToCommitted moves the position to the group's committed offset or,
+// when none was ever committed, by reset (ResetEarliest, the default, or
+// ResetLatest). It reports whether there was a committed offset. Seeking
+// moves the position only: nothing is committed.
+func (c *Consumer) SeekToCommitted(ctx context.Context, reset string) (bool, error) {
+	off, ok, err := c.Committed(ctx)
+	switch {
+	case err != nil:
+		return false, err
+	case ok:
+		c.SeekTo(off)
+		return true, nil
+	case reset == ResetLatest:
+		return false, c.SeekToEnd(ctx)
+	case reset == "" || reset == ResetEarliest:
+		return false, c.SeekToBeginning(ctx)
+	}
+	return false, fmt.Errorf("%w: reset policy %q (want %s or %s)", ErrInvalidConfig, reset, ResetEarliest, ResetLatest)
 }
