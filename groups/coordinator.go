@@ -22,7 +22,8 @@ type Log interface {
 	// Append writes recs as one batch at the end of the log, in the order
 	// Append is called, and returns the log end after them and a wait that
 	// returns once every active replica holds them durably. An error means
-	// nothing was appended.
+	// nothing was appended; a record that does not encode (Record.Encode)
+	// is refused with an error matching ErrInvalidRequest.
 	Append(recs []Record) (end int64, wait func(context.Context) error, err error)
 	// WaitAcked waits until every record below end is acknowledged (the
 	// partition's high watermark reached end).
@@ -165,11 +166,6 @@ func (c *Coordinator) write(recs []Record) (func(context.Context) error, error) 
 	if len(recs) == 0 {
 		end := c.end
 		return func(ctx context.Context) error { return c.cfg.Log.WaitAcked(ctx, end) }, nil
-	}
-	for _, r := range recs {
-		if _, _, err := r.Encode(); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
-		}
 	}
 	end, wait, err := c.cfg.Log.Append(recs)
 	if err != nil {
@@ -688,14 +684,15 @@ func (c *Coordinator) Describe(ctx context.Context, group string) (*transport.De
 			MemberEpoch: m.MemberEpoch, Topics: m.Topics, SessionTimeoutMs: m.SessionTimeoutMs,
 			Owned: partitionsToWire(owned), Target: partitionsToWire(g.Target[id]), SinceHeartbeatMs: since})
 	}
-	end := c.end
 	c.mu.Unlock()
+	// Committed waits for the log end it sees, no earlier than the one
+	// the members were read at.
 	offs, err := c.Committed(ctx, &transport.OffsetFetchRequest{Group: group})
 	if err != nil {
 		return nil, err
 	}
 	resp.Offsets = offs.Offsets
-	return resp, c.cfg.Log.WaitAcked(ctx, end)
+	return resp, nil
 }
 
 // Delete deletes a group that has no members: its committed offsets are

@@ -28,6 +28,11 @@ func (l *memLog) Append(recs []Record) (int64, func(context.Context) error, erro
 		l.failNext = nil
 		return 0, nil, err
 	}
+	for _, r := range recs {
+		if _, _, err := r.Encode(); err != nil {
+			return 0, nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+		}
+	}
 	l.recs = append(l.recs, recs...)
 	return int64(len(l.recs)), func(context.Context) error { return nil }, nil
 }

@@ -256,7 +256,7 @@ func (l *offsetsLog) Append(recs []groups.Record) (int64, func(context.Context) 
 	for i, r := range recs {
 		k, v, err := r.Encode()
 		if err != nil {
-			return 0, nil, err
+			return 0, nil, fmt.Errorf("%w: %v", groups.ErrInvalidRequest, err)
 		}
 		rs[i] = record.Record{Key: k, Value: v}
 	}

@@ -58,8 +58,14 @@ func clusterSeeds() []Message {
 // FuzzClusterMessage decodes arbitrary bytes as the message its first byte
 // picks: decoding never panics, fails only with ErrMalformed, and a body
 // that decodes is the one encoding of its value.
-func FuzzClusterMessage(f *testing.F) {
-	for i, m := range clusterSeeds() {
+func FuzzClusterMessage(f *testing.F) { fuzzPicked(f, clusterMessages, clusterSeeds()) }
+
+// fuzzPicked fuzzes a set of messages in one target: an input's first byte
+// picks the message, the rest is its body, which decodes only with
+// ErrMalformed errors and, when it decodes, is the one encoding of its
+// value. seeds[i] is a full value of messages[i].
+func fuzzPicked(f *testing.F, messages []func() Message, seeds []Message) {
+	for i, m := range seeds {
 		enc := Marshal(nil, m)
 		f.Add(append([]byte{byte(i)}, enc...))
 		f.Add(append([]byte{byte(i)}, enc[:len(enc)/2]...))
@@ -68,7 +74,7 @@ func FuzzClusterMessage(f *testing.F) {
 		if len(in) == 0 {
 			return
 		}
-		m := clusterMessages[int(in[0])%len(clusterMessages)]()
+		m := messages[int(in[0])%len(messages)]()
 		body := in[1:]
 		if err := Unmarshal(body, m); err != nil {
 			if !errors.Is(err, ErrMalformed) {
@@ -83,14 +89,17 @@ func FuzzClusterMessage(f *testing.F) {
 }
 
 // Every cluster message round-trips, with every field set.
-func TestClusterMessagesRoundTrip(t *testing.T) {
-	seeds := clusterSeeds()
-	if len(seeds) != len(clusterMessages) {
-		t.Fatalf("%d seeds for %d messages", len(seeds), len(clusterMessages))
+func TestClusterMessagesRoundTrip(t *testing.T) { roundTripAll(t, clusterMessages, clusterSeeds()) }
+
+// roundTripAll checks that every seed decodes into its message and
+// encodes back to the same bytes.
+func roundTripAll(t *testing.T, messages []func() Message, seeds []Message) {
+	if len(seeds) != len(messages) {
+		t.Fatalf("%d seeds for %d messages", len(seeds), len(messages))
 	}
 	for i, m := range seeds {
 		enc := Marshal(nil, m)
-		got := clusterMessages[i]()
+		got := messages[i]()
 		if err := Unmarshal(enc, got); err != nil {
 			t.Fatalf("%T: %v", m, err)
 		}

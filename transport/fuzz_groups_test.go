@@ -1,10 +1,6 @@
 package transport
 
-import (
-	"bytes"
-	"errors"
-	"testing"
-)
+import "testing"
 
 // groupMessages are the messages of the group APIs, indexed by the first
 // byte of a FuzzGroupMessage input (one target for them all, as for the
@@ -48,46 +44,8 @@ func groupSeeds() []Message {
 }
 
 // FuzzGroupMessage decodes arbitrary bytes as the group message its first
-// byte picks: decoding never panics, fails only with ErrMalformed, and a
-// body that decodes is the one encoding of its value.
-func FuzzGroupMessage(f *testing.F) {
-	for i, m := range groupSeeds() {
-		enc := Marshal(nil, m)
-		f.Add(append([]byte{byte(i)}, enc...))
-		f.Add(append([]byte{byte(i)}, enc[:len(enc)/2]...))
-	}
-	f.Fuzz(func(t *testing.T, in []byte) {
-		if len(in) == 0 {
-			return
-		}
-		m := groupMessages[int(in[0])%len(groupMessages)]()
-		body := in[1:]
-		if err := Unmarshal(body, m); err != nil {
-			if !errors.Is(err, ErrMalformed) {
-				t.Fatalf("error does not wrap ErrMalformed: %v", err)
-			}
-			return
-		}
-		if again := Marshal(nil, m); !bytes.Equal(again, body) {
-			t.Fatalf("re-encoding differs:\n in  %x\n out %x\n value %#v", body, again, m)
-		}
-	})
-}
+// byte picks (see fuzzPicked).
+func FuzzGroupMessage(f *testing.F) { fuzzPicked(f, groupMessages, groupSeeds()) }
 
 // Every group message round-trips, with every field set.
-func TestGroupMessagesRoundTrip(t *testing.T) {
-	seeds := groupSeeds()
-	if len(seeds) != len(groupMessages) {
-		t.Fatalf("%d seeds for %d messages", len(seeds), len(groupMessages))
-	}
-	for i, m := range seeds {
-		enc := Marshal(nil, m)
-		got := groupMessages[i]()
-		if err := Unmarshal(enc, got); err != nil {
-			t.Fatalf("%T: %v", m, err)
-		}
-		if again := Marshal(nil, got); !bytes.Equal(again, enc) {
-			t.Fatalf("%T: re-encoding differs", m)
-		}
-	}
-}
+func TestGroupMessagesRoundTrip(t *testing.T) { roundTripAll(t, groupMessages, groupSeeds()) }
