@@ -647,7 +647,19 @@ func TestServerManyIdleConnections(t *testing.T) {
 // silentPeer accepts connections and never reads or answers. It returns
 // its address.
 func silentPeer(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// The receive buffer is set small on the listening socket, so every
+	// accepted connection has it from its handshake on: set after Accept,
+	// a loaded machine may first grow the window to tcp_rmem's maximum
+	// (32 MiB on some), and a large write then completes instead of
+	// blocking.
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10)
+		})
+		return errors.Join(err, serr)
+	}}
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	var mu sync.Mutex
 	var accepted []net.Conn
@@ -659,7 +671,6 @@ func silentPeer(t *testing.T) string {
 			if err != nil {
 				return
 			}
-			nc.(*net.TCPConn).SetReadBuffer(4 << 10)
 			mu.Lock()
 			accepted = append(accepted, nc)
 			mu.Unlock()
