@@ -14,12 +14,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// gatedWindow is the receive buffer of gatedEchoPeer's connection.
+const gatedWindow = 256 << 10
+
 // gatedEchoPeer accepts one connection and reads nothing from it until
 // open is closed; then it answers every frame with its own body. It
 // returns the address and open.
 func gatedEchoPeer(t *testing.T) (string, chan struct{}) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
+	ln := listenWindow(t, gatedWindow)
 	open := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -29,8 +31,9 @@ func gatedEchoPeer(t *testing.T) (string, chan struct{}) {
 			return
 		}
 		defer nc.Close()
-		// (No small SetReadBuffer here: a window that small makes the
-		// transfer crawl once reading starts. 8 MiB fills the buffers.)
+		// (The window is fixed, so the kernel cannot grow it past what a
+		// blocking write fills, and not tiny, so the transfer does not
+		// crawl once reading starts.)
 		<-open
 		echoFrames(nc, -1)
 	}()
@@ -108,7 +111,7 @@ func TestConcurrentSendsShareAWrite(t *testing.T) {
 	go func() {
 		// More than the socket buffers hold: the write blocks until the
 		// peer reads.
-		bigDone <- c.Call(testContext(t), apiEcho, &ProduceRequest{Batch: make([]byte, 8<<20-64)}, &ProduceRequest{})
+		bigDone <- c.Call(testContext(t), apiEcho, &ProduceRequest{Batch: make([]byte, blockingWriteBytes(gatedWindow))}, &ProduceRequest{})
 	}()
 	require.Eventually(t, c.writing, 5*time.Second, time.Millisecond)
 
@@ -149,7 +152,7 @@ func TestFailedSharedWrite(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
-		firstDone <- c.Call(ctx, apiEcho, &ProduceRequest{Batch: make([]byte, 8<<20-64)}, nil)
+		firstDone <- c.Call(ctx, apiEcho, &ProduceRequest{Batch: make([]byte, blockingWriteBytes(gatedWindow))}, nil)
 	}()
 	require.Eventually(t, c.writing, 5*time.Second, time.Millisecond)
 	const n = 3
@@ -300,8 +303,7 @@ func TestPoolRetriesAReadOnADeadConnection(t *testing.T) {
 // report them not sent, and their notify functions never run (a caller
 // that handles the Send error must not hear of the call again).
 func TestConnFailingUnderQueuedRequests(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
+	ln := listenWindow(t, 4<<10)
 	t.Cleanup(func() { ln.Close() })
 	accepted := make(chan net.Conn, 1)
 	go func() {
@@ -317,7 +319,7 @@ func TestConnFailingUnderQueuedRequests(t *testing.T) {
 	notify := func() { notified.Add(1) }
 	bigErr := make(chan error, 1)
 	go func() {
-		_, err := c.SendNotify(testContext(t), apiEcho, &ProduceRequest{Batch: make([]byte, 8<<20-64)}, notify)
+		_, err := c.SendNotify(testContext(t), apiEcho, &ProduceRequest{Batch: make([]byte, blockingWriteBytes(4<<10))}, notify)
 		bigErr <- err
 	}()
 	require.Eventually(t, c.writing, 5*time.Second, time.Millisecond)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -647,20 +648,7 @@ func TestServerManyIdleConnections(t *testing.T) {
 // silentPeer accepts connections and never reads or answers. It returns
 // its address.
 func silentPeer(t *testing.T) string {
-	// The receive buffer is set small on the listening socket, so every
-	// accepted connection has it from its handshake on: set after Accept,
-	// a loaded machine may first grow the window to tcp_rmem's maximum
-	// (32 MiB on some), and a large write then completes instead of
-	// blocking.
-	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
-		var serr error
-		err := rc.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10)
-		})
-		return errors.Join(err, serr)
-	}}
-	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
-	require.NoError(t, err)
+	ln := listenWindow(t, 4<<10)
 	var mu sync.Mutex
 	var accepted []net.Conn
 	done := make(chan struct{})
@@ -784,7 +772,7 @@ func TestCallTimeout(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
 			// Far more than the socket buffers hold: the write blocks.
-			bigDone <- c.Call(ctx, apiEcho, &ProduceRequest{Batch: make([]byte, 32<<20)}, nil)
+			bigDone <- c.Call(ctx, apiEcho, &ProduceRequest{Batch: make([]byte, blockingWriteBytes(4<<10))}, nil)
 		}()
 		require.Eventually(t, c.writing, 5*time.Second, time.Millisecond)
 
@@ -1063,4 +1051,39 @@ func TestPoolDropsIdleConnections(t *testing.T) {
 	assert.NotSame(t, c1, c2)
 	assert.Error(t, c1.Err(), "the idle connection was closed")
 	echo(t, c2, "two")
+}
+
+// listenWindow listens on loopback with the receive buffer of every
+// accepted connection fixed at rcvbuf bytes. It is set on the listening
+// socket, so each connection has it from its handshake on: set after
+// Accept, a loaded machine may first grow the window towards tcp_rmem's
+// maximum (32 MiB on some), and a write meant to block then completes.
+func listenWindow(t *testing.T, rcvbuf int) net.Listener {
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcvbuf)
+		})
+		return errors.Join(err, serr)
+	}}
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	return ln
+}
+
+// blockingWriteBytes is a write size that cannot fit in the socket
+// buffers between a client and a peer that reads nothing and whose
+// receive buffer is rcvbuf: more than this machine's largest send buffer
+// (tcp_wmem's maximum, which the kernel may grow the sender's to) plus
+// the peer's window, with room to spare.
+func blockingWriteBytes(rcvbuf int) int {
+	wmemMax := 4 << 20 // Linux's default maximum
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_wmem"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 3 {
+			if n, err := strconv.Atoi(f[2]); err == nil {
+				wmemMax = n
+			}
+		}
+	}
+	return max(8<<20, wmemMax+4*rcvbuf+4<<20)
 }
