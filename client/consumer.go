@@ -72,9 +72,12 @@ func (c *Consumer) noteHW(hw int64) {
 	}
 }
 
-// SeekTo moves the position to offset. Poll returns an error matching
-// transport.ErrOffsetOutOfRange if the partition does not hold it. (It is
-// not called Seek, which go vet reserves for io.Seeker's signature.)
+// SeekTo moves the position to offset, and nothing else: it commits
+// nothing. Poll returns an error matching transport.ErrOffsetOutOfRange
+// if the offset is below the partition's log start; past the high
+// watermark, even past the log end, polls wait for records to reach it
+// and come back empty until then. (It is not called Seek, which go vet
+// reserves for io.Seeker's signature.)
 func (c *Consumer) SeekTo(offset int64) { c.position.Store(offset) }
 
 // SeekToBeginning moves the position to the partition's log start offset.
@@ -109,8 +112,8 @@ const pollMargin = 100 * time.Millisecond
 // the wait ends empty), and moves the position past them. It follows the
 // partition's leader across leader changes. Every batch is verified: when
 // one fails, Poll returns the records before it, and the next Poll returns
-// an error matching ErrCorruptBatch with the position left on it. An
-// offset the partition does not hold gives an error matching
+// an error matching ErrCorruptBatch with the position left on it. A
+// position below the log start gives an error matching
 // transport.ErrOffsetOutOfRange.
 func (c *Consumer) Poll(ctx context.Context, maxWait time.Duration) ([]record.Record, error) {
 	pos := c.position.Load()

@@ -124,8 +124,11 @@ func TestRPCTopicProduceFetch(t *testing.T) {
 	assert.ErrorIs(t, err, transport.ErrInvalidBatch)
 	err = c.Call(ctx, transport.APIFetch, &transport.FetchRequest{Topic: "orders", Partition: 0, Offset: -1, MaxBytes: 10}, &fr)
 	assert.ErrorIs(t, err, transport.ErrOffsetOutOfRange)
-	err = c.Call(ctx, transport.APIFetch, &transport.FetchRequest{Topic: "orders", Partition: 0, Offset: 1 << 40, MaxBytes: 10}, &fr)
-	assert.ErrorIs(t, err, transport.ErrOffsetOutOfRange)
+	// Past the end is a position to wait at, not an error.
+	fr = transport.FetchResponse{}
+	require.NoError(t, c.Call(ctx, transport.APIFetch, &transport.FetchRequest{Topic: "orders", Partition: 0, Offset: 1 << 40, MaxBytes: 10, MaxWaitMs: 10}, &fr))
+	assert.Empty(t, fr.Batches)
+	assert.Equal(t, int64(1), fr.HighWatermark)
 	var lo transport.ListOffsetsResponse
 	require.NoError(t, c.Call(ctx, transport.APIListOffsets, &transport.ListOffsetsRequest{Topic: "orders", Partition: 0}, &lo))
 	assert.Equal(t, transport.ListOffsetsResponse{LogStartOffset: 0, HighWatermark: 1, LogEndOffset: 1}, lo)

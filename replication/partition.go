@@ -551,8 +551,9 @@ type FetchResult struct {
 // With maxWait > 0 it waits until there is something to return or the wait
 // is over. A leader that has not heard from its followers yet serves
 // below the HW it had (see LeaderOffsets). It returns ErrNotLeader when
-// this replica does not lead, and ErrOffsetOutOfRange for an offset below the log start or above the log
-// end.
+// this replica does not lead, and ErrOffsetOutOfRange for an offset below the log start. An offset at
+// or past the HW, even past the log end, is answered with no batches
+// (after the wait).
 func (p *Partition) Fetch(ctx context.Context, offset int64, maxBytes int, maxWait time.Duration) (FetchResult, error) {
 	return p.FetchInto(ctx, offset, maxBytes, maxWait, nil)
 }
@@ -583,9 +584,11 @@ func (p *Partition) FetchInto(ctx context.Context, offset int64, maxBytes int, m
 		// started, or just made leader) serves what lies below the HW it
 		// had, checkpointed: every active replica held those records. What
 		// lies above waits for the followers' answers.
-		start, end := p.log.LogStartOffset(), p.log.LogEndOffset()
-		if offset < start || offset > end {
-			return FetchResult{}, fmt.Errorf("%w: offset %d, partition %s/%d holds [%d, %d)", ErrOffsetOutOfRange, offset, p.Topic, p.Index, start, end)
+		// An offset past the log end is a position a consumer may seek
+		// to: it waits, as at the HW, until records reach it.
+		start := p.log.LogStartOffset()
+		if offset < start {
+			return FetchResult{}, fmt.Errorf("%w: offset %d, partition %s/%d starts at %d", ErrOffsetOutOfRange, offset, p.Topic, p.Index, start)
 		}
 		if offset < hw {
 			if buf != nil && !asked {

@@ -330,11 +330,21 @@ func TestFetch(t *testing.T) {
 		})
 	}
 
-	for _, offset := range []int64{-1, 7, 1 << 40} {
-		t.Run(fmt.Sprint("out of range ", offset), func(t *testing.T) {
-			_, err := p.Fetch(ctxTimeout(t, 5*time.Second), offset, 1<<20, time.Minute)
-			require.ErrorIs(t, err, replication.ErrOffsetOutOfRange)
-			assert.Contains(t, err.Error(), fmt.Sprint(offset))
+	t.Run("below the log start", func(t *testing.T) {
+		_, err := p.Fetch(ctxTimeout(t, 5*time.Second), -1, 1<<20, time.Minute)
+		require.ErrorIs(t, err, replication.ErrOffsetOutOfRange)
+		assert.Contains(t, err.Error(), "-1")
+	})
+	// A consumer may seek past the end: its fetches wait, as at the HW,
+	// and come back empty.
+	for _, offset := range []int64{7, 1 << 40} {
+		t.Run(fmt.Sprint("past the end ", offset), func(t *testing.T) {
+			start := time.Now()
+			res, err := p.Fetch(ctxTimeout(t, 5*time.Second), offset, 1<<20, 50*time.Millisecond)
+			require.NoError(t, err)
+			assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond, "the fetch waits")
+			assert.Empty(t, res.Batches)
+			assert.Equal(t, int64(6), res.HighWatermark)
 		})
 	}
 }

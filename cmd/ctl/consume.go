@@ -259,9 +259,11 @@ func newPartitionReaders(ctx context.Context, cl *client.Client, o consumeOption
 		case startEnd:
 			cons.SeekTo(offs.HighWatermark)
 		case startOffset:
-			if o.offset < offs.LogStartOffset || o.offset > offs.HighWatermark {
-				return nil, nil, fmt.Errorf("%w: partition %s/%d holds offsets from %d to its high watermark %d, not %d",
-					transport.ErrOffsetOutOfRange, o.topic, p, offs.LogStartOffset, offs.HighWatermark, o.offset)
+			// Past the high watermark is a place to wait: nothing to
+			// print without --follow, what arrives there with it.
+			if o.offset < offs.LogStartOffset {
+				return nil, nil, fmt.Errorf("%w: partition %s/%d starts at offset %d, not %d (older records are gone)",
+					transport.ErrOffsetOutOfRange, o.topic, p, offs.LogStartOffset, o.offset)
 			}
 			cons.SeekTo(o.offset)
 		}
