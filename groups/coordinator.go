@@ -56,9 +56,11 @@ const (
 )
 
 // HeartbeatInterval is how often a member with the session timeout
-// session heartbeats: a tenth of it, between 50 ms and 1 s.
+// session heartbeats: a tenth of it, between 50 ms and 500 ms. (The
+// cap keeps a rebalance short: the members that take over a partition
+// hear of it at their next heartbeat.)
 func HeartbeatInterval(session time.Duration) time.Duration {
-	return min(max(session/10, 50*time.Millisecond), time.Second)
+	return min(max(session/10, 50*time.Millisecond), 500*time.Millisecond)
 }
 
 // CoordinatorConfig configures a Coordinator.

@@ -16,9 +16,7 @@ GLOBAL OPTIONS (before or after the command, see gostream-ctl --help):
 `
 
 // commands returns the command tree of docs/cli.md, each group of commands
-// defined in the file of its concern (topic.go, produce.go, ...). Commands
-// that a later issue brings are registered with their arguments and flags,
-// so that --help shows the contract, and fail with NotImplemented.
+// defined in the file of its concern (topic.go, produce.go, ...).
 func commands() []*cli.Command {
 	return []*cli.Command{
 		clusterCommand(),
@@ -31,11 +29,7 @@ func commands() []*cli.Command {
 		recoverCommand(),
 		electLeadersCommand(),
 		verifyCommand(),
-		parent("group", "consumer groups (when they exist)",
-			leaf("list", "list consumer groups", "", args(0, 0), notImplemented),
-			leaf("describe", "members, committed offsets and lag of a group", "G", args(1, 1), notImplemented),
-			leaf("reset-offsets", "move a group's committed offsets", "G ...", args(1, -1), notImplemented),
-		),
+		groupCommand(),
 		benchCommand(),
 		healthCommand(),
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -27,7 +26,9 @@ func consumeCommand() *cli.Command {
 		&cli.BoolFlag{Name: "from-end", Usage: "start at the high watermark: only records appended from now on"},
 		&cli.Int64Flag{Name: "max", Usage: "stop after `N` records", DefaultText: "no limit"},
 		&cli.BoolFlag{Name: "follow", Usage: "keep waiting for new records until Ctrl-C, --max, or the end of a sealed topic"},
-		&cli.StringFlag{Name: "group", Usage: "consume as consumer group `G` (not yet: consumer groups arrive with a later issue)"},
+		&cli.StringFlag{Name: "group", Usage: "commit what is printed as group `G`: with --partition, a progress identity with no membership; without it, a member of G given partitions by the group's coordinator"},
+		&cli.StringFlag{Name: "instance-id", Usage: "with --group alone: a static member with instance id `ID` (a restart within the session timeout gets its partitions back with no rebalance)"},
+		&cli.DurationFlag{Name: "session-timeout", Usage: "with --group alone: how long the coordinator keeps the member without a heartbeat, `D` from 1s to 5m", DefaultText: "10s"},
 	)
 	cmd.Description = `Reads every partition (one consumer each) or the one --partition names.
 It starts at the beginning of each partition unless --offset or --from-end
@@ -55,6 +56,20 @@ timestamp is the append time in RFC 3339, UTC, with milliseconds
 is a list of {"key","value"}. When a key, value or header value is not
 valid UTF-8, all of that record's are base64 and it has "encoding":"base64".
 
+With --group G and --partition P, G is a durable progress identity: the
+read starts at G's committed offset of P (when there is none, at the log
+start, or the high watermark with --from-end), and what is printed is
+committed as it is printed and at the end. --offset N starts at N
+instead; below the committed offset that is OffsetRegression (exit 2,
+nothing written: gostream-ctl group reset-offsets moves it back).
+
+With --group G alone, consume is a member of G: the group's coordinator
+gives it partitions of TOPIC (range assignment), moves them as members
+come and go, and the member commits what it printed of a partition
+before it gives it up, as it goes, and at the end, when it leaves the
+group. Without --follow it ends once a one-second poll of its partitions
+finds nothing new.
+
 --timeout bounds setup and each request, not the whole read.`
 	return cmd
 }
@@ -78,6 +93,7 @@ const (
 	startBeginning consumeStart = iota
 	startEnd
 	startOffset
+	startCommitted // the group's committed offset, already sought
 )
 
 // consumeOptions are consume's flags, checked.
@@ -88,12 +104,16 @@ type consumeOptions struct {
 	offset    int64
 	max       int64 // 0 for no limit
 	follow    bool
+	group     string
+	instance  string        // static membership, with group alone
+	session   time.Duration // with group alone; 0 for the default
 }
 
 func consumeOptionsOf(c *cli.Context) (consumeOptions, error) {
 	o := consumeOptions{topic: c.Args().First(), partition: -1, follow: c.Bool("follow")}
-	if c.IsSet("group") {
-		return o, exitcode.Fail("NotImplemented", errors.New("consumer groups arrive with a later issue"))
+	o.group = c.String("group")
+	if c.IsSet("group") && o.group == "" {
+		return o, exitcode.Usagef("InvalidFlag", "--group \"\": want a group name")
 	}
 	if c.IsSet("partition") {
 		p := c.Int("partition")
@@ -122,6 +142,15 @@ func consumeOptionsOf(c *cli.Context) (consumeOptions, error) {
 	}
 	if len(starts) > 1 {
 		return o, exitcode.Usagef("InvalidFlag", "%s and %s: give at most one place to start", starts[0], starts[1])
+	}
+	for _, f := range []string{"instance-id", "session-timeout"} {
+		if c.IsSet(f) && (o.group == "" || o.partition >= 0) {
+			return o, exitcode.Usagef("InvalidFlag", "--%s is for a member of a group: with --group and without --partition", f)
+		}
+	}
+	o.instance, o.session = c.String("instance-id"), c.Duration("session-timeout")
+	if c.IsSet("session-timeout") && (o.session < time.Second || o.session > 5*time.Minute) {
+		return o, exitcode.Usagef("InvalidFlag", "--session-timeout %v: want 1s to 5m", o.session)
 	}
 	if c.IsSet("max") {
 		o.max = c.Int64("max")
@@ -162,6 +191,10 @@ func consumeAction(c *cli.Context) error {
 		return err
 	}
 	defer cl.Close()
+	if o.group != "" && o.partition < 0 {
+		cancelSetup()
+		return groupConsume(c, cl, g, o)
+	}
 	readers, merged, err := newPartitionReaders(setup, cl, o)
 	if err != nil {
 		if interrupted(c.Context, err) {
@@ -202,12 +235,22 @@ func consumeAction(c *cli.Context) error {
 			sources = append(sources, r.out)
 		}
 	}
-	printErr := printConsumed(ctx, c.App.Writer, g.output, o, sources, cancel)
+	var commits *explicitCommits
+	if o.group != "" {
+		commits = &explicitCommits{cl: cl, group: o.group, topic: o.topic, timeout: g.timeout}
+	}
+	printErr := printConsumed(ctx, c.App.Writer, g.output, o, sources, cancel, commits)
 	cancel()
 	wg.Wait()
+	var commitErr error
+	if commits != nil {
+		commitErr = commits.flush(context.WithoutCancel(c.Context))
+	}
 	switch {
 	case printErr != nil:
 		return printErr
+	case commitErr != nil:
+		return failed(commitErr)
 	case firstErr != nil:
 		return failed(firstErr)
 	}
@@ -253,7 +296,14 @@ func newPartitionReaders(ctx context.Context, cl *client.Client, o consumeOption
 		} else {
 			r.out = make(chan fetched, partitionBuffer)
 		}
-		switch o.start {
+		start := o.start
+		if o.group != "" {
+			if start, err = groupStart(ctx, cl, o, p, cons); err != nil {
+				return nil, nil, err
+			}
+		}
+		switch start {
+		case startCommitted:
 		case startBeginning:
 			cons.SeekTo(offs.LogStartOffset)
 		case startEnd:
@@ -331,7 +381,7 @@ const consumeHeader = "PARTITION\tOFFSET\tKEY\tVALUE\n"
 // printConsumed prints what arrives on sources, each drained in turn,
 // until they are closed, --max records are printed or ctx ends. It calls
 // stop once it wants no more.
-func printConsumed(ctx context.Context, w io.Writer, format string, o consumeOptions, sources []<-chan fetched, stop func()) error {
+func printConsumed(ctx context.Context, w io.Writer, format string, o consumeOptions, sources []<-chan fetched, stop func(), commits *explicitCommits) error {
 	bw := bufio.NewWriter(w)
 	var printed int64
 	for _, src := range sources {
@@ -356,16 +406,21 @@ func printConsumed(ctx context.Context, w io.Writer, format string, o consumeOpt
 					return exitcode.Fail("WriteFailed", fmt.Errorf("write output: %w", err))
 				}
 				printed++
+				commits.printed(f.partition, f.recs[i].Offset+1)
 				if o.max > 0 && printed >= o.max {
 					stop()
 					return flushOutput(bw)
 				}
 			}
 			// Flush per batch, so that a reader of --follow sees records
-			// as they arrive.
+			// as they arrive; then what is printed may be committed.
 			if err := flushOutput(bw); err != nil {
 				stop()
 				return err
+			}
+			if err := commits.maybe(ctx); err != nil {
+				stop()
+				return failed(err)
 			}
 		}
 	}

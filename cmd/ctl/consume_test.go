@@ -72,7 +72,6 @@ func TestConsume(t *testing.T) {
 
 	t.Run("errors", func(t *testing.T) {
 		ctlFails(t, c, 2, "UnknownPartition: ", "", "consume", "t", "--partition", "2")
-		ctlFails(t, c, 2, "NotImplemented: consumer groups arrive with a later issue", "", "consume", "t", "--group", "g")
 		ctlFails(t, c, 1, "InvalidFlag: ", "", "consume", "t", "--offset", "1")
 	})
 }

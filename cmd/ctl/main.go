@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -185,11 +184,4 @@ func globalsOf(c *cli.Context) globals {
 	g.output = c.String(flagOutput)
 	g.timeout = c.Duration(flagTimeout)
 	return g
-}
-
-// notImplemented is the action of every command of docs/cli.md that a later
-// issue brings.
-func notImplemented(c *cli.Context) error {
-	name := strings.TrimPrefix(helpName(c), c.App.Name+" ")
-	return exitcode.Fail("NotImplemented", fmt.Errorf("%s arrives with a later issue", name))
 }

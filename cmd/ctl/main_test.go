@@ -141,12 +141,13 @@ func TestHelpShowsTheContract(t *testing.T) {
 		{"topic seal", []string{"NAME"}},
 		{"produce", []string{"TOPIC", "VALUE", "--key", "--partition"}},
 		{"consume", []string{"TOPIC", "--partition", "--offset", "--from-beginning", "--from-end",
-			"--max", "--follow", "--group"}},
+			"--max", "--follow", "--group", "--instance-id", "--session-timeout"}},
 		{"catch-up", []string{"--topic", "--partition", "--broker"}},
 		{"failover", []string{"--topic", "--partition", "--broker", "--dry-run"}},
 		{"recover", []string{"--topic", "--partition", "--broker"}},
 		{"verify", []string{"--topic"}},
-		{"group", []string{"list", "describe", "reset-offsets"}},
+		{"group", []string{"list", "describe", "reset-offsets", "delete"}},
+		{"group reset-offsets", []string{"--topic", "--partition", "--to-earliest", "--to-latest", "--to-offset", "--shift-by", "--to-datetime", "--execute"}},
 		{"bench", []string{"produce", "consume"}},
 		{"bench produce", []string{"--config KEY=VALUE", "retention.bytes=268435456", "cannot"}},
 		{"health", []string{"--http", `"127.0.0.1:9402"`}},
@@ -247,38 +248,6 @@ func TestHealthFailuresExitTwo(t *testing.T) {
 	}
 }
 
-// TestUnimplementedCommandsExitTwo runs every command of docs/cli.md that a later
-// issue brings, with valid arguments and flags: each is understood (no usage
-// error) and fails with NotImplemented.
-func TestUnimplementedCommandsExitTwo(t *testing.T) {
-	tests := []struct {
-		name string
-		args []string
-		want string // stderr; default "NotImplemented: <name> arrives with a later issue\n"
-	}{
-		{name: "group list"},
-		{name: "group describe", args: []string{"g"}},
-		{name: "group reset-offsets", args: []string{"g"}},
-		// Refused before any connection is tried.
-		{name: "consume", args: []string{"orders", "--partition", "0", "--offset", "5", "--max", "10", "--follow", "--group", "g"},
-			want: "NotImplemented: consumer groups arrive with a later issue\n"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name+" "+strings.Join(tt.args, " "), func(t *testing.T) {
-			args := append(strings.Fields(tt.name), tt.args...)
-			args = append(args, "-o", "json", "--bootstrap", "127.0.0.1:9400,127.0.0.1:9410")
-			code, stdout, stderr := runCtl(t, nil, args...)
-			want := tt.want
-			if want == "" {
-				want = "NotImplemented: " + tt.name + " arrives with a later issue\n"
-			}
-			assert.Equal(t, 2, code)
-			assert.Equal(t, want, stderr)
-			assert.Empty(t, stdout)
-		})
-	}
-}
-
 // TestUnreachableClusterExitsTwo runs commands that need the cluster with
 // nobody listening at --bootstrap: each fails with BrokerNotAvailable, once
 // its --timeout has passed (a cluster that is starting answers a moment
@@ -301,6 +270,11 @@ func TestUnreachableClusterExitsTwo(t *testing.T) {
 		{"verify"},
 		{"verify", "--topic", "orders"},
 		{"cluster", "history"},
+		{"group", "list"},
+		{"group", "describe", "g"},
+		{"group", "delete", "g"},
+		{"group", "reset-offsets", "g", "--topic", "orders", "--to-earliest"},
+		{"consume", "orders", "--group", "g"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			start := time.Now()

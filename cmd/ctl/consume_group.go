@@ -1,0 +1,210 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"gostream/client"
+	"gostream/cmd/internal/exitcode"
+	"gostream/transport"
+)
+
+// commitEvery is how often consume --group commits what it has printed
+// while it reads; it commits at the end, and before it gives up a
+// partition, too.
+const commitEvery = 200 * time.Millisecond
+
+// explicitCommits commits, for consume --group G --partition P, the
+// position after the last record printed of each partition. A nil
+// *explicitCommits does nothing.
+type explicitCommits struct {
+	cl      *client.Client
+	group   string
+	topic   string
+	timeout time.Duration
+	next    map[int32]int64 // printed, not yet committed
+	last    time.Time
+}
+
+func (e *explicitCommits) printed(partition int32, next int64) {
+	if e == nil {
+		return
+	}
+	if e.next == nil {
+		e.next = map[int32]int64{}
+	}
+	e.next[partition] = next
+}
+
+// maybe commits when the last commit is commitEvery old.
+func (e *explicitCommits) maybe(ctx context.Context) error {
+	if e == nil || time.Since(e.last) < commitEvery {
+		return nil
+	}
+	return e.flush(ctx)
+}
+
+// flush commits what is printed and not committed.
+func (e *explicitCommits) flush(ctx context.Context) error {
+	if e == nil || len(e.next) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	var offs []client.CommitOffset
+	for _, p := range slices.Sorted(maps.Keys(e.next)) {
+		offs = append(offs, client.CommitOffset{Topic: e.topic, Partition: p, Offset: e.next[p]})
+	}
+	e.last = time.Now()
+	if err := e.cl.CommitOffsets(ctx, e.group, offs...); err != nil {
+		return err
+	}
+	clear(e.next)
+	return nil
+}
+
+// groupStart places a reader of consume --group G --partition P: at
+// --offset N (refused below G's committed offset, which only a reset may
+// move back), else at G's committed offset, else where --from-end or the
+// default says. It returns the start the caller still has to seek to.
+func groupStart(ctx context.Context, cl *client.Client, o consumeOptions, p int32, cons *client.Consumer) (consumeStart, error) {
+	c, ok, err := cl.Committed(ctx, o.group, o.topic, p)
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case o.start == startOffset && ok && o.offset < c.Offset:
+		return 0, exitcode.Fail("OffsetRegression", fmt.Errorf(
+			"group %s committed offset %d of %s/%d; --offset %d is below it, and what consume prints is committed (nothing written; gostream-ctl group reset-offsets %s --topic %s --partition %d --to-offset %d --execute moves it back)",
+			o.group, c.Offset, o.topic, p, o.offset, o.group, o.topic, p, o.offset))
+	case o.start == startOffset:
+		return startOffset, nil
+	case ok:
+		cons.SeekTo(c.Offset)
+		return startCommitted, nil
+	}
+	return o.start, nil
+}
+
+// groupConsume is consume --group G without --partition: a member of G.
+func groupConsume(c *cli.Context, cl *client.Client, g globals, o consumeOptions) error {
+	if o.start == startOffset {
+		return exitcode.Usagef("InvalidFlag", "--offset needs --partition")
+	}
+	// The topic must exist: a subscription to nothing would wait for ever.
+	setup, cancel := context.WithTimeout(c.Context, g.timeout)
+	_, err := describeTopic(setup, cl, o.topic)
+	cancel()
+	if err != nil {
+		return failed(err)
+	}
+	reset := client.ResetEarliest
+	if o.start == startEnd {
+		reset = client.ResetLatest
+	}
+	// printed is the position after the last record printed of each
+	// partition not yet committed; the callbacks run on this goroutine,
+	// in Poll.
+	printed := map[client.TopicPartition]int64{}
+	var gc *client.GroupConsumer
+	commit := func(ctx context.Context, only []client.TopicPartition) {
+		var offs []client.CommitOffset
+		for tp, next := range printed {
+			if only == nil || slices.Contains(only, tp) {
+				offs = append(offs, client.CommitOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: next})
+			}
+		}
+		if len(offs) == 0 {
+			return
+		}
+		cctx, cancel := context.WithTimeout(ctx, g.timeout)
+		defer cancel()
+		err := gc.CommitOffsets(cctx, offs...)
+		for _, off := range offs {
+			delete(printed, client.TopicPartition{Topic: off.Topic, Partition: off.Partition})
+		}
+		if err != nil {
+			// Lost partitions are not this member's to commit: their next
+			// owner reads again from the last commit.
+			fmt.Fprintf(c.App.ErrWriter, "warning: commit failed: %v\n", err)
+		}
+	}
+	gc, err = client.NewGroupConsumer(cl, client.GroupConfig{
+		Group: o.group, Topics: []string{o.topic}, InstanceID: o.instance, SessionTimeout: o.session, Reset: reset,
+		OnRevoked: func(ctx context.Context, parts []client.TopicPartition) { commit(context.WithoutCancel(ctx), parts) },
+		OnLost: func(parts []client.TopicPartition) {
+			for _, tp := range parts {
+				delete(printed, tp)
+			}
+		},
+	})
+	if err != nil {
+		return failed(err)
+	}
+	ctx := c.Context
+	bw := bufio.NewWriter(c.App.Writer)
+	var count int64
+	lastCommit := time.Now()
+	runErr := func() error {
+		for {
+			got, err := gc.Poll(ctx, followWait)
+			if err != nil {
+				if interrupted(ctx, err) {
+					return nil
+				}
+				if errors.Is(err, transport.ErrFencedInstanceID) || errors.Is(err, client.ErrClosed) || ctx.Err() != nil {
+					return err
+				}
+				var te *transport.Error
+				if !errors.As(err, &te) || !te.Code.Retriable() {
+					return err
+				}
+				fmt.Fprintf(c.App.ErrWriter, "warning: %v\n", err)
+				continue
+			}
+			if len(got) == 0 && !o.follow && gc.CaughtUp() {
+				return nil
+			}
+			for _, pr := range got {
+				for i := range pr.Records {
+					if count == 0 && g.output == outputTable {
+						bw.WriteString(consumeHeader)
+					}
+					if err := printRecord(bw, g.output, o.topic, pr.Partition, &pr.Records[i]); err != nil {
+						return exitcode.Fail("WriteFailed", fmt.Errorf("write output: %w", err))
+					}
+					count++
+					printed[client.TopicPartition{Topic: pr.Topic, Partition: pr.Partition}] = pr.Records[i].Offset + 1
+					if o.max > 0 && count >= o.max {
+						return flushOutput(bw)
+					}
+				}
+			}
+			if err := flushOutput(bw); err != nil {
+				return err
+			}
+			if time.Since(lastCommit) >= commitEvery {
+				commit(ctx, nil)
+				lastCommit = time.Now()
+			}
+		}
+	}()
+	end, cancelEnd := context.WithTimeout(context.WithoutCancel(ctx), g.timeout)
+	defer cancelEnd()
+	commit(end, nil)
+	closeErr := gc.Close(end)
+	switch {
+	case runErr != nil:
+		return failed(runErr)
+	case closeErr != nil:
+		return failed(closeErr)
+	}
+	return nil
+}
