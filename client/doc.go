@@ -171,7 +171,47 @@
 // it, and the next Poll returns ErrCorruptBatch with the position left on
 // it. A retriable error (NotLeader, a leader that cannot be reached, ...)
 // is retried as every read is, after a metadata refresh when the leader
-// may have moved; OffsetOutOfRange is returned to the caller.
+// may have moved; OffsetOutOfRange (a position below the log start) is
+// returned to the caller. A position at or past the high watermark, even
+// past the log end, is not an error: polls wait there and come back empty
+// until records reach it.
+//
+// # Committed offsets and groups: at least once
+//
+// A consumer's position is in memory; a group's committed offset of a
+// partition is cluster data, replicated in __consumer_offsets and
+// acknowledged like any write (docs/groups.md). Seeking moves the position
+// and nothing else; nothing is committed unless the caller commits
+// (Consumer.Commit or CommitOffset, GroupConsumer.Commit, CommitSync or
+// CommitOffsets) or turns on GroupConfig.AutoCommitInterval, which is off
+// by default. "Never committed" (Committed's false) is not a committed 0:
+// a consumer with no committed offset starts where the reset policy says,
+// the log start unless ResetLatest is asked for. A commit below the
+// committed offset is refused (transport.ErrOffsetRegression) and writes
+// nothing; only Client.ResetOffsets, refused while the group has
+// members, moves one back.
+//
+// A committed offset is the next record to process. Commit after the
+// records are processed, and each record is processed at least once: a
+// consumer that fails after processing and before its commit is
+// acknowledged (a crash, a lost partition, a commit refused because the
+// member was fenced) leaves the committed offset where it was, and the
+// next reader of the partition is given those records again. Nothing
+// acknowledged is skipped: a record is past a committed offset only once
+// someone committed past it. Processing that must not repeat has to be
+// idempotent, or keep its own progress with its results (the commit
+// metadata string can carry a reference to it). GroupConsumer commits its
+// positions, which Poll moves when it returns records: to commit only
+// what is done, commit after processing everything Poll returned, or use
+// CommitOffsets with offsets of your own.
+//
+// A GroupConsumer's partitions come and go as members join and leave. The
+// coordinator gives a partition to a new owner only after the old owner
+// has released it (after OnRevoked, where it commits) or its session has
+// expired, so two members never own one partition at once, and requests
+// of a member that is no longer current are fenced by its member epoch
+// (FencedMember, UnknownMember, IllegalGeneration): a member that was
+// paused past its session cannot commit over its successor.
 //
 // # Cluster health and verification
 //
@@ -209,8 +249,8 @@
 // # Lifetimes
 //
 // Every goroutine the package starts is owned by a Client (connection
-// readers) or a Producer (batchers, answer waiters, callbacks) and has
-// stopped when its Close returns. Close is idempotent. A Consumer owns no
-// goroutine. A Producer and a Consumer use a Client but do not own it:
+// readers), a Producer (batchers, answer waiters, callbacks) or a
+// GroupConsumer (its heartbeat and fetchers) and has stopped when its
+// Close returns. Close is idempotent. A Consumer owns no goroutine. A Producer and a Consumer use a Client but do not own it:
 // close the Producer before the Client.
 package client
