@@ -55,10 +55,15 @@ func refuseInternal(name, what string) error {
 	return nil
 }
 
+// OffsetsSegmentBytes is the segment size of __consumer_offsets when the
+// controller creates it (a variable only so that tests can make it small).
+var OffsetsSegmentBytes int64 = 16 << 20
+
 // EnsureOffsetsTopic creates __consumer_offsets, with partitions
 // partitions and a replication factor of min(3, registered brokers),
 // unless it exists. Its records are kept for ever: what bounds its log is
-// the coordinators' snapshots, not age.
+// the coordinators' snapshots, not age (segments below a replica's newest
+// complete snapshot are deleted).
 func (c *Controller) EnsureOffsetsTopic(ctx context.Context, partitions int) (*metadata.Topic, error) {
 	if t := c.Metadata().Topic(transport.OffsetsTopic); t != nil {
 		return t, nil
@@ -73,7 +78,9 @@ func (c *Controller) EnsureOffsetsTopic(ctx context.Context, partitions int) (*m
 		if err != nil {
 			return err
 		}
-		t.Config = metadata.TopicConfig{metadata.ConfigRetentionMs: -1, metadata.ConfigRetentionBytes: -1}
+		// Segments small enough that the ones below the newest snapshot
+		// are deleted soon, which bounds a coordinator's rebuild.
+		t.Config = metadata.TopicConfig{metadata.ConfigRetentionMs: -1, metadata.ConfigRetentionBytes: -1, metadata.ConfigSegmentBytes: OffsetsSegmentBytes}
 		created = *t
 		return nil
 	})

@@ -74,7 +74,21 @@ type CoordinatorConfig struct {
 	// OnRebalance, when set, is called for every new target assignment
 	// written.
 	OnRebalance func()
+	// SnapshotEvery is how many records the coordinator appends (or
+	// finds past the last complete snapshot when it loads) before it
+	// appends a snapshot; default DefaultSnapshotEvery, negative for
+	// none.
+	SnapshotEvery int
+	// MaxBatchBytes bounds the records of one append of a snapshot, which
+	// takes as many appends as it needs; default 1 MiB.
+	MaxBatchBytes int
+	// OnSnapshot, when set, is called after each snapshot is appended.
+	OnSnapshot func(start int64, records int)
 }
+
+// DefaultSnapshotEvery is how many records a coordinator appends between
+// two snapshots.
+const DefaultSnapshotEvery = 10_000
 
 // liveness is what a coordinator knows of a member beyond the log: when it
 // last heard from it.
@@ -104,6 +118,18 @@ type Coordinator struct {
 	state *State
 	end   int64 // the log end after the records applied
 	live  map[string]map[string]*liveness
+	// since is the number of records since the last complete snapshot;
+	// the next is due at every, which is SnapshotEvery or, when the
+	// state is larger, twice the entries the last snapshot restated (so
+	// snapshots never take more than a third of the log).
+	since, every int
+	// While Load reads a snapshot: the state it restates, and the offset
+	// of its start (shadow nil otherwise).
+	shadow      *State
+	shadowStart int64
+	// lastSnapshot is the start offset of the newest complete snapshot
+	// loaded or written, -1 for none.
+	lastSnapshot int64
 }
 
 // NewCoordinator returns a coordinator with an empty state.
@@ -114,7 +140,13 @@ func NewCoordinator(cfg CoordinatorConfig) *Coordinator {
 	if cfg.NewMemberID == nil {
 		cfg.NewMemberID = randomMemberID
 	}
-	return &Coordinator{cfg: cfg, state: NewState(), live: map[string]map[string]*liveness{}}
+	if cfg.SnapshotEvery == 0 {
+		cfg.SnapshotEvery = DefaultSnapshotEvery
+	}
+	if cfg.MaxBatchBytes <= 0 {
+		cfg.MaxBatchBytes = 1 << 20
+	}
+	return &Coordinator{cfg: cfg, state: NewState(), live: map[string]map[string]*liveness{}, lastSnapshot: -1, every: cfg.SnapshotEvery}
 }
 
 func randomMemberID() string {
@@ -124,10 +156,35 @@ func randomMemberID() string {
 }
 
 // Load applies one record of the log, at its offset, while the coordinator
-// is rebuilt.
+// is rebuilt. A complete snapshot (its start, its group records and its
+// end, back to back) replaces the state built so far with what it
+// restates, so a log whose older records retention has deleted rebuilds
+// exactly from its newest complete snapshot on; a snapshot cut short (a
+// start with no end, or other records before its end) changes nothing.
 func (c *Coordinator) Load(r Record, offset int64) {
 	c.state.Apply(r)
 	c.end = offset + 1
+	c.since++
+	switch {
+	case r.Kind == KindSnapshotStart:
+		c.shadow, c.shadowStart = NewState(), offset
+	case c.shadow != nil && r.Kind == KindSnapshotGroup:
+		c.shadow.Apply(r)
+	case c.shadow != nil && r.Kind == KindSnapshotEnd && r.End.Start == c.shadowStart:
+		c.state, c.shadow = c.shadow, nil
+		c.since, c.lastSnapshot = 0, c.shadowStart
+		c.every = max(c.cfg.SnapshotEvery, 2*c.state.entries())
+	default:
+		c.shadow = nil
+	}
+}
+
+// LastSnapshot returns the offset where the newest complete snapshot
+// loaded or written starts, and false when there is none.
+func (c *Coordinator) LastSnapshot() (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastSnapshot, c.lastSnapshot >= 0
 }
 
 // Start ends the rebuild: the log ends at end. Every member is given a
@@ -186,7 +243,60 @@ func (c *Coordinator) write(recs []Record) (func(context.Context) error, error) 
 		}
 	}
 	c.end = end
+	c.since += len(recs)
+	if c.cfg.SnapshotEvery > 0 && c.since >= c.every {
+		c.writeSnapshot()
+	}
 	return wait, nil
+}
+
+// writeSnapshot appends a snapshot of the state: its start, the group
+// records, its end, in appends of at most MaxBatchBytes, back to back (mu
+// is held, so nothing else is appended between them). Nobody waits for
+// it: a snapshot that is not acknowledged is one a new leader does not
+// hold, or holds cut short, and a rebuild then reads the records before
+// it. A failed append leaves the snapshot incomplete, which a rebuild
+// ignores, and the next write tries again. The caller holds mu.
+func (c *Coordinator) writeSnapshot() {
+	recs := append([]Record{{Kind: KindSnapshotStart}}, c.state.snapshot(c.cfg.MaxBatchBytes/4)...)
+	chunk := c.cfg.MaxBatchBytes / 2
+	start := int64(-1)
+	for i := 0; i < len(recs); {
+		j, size := i, 0
+		for j < len(recs) && (j == i || size+recordSize(recs[j]) <= chunk) {
+			size += recordSize(recs[j])
+			j++
+		}
+		end, _, err := c.cfg.Log.Append(recs[i:j])
+		if err != nil {
+			return
+		}
+		if start < 0 {
+			start = end - int64(j)
+		}
+		c.end = end
+		i = j
+	}
+	groups := len(c.state.Groups())
+	end, _, err := c.cfg.Log.Append([]Record{{Kind: KindSnapshotEnd, End: &SnapshotEnd{Start: start, Groups: int32(groups), Records: int32(len(recs) - 1)}}})
+	if err != nil {
+		return
+	}
+	c.end = end
+	c.since, c.lastSnapshot = 0, start
+	c.every = max(c.cfg.SnapshotEvery, 2*c.state.entries())
+	if c.cfg.OnSnapshot != nil {
+		c.cfg.OnSnapshot(start, len(recs)+1)
+	}
+}
+
+// recordSize is about how many bytes r takes in a batch.
+func recordSize(r Record) int {
+	_, v, err := r.Encode()
+	if err != nil {
+		return 0
+	}
+	return len(r.Group) + len(v) + 16
 }
 
 // ErrInvalidGroupName marks a group name the topic-name rules refuse.

@@ -255,3 +255,125 @@ func TestCoordinatorFailedAppendChangesNothing(t *testing.T) {
 	_, ok := c.State().Committed("g", "t", 0)
 	assert.False(t, ok)
 }
+
+// image is a state's logged part, for comparing rebuilds: everything but
+// who owns what now.
+func image(s *State) map[string]Group {
+	out := map[string]Group{}
+	for _, name := range s.Groups() {
+		g := *s.Group(name)
+		g.Owners = nil
+		if len(g.Target) == 0 {
+			g.Target = nil
+		}
+		out[name] = g
+	}
+	return out
+}
+
+// rebuild loads a new coordinator from log.recs[from:], as a broker whose
+// log starts at from would.
+func rebuild(log *memLog, from int) *Coordinator {
+	c := NewCoordinator(CoordinatorConfig{Log: log, Topics: fakeTopics{"t": 6, "u": 3}})
+	for i := from; i < len(log.recs); i++ {
+		c.Load(log.recs[i], int64(i))
+	}
+	c.Start(int64(len(log.recs)))
+	return c
+}
+
+// Every SnapshotEvery records the coordinator appends a snapshot; a
+// rebuild from the newest complete snapshot alone (the log before it
+// deleted) holds what a rebuild of the whole log holds, and a snapshot cut
+// short is never taken for one.
+func TestCoordinatorSnapshots(t *testing.T) {
+	log, clock := &memLog{}, &fakeClock{t: time.Unix(1000, 0)}
+	n := 0
+	c := NewCoordinator(CoordinatorConfig{Log: log, Topics: fakeTopics{"t": 6, "u": 3}, Now: clock.now, SnapshotEvery: 40, MaxBatchBytes: 2 << 10,
+		NewMemberID: func() string { n++; return fmt.Sprintf("m%d", n) }})
+	c.Start(0)
+	ctx := context.Background()
+	// Groups of both kinds: progress identities, and one with members,
+	// a target and commits.
+	a := join(t, c, "")
+	b := join(t, c, "static-b")
+	a, _ = beat(c, a, a.Assigned)
+	_, _ = beat(c, a, a.Assigned)
+	b, _ = beat(c, b, nil)
+	for i := range 120 {
+		g := fmt.Sprintf("p%d", i%7)
+		require.NoError(t, c.Commit(ctx, &transport.OffsetCommitRequest{Group: g, MemberEpoch: transport.NoMemberEpoch,
+			Offsets: []transport.CommitOffset{{Topic: "t", Partition: int32(i % 6), Offset: int64(i / 2), Metadata: fmt.Sprint("m", i)}}}))
+		if i%10 == 0 {
+			require.NoError(t, c.Commit(ctx, &transport.OffsetCommitRequest{Group: "g", MemberID: b.MemberID, MemberEpoch: b.MemberEpoch,
+				Offsets: []transport.CommitOffset{{Topic: "t", Partition: 4, Offset: int64(i / 2)}}}))
+		}
+	}
+	require.NoError(t, c.Delete(ctx, "p3"))
+	start, ok := c.LastSnapshot()
+	require.True(t, ok, "a snapshot after 40 records")
+	var starts, ends int
+	for _, r := range log.recs {
+		switch r.Kind {
+		case KindSnapshotStart:
+			starts++
+		case KindSnapshotEnd:
+			ends++
+		}
+	}
+	assert.GreaterOrEqual(t, ends, 2, "one every 40 records, or twice the entries the last restated")
+	assert.Equal(t, starts, ends)
+	assert.Equal(t, KindSnapshotStart, log.recs[start].Kind)
+
+	// Any replica finds the same floor from the records alone.
+	assert.Equal(t, start, floorOf(t, log, 0))
+	assert.Equal(t, start, floorOf(t, log, int(start)-3))
+
+	want := image(c.State())
+	assert.Equal(t, want, image(rebuild(log, 0).State()), "the whole log")
+	assert.Equal(t, want, image(rebuild(log, int(start)).State()), "from the newest snapshot")
+	for back := 1; back <= 5; back++ {
+		// Retention deletes whole segments: a log may start a little
+		// before the snapshot, inside a history it does not hold whole.
+		assert.Equal(t, want, image(rebuild(log, int(start)-back).State()), "from %d records before the newest snapshot", back)
+	}
+	// From the newest snapshot on, a new coordinator finds it too.
+	got, ok := rebuild(log, int(start)).LastSnapshot()
+	assert.True(t, ok)
+	assert.Equal(t, start, got)
+
+	// A snapshot cut short, then more records: a rebuild from the complete
+	// one before it holds the same as the coordinator that wrote them.
+	cut := log.len()
+	c.writeSnapshot()
+	log.recs = log.recs[:cut+2] // the start and one group record
+	c2 := rebuild(log, int(start))
+	require.NoError(t, c2.Commit(ctx, &transport.OffsetCommitRequest{Group: "p0", MemberEpoch: transport.NoMemberEpoch,
+		Offsets: []transport.CommitOffset{{Topic: "u", Partition: 1, Offset: 9}}}))
+	wantAfter := image(c2.State())
+	assert.Equal(t, wantAfter, image(rebuild(log, int(start)).State()))
+	assert.Equal(t, wantAfter, image(rebuild(log, 0).State()))
+	got, _ = rebuild(log, int(start)).LastSnapshot()
+	assert.Equal(t, start, got, "the cut snapshot is not complete")
+	assert.Equal(t, start, floorOf(t, log, 0), "nor is it to a replica")
+	// A rebuild from the cut snapshot's start alone would lack groups: it
+	// is never the start of retention, and never replaces the state.
+	assert.NotEqual(t, wantAfter, image(rebuild(log, cut).State()))
+}
+
+// floorOf is where a SnapshotFloor that reads log.recs[from:] puts the
+// newest complete snapshot (-1 for none).
+func floorOf(t *testing.T, log *memLog, from int) int64 {
+	t.Helper()
+	f := NewSnapshotFloor(int64(from))
+	for i := from; i < len(log.recs); i++ {
+		k, v, err := log.recs[i].Encode()
+		require.NoError(t, err)
+		f.Observe(int64(i), k, v)
+	}
+	got, ok := f.Floor()
+	if !ok {
+		return -1
+	}
+	return got
+}

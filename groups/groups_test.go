@@ -21,6 +21,13 @@ func sampleRecords() []Record {
 			{MemberID: "m-1", Partitions: []TopicPartition{tp("orders", 0), tp("orders", 1)}}, {MemberID: "m-2"}}}},
 		{Group: "billing", Kind: KindReset, Reset: &Reset{Requester: "127.0.0.1:5000", Offsets: []Commit{commit}}},
 		{Group: "billing", Kind: KindGroupDeleted},
+		{Kind: KindSnapshotStart},
+		{Group: "billing", Kind: KindSnapshotGroup, Snapshot: &SnapshotGroup{First: true, GroupEpoch: 4,
+			Target:  []MemberAssignment{{MemberID: "m-1", Partitions: []TopicPartition{tp("orders", 0)}}},
+			Members: []Member{{MemberID: "m-1", Host: "h", Topics: []string{"orders"}, SessionTimeoutMs: 10000, MemberEpoch: 3}},
+			Offsets: []Commit{commit}}},
+		{Group: "billing", Kind: KindSnapshotGroup, Snapshot: &SnapshotGroup{Offsets: []Commit{commit, commit}}},
+		{Kind: KindSnapshotEnd, End: &SnapshotEnd{Start: 120, Groups: 1, Records: 2}},
 	}
 }
 
@@ -57,6 +64,10 @@ func TestDecodeRefusesWhatEncodeWouldNotWrite(t *testing.T) {
 		})
 	}
 	refused := []Record{
+		{Group: "g", Kind: KindSnapshotStart},
+		{Kind: KindSnapshotGroup, Snapshot: &SnapshotGroup{First: true}},
+		{Group: "g", Kind: KindSnapshotGroup, Snapshot: &SnapshotGroup{GroupEpoch: 3}},
+		{Kind: KindSnapshotEnd, End: &SnapshotEnd{Start: -1}},
 		{Group: "g", Kind: KindCommit, Commit: &Commit{Topic: "t", Offset: -1}},
 		{Group: "g", Kind: KindCommit, Commit: &Commit{Topic: "t", Partition: -2}},
 		{Group: "g", Kind: KindCommit, Commit: &Commit{Topic: "t", Metadata: strings.Repeat("x", MaxMetadataBytes+1)}},

@@ -23,6 +23,12 @@ const (
 	KindAssignment   Kind = 4 // a new target assignment, at a new group epoch
 	KindReset        Kind = 5 // an operator's explicit reset of offsets
 	KindGroupDeleted Kind = 6 // the group was deleted
+	// A snapshot: a start marker, every group's state in one or more
+	// snapshot-group records, and an end marker naming the start's offset,
+	// appended back to back (docs/groups.md, "Snapshots").
+	KindSnapshotStart Kind = 7
+	KindSnapshotGroup Kind = 8
+	KindSnapshotEnd   Kind = 9
 )
 
 func (k Kind) String() string {
@@ -39,6 +45,12 @@ func (k Kind) String() string {
 		return "reset"
 	case KindGroupDeleted:
 		return "group-deleted"
+	case KindSnapshotStart:
+		return "snapshot-start"
+	case KindSnapshotGroup:
+		return "snapshot-group"
+	case KindSnapshotEnd:
+		return "snapshot-end"
 	}
 	return fmt.Sprintf("kind-%d", uint8(k))
 }
@@ -107,8 +119,30 @@ type Reset struct {
 	Offsets   []Commit
 }
 
+// SnapshotGroup is one group's state, or part of it, in a snapshot. The
+// first record of a group (First) carries its group epoch and target
+// assignment; it and the records after it carry its members and committed
+// offsets, as many as fit.
+type SnapshotGroup struct {
+	First      bool
+	GroupEpoch int32
+	Target     []MemberAssignment
+	Members    []Member
+	Offsets    []Commit
+}
+
+// SnapshotEnd ends a snapshot: Start is the offset of its start marker.
+// A snapshot is complete, and may stand for the log before it, only when
+// its end follows its start with nothing but its own records between.
+type SnapshotEnd struct {
+	Start   int64
+	Groups  int32
+	Records int32
+}
+
 // Record is one record of a group's log. Exactly the field of its Kind is
-// set (none for KindGroupDeleted).
+// set (none for KindGroupDeleted and KindSnapshotStart). The snapshot
+// markers belong to no group: their Group is empty.
 type Record struct {
 	Group      string
 	Kind       Kind
@@ -117,12 +151,17 @@ type Record struct {
 	Gone       *MemberGone
 	Assignment *Assignment
 	Reset      *Reset
+	Snapshot   *SnapshotGroup
+	End        *SnapshotEnd
 }
+
+// marker reports whether k is a snapshot marker, a record of no group.
+func (k Kind) marker() bool { return k == KindSnapshotStart || k == KindSnapshotEnd }
 
 // Encode returns the record's key (the group's name, which routes it to
 // its partition) and value.
 func (r Record) Encode() (key, value []byte, err error) {
-	if err := checkGroup(r.Group); err != nil {
+	if err := checkKey(r.Kind, r.Group); err != nil {
 		return nil, nil, err
 	}
 	var e transport.Encoder
@@ -138,13 +177,7 @@ func (r Record) Encode() (key, value []byte, err error) {
 		if r.Member == nil {
 			return nil, nil, fmt.Errorf("%w: a member record without its member", ErrMalformed)
 		}
-		m := r.Member
-		e.String(m.MemberID)
-		e.String(m.InstanceID)
-		e.String(m.Host)
-		e.Strings(m.Topics)
-		e.Int32(m.SessionTimeoutMs)
-		e.Int32(m.MemberEpoch)
+		encodeMember(&e, r.Member)
 	case KindMemberGone:
 		if r.Gone == nil {
 			return nil, nil, fmt.Errorf("%w: a member-gone record without its member", ErrMalformed)
@@ -156,11 +189,7 @@ func (r Record) Encode() (key, value []byte, err error) {
 			return nil, nil, fmt.Errorf("%w: an assignment record without its assignment", ErrMalformed)
 		}
 		e.Int32(r.Assignment.GroupEpoch)
-		e.Count(len(r.Assignment.Members))
-		for _, m := range r.Assignment.Members {
-			e.String(m.MemberID)
-			encodePartitions(&e, m.Partitions)
-		}
+		encodeTarget(&e, r.Assignment.Members)
 	case KindReset:
 		if r.Reset == nil {
 			return nil, nil, fmt.Errorf("%w: a reset record without its offsets", ErrMalformed)
@@ -170,7 +199,30 @@ func (r Record) Encode() (key, value []byte, err error) {
 		for i := range r.Reset.Offsets {
 			encodeCommit(&e, &r.Reset.Offsets[i])
 		}
-	case KindGroupDeleted:
+	case KindGroupDeleted, KindSnapshotStart:
+	case KindSnapshotGroup:
+		sg := r.Snapshot
+		if sg == nil {
+			return nil, nil, fmt.Errorf("%w: a snapshot-group record without its group", ErrMalformed)
+		}
+		e.Bool(sg.First)
+		e.Int32(sg.GroupEpoch)
+		encodeTarget(&e, sg.Target)
+		e.Count(len(sg.Members))
+		for i := range sg.Members {
+			encodeMember(&e, &sg.Members[i])
+		}
+		e.Count(len(sg.Offsets))
+		for i := range sg.Offsets {
+			encodeCommit(&e, &sg.Offsets[i])
+		}
+	case KindSnapshotEnd:
+		if r.End == nil {
+			return nil, nil, fmt.Errorf("%w: a snapshot-end record without its start", ErrMalformed)
+		}
+		e.Int64(r.End.Start)
+		e.Int32(r.End.Groups)
+		e.Int32(r.End.Records)
 	default:
 		return nil, nil, fmt.Errorf("%w: unknown kind %d", ErrMalformed, r.Kind)
 	}
@@ -194,6 +246,23 @@ func encodeCommit(e *transport.Encoder, c *Commit) {
 	e.Int64(c.TimeMs)
 }
 
+func encodeMember(e *transport.Encoder, m *Member) {
+	e.String(m.MemberID)
+	e.String(m.InstanceID)
+	e.String(m.Host)
+	e.Strings(m.Topics)
+	e.Int32(m.SessionTimeoutMs)
+	e.Int32(m.MemberEpoch)
+}
+
+func encodeTarget(e *transport.Encoder, members []MemberAssignment) {
+	e.Count(len(members))
+	for _, m := range members {
+		e.String(m.MemberID)
+		encodePartitions(e, m.Partitions)
+	}
+}
+
 func encodePartitions(e *transport.Encoder, tps []TopicPartition) {
 	e.Count(len(tps))
 	for _, tp := range tps {
@@ -206,51 +275,31 @@ func encodePartitions(e *transport.Encoder, tps []TopicPartition) {
 // have written is refused with an error matching ErrMalformed.
 func Decode(key, value []byte) (Record, error) {
 	r := Record{Group: string(key)}
-	if err := checkGroup(r.Group); err != nil {
-		return Record{}, err
-	}
-	if len(value) == 0 {
-		return Record{}, fmt.Errorf("%w: empty value", ErrMalformed)
+	if len(value) < 2 {
+		return Record{}, fmt.Errorf("%w: a value of %d bytes", ErrMalformed, len(value))
 	}
 	d := transport.NewDecoder(value)
 	if v := d.Int8(); v != recordVersion {
 		return Record{}, fmt.Errorf("%w: version %d, want %d", ErrMalformed, v, recordVersion)
 	}
 	r.Kind = Kind(d.Int8())
+	if err := checkKey(r.Kind, r.Group); err != nil {
+		return Record{}, err
+	}
 	var problem error
 	switch r.Kind {
 	case KindCommit:
 		r.Commit = decodeCommit(d)
 		problem = checkCommit(r.Commit)
 	case KindMember:
-		m := &Member{MemberID: d.String(), InstanceID: d.String(), Host: d.String(), Topics: d.Strings(),
-			SessionTimeoutMs: d.Int32(), MemberEpoch: d.Int32()}
-		r.Member = m
-		problem = errors.Join(checkID("member id", m.MemberID, false), checkID("instance id", m.InstanceID, true), checkID("host", m.Host, true))
-		for _, t := range m.Topics {
-			problem = errors.Join(problem, checkTopic(t))
-		}
-		if m.SessionTimeoutMs <= 0 || m.MemberEpoch < 0 {
-			problem = errors.Join(problem, fmt.Errorf("session timeout %d ms, member epoch %d", m.SessionTimeoutMs, m.MemberEpoch))
-		}
+		r.Member = decodeMember(d)
+		problem = checkMember(r.Member)
 	case KindMemberGone:
 		r.Gone = &MemberGone{MemberID: d.String(), Reason: d.String()}
 		problem = errors.Join(checkID("member id", r.Gone.MemberID, false), checkID("reason", r.Gone.Reason, true))
 	case KindAssignment:
 		a := &Assignment{GroupEpoch: d.Int32()}
-		n := d.Count(2 + 4)
-		if n > MaxMembers {
-			problem = fmt.Errorf("%d members, at most %d", n, MaxMembers)
-			n = 0
-		}
-		for i := 0; i < n; i++ {
-			m := MemberAssignment{MemberID: d.String(), Partitions: decodePartitions(d)}
-			problem = errors.Join(problem, checkID("member id", m.MemberID, false))
-			for _, tp := range m.Partitions {
-				problem = errors.Join(problem, checkTopic(tp.Topic), checkPartition(tp.Partition))
-			}
-			a.Members = append(a.Members, m)
-		}
+		a.Members, problem = decodeTarget(d)
 		if a.GroupEpoch < 0 {
 			problem = errors.Join(problem, fmt.Errorf("group epoch %d", a.GroupEpoch))
 		}
@@ -265,7 +314,35 @@ func Decode(key, value []byte) (Record, error) {
 		}
 		problem = errors.Join(problem, checkID("requester", rs.Requester, true))
 		r.Reset = rs
-	case KindGroupDeleted:
+	case KindGroupDeleted, KindSnapshotStart:
+	case KindSnapshotGroup:
+		sg := &SnapshotGroup{First: d.Bool(), GroupEpoch: d.Int32()}
+		sg.Target, problem = decodeTarget(d)
+		n := d.Count(2 + 2 + 2 + 4 + 4 + 4)
+		if n > MaxMembers {
+			problem = errors.Join(problem, fmt.Errorf("%d members, at most %d", n, MaxMembers))
+			n = 0
+		}
+		for i := 0; i < n; i++ {
+			m := decodeMember(d)
+			problem = errors.Join(problem, checkMember(m))
+			sg.Members = append(sg.Members, *m)
+		}
+		n = d.Count(2 + 2 + 4 + 8 + 2 + 2 + 4 + 8)
+		for i := 0; i < n; i++ {
+			c := decodeCommit(d)
+			problem = errors.Join(problem, checkCommit(c))
+			sg.Offsets = append(sg.Offsets, *c)
+		}
+		if sg.GroupEpoch < 0 || !sg.First && (sg.GroupEpoch != 0 || len(sg.Target) > 0) {
+			problem = errors.Join(problem, fmt.Errorf("group epoch %d and a target of %d members in a record that is not its group's first", sg.GroupEpoch, len(sg.Target)))
+		}
+		r.Snapshot = sg
+	case KindSnapshotEnd:
+		r.End = &SnapshotEnd{Start: d.Int64(), Groups: d.Int32(), Records: d.Int32()}
+		if r.End.Start < 0 || r.End.Groups < 0 || r.End.Records < 0 {
+			problem = fmt.Errorf("start %d, %d groups, %d records", r.End.Start, r.End.Groups, r.End.Records)
+		}
 	default:
 		return Record{}, fmt.Errorf("%w: unknown kind %d", ErrMalformed, r.Kind)
 	}
@@ -281,6 +358,40 @@ func Decode(key, value []byte) (Record, error) {
 func decodeCommit(d *transport.Decoder) *Commit {
 	return &Commit{Topic: d.String(), TopicID: d.String(), Partition: d.Int32(), Offset: d.Int64(),
 		Metadata: d.String(), MemberID: d.String(), MemberEpoch: d.Int32(), TimeMs: d.Int64()}
+}
+
+func decodeMember(d *transport.Decoder) *Member {
+	return &Member{MemberID: d.String(), InstanceID: d.String(), Host: d.String(), Topics: d.Strings(),
+		SessionTimeoutMs: d.Int32(), MemberEpoch: d.Int32()}
+}
+
+func checkMember(m *Member) error {
+	problem := errors.Join(checkID("member id", m.MemberID, false), checkID("instance id", m.InstanceID, true), checkID("host", m.Host, true))
+	for _, t := range m.Topics {
+		problem = errors.Join(problem, checkTopic(t))
+	}
+	if m.SessionTimeoutMs <= 0 || m.MemberEpoch < 0 {
+		problem = errors.Join(problem, fmt.Errorf("session timeout %d ms, member epoch %d", m.SessionTimeoutMs, m.MemberEpoch))
+	}
+	return problem
+}
+
+func decodeTarget(d *transport.Decoder) ([]MemberAssignment, error) {
+	n := d.Count(2 + 4)
+	if n > MaxMembers {
+		return nil, fmt.Errorf("%d members, at most %d", n, MaxMembers)
+	}
+	var out []MemberAssignment
+	var problem error
+	for i := 0; i < n; i++ {
+		m := MemberAssignment{MemberID: d.String(), Partitions: decodePartitions(d)}
+		problem = errors.Join(problem, checkID("member id", m.MemberID, false))
+		for _, tp := range m.Partitions {
+			problem = errors.Join(problem, checkTopic(tp.Topic), checkPartition(tp.Partition))
+		}
+		out = append(out, m)
+	}
+	return out, problem
 }
 
 func decodePartitions(d *transport.Decoder) []TopicPartition {
@@ -308,6 +419,18 @@ func checkCommit(c *Commit) error {
 		errs = append(errs, fmt.Errorf("member epoch %d", c.MemberEpoch))
 	}
 	return errors.Join(errs...)
+}
+
+// checkKey checks a record's key: a snapshot marker has none, every
+// other record its group's name.
+func checkKey(k Kind, group string) error {
+	if k.marker() {
+		if group != "" {
+			return fmt.Errorf("%w: a %s record keyed %q: markers belong to no group", ErrMalformed, k, group)
+		}
+		return nil
+	}
+	return checkGroup(group)
 }
 
 // checkGroup applies the topic-name rules to a group's name.

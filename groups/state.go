@@ -3,7 +3,9 @@ package groups
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 )
 
 // The refusals of a commit. Each writes nothing.
@@ -89,6 +91,9 @@ func (s *State) Groups() []string {
 // only once acknowledged; what it says was checked before it was written
 // (CheckCommit), so Apply checks nothing.
 func (s *State) Apply(r Record) {
+	if r.Kind.marker() {
+		return // the coordinator's load reads them (see Coordinator.Load)
+	}
 	g := s.groups[r.Group]
 	if g == nil {
 		if r.Kind == KindGroupDeleted {
@@ -123,7 +128,79 @@ func (s *State) Apply(r Record) {
 		}
 	case KindGroupDeleted:
 		delete(s.groups, r.Group)
+	case KindSnapshotGroup:
+		// What the group holds, restated: applied to the state it was
+		// taken from, it changes nothing.
+		sg := r.Snapshot
+		if sg.First {
+			g.GroupEpoch = sg.GroupEpoch
+			g.Target = map[string][]TopicPartition{}
+			for _, m := range sg.Target {
+				g.Target[m.MemberID] = slices.Clone(m.Partitions)
+			}
+		}
+		for _, m := range sg.Members {
+			g.Members[m.MemberID] = m
+		}
+		for _, c := range sg.Offsets {
+			g.Offsets[TopicPartition{c.Topic, c.Partition}] = c
+		}
 	}
+}
+
+// entries is the number of committed offsets and members the state
+// holds: the size of its snapshot.
+func (s *State) entries() int {
+	n := 0
+	for _, g := range s.groups {
+		n += len(g.Offsets) + len(g.Members)
+	}
+	return n
+}
+
+// snapshot returns the records that restate every group of the state, in
+// name order, each at most about chunkBytes long (a single member or
+// commit larger than that has a record of its own).
+func (s *State) snapshot(chunkBytes int) []Record {
+	var out []Record
+	for _, name := range s.Groups() {
+		g := s.groups[name]
+		cur := &SnapshotGroup{First: true, GroupEpoch: g.GroupEpoch}
+		size := 0
+		for _, id := range slices.Sorted(maps.Keys(g.Target)) {
+			cur.Target = append(cur.Target, MemberAssignment{MemberID: id, Partitions: slices.Clone(g.Target[id])})
+			size += len(id) + 8*len(g.Target[id]) + 16
+		}
+		flush := func(next int) {
+			if size+next > chunkBytes && (len(cur.Members) > 0 || len(cur.Offsets) > 0) {
+				out = append(out, Record{Group: name, Kind: KindSnapshotGroup, Snapshot: cur})
+				cur, size = &SnapshotGroup{}, 0
+			}
+			size += next
+		}
+		for _, id := range slices.Sorted(maps.Keys(g.Members)) {
+			m := g.Members[id]
+			n := 32 + len(m.MemberID) + len(m.InstanceID) + len(m.Host)
+			for _, t := range m.Topics {
+				n += 2 + len(t)
+			}
+			flush(n)
+			cur.Members = append(cur.Members, m)
+		}
+		tps := slices.SortedFunc(maps.Keys(g.Offsets), func(a, b TopicPartition) int {
+			if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+				return c
+			}
+			return int(a.Partition - b.Partition)
+		})
+		for _, tp := range tps {
+			c := g.Offsets[tp]
+			flush(48 + len(c.Topic) + len(c.TopicID) + len(c.Metadata) + len(c.MemberID))
+			cur.Offsets = append(cur.Offsets, c)
+		}
+		out = append(out, Record{Group: name, Kind: KindSnapshotGroup, Snapshot: cur})
+	}
+	return out
 }
 
 // CheckCommit says whether c may be committed to group: nil, or why not.

@@ -15,7 +15,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"gostream/groups"
 	"gostream/metadata"
+	"gostream/record"
 	"gostream/replication"
 	"gostream/storage"
 	"gostream/transport"
@@ -73,6 +75,9 @@ type topicPartition struct {
 type replica struct {
 	log  *storage.Log
 	part *replication.Partition
+	// floor follows where the newest complete snapshot of a
+	// __consumer_offsets replica starts; only retention uses it.
+	floor *groups.SnapshotFloor
 }
 
 func newBroker(id int32, root *storage.Root, logOpts storage.Options, logger hclog.Logger, m *metrics) *broker {
@@ -503,10 +508,56 @@ func (b *broker) applyRetention(ctx context.Context) {
 	}
 	b.mu.RUnlock()
 	for _, r := range reps {
-		if _, err := r.log.ApplyRetention(ctx, r.part.HighWatermark()); err != nil && !errors.Is(err, storage.ErrClosed) {
+		var err error
+		if r.part.Topic == transport.OffsetsTopic {
+			err = r.boundOffsetsLog(ctx)
+		} else {
+			_, err = r.log.ApplyRetention(ctx, r.part.HighWatermark())
+		}
+		if err != nil && !errors.Is(err, storage.ErrClosed) && ctx.Err() == nil {
 			b.logger.Warn("retention failed", "topic", r.part.Topic, "partition", r.part.Index, "err", err)
 		}
 	}
+}
+
+// boundOffsetsLog deletes the segments of a __consumer_offsets replica
+// below its newest complete snapshot (docs/groups.md, "Snapshots"): the
+// groups are rebuilt from there on. It reads what was appended since it
+// last looked, up to the high watermark (so only snapshots every active
+// replica holds count, and nothing it read can be truncated), and never
+// deletes at or above the high watermark.
+func (r *replica) boundOffsetsLog(ctx context.Context) error {
+	start, hw := r.log.LogStartOffset(), r.part.HighWatermark()
+	if r.floor == nil || r.floor.Next() < start {
+		r.floor = groups.NewSnapshotFloor(start)
+	}
+	for off := r.floor.Next(); off < hw; {
+		buf, err := r.log.Read(ctx, off, 1<<20, hw, nil)
+		if err != nil {
+			return fmt.Errorf("read for snapshots at offset %d: %w", off, err)
+		}
+		if len(buf) == 0 {
+			break
+		}
+		var derr error
+		err = record.Batches(buf, func(b record.Batch) bool {
+			derr = b.Records(func(rec *record.Record) bool {
+				r.floor.Observe(rec.Offset, rec.Key, rec.Value)
+				return true
+			})
+			off = max(off, b.NextOffset())
+			return derr == nil
+		})
+		if err = errors.Join(err, derr); err != nil {
+			return fmt.Errorf("read for snapshots at offset %d: %w", off, err)
+		}
+	}
+	floor, ok := r.floor.Floor()
+	if !ok {
+		return nil
+	}
+	_, err := r.log.DeleteBelow(ctx, min(floor, hw))
+	return err
 }
 
 func ensureDir(dir string) error {

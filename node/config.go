@@ -243,6 +243,11 @@ type Config struct {
 	// __consumer_offsets when it creates it, at the first use of a group;
 	// fixed from then on. Zero means DefaultOffsetsPartitions.
 	OffsetsPartitions int
+	// GroupSnapshotEvery is how many records a group coordinator appends
+	// between two snapshots of its state (groups.CoordinatorConfig's
+	// SnapshotEvery). Zero means groups.DefaultSnapshotEvery; it is not a
+	// flag, and tests set it low.
+	GroupSnapshotEvery int
 	// HWCheckpointInterval is how often the replicas' high watermarks are
 	// checkpointed (when they moved). Zero means a second: a restarted
 	// leader serves at once every record acknowledged up to about this

@@ -130,9 +130,14 @@ func (cs *coordinators) start(ctx context.Context, rep *replica, epoch int32) *c
 	ctx, cancel := context.WithCancel(ctx)
 	s := &coordSlot{rep: rep, epoch: epoch, ready: make(chan struct{}), cancel: cancel}
 	s.coord = groups.NewCoordinator(groups.CoordinatorConfig{
-		Log:         &offsetsLog{rep: rep, maxBatch: cs.n.cfg.MaxBatchBytes},
-		Topics:      &cs.hw,
-		OnRebalance: cs.n.metrics.rebalances.Inc,
+		Log:           &offsetsLog{rep: rep, maxBatch: cs.n.cfg.MaxBatchBytes},
+		Topics:        &cs.hw,
+		OnRebalance:   cs.n.metrics.rebalances.Inc,
+		MaxBatchBytes: cs.n.cfg.MaxBatchBytes,
+		SnapshotEvery: cs.n.cfg.GroupSnapshotEvery,
+		OnSnapshot: func(start int64, records int) {
+			cs.n.logger.Debug("group snapshot appended", "partition", rep.part.Index, "start", start, "records", records)
+		},
 	})
 	go func() {
 		defer close(s.ready)

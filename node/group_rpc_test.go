@@ -3,12 +3,15 @@ package node_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"gostream/controller"
 	"gostream/transport"
 )
 
@@ -87,4 +90,68 @@ func TestRPCGroupOffsetsSurviveRestart(t *testing.T) {
 	require.Len(t, desc.Members, 1)
 	assert.Equal(t, hb.MemberID, desc.Members[0].MemberID)
 	assert.ErrorIs(t, callCoordinator(t, ctx, c, transport.APIDeleteGroup, &transport.GroupRequest{Group: "readers"}, nil), transport.ErrGroupNotEmpty)
+}
+
+// A coordinator's snapshots bound its log: with small segments and
+// frequent snapshots, retention deletes the offsets partition's segments
+// below the newest complete snapshot, and a restart rebuilds every
+// committed offset from what is left.
+func TestRPCGroupOffsetsLogBoundedBySnapshots(t *testing.T) {
+	old := controller.OffsetsSegmentBytes
+	controller.OffsetsSegmentBytes = 1 << 20 // the least a topic may have
+	t.Cleanup(func() { controller.OffsetsSegmentBytes = old })
+	dir := t.TempDir()
+	cfg := testConfig(t, 1, dir)
+	cfg.OffsetsPartitions = 1
+	cfg.GroupSnapshotEvery = 100
+	cfg.RetentionInterval = 20 * time.Millisecond
+	n := startNode(t, cfg)
+	c := dialNode(t, cfg.Listen)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var ti transport.TopicInfo
+	require.NoError(t, c.Call(ctx, transport.APICreateTopic, &transport.CreateTopicRequest{Name: "orders", Partitions: 4, ReplicationFactor: 1}, &ti))
+	var pr transport.ProduceResponse
+	values := make([]string, 50)
+	for i := range values {
+		values[i] = fmt.Sprint(i)
+	}
+	for p := range int32(4) {
+		require.NoError(t, c.Call(ctx, transport.APIProduce, &transport.ProduceRequest{Topic: "orders", Partition: p, Batch: batchOf(t, values...)}, &pr))
+	}
+	var fc transport.FindCoordinatorResponse
+	require.NoError(t, c.Call(ctx, transport.APIFindCoordinator, &transport.FindCoordinatorRequest{Group: "g0"}, &fc)) // creates the topic
+	// 1,000 commits of 20 groups, each with 4 KiB of metadata: segments
+	// and snapshots.
+	meta := strings.Repeat("m", 4<<10)
+	want := map[string]int64{}
+	for i := range 1000 {
+		g := fmt.Sprintf("g%d", i%20)
+		off := int64(i/20) + 1
+		err := callCoordinator(t, ctx, c, transport.APIOffsetCommit, &transport.OffsetCommitRequest{Group: g, MemberEpoch: transport.NoMemberEpoch,
+			Offsets: []transport.CommitOffset{{Topic: "orders", Partition: int32(i % 4), Offset: off, Metadata: meta}}}, nil)
+		require.NoError(t, err)
+		want[fmt.Sprintf("%s/%d", g, i%4)] = off
+	}
+	var lo transport.ListOffsetsResponse
+	require.Eventually(t, func() bool {
+		require.NoError(t, c.Call(ctx, transport.APIListOffsets, &transport.ListOffsetsRequest{Topic: transport.OffsetsTopic, Partition: 0}, &lo))
+		return lo.LogStartOffset > 0
+	}, 10*time.Second, 20*time.Millisecond, "retention deletes below the newest snapshot")
+	t.Logf("offsets log: start %d, end %d", lo.LogStartOffset, lo.LogEndOffset)
+	assert.Greater(t, lo.LogStartOffset, lo.LogEndOffset/2, "most of the log is gone")
+
+	require.NoError(t, n.stop(t))
+	startNode(t, cfg)
+	c = dialNode(t, cfg.Listen)
+	got := map[string]int64{}
+	for i := range 20 {
+		g := fmt.Sprintf("g%d", i)
+		var fetched transport.OffsetFetchResponse
+		require.NoError(t, callCoordinator(t, ctx, c, transport.APIOffsetFetch, &transport.OffsetFetchRequest{Group: g}, &fetched))
+		for _, o := range fetched.Offsets {
+			got[fmt.Sprintf("%s/%d", g, o.Partition)] = o.Offset
+		}
+	}
+	assert.Equal(t, want, got, "every committed offset, rebuilt from the snapshot on")
 }

@@ -484,6 +484,30 @@ func TestRetentionOffByDefault(t *testing.T) {
 	assert.Equal(t, int64(0), l.LogStartOffset())
 }
 
+// DeleteBelow deletes every whole segment that ends at or below its
+// limit, with no retention policy at all, and never the active segment.
+func TestDeleteBelow(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, storage.Options{SegmentBytes: 4096})
+	for i := range 14 {
+		mustAppend(t, l, sizedBatch(t, 1000, byte(i)), 0)
+	}
+	require.Equal(t, []string{segName(0), segName(4), segName(8), segName(12)}, segmentFiles(t, dir))
+	n, err := l.DeleteBelow(ctxFor(t), 7)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "segment 4 holds offset 7: kept")
+	assert.Equal(t, int64(4), l.LogStartOffset())
+	n, err = l.DeleteBelow(ctxFor(t), 8)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, int64(8), l.LogStartOffset())
+	n, err = l.DeleteBelow(ctxFor(t), noLimit)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "the active segment stays")
+	assert.Equal(t, []string{segName(12)}, segmentFiles(t, dir))
+	assert.Equal(t, int64(14), l.LogEndOffset())
+}
+
 // noLimit is an ApplyRetention limit that keeps nothing from retention.
 const noLimit = int64(1) << 62
 

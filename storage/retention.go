@@ -84,6 +84,26 @@ func (l *Log) ApplyRetention(ctx context.Context, limit int64) (int, error) {
 	if policy.RetentionBytes <= 0 && policy.RetentionAge <= 0 {
 		return 0, nil
 	}
+	now := l.opts.Now()
+	return l.deleteOldest(ctx, limit, func(s *segment, after int64) bool {
+		bySize := policy.RetentionBytes > 0 && after >= policy.RetentionBytes
+		byAge := policy.RetentionAge > 0 && now.Sub(time.UnixMilli(s.lastTime)) > policy.RetentionAge
+		return bySize || byAge
+	})
+}
+
+// DeleteBelow deletes the oldest whole segments that end at or below
+// limit, whatever the retention policy says: a log whose owner knows that
+// nothing below limit is needed (a __consumer_offsets replica, below its
+// newest complete snapshot) bounds itself so. The active segment is never
+// deleted. It returns the number of segments deleted.
+func (l *Log) DeleteBelow(ctx context.Context, limit int64) (int, error) {
+	return l.deleteOldest(ctx, limit, func(*segment, int64) bool { return true })
+}
+
+// deleteOldest deletes the oldest whole segments, each ending at or below
+// limit, while drop(segment, bytes of the segments after it) says so.
+func (l *Log) deleteOldest(ctx context.Context, limit int64, drop func(s *segment, after int64) bool) (int, error) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := ctx.Err(); err != nil {
@@ -99,33 +119,30 @@ func (l *Log) ApplyRetention(ctx context.Context, limit int64) (int, error) {
 	for _, s := range segs {
 		total += s.size
 	}
-	now := l.opts.Now()
-	drop := 0
+	n := 0
 	for i, s := range segs[:len(segs)-1] {
 		if segs[i+1].base > limit {
 			break // it holds records at or above the limit
 		}
-		bySize := policy.RetentionBytes > 0 && total-s.size >= policy.RetentionBytes
-		byAge := policy.RetentionAge > 0 && now.Sub(time.UnixMilli(s.lastTime)) > policy.RetentionAge
-		if !bySize && !byAge {
+		if !drop(s, total-s.size) {
 			break
 		}
 		total -= s.size
-		drop++
+		n++
 	}
 	l.mu.RUnlock()
-	if drop == 0 {
+	if n == 0 {
 		return 0, nil
 	}
 	l.mu.Lock()
-	l.mu.segments = segs[drop:]
+	l.mu.segments = segs[n:]
 	l.mu.Unlock()
 	// Oldest first, so a crash part way leaves a contiguous log.
-	for _, s := range segs[:drop] {
+	for _, s := range segs[:n] {
 		if err := l.removeSegment(s); err != nil {
 			return 0, markNoSpace(err)
 		}
 	}
-	l.logger.Info("retention deleted segments", "segments", drop, "log_start_offset", segs[drop].base)
-	return drop, nil
+	l.logger.Info("retention deleted segments", "segments", n, "log_start_offset", segs[n].base)
+	return n, nil
 }
