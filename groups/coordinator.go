@@ -734,6 +734,35 @@ func (c *Coordinator) Expire(ctx context.Context) error {
 
 // groupState names a group's state: empty (no members), stable (every
 // member owns exactly its target) or rebalancing. The caller holds mu.
+// GroupStats is what the metrics say of one group.
+type GroupStats struct {
+	Name    string
+	State   string
+	Members int
+	// Offsets are the committed offsets of the topics' current
+	// incarnations.
+	Offsets map[TopicPartition]int64
+}
+
+// Stats returns every group's stats, sorted by name, without waiting for
+// anything: what the coordinator holds now.
+func (c *Coordinator) Stats() []GroupStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []GroupStats
+	for _, name := range c.state.Groups() {
+		g := c.state.Group(name)
+		st := GroupStats{Name: name, State: groupState(g), Members: len(g.Members), Offsets: map[TopicPartition]int64{}}
+		for tp, o := range g.Offsets {
+			if id, _, ok := c.cfg.Topics.Topic(tp.Topic); ok && id == o.TopicID {
+				st.Offsets[tp] = o.Offset
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
 func groupState(g *Group) string {
 	if len(g.Members) == 0 {
 		return "empty"

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -45,7 +46,7 @@ type coordSlot struct {
 }
 
 func newCoordinators(n *Node) *coordinators {
-	return &coordinators{n: n, slots: map[int32]*coordSlot{}, hw: hwCache{n: n, known: map[topicPartition]int64{}}}
+	return &coordinators{n: n, slots: map[int32]*coordSlot{}, hw: hwCache{n: n, known: map[topicPartition]int64{}, at: map[topicPartition]time.Time{}}}
 }
 
 // run keeps the coordinators in step with leadership and expires sessions
@@ -53,6 +54,7 @@ func newCoordinators(n *Node) *coordinators {
 func (cs *coordinators) run(ctx context.Context) error {
 	t := time.NewTicker(coordinatorTick)
 	defer t.Stop()
+	go cs.refreshLagHWs(ctx)
 	for {
 		select {
 		case <-ctx.Done():
@@ -73,6 +75,58 @@ func (cs *coordinators) run(ctx context.Context) error {
 			cancel()
 		}
 	}
+}
+
+// lagRefresh is how often the high watermarks of committed partitions
+// led elsewhere are asked again, for the lag metrics.
+const lagRefresh = 10 * time.Second
+
+// refreshLagHWs keeps the high watermarks the lag metrics use fresh: every
+// lagRefresh it asks the leaders of the committed partitions this broker
+// does not lead (at most maxLagSeries of them), until ctx ends.
+func (cs *coordinators) refreshLagHWs(ctx context.Context) {
+	t := time.NewTicker(lagRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		seen := map[groups.TopicPartition]bool{}
+		for _, s := range cs.readySlots() {
+			for _, g := range s.coord.Stats() {
+				for tp := range g.Offsets {
+					seen[tp] = true
+				}
+			}
+		}
+		n := 0
+		for tp := range seen {
+			if n++; n > maxLagSeries || ctx.Err() != nil {
+				break
+			}
+			// Asking for more than any HW makes it ask the leader.
+			_, _ = cs.hw.HighWatermark(ctx, tp.Topic, tp.Partition, math.MaxInt64)
+		}
+	}
+}
+
+// readySlots returns the coordinators that are loaded and serving.
+func (cs *coordinators) readySlots() []*coordSlot {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	var out []*coordSlot
+	for _, s := range cs.slots {
+		select {
+		case <-s.ready:
+			if s.err == nil {
+				out = append(out, s)
+			}
+		default:
+		}
+	}
+	return out
 }
 
 // sync starts a coordinator for every offsets partition this broker now
@@ -310,6 +364,27 @@ type hwCache struct {
 	n     *Node
 	mu    sync.Mutex
 	known map[topicPartition]int64
+	at    map[topicPartition]time.Time // when known was last learned
+}
+
+// recent returns the partition's high watermark for a lag: its own when
+// this broker leads it, else the one last learned from its leader if that
+// is no older than fresh.
+func (h *hwCache) recent(topic string, partition int32, fresh time.Duration) (int64, bool) {
+	t, rep, err := h.n.broker.lookup(topic, "", partition)
+	if err != nil {
+		return 0, false
+	}
+	if rep != nil && t.Partitions[partition].Leader == h.n.cfg.ID {
+		if _, hw, _, err := rep.part.LeaderOffsets(); err == nil {
+			return hw, true
+		}
+	}
+	key := topicPartition{t.ID, partition}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hw, ok := h.known[key]
+	return hw, ok && time.Since(h.at[key]) <= fresh
 }
 
 // Topic implements groups.Topics.
@@ -351,6 +426,7 @@ func (h *hwCache) HighWatermark(ctx context.Context, topic string, partition int
 	if hw > h.known[key] {
 		h.known[key] = hw
 	}
+	h.at[key] = time.Now()
 	hw = h.known[key]
 	h.mu.Unlock()
 	return hw, nil

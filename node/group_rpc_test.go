@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +72,15 @@ func TestRPCGroupOffsetsSurviveRestart(t *testing.T) {
 	assert.ErrorIs(t, c.Call(ctx, transport.APIDeleteTopic, &transport.TopicRequest{Name: transport.OffsetsTopic}, nil), transport.ErrInvalidRequest)
 	err = c.Call(ctx, transport.APICreateTopic, &transport.CreateTopicRequest{Name: "__mine", Partitions: 1, ReplicationFactor: 1}, &ti)
 	assert.ErrorIs(t, err, transport.ErrInvalidTopicName)
+
+	// The metrics: one empty group, no member, its lag behind the HW.
+	metrics := scrape(t, cfg.HTTP)
+	assert.Contains(t, metrics, `gostream_groups{state="empty"} 1`)
+	assert.Contains(t, metrics, `gostream_groups{state="stable"} 0`)
+	assert.Contains(t, metrics, "gostream_group_members 0")
+	assert.Contains(t, metrics, `gostream_group_lag_records{group="billing",partition="1",topic="orders"} 1`)
+	assert.Contains(t, metrics, "gostream_group_lag_series_omitted 0")
+	assert.Contains(t, metrics, `gostream_request_duration_seconds_count{api="OffsetCommit"}`, "commit latency")
 
 	require.NoError(t, n.stop(t))
 	startNode(t, cfg)
@@ -154,4 +165,14 @@ func TestRPCGroupOffsetsLogBoundedBySnapshots(t *testing.T) {
 		}
 	}
 	assert.Equal(t, want, got, "every committed offset, rebuilt from the snapshot on")
+}
+
+func scrape(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(body)
 }

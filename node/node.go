@@ -96,7 +96,7 @@ func Run(ctx context.Context, cfg Config) error {
 	n.broker.hw = loadHWCheckpoints(root.Dir(), log.Named("broker"))
 	ps := &peers{pool: n.pool, broker: n.broker}
 	n.broker.peers = ps.peer
-	n.metrics.registry.MustRegister(newReplicationCollector(n.broker))
+	n.metrics.registry.MustRegister(newReplicationCollector(n.broker), newGroupCollector(n.coords))
 
 	err = n.start()
 	if err == nil {

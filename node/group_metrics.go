@@ -1,0 +1,86 @@
+package node
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"gostream/groups"
+)
+
+// maxLagSeries bounds the group lag series one node exports: past it, the
+// rest are counted, not exported, so that a cluster with many groups
+// cannot blow up a Prometheus server.
+const maxLagSeries = 1000
+
+// lagFreshness is how old a high watermark the coordinator learned from
+// another broker may be and still make a lag; an older one gives no
+// series (unknown is not zero).
+const lagFreshness = 30 * time.Second
+
+// groupCollector exports the groups of the coordinators this node hosts:
+// their number by state, their members, and each committed partition's
+// lag behind its high watermark.
+type groupCollector struct {
+	cs                            *coordinators
+	groups, members, lag, omitted *prometheus.Desc
+}
+
+func newGroupCollector(cs *coordinators) *groupCollector {
+	return &groupCollector{
+		cs: cs,
+		groups: prometheus.NewDesc("gostream_groups", "Consumer groups this node coordinates, by state (stable, rebalancing, empty).",
+			[]string{"state"}, nil),
+		members: prometheus.NewDesc("gostream_group_members", "Members of the consumer groups this node coordinates.", nil, nil),
+		lag: prometheus.NewDesc("gostream_group_lag_records",
+			"Records between a group's committed offset and the partition's high watermark (absent while the high watermark is unknown; at most 1000 series a node).",
+			[]string{"group", "topic", "partition"}, nil),
+		omitted: prometheus.NewDesc("gostream_group_lag_series_omitted", "Group lag series not exported because of the bound on their number.", nil, nil),
+	}
+}
+
+func (c *groupCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.groups
+	ch <- c.members
+	ch <- c.lag
+	ch <- c.omitted
+}
+
+type lagPoint struct {
+	group     string
+	tp        groups.TopicPartition
+	committed int64
+}
+
+func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
+	byState := map[string]int{"stable": 0, "rebalancing": 0, "empty": 0}
+	members := 0
+	var points []lagPoint
+	for _, s := range c.cs.readySlots() {
+		for _, g := range s.coord.Stats() {
+			byState[g.State]++
+			members += g.Members
+			for tp, off := range g.Offsets {
+				points = append(points, lagPoint{g.Name, tp, off})
+			}
+		}
+	}
+	for state, n := range byState {
+		ch <- prometheus.MustNewConstMetric(c.groups, prometheus.GaugeValue, float64(n), state)
+	}
+	ch <- prometheus.MustNewConstMetric(c.members, prometheus.GaugeValue, float64(members))
+	slices.SortFunc(points, func(a, b lagPoint) int {
+		return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.tp.Topic, b.tp.Topic), cmp.Compare(a.tp.Partition, b.tp.Partition))
+	})
+	omitted := max(len(points)-maxLagSeries, 0)
+	for _, p := range points[:len(points)-omitted] {
+		hw, ok := c.cs.hw.recent(p.tp.Topic, p.tp.Partition, lagFreshness)
+		if !ok {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(max(hw-p.committed, 0)), p.group, p.tp.Topic, itoa(p.tp.Partition))
+	}
+	ch <- prometheus.MustNewConstMetric(c.omitted, prometheus.GaugeValue, float64(omitted))
+}
