@@ -86,7 +86,7 @@ bench-failover:
 	GO=$(GO) scripts/bench-failover.sh
 
 # The chaos harness (testcluster/, docs/design.md section 10): every scenario
-# on its own 3-node cluster, CHAOS_DURATION of faults each (sixteen scenarios:
+# on its own 3-node cluster, CHAOS_DURATION of faults each (seventeen scenarios:
 # about 20 minutes in all), then the checker. `make test` runs only a short
 # smoke of it. Network faults need root (a network namespace and iptables
 # inside it). A run that finds a violation is saved in
@@ -95,7 +95,7 @@ bench-failover:
 CHAOS_DURATION  ?= 60s
 CHAOS_SEED      ?= 0
 CHAOS_RUNS      ?= 1
-CHAOS_SCENARIOS ?= leader-kill,follower-kill,leader-pause,leader-isolated,controller-isolated,controller-mid-failover,lost-unsynced,slow-network,rolling-restart,duplicate-id,bit-rot,disk-full,topic-recreate,restart-one-down,power-loss,random
+CHAOS_SCENARIOS ?= leader-kill,follower-kill,leader-pause,leader-isolated,controller-isolated,controller-mid-failover,lost-unsynced,slow-network,rolling-restart,duplicate-id,bit-rot,disk-full,topic-recreate,restart-one-down,power-loss,group-members,random
 chaos:
 	$(GO) run ./testcluster/cmd/chaos --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED) --runs $(CHAOS_RUNS) --scenarios $(CHAOS_SCENARIOS)
 

@@ -428,7 +428,7 @@ func (g *GroupConsumer) fail(err error) {
 	g.log.Error("the group consumer stopped", "err", err)
 	g.mu.Lock()
 	if g.mu.fatal == nil {
-		g.mu.fatal = fmt.Errorf("group %q: %w", g.cfg.Group, err)
+		g.mu.fatal = fmt.Errorf("%w: group %q: %w", ErrMemberStopped, g.cfg.Group, err)
 	}
 	g.mu.Unlock()
 	g.lose(true)
@@ -525,10 +525,11 @@ func (g *GroupConsumer) resetTo(ctx context.Context, cons *Consumer) error {
 // callbacks that wait (OnLost, OnRevoked, OnAssigned, in that order),
 // releases the revoked partitions, and commits in the background when
 // auto-commit is due. It returns ErrClosed after Close, and the error
-// that stopped the member (a subscription the coordinator refuses, an
-// instance id another live member holds) once it has stopped. An error
-// fetching one partition is returned once, with the partition named; the
-// partition is fetched again after a pause.
+// that stopped the member (matching ErrMemberStopped: a subscription the
+// coordinator refuses, an instance id another live member holds) once it
+// has stopped. An error fetching one partition is returned once, with the
+// partition named, and passes: the partition is fetched again after a
+// pause.
 func (g *GroupConsumer) Poll(ctx context.Context, maxWait time.Duration) ([]PartitionRecords, error) {
 	if err := g.callbacks(ctx); err != nil {
 		return nil, err

@@ -367,7 +367,7 @@ func TestGroupMemberKilled(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond, "three members, two partitions each: %+v", d)
 
 	// Records arrive in every partition while a member is killed.
-	produced := map[int32]int{}
+	acked := map[[2]int64]string{} // partition, offset -> value
 	var pmu sync.Mutex
 	prodCtx, stopProducing := context.WithCancel(ctx)
 	prodDone := make(chan struct{})
@@ -381,11 +381,11 @@ func TestGroupMemberKilled(t *testing.T) {
 		for i := 0; prodCtx.Err() == nil; i++ {
 			part := int32(i % 6)
 			sctx, cancel := context.WithTimeout(prodCtx, 5*time.Second)
-			_, err := p.Send(sctx, client.ProducerRecord{Topic: "ev", Partition: part, ManualPartition: true, Value: []byte(fmt.Sprint(i))})
+			ack, err := p.Send(sctx, client.ProducerRecord{Topic: "ev", Partition: part, ManualPartition: true, Value: []byte(fmt.Sprint(i))})
 			cancel()
 			if err == nil {
 				pmu.Lock()
-				produced[part]++
+				acked[[2]int64{int64(part), ack.Offset}] = fmt.Sprint(i)
 				pmu.Unlock()
 			}
 			time.Sleep(5 * time.Millisecond)
@@ -439,23 +439,29 @@ func TestGroupMemberKilled(t *testing.T) {
 
 	stopProducing()
 	<-prodDone
-	// Every record produced is printed by some member, at least once.
-	pmu.Lock()
-	want := 0
-	for _, n := range produced {
-		want += n
-	}
-	pmu.Unlock()
+	// Every record acknowledged is printed by some member, at least once.
+	var missing []string
 	require.Eventually(t, func() bool {
-		seen := map[[2]int64]bool{}
+		seen := map[[2]int64]string{}
 		for _, out := range outs {
 			recs, _ := out.records(t)
 			for _, r := range recs {
-				seen[[2]int64{int64(r.Partition), r.Offset}] = true
+				seen[[2]int64{int64(r.Partition), r.Offset}] = r.Value
 			}
 		}
-		return len(seen) == want
-	}, 20*time.Second, 100*time.Millisecond, "every record printed")
+		pmu.Lock()
+		defer pmu.Unlock()
+		missing = missing[:0]
+		for k, v := range acked {
+			if got, ok := seen[k]; !ok || got != v {
+				missing = append(missing, fmt.Sprintf("%d/%d %q (printed %q)", k[0], k[1], v, got))
+			}
+		}
+		return len(missing) == 0
+	}, 20*time.Second, 100*time.Millisecond, "every acknowledged record printed")
+	if len(missing) > 0 {
+		t.Logf("not printed: %v", missing)
+	}
 	require.Eventually(t, func() bool {
 		d := describeGroup(t, cl, "g")
 		for _, p := range d.Partitions {

@@ -20,7 +20,7 @@ import (
 // Scenarios are the chaos scenarios, in the order `make chaos` runs them.
 var Scenarios = []string{"leader-kill", "follower-kill", "leader-pause", "leader-isolated", "controller-isolated",
 	"controller-mid-failover", "lost-unsynced", "slow-network", "rolling-restart",
-	"duplicate-id", "bit-rot", "disk-full", "topic-recreate", "restart-one-down", "power-loss", "random"}
+	"duplicate-id", "bit-rot", "disk-full", "topic-recreate", "restart-one-down", "power-loss", "group-members", "random"}
 
 // needsNetwork lists the scenarios that cut links or slow them down: they
 // run only inside the harness's network namespace.
@@ -74,11 +74,14 @@ type Result struct {
 const chaosTopic = "chaos"
 
 type run struct {
-	cfg    ScenarioConfig
-	c      *Cluster
-	rng    *rand.Rand
-	hist   *History
-	w      *Workload
+	cfg  ScenarioConfig
+	c    *Cluster
+	rng  *rand.Rand
+	hist *History
+	w    *Workload
+	// ghist and gw are the consumer group's members and what they printed.
+	ghist  *History
+	gw     *GroupWorkload
 	dir    string
 	out    io.Writer
 	logMu  sync.Mutex
@@ -140,7 +143,7 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 		return res
 	}
 	defer os.RemoveAll(dir)
-	r := &run{cfg: cfg, rng: rand.New(rand.NewSource(cfg.Seed)), hist: &History{}, dir: dir, out: cfg.Out, paused: map[int32]bool{},
+	r := &run{cfg: cfg, rng: rand.New(rand.NewSource(cfg.Seed)), hist: &History{}, ghist: &History{}, dir: dir, out: cfg.Out, paused: map[int32]bool{},
 		partitions: partitions}
 	if r.logf, err = os.Create(filepath.Join(dir, "harness.log")); err != nil {
 		res.Err = err
@@ -179,10 +182,15 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 		res.Err = err
 		return res
 	}
+	r.gw = NewGroupWorkload(r.c, chaosTopic, r.ghist, r.log)
+	if err := r.gw.Start(); err != nil {
+		res.Err = err
+		return res
+	}
 	sampler := NewLeaderSampler(r.c, chaosTopic, 250*time.Millisecond)
 	sampler.Start()
 	defer sampler.Stop()
-	r.say("cluster up in %s, workload started: 4 producers, 2 consumers, %d partitions", dir, partitions)
+	r.say("cluster up in %s, workload started: 4 producers, 2 consumers, a group of %d members (one static), %d partitions", dir, groupMembers, partitions)
 
 	end := time.Now().Add(cfg.Duration)
 	for time.Now().Before(end) {
@@ -219,6 +227,8 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 		res.Violations = append(res.Violations, "drain (acknowledged writes past what was read may show as lost): "+err.Error())
 	}
 	ops := r.hist.Ops()
+	r.say("waiting for the group's commits to reach the high watermarks")
+	res.Violations = append(res.Violations, r.gw.Finish(r.highWatermarks(), ackedProduces(ops), 90*time.Second)...)
 	v, st := CheckHistory(ops)
 	res.Stats = st
 	res.Violations = append(res.Violations, v...)
@@ -227,11 +237,43 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 		res.Violations = append(res.Violations, res.Porcupine.Violations...)
 	}
 	res.Violations = append(res.Violations, CheckReplicas(r.c, chaosTopic, 30*time.Second)...)
+	res.Violations = append(res.Violations, CheckOffsetsLogs(r.c, r.gw.group)...)
 	sampler.Stop() // takes a last sample, of the healed cluster
 	res.Violations = append(res.Violations, r.checkEpochsAndTruncations(sampler.Samples())...)
 	r.say("checked: %d operations, %d produces, %d acknowledged, %d records read, %d violations",
 		st.Ops, st.Produces, st.Acked, st.Reads, len(res.Violations))
 	return res
+}
+
+// highWatermarks is every partition's high watermark now, as its leader
+// says; a partition whose leader does not answer is left out (the drain
+// has already failed for it).
+func (r *run) highWatermarks() map[int32]int64 {
+	out := map[int32]int64{}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := client.New(ctx, client.Config{Bootstrap: strings.Split(r.c.Bootstrap(), ","), RequestTimeout: 3 * time.Second, DialTimeout: time.Second})
+	if err != nil {
+		return out
+	}
+	defer cl.Close()
+	for p := range int32(r.partitions) {
+		if offs, err := cl.ListOffsets(ctx, chaosTopic, p); err == nil {
+			out[p] = offs.HighWatermark
+		}
+	}
+	return out
+}
+
+// ackedProduces is the acknowledged produces of ops.
+func ackedProduces(ops []Op) []Op {
+	var out []Op
+	for _, op := range ops {
+		if op.Kind == OpProduce && op.Result == ResultOK && op.Err == "" {
+			out = append(out, op)
+		}
+	}
+	return out
 }
 
 // checkPorcupine checks the history with porcupine, noting an
@@ -283,6 +325,8 @@ func scenarioFault(name string) (func(*run) error, int, bool) {
 		return (*run).restartOneDown, 3, true
 	case "power-loss":
 		return (*run).powerLoss, 3, true
+	case "group-members":
+		return (*run).groupFault, 3, true
 	case "random":
 		return (*run).randomFault, 3, true
 	}
@@ -634,7 +678,9 @@ func (r *run) rollingRestart() error {
 }
 
 func (r *run) randomFault() error {
-	switch k := r.rng.Intn(16); k {
+	switch k := r.rng.Intn(17); k {
+	case 16:
+		return r.groupFault()
 	case 10:
 		return r.duplicateID()
 	case 11:
@@ -691,6 +737,11 @@ func (r *run) randomFault() error {
 // waits until every partition's active set holds all its replicas.
 func (r *run) heal() error {
 	var errs []error
+	if r.gw != nil {
+		if err := r.gw.Heal(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := r.c.HealNetwork(); err != nil {
 		errs = append(errs, err)
 	}
@@ -756,6 +807,9 @@ func (r *run) save(res Result) string {
 	}
 	if err := r.hist.Save(filepath.Join(dst, "history.jsonl")); err != nil {
 		r.say("save history: %v", err)
+	}
+	if err := r.ghist.Save(filepath.Join(dst, "group-history.jsonl")); err != nil {
+		r.say("save the group's history: %v", err)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "scenario %s\nseed %d\nduration %s\nreplay: %s\n", r.cfg.Name, r.cfg.Seed, r.cfg.Duration, r.cfg.Replay)

@@ -13,7 +13,6 @@ import (
 
 	"gostream/client"
 	"gostream/cmd/internal/exitcode"
-	"gostream/transport"
 )
 
 // commitEvery is how often consume --group commits what it has printed
@@ -159,13 +158,10 @@ func groupConsume(c *cli.Context, cl *client.Client, g globals, o consumeOptions
 				if interrupted(ctx, err) {
 					return nil
 				}
-				if errors.Is(err, transport.ErrFencedInstanceID) || errors.Is(err, client.ErrClosed) || ctx.Err() != nil {
+				if errors.Is(err, client.ErrMemberStopped) || errors.Is(err, client.ErrClosed) || ctx.Err() != nil {
 					return err
 				}
-				var te *transport.Error
-				if !errors.As(err, &te) || !te.Code.Retriable() {
-					return err
-				}
+				// A partition's fetch failed; its fetcher tries again.
 				fmt.Fprintf(c.App.ErrWriter, "warning: %v\n", err)
 				continue
 			}

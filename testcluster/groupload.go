@@ -1,0 +1,422 @@
+package testcluster
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"gostream/client"
+	"gostream/groups"
+	"gostream/record"
+	"gostream/transport"
+)
+
+// The chaos workload's consumer group: three gostream-ctl consume --group
+// processes, the first static, each printing what it is given and
+// committing what it printed.
+const (
+	groupMembers      = 3
+	groupSession      = 3 * time.Second
+	groupStaticMember = 1 // the slot whose member has an instance id
+)
+
+// OpGroupRead is a record a group member printed: Worker is the member's
+// slot, Offset the record's, Value its value.
+const OpGroupRead = "group-read"
+
+// groupMember is one slot of the group: the process running there now.
+type groupMember struct {
+	slot    int
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when the process has exited and its output is read
+	paused  bool
+	started int // incarnations started
+}
+
+// GroupWorkload runs the members and samples what the coordinator says:
+// committed offsets (which must never go back) and owners (one member a
+// partition).
+type GroupWorkload struct {
+	c     *Cluster
+	topic string
+	group string // chosen so that the controller's node does not coordinate it
+	hist  *History
+	logf  func(string, ...any)
+
+	mu      sync.Mutex
+	members map[int]*groupMember
+	// committed is the highest committed offset seen of each partition;
+	// regressions, the samples that went below it.
+	committed   map[int32]int64
+	regressions []string
+	doubleOwner []string
+	samples     int
+	stop        context.CancelFunc
+	sampling    sync.WaitGroup
+}
+
+// NewGroupWorkload returns the group workload of topic.
+func NewGroupWorkload(c *Cluster, topic string, hist *History, logf func(string, ...any)) *GroupWorkload {
+	return &GroupWorkload{c: c, topic: topic, hist: hist, logf: logf, members: map[int]*groupMember{}, committed: map[int32]int64{}}
+}
+
+// Start picks the group, starts every member and the sampler.
+func (g *GroupWorkload) Start() error {
+	if err := g.pickGroup(); err != nil {
+		return err
+	}
+	for slot := 1; slot <= groupMembers; slot++ {
+		if err := g.startMember(slot); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.stop = cancel
+	g.sampling.Add(1)
+	go g.sample(ctx)
+	return nil
+}
+
+// pickGroup names the group: the first of chaos-group-0, -1, ... whose
+// coordinator is not the controller's node, so that the coordinator's
+// node can be killed and failed over (a dead controller fails nothing
+// over). The first FindCoordinator creates __consumer_offsets.
+func (g *GroupWorkload) pickGroup() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := transport.Dial(ctx, g.c.Nodes[0].RPC, transport.ConnConfig{})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	for i := 0; i < 100; i++ {
+		name := fmt.Sprintf("chaos-group-%d", i)
+		var fc transport.FindCoordinatorResponse
+		if err := conn.Call(ctx, transport.APIFindCoordinator, &transport.FindCoordinatorRequest{Group: name}, &fc); err != nil {
+			return fmt.Errorf("find the coordinator of %s: %w", name, err)
+		}
+		if fc.Leader > 0 && fc.Leader != g.c.Nodes[0].ID {
+			g.group = name
+			g.logf("consumer group %s, coordinated by broker %d", name, fc.Leader)
+			return nil
+		}
+	}
+	return errors.New("no group name of 100 is coordinated off the controller's node")
+}
+
+// startMember starts the process of a slot (again, after a kill).
+func (g *GroupWorkload) startMember(slot int) error {
+	args := []string{"-o", "json", "--timeout", "5s", "consume", g.topic, "--group", g.group, "--follow",
+		"--session-timeout", groupSession.String()}
+	if slot == groupStaticMember {
+		args = append(args, "--instance-id", "chaos-static")
+	}
+	cmd := g.c.CtlCommand(context.Background(), args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &lockedWriter{w: &stderr}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	m := g.members[slot]
+	if m == nil {
+		m = &groupMember{slot: slot}
+		g.members[slot] = m
+	}
+	m.cmd, m.done, m.paused = cmd, make(chan struct{}), false
+	m.started++
+	inc := m.started
+	done := m.done
+	g.mu.Unlock()
+	go func() {
+		defer close(done)
+		g.read(slot, out)
+		err := cmd.Wait()
+		g.logf("group member %d (incarnation %d) exited: %v; stderr: %s", slot, inc, err, strings.TrimSpace(stderr.String()))
+	}()
+	return nil
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// read turns a member's output into history.
+func (g *GroupWorkload) read(slot int, out io.Reader) {
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var r struct {
+			Partition int32  `json:"partition"`
+			Offset    int64  `json:"offset"`
+			Value     string `json:"value"`
+		}
+		now := time.Now()
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			g.logf("group member %d printed what is not a record: %q", slot, sc.Text())
+			continue
+		}
+		g.hist.Add(Op{Kind: OpGroupRead, Worker: slot, Topic: g.topic, Partition: r.Partition, Offset: r.Offset, Value: r.Value,
+			Start: now, End: now, Result: ResultOK})
+	}
+}
+
+// member returns a slot's member.
+func (g *GroupWorkload) member(slot int) *groupMember {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.members[slot]
+}
+
+// Kill kills a slot's process with SIGKILL and waits for it.
+func (g *GroupWorkload) Kill(slot int) {
+	m := g.member(slot)
+	m.cmd.Process.Signal(syscall.SIGCONT)
+	m.cmd.Process.Kill()
+	<-m.done
+}
+
+// Pause stops a slot's process (SIGSTOP); Resume lets it go on.
+func (g *GroupWorkload) Pause(slot int) {
+	m := g.member(slot)
+	if m.cmd.Process.Signal(syscall.SIGSTOP) == nil {
+		g.mu.Lock()
+		m.paused = true
+		g.mu.Unlock()
+	}
+}
+
+func (g *GroupWorkload) Resume(slot int) {
+	m := g.member(slot)
+	m.cmd.Process.Signal(syscall.SIGCONT)
+	g.mu.Lock()
+	m.paused = false
+	g.mu.Unlock()
+}
+
+// Restart kills a slot's process and starts another in its place.
+func (g *GroupWorkload) Restart(slot int) error {
+	g.Kill(slot)
+	return g.startMember(slot)
+}
+
+// Heal resumes every paused member and restarts every one that exited.
+func (g *GroupWorkload) Heal() error {
+	var errs []error
+	for slot := 1; slot <= groupMembers; slot++ {
+		m := g.member(slot)
+		if m.paused {
+			g.Resume(slot)
+		}
+		select {
+		case <-m.done:
+			errs = append(errs, g.startMember(slot))
+		default:
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// sample asks the group's coordinator, every 250 ms, for the committed
+// offsets and the owners, until ctx ends.
+func (g *GroupWorkload) sample(ctx context.Context) {
+	defer g.sampling.Done()
+	var cl *client.Client
+	defer func() {
+		if cl != nil {
+			cl.Close()
+		}
+	}()
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if cl == nil {
+			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			cl, _ = client.New(cctx, client.Config{Bootstrap: strings.Split(g.c.Bootstrap(), ","), RequestTimeout: 2 * time.Second, DialTimeout: time.Second})
+			cancel()
+			if cl == nil {
+				continue
+			}
+		}
+		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		d, err := cl.DescribeGroup(dctx, g.group)
+		cancel()
+		if err != nil {
+			continue
+		}
+		g.check(d)
+	}
+}
+
+// check takes one description: no committed offset below one seen
+// before, no partition owned by two members.
+func (g *GroupWorkload) check(d client.GroupDescription) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.samples++
+	for _, p := range d.Partitions {
+		if p.Topic != g.topic || p.Committed == client.Never {
+			continue
+		}
+		if prev, ok := g.committed[p.Partition]; ok && p.Committed < prev {
+			g.regressions = append(g.regressions, fmt.Sprintf("invariant 9: group %s's committed offset of %s/%d went from %d to %d (generation %d)",
+				g.group, g.topic, p.Partition, prev, p.Committed, d.GroupEpoch))
+		}
+		g.committed[p.Partition] = max(g.committed[p.Partition], p.Committed)
+	}
+	owner := map[client.TopicPartition]string{}
+	for _, m := range d.Members {
+		for _, tp := range m.Owned {
+			if o, ok := owner[tp]; ok {
+				g.doubleOwner = append(g.doubleOwner, fmt.Sprintf("partition %s owned by members %s and %s in generation %d", tp, o, m.MemberID, d.GroupEpoch))
+			}
+			owner[tp] = m.MemberID
+		}
+	}
+}
+
+// Finish waits until the group's committed offsets reach hws (the high
+// watermarks once the producers stopped), then stops the members (they
+// commit and leave) and the sampler. It returns the violations found:
+// committed offsets that went back or never reached the high watermark,
+// partitions with two owners, and acknowledged records no member printed.
+func (g *GroupWorkload) Finish(hws map[int32]int64, acked []Op, timeout time.Duration) []string {
+	var out []string
+	deadline := time.Now().Add(timeout)
+	var behind []string
+	for {
+		behind = behind[:0]
+		g.mu.Lock()
+		for p, hw := range hws {
+			if g.committed[p] < hw {
+				behind = append(behind, fmt.Sprintf("%d at %d of %d", p, g.committed[p], hw))
+			}
+		}
+		g.mu.Unlock()
+		if len(behind) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if len(behind) > 0 {
+		slices.Sort(behind)
+		out = append(out, fmt.Sprintf("group %s: committed offsets did not reach the high watermark within %s of the faults healing: partitions %s",
+			g.group, timeout, strings.Join(behind, ", ")))
+	}
+	g.stop()
+	g.sampling.Wait()
+	for slot := 1; slot <= groupMembers; slot++ {
+		m := g.member(slot)
+		m.cmd.Process.Signal(syscall.SIGCONT)
+		m.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-m.done:
+		case <-time.After(15 * time.Second):
+			g.Kill(slot)
+		}
+	}
+	g.mu.Lock()
+	out = append(out, g.regressions...)
+	out = append(out, g.doubleOwner...)
+	g.logf("group %s: %d samples of the coordinator", g.group, g.samples)
+	g.mu.Unlock()
+
+	printed := map[[2]int64]string{}
+	for _, op := range g.hist.Ops() {
+		if op.Kind == OpGroupRead {
+			printed[[2]int64{int64(op.Partition), op.Offset}] = op.Value
+		}
+	}
+	missing := 0
+	for _, op := range acked {
+		v, ok := printed[[2]int64{int64(op.Partition), op.Offset}]
+		switch {
+		case !ok:
+			if missing++; missing <= 10 {
+				out = append(out, fmt.Sprintf("acknowledged %s/%d offset %d (%q) was printed by no group member", op.Topic, op.Partition, op.Offset, op.Value))
+			}
+		case v != op.Value:
+			out = append(out, fmt.Sprintf("group member printed %q at %s/%d offset %d, acknowledged as %q", v, op.Topic, op.Partition, op.Offset, op.Value))
+		}
+	}
+	if missing > 10 {
+		out = append(out, fmt.Sprintf("... %d acknowledged records in all were printed by no group member", missing))
+	}
+	return out
+}
+
+// CheckOffsetsLogs reads the group's partition of __consumer_offsets on
+// every node that holds it and checks invariant 9 there: in log order,
+// no commit of the group below an earlier one of the same partition (the
+// chaos workload makes no reset).
+func CheckOffsetsLogs(c *Cluster, group string) []string {
+	var out []string
+	for _, n := range c.Nodes {
+		parts, err := n.Partitions(transport.OffsetsTopic)
+		if err != nil {
+			out = append(out, fmt.Sprintf("node %d: %v", n.ID, err))
+		}
+		for _, p := range parts {
+			b, err := segmentBytes(n, transport.OffsetsTopic, p)
+			if err != nil {
+				out = append(out, fmt.Sprintf("node %d: read %s/%d: %v", n.ID, transport.OffsetsTopic, p, err))
+				continue
+			}
+			last := map[groups.TopicPartition]int64{}
+			err = record.Batches(b, func(batch record.Batch) bool {
+				_ = batch.Records(func(rec *record.Record) bool {
+					gr, err := groups.Decode(rec.Key, rec.Value)
+					if err != nil || gr.Group != group {
+						return true
+					}
+					var commits []groups.Commit
+					switch gr.Kind {
+					case groups.KindCommit:
+						commits = []groups.Commit{*gr.Commit}
+					case groups.KindSnapshotGroup:
+						commits = gr.Snapshot.Offsets
+					}
+					for _, cm := range commits {
+						tp := groups.TopicPartition{Topic: cm.Topic, Partition: cm.Partition}
+						if prev, ok := last[tp]; ok && cm.Offset < prev {
+							out = append(out, fmt.Sprintf("invariant 9: node %d's %s/%d holds a commit of %s/%d at %d after one at %d (offset %d of the log)",
+								n.ID, transport.OffsetsTopic, p, cm.Topic, cm.Partition, cm.Offset, prev, rec.Offset))
+						}
+						last[tp] = max(last[tp], cm.Offset)
+					}
+					return true
+				})
+				return true
+			})
+			if err != nil {
+				out = append(out, fmt.Sprintf("node %d: %s/%d: %v", n.ID, transport.OffsetsTopic, p, err))
+			}
+		}
+	}
+	return out
+}
