@@ -42,8 +42,8 @@ var (
 	// partition. It matches transport.ErrBrokerNotAvailable.
 	ErrNoLeader = fmt.Errorf("client: no leader known: %w", transport.ErrBrokerNotAvailable)
 	// ErrMemberStopped means a GroupConsumer stopped for good: its
-	// coordinator refused what cannot change (a subscription, an instance
-	// id another live member holds). The error says why; Poll returns it
+	// coordinator refused what cannot change (an invalid subscription or
+	// group name, an instance id another live member holds). The error says why; Poll returns it
 	// from then on. Any other error of Poll passes.
 	ErrMemberStopped = errors.New("client: group member stopped")
 )

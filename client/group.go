@@ -299,8 +299,18 @@ func (g *GroupConsumer) heartbeatLoop(ctx context.Context) {
 				return
 			}
 			g.log.Debug("instance id in use; waiting for its old member's heartbeats to stop", "err", err)
-		case retriable(err) || isContextErr(err):
-			g.log.Debug("heartbeat failed; retrying", "err", err)
+		case errors.Is(err, transport.ErrInvalidRequest) || errors.Is(err, transport.ErrInvalidGroupName) || errors.Is(err, ErrClosed):
+			// What was asked cannot be served, now or later.
+			g.fail(err)
+			return
+		default:
+			// Anything else may pass (a coordinator moving or loading, a
+			// write whose replication failed, a broker down): try again.
+			if retriable(err) || isContextErr(err) {
+				g.log.Debug("heartbeat failed; retrying", "err", err)
+			} else {
+				g.log.Warn("heartbeat failed; retrying", "err", err)
+			}
 			if now.Sub(lastContact) > g.cfg.SessionTimeout {
 				// The coordinator has expired the member by now, or will:
 				// another member may own its partitions, so stop.
@@ -308,9 +318,6 @@ func (g *GroupConsumer) heartbeatLoop(ctx context.Context) {
 				g.lose(false)
 				lastContact = now
 			}
-		default:
-			g.fail(err)
-			return
 		}
 		t := time.NewTimer(interval)
 		select {
@@ -525,9 +532,10 @@ func (g *GroupConsumer) resetTo(ctx context.Context, cons *Consumer) error {
 // callbacks that wait (OnLost, OnRevoked, OnAssigned, in that order),
 // releases the revoked partitions, and commits in the background when
 // auto-commit is due. It returns ErrClosed after Close, and the error
-// that stopped the member (matching ErrMemberStopped: a subscription the
-// coordinator refuses, an instance id another live member holds) once it
-// has stopped. An error fetching one partition is returned once, with the
+// that stopped the member (matching ErrMemberStopped: a request the
+// coordinator refuses as invalid, such as a bad subscription or group
+// name, or an instance id another live member holds) once it has
+// stopped; every other error of a heartbeat is retried. An error fetching one partition is returned once, with the
 // partition named, and passes: the partition is fetched again after a
 // pause.
 func (g *GroupConsumer) Poll(ctx context.Context, maxWait time.Duration) ([]PartitionRecords, error) {

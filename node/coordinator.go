@@ -205,11 +205,47 @@ func (cs *coordinators) start(ctx context.Context, rep *replica, epoch int32) *c
 			}
 			return
 		}
+		cs.reachFollowers(ctx, rep)
 		cs.n.metrics.groupRebuild.Observe(time.Since(start).Seconds())
 		cs.n.logger.Info("group coordinator ready", "partition", rep.part.Index, "epoch", epoch, "records", n,
 			"groups", len(s.coord.State().Groups()), "took", time.Since(start).Round(time.Millisecond))
 	}()
 	return s
+}
+
+// followerWait bounds how long a new coordinator waits for its
+// partition's active followers before it serves.
+const followerWait = 5 * time.Second
+
+// reachFollowers brings every active follower of the offsets partition up
+// to the leader's log end before the coordinator serves, trying each
+// again while it fails, for at most followerWait in all. A partition just
+// created may have followers that have not made their replica yet: a
+// group request written before they have would fail to replicate. One
+// that cannot be reached in time is left to the operator, as for any
+// partition.
+func (cs *coordinators) reachFollowers(ctx context.Context, rep *replica) {
+	ctx, cancel := context.WithTimeout(ctx, followerWait)
+	defer cancel()
+	for _, id := range rep.part.State().Active {
+		if id == cs.n.cfg.ID {
+			continue
+		}
+		for {
+			_, _, err := rep.part.CatchUp(ctx, id)
+			if err == nil {
+				break
+			}
+			t := time.NewTimer(50 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				cs.n.logger.Warn("group coordinator serving before a follower of its partition answered", "partition", rep.part.Index, "follower", id, "err", err)
+				return
+			case <-t.C:
+			}
+		}
+	}
 }
 
 // loadCoordinator applies every record of the replica's log, from its start
@@ -414,10 +450,11 @@ func (h *hwCache) HighWatermark(ctx context.Context, topic string, partition int
 	if ok && hw >= atLeast {
 		return hw, nil
 	}
+	var end int64
 	if rep != nil && t.Partitions[partition].Leader == h.n.cfg.ID {
-		_, hw, _, err = rep.part.LeaderOffsets()
+		_, hw, end, err = rep.part.LeaderOffsets()
 	} else {
-		hw, err = h.ask(ctx, t, partition)
+		hw, end, err = h.ask(ctx, t, partition)
 	}
 	if err != nil {
 		return 0, err
@@ -429,20 +466,29 @@ func (h *hwCache) HighWatermark(ctx context.Context, topic string, partition int
 	h.at[key] = time.Now()
 	hw = h.known[key]
 	h.mu.Unlock()
+	if hw < atLeast && atLeast <= end {
+		// The records are in the leader's log but not known to be on
+		// every active replica: a leader that has just restarted or taken
+		// over says the HW it checkpointed until its followers answer.
+		// The commit may be valid in a moment; one above the log end is
+		// not, and the coordinator refuses it.
+		return 0, fmt.Errorf("%w: %s/%d: high watermark %d, below %d, which its log holds: not acknowledged yet", transport.ErrNotReady, topic, partition, hw, atLeast)
+	}
 	return hw, nil
 }
 
-func (h *hwCache) ask(ctx context.Context, t *metadata.Topic, partition int32) (int64, error) {
+// ask asks the partition's leader for its high watermark and log end.
+func (h *hwCache) ask(ctx context.Context, t *metadata.Topic, partition int32) (hw, end int64, err error) {
 	leader := t.Partitions[partition].Leader
 	b, ok := h.n.broker.metadata().Broker(leader)
 	if !ok || b.Addr == "" {
-		return 0, fmt.Errorf("%w: %s/%d has no leader with an address (leader %d)", transport.ErrBrokerNotAvailable, t.Name, partition, leader)
+		return 0, 0, fmt.Errorf("%w: %s/%d has no leader with an address (leader %d)", transport.ErrBrokerNotAvailable, t.Name, partition, leader)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	var resp transport.ListOffsetsResponse
 	if err := h.n.pool.Call(ctx, b.Addr, transport.APIListOffsets, &transport.ListOffsetsRequest{Topic: t.Name, TopicID: t.ID, Partition: partition}, &resp); err != nil {
-		return 0, fmt.Errorf("ask broker %d: %w", leader, err)
+		return 0, 0, fmt.Errorf("ask broker %d: %w", leader, err)
 	}
-	return resp.HighWatermark, nil
+	return resp.HighWatermark, resp.LogEndOffset, nil
 }

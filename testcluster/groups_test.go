@@ -94,4 +94,23 @@ func TestCommittedOffsetsSurviveCoordinatorFailover(t *testing.T) {
 	off, _, err = cons.Committed(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, int64(15), off)
+
+	// The killed node comes back and is recovered; then every node is
+	// killed at once and started again: the commit is still there.
+	require.NoError(t, c.StartNode(victim))
+	_, err = operator(t, c, transport.APIRecover, map[string]any{"broker": victim})
+	require.NoError(t, err)
+	for _, n := range c.Nodes {
+		require.NoError(t, n.Kill())
+	}
+	for _, n := range c.Nodes {
+		require.NoError(t, c.StartNode(n.ID))
+	}
+	require.Eventually(t, func() bool {
+		off, ok, err = cons.Committed(ctx)
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond, "the group's coordinator serves again after a full restart: %v", err)
+	require.True(t, ok)
+	assert.Equal(t, int64(15), off, "a full restart keeps every committed offset")
+	require.ErrorIs(t, cons.CommitOffset(ctx, 14, ""), transport.ErrOffsetRegression)
 }

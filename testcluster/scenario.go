@@ -808,8 +808,10 @@ func (r *run) save(res Result) string {
 	if err := r.hist.Save(filepath.Join(dst, "history.jsonl")); err != nil {
 		r.say("save history: %v", err)
 	}
-	if err := r.ghist.Save(filepath.Join(dst, "group-history.jsonl")); err != nil {
-		r.say("save the group's history: %v", err)
+	if r.ghist != nil {
+		if err := r.ghist.Save(filepath.Join(dst, "group-history.jsonl")); err != nil {
+			r.say("save the group's history: %v", err)
+		}
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "scenario %s\nseed %d\nduration %s\nreplay: %s\n", r.cfg.Name, r.cfg.Seed, r.cfg.Duration, r.cfg.Replay)
