@@ -148,6 +148,23 @@ for i in "${!NODES[@]}"; do
 	done
 done
 
+# Answering health is not enough: a node that started before the
+# controller registers a moment later, and until then a topic of
+# replication factor 3 cannot be created.
+until [ "$("$BIN/gostream-ctl" broker list -o json --timeout 1s 2>/dev/null | grep -o '"registered":"registered"' | wc -l)" -ge "${#NODES[@]}" ]; do
+	for j in "${!pids[@]}"; do
+		if ! kill -0 "${pids[$j]}" 2>/dev/null; then
+			start_failed "$j"
+		fi
+	done
+	if [ "$SECONDS" -ge "$deadline" ]; then
+		echo "run-cluster: not every node registered with the controller within ${START_TIMEOUT}s; stopping (see the [node] lines above)" >&2
+		stop
+		exit 1
+	fi
+	sleep 0.2
+done
+
 ctl="$BIN/gostream-ctl"
 cat <<MSG
 
