@@ -85,6 +85,14 @@ bench-compare: build
 bench-failover:
 	GO=$(GO) scripts/bench-failover.sh
 
+# Consumer groups beside their baselines on one three-node cluster, RF 3,
+# 1 KiB records, three interleaved rounds: 16 synchronous committers beside
+# 16 synchronous producers (B3), and a group of three members beside six
+# plain consumers of the same six partitions (docs/benchmarks.md).
+.PHONY: bench-groups
+bench-groups:
+	GOSTREAM_BENCH_GROUPS=1 $(GO) test -count=1 -timeout 20m -run 'TestBenchGroups$$' -v ./testcluster/ | grep -E 'groups_bench_test|^(ok|FAIL|---)'
+
 # The chaos harness (testcluster/, docs/design.md section 10): every scenario
 # on its own 3-node cluster, CHAOS_DURATION of faults each (seventeen scenarios:
 # about 20 minutes in all), then the checker. `make test` runs only a short

@@ -323,6 +323,11 @@ func (cs *coordinators) forPartition(t *metadata.Topic, p int32, group string) (
 		what = fmt.Sprintf("group %q (%s)", group, what)
 	}
 	if s == nil {
+		if err := cs.n.broker.offlineErr(t.Name, p); err != nil && t.Partitions[p].Leader == cs.n.cfg.ID {
+			// Its replica here is damaged: its groups are not served from
+			// it, and the operator fails the partition over.
+			return nil, fmt.Errorf("broker %d cannot coordinate %s: its replica is offline: %w", cs.n.cfg.ID, what, err)
+		}
 		return nil, fmt.Errorf("%w: broker %d does not coordinate %s; broker %d leads it", transport.ErrNotCoordinator, cs.n.cfg.ID, what, t.Partitions[p].Leader)
 	}
 	if st := s.rep.part.State(); st.Leader != cs.n.cfg.ID || st.LeaderEpoch != s.epoch {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -175,4 +177,52 @@ func scrape(t *testing.T, addr string) string {
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return string(body)
+}
+
+// A damaged __consumer_offsets replica is not skipped: after a bit flips
+// in its log, the group's requests fail with an error, never answer as if
+// the group held nothing, and the node stays up.
+func TestRPCGroupDamagedOffsetsReplicaIsNotSkipped(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, 1, dir)
+	cfg.OffsetsPartitions = 1
+	n := startNode(t, cfg)
+	c := dialNode(t, cfg.Listen)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var ti transport.TopicInfo
+	require.NoError(t, c.Call(ctx, transport.APICreateTopic, &transport.CreateTopicRequest{Name: "orders", Partitions: 1, ReplicationFactor: 1}, &ti))
+	var pr transport.ProduceResponse
+	require.NoError(t, c.Call(ctx, transport.APIProduce, &transport.ProduceRequest{Topic: "orders", Partition: 0, Batch: batchOf(t, "a", "b")}, &pr))
+	var fc transport.FindCoordinatorResponse
+	require.NoError(t, c.Call(ctx, transport.APIFindCoordinator, &transport.FindCoordinatorRequest{Group: "billing"}, &fc))
+	for _, off := range []int64{1, 2} {
+		require.NoError(t, callCoordinator(t, ctx, c, transport.APIOffsetCommit, &transport.OffsetCommitRequest{Group: "billing", MemberEpoch: transport.NoMemberEpoch,
+			Offsets: []transport.CommitOffset{{Topic: "orders", Partition: 0, Offset: off}}}, nil))
+	}
+	require.NoError(t, n.stop(t))
+
+	// Flip a bit inside the first commit's batch, whose checksum then fails.
+	segs, err := filepath.Glob(filepath.Join(dir, "topics", transport.OffsetsTopic, "partition-0", "*.log"))
+	require.NoError(t, err)
+	require.NotEmpty(t, segs)
+	b, err := os.ReadFile(segs[0])
+	require.NoError(t, err)
+	require.Greater(t, len(b), 80)
+	b[70] ^= 0x10
+	require.NoError(t, os.WriteFile(segs[0], b, 0o644))
+
+	startNode(t, cfg)
+	c = dialNode(t, cfg.Listen)
+	var fetched transport.OffsetFetchResponse
+	err = callCoordinator(t, ctx, c, transport.APIOffsetFetch, &transport.OffsetFetchRequest{Group: "billing"}, &fetched)
+	require.Error(t, err, "a damaged log is not read as a group with nothing committed: %+v", fetched)
+	t.Logf("offset fetch from a damaged replica: %v", err)
+	err = callCoordinator(t, ctx, c, transport.APIOffsetCommit, &transport.OffsetCommitRequest{Group: "billing", MemberEpoch: transport.NoMemberEpoch,
+		Offsets: []transport.CommitOffset{{Topic: "orders", Partition: 0, Offset: 0}}}, nil)
+	require.Error(t, err, "nor does it take a commit below what it lost")
+	// The node still serves everything else.
+	var lo transport.ListOffsetsResponse
+	require.NoError(t, c.Call(ctx, transport.APIListOffsets, &transport.ListOffsetsRequest{Topic: "orders", Partition: 0}, &lo))
+	assert.Equal(t, int64(2), lo.HighWatermark)
 }
