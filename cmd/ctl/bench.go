@@ -68,10 +68,38 @@ it can, up to --records records in all or the high watermarks it found at
 start. The summary has the same fields as bench produce; bytes counts keys
 and values, and the latency percentiles are those of one fetch.`
 
-	return parent("bench", "load generator: records/s, MB/s, latency p50/p99/p999", produce, consume)
+	commit := leaf("commit", "measure offset commits: commits/s, latency from request to acknowledgment",
+		"", args(0, 0), benchCommitAction,
+		&cli.StringFlag{Name: "topic", Usage: "topic `T` whose offsets are committed (created if missing)", Value: "bench-commit"},
+		&cli.StringFlag{Name: "group-prefix", Usage: "committer i commits as group `P`-i", Value: "bench-commit"},
+		&cli.IntFlag{Name: "committers", Usage: "`N` committers at once, each its own group and partition", Value: 16},
+		&cli.Int64Flag{Name: "commits", Usage: "number of commits `N` in all", Value: 20000, DefaultText: "20000, or no limit with --duration"},
+		&cli.IntFlag{Name: "replication-factor", Usage: "replicas `R` of the topic when it has to be created", Value: 1},
+		&cli.DurationFlag{Name: "duration", Usage: "stop committing after `DURATION` (or at --commits if set, whichever is first)", DefaultText: "none"},
+	)
+	commit.Description = `Runs --committers committers at once. Committer i commits, as group P-i
+(--group-prefix) and from outside any membership, one offset of partition
+i of --topic (i modulo the partitions of a topic that exists with fewer),
+one commit at a time: each waits for the last one's acknowledgment, which
+comes when every replica of the group's partition of __consumer_offsets
+holds it. The offset is the partition's high watermark at start, the same
+every time (a commit equal to the stored offset is accepted, and written
+like any other). A topic it creates has one partition a committer and
+--replication-factor replicas; a partition with no record is given one,
+so that there is an offset above 0 to commit.
+
+Before the clock starts each committer commits once, untimed: it finds its
+group's coordinator, and on a new cluster has __consumer_offsets created.
+
+While it runs, a progress line goes to stderr about once a second. The
+summary has the same fields as bench produce: records counts the commits,
+bytes is 0, and the latency percentiles are those of one commit.`
+
+	return parent("bench", "load generator: records/s, MB/s, latency p50/p99/p999", produce, consume, commit)
 }
 
-// benchSummary is what bench produce and bench consume print (-o json).
+// benchSummary is what bench produce, bench consume and bench commit print
+// (-o json).
 type benchSummary struct {
 	Records       int64   `json:"records"`
 	Bytes         int64   `json:"bytes"`
@@ -108,6 +136,22 @@ func printBenchSummary(w io.Writer, format, name, latency string, s benchSummary
 	return err
 }
 
+// printCountSummary is printBenchSummary for a bench that counts
+// operations of no size (unit, such as "commit"): its table has no bytes;
+// its JSON is the same object, records counting the operations and bytes
+// 0.
+func printCountSummary(w io.Writer, format, name, unit, latency string, s benchSummary) error {
+	if format == outputJSON {
+		return writeJSON(w, s)
+	}
+	_, err := fmt.Fprintf(w, "%s: %s in %.3f s\n"+
+		"  throughput  %.1f %ss/s\n"+
+		"  latency     p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms (%s)\n",
+		name, plural(s.Records, unit), s.Seconds,
+		s.RecordsPerSec, unit, s.P50Ms, s.P99Ms, s.P999Ms, latency)
+	return err
+}
+
 // benchCounters count what a bench has done; the progress line reads them
 // while it runs.
 type benchCounters struct {
@@ -136,13 +180,20 @@ type progress struct {
 	w        io.Writer
 	tty      bool
 	name     string
+	unit     string // what counters.records counts; "record" shows bytes too
 	counters *benchCounters
 	stop     chan struct{}
 	done     chan struct{}
 }
 
 func startProgress(w io.Writer, name string, counters *benchCounters) *progress {
-	p := &progress{w: w, tty: isTerminal(w), name: name, counters: counters,
+	return startProgressOf(w, name, "record", counters)
+}
+
+// startProgressOf is startProgress for a bench that counts unit (such as
+// "commit") and no bytes, unless unit is "record".
+func startProgressOf(w io.Writer, name, unit string, counters *benchCounters) *progress {
+	p := &progress{w: w, tty: isTerminal(w), name: name, unit: unit, counters: counters,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go p.run()
 	return p
@@ -164,8 +215,14 @@ func (p *progress) run() {
 			n, b := p.counters.records.Load(), p.counters.bytes.Load()
 			rate := float64(n-last) / now.Sub(lastAt).Seconds()
 			last, lastAt = n, now
-			line := fmt.Sprintf("%s: %s, %.1f MB, %.0f records/s now, %s elapsed",
-				p.name, plural(n, "record"), float64(b)/mebibyte, rate, now.Sub(start).Round(time.Second))
+			var line string
+			if p.unit == "record" {
+				line = fmt.Sprintf("%s: %s, %.1f MB, %.0f records/s now, %s elapsed",
+					p.name, plural(n, "record"), float64(b)/mebibyte, rate, now.Sub(start).Round(time.Second))
+			} else {
+				line = fmt.Sprintf("%s: %s, %.0f %ss/s now, %s elapsed",
+					p.name, plural(n, p.unit), rate, p.unit, now.Sub(start).Round(time.Second))
+			}
 			if p.tty {
 				fmt.Fprintf(p.w, "\r\033[K%s", line)
 			} else {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"gostream/testcluster"
 )
 
 // benchResult is the summary of bench produce and bench consume -o json.
@@ -84,4 +86,87 @@ func checkBenchResultRecords(t *testing.T, out string, records int64) {
 	var r benchResult
 	require.NoError(t, json.Unmarshal([]byte(out), &r), out)
 	assert.Equal(t, records, r.Records)
+}
+
+// checkCountResult checks a summary of bench commit: records counts the
+// commits, and there are no bytes.
+func checkCountResult(t *testing.T, out string, records int64) {
+	t.Helper()
+	requireKeys(t, json.RawMessage(out), "records", "bytes", "seconds", "records_per_sec", "mb_per_sec",
+		"p50_ms", "p99_ms", "p999_ms")
+	var r benchResult
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	assert.Equal(t, records, r.Records)
+	assert.Zero(t, r.Bytes)
+	assert.Zero(t, r.MBPerSec)
+	assert.Greater(t, r.Seconds, 0.0)
+	assert.InEpsilon(t, float64(records)/r.Seconds, r.RecordsPerSec, 1e-6)
+	assert.Greater(t, r.P50Ms, 0.0)
+	assert.LessOrEqual(t, r.P50Ms, r.P99Ms)
+	assert.LessOrEqual(t, r.P99Ms, r.P999Ms)
+	assert.Less(t, r.P999Ms, r.Seconds*1000+1)
+}
+
+// committedOffsets returns group's committed offset of each partition of
+// topic that has one, from group describe.
+func committedOffsets(t *testing.T, c *testcluster.Cluster, group, topic string) map[int32]int64 {
+	t.Helper()
+	out := map[int32]int64{}
+	for _, o := range describeGroupJSON(t, c, group).Offsets {
+		if o.Topic == topic && o.Committed != nil {
+			out[o.Partition] = *o.Committed
+		}
+	}
+	return out
+}
+
+func TestBenchCommit(t *testing.T) {
+	c := startCluster(t)
+
+	// bench commit creates its topic, one partition a committer, gives
+	// each partition a record and commits offset 1 again and again.
+	res := ctl(t, c, "", "bench", "commit", "--committers", "2", "--commits", "50", "-o", "json")
+	require.Equal(t, 0, res.Exit, res.Stderr)
+	require.Len(t, lines(res.Stdout), 1, "one JSON object")
+	checkCountResult(t, res.Stdout, 50)
+	assert.Contains(t, res.Stderr, "bench: created topic bench-commit: 2 partitions, replication factor 1")
+	assert.Contains(t, res.Stderr, "2 committers (groups bench-commit-0 to bench-commit-1)")
+	assert.Equal(t, map[int32]int64{0: 1}, committedOffsets(t, c, "bench-commit-0", "bench-commit"))
+	assert.Equal(t, map[int32]int64{1: 1}, committedOffsets(t, c, "bench-commit-1", "bench-commit"))
+
+	// Again, with more committers than partitions (committer 2 takes
+	// partition 0), a share that does not divide, and table output.
+	res = ctl(t, c, "", "bench", "commit", "--committers", "3", "--commits", "7", "--group-prefix", "other")
+	require.Equal(t, 0, res.Exit, res.Stderr)
+	assert.True(t, strings.HasPrefix(res.Stdout, "bench commit: 7 commits in "), res.Stdout)
+	for _, want := range []string{"commits/s", "p50 ", "p99 ", "p99.9 ", "request to acknowledgment"} {
+		assert.Contains(t, res.Stdout, want)
+	}
+	assert.NotContains(t, res.Stdout, "MB")
+	assert.Contains(t, res.Stderr, "bench: topic bench-commit exists")
+	assert.Equal(t, map[int32]int64{0: 1}, committedOffsets(t, c, "other-2", "bench-commit"))
+}
+
+func TestBenchUsage(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "commit", "--committers", "0"}, "InvalidFlag: --committers 0: want a positive number"},
+		{[]string{"bench", "commit", "--commits", "0"}, "InvalidFlag: --commits 0: want a positive number"},
+		{[]string{"bench", "commit", "--commits", "-3"}, "InvalidFlag: --commits -3"},
+		{[]string{"bench", "commit", "--replication-factor", "0"}, "InvalidFlag: --replication-factor 0"},
+		{[]string{"bench", "commit", "--duration", "-1s"}, "InvalidFlag: --duration -1s"},
+		{[]string{"bench", "commit", "--group-prefix", ""}, "InvalidFlag: --group-prefix"},
+		{[]string{"bench", "commit", "--committers", "many"}, "InvalidFlag: "},
+		{[]string{"bench", "commit", "x"}, `UnexpectedArgument: "x"`},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			code, stdout, stderr := runCtl(t, nil, tt.args...)
+			assert.Equal(t, 1, code)
+			assert.True(t, strings.HasPrefix(stderr, tt.want), "stderr %q should start with %q", stderr, tt.want)
+			assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+			assert.Empty(t, stdout)
+		})
+	}
 }

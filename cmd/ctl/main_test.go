@@ -148,8 +148,9 @@ func TestHelpShowsTheContract(t *testing.T) {
 		{"verify", []string{"--topic"}},
 		{"group", []string{"list", "describe", "reset-offsets", "delete"}},
 		{"group reset-offsets", []string{"--topic", "--partition", "--to-earliest", "--to-latest", "--to-offset", "--shift-by", "--to-datetime", "--execute"}},
-		{"bench", []string{"produce", "consume"}},
+		{"bench", []string{"produce", "consume", "commit"}},
 		{"bench produce", []string{"--config KEY=VALUE", "retention.bytes=268435456", "cannot"}},
+		{"bench commit", []string{"--topic", "--group-prefix", "--committers", "--commits", "--replication-factor", "--duration", "__consumer_offsets"}},
 		{"health", []string{"--http", `"127.0.0.1:9402"`}},
 	}
 	for _, tt := range tests {
@@ -262,6 +263,7 @@ func TestUnreachableClusterExitsTwo(t *testing.T) {
 		{"produce", "orders", "v"},
 		{"consume", "orders"},
 		{"bench", "produce", "--records", "1"},
+		{"bench", "commit", "--commits", "1"},
 		{"catch-up", "--topic", "orders", "--partition", "0", "--broker", "2"},
 		{"failover", "--topic", "orders", "--partition", "0", "--dry-run"},
 		{"failover", "--broker", "2"},
