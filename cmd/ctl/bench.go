@@ -62,11 +62,26 @@ and still prints the summary. --timeout bounds each request.`
 		"", args(0, 0), benchConsumeAction,
 		&cli.StringFlag{Name: "topic", Usage: "topic `T` to read", Value: "bench"},
 		&cli.Int64Flag{Name: "records", Usage: "stop after `N` records", DefaultText: "every record below the high watermark"},
+		&cli.StringFlag{Name: "group", Usage: "read as members of group `G` (client.GroupConsumer) instead of one reader per partition"},
+		&cli.IntFlag{Name: "members", Usage: "with --group: `N` members in this process, each with its own client", Value: 1},
+		&cli.BoolFlag{Name: "commit", Usage: "with --group: each member commits its position (CommitSync) after every Poll that returned records"},
 	)
 	consume.Description = `Reads every partition from its log start offset, all at once, as fast as
 it can, up to --records records in all or the high watermarks it found at
 start. The summary has the same fields as bench produce; bytes counts keys
-and values, and the latency percentiles are those of one fetch.`
+and values, and the latency percentiles are those of one fetch.
+
+With --group G it reads as --members members of group G instead, each a
+client.GroupConsumer with its own client, which the group's coordinator
+assigns partitions; a partition starts at G's committed offset, else at
+its log start. The clock starts when the members are started, so the
+time includes their joining and the rebalances while they join. It ends
+when every partition has been read up to the high watermark found at
+start (or at --records). A record that a member reads again (its
+partition moved before it was committed) is not counted again; stderr
+says how many there were. The latency percentiles are those of one Poll
+that returned records. Nothing is committed unless --commit is given. The
+group must have no members when it starts.`
 
 	commit := leaf("commit", "measure offset commits: commits/s, latency from request to acknowledgment",
 		"", args(0, 0), benchCommitAction,
@@ -469,8 +484,20 @@ func benchConsumeAction(c *cli.Context) error {
 	g := globalsOf(c)
 	topic := c.String("topic")
 	limit := c.Int64("records")
-	if c.IsSet("records") && limit < 1 {
+	switch {
+	case c.IsSet("records") && limit < 1:
 		return exitcode.Usagef("InvalidFlag", "--records %d: want a positive number", limit)
+	case c.IsSet("group") && c.String("group") == "":
+		return exitcode.Usagef("InvalidFlag", "--group: want a group name")
+	case !c.IsSet("group") && c.IsSet("members"):
+		return exitcode.Usagef("InvalidFlag", "--members needs --group")
+	case !c.IsSet("group") && c.Bool("commit"):
+		return exitcode.Usagef("InvalidFlag", "--commit needs --group")
+	case c.Int("members") < 1:
+		return exitcode.Usagef("InvalidFlag", "--members %d: want a positive number", c.Int("members"))
+	}
+	if c.IsSet("group") {
+		return benchGroupConsume(c, g, topic, limit)
 	}
 	setup, cancelSetup := context.WithTimeout(c.Context, g.timeout)
 	defer cancelSetup()

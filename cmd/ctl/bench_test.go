@@ -147,6 +147,37 @@ func TestBenchCommit(t *testing.T) {
 	assert.Equal(t, map[int32]int64{0: 1}, committedOffsets(t, c, "other-2", "bench-commit"))
 }
 
+func TestBenchGroupConsume(t *testing.T) {
+	c := startCluster(t)
+
+	// bench consume --group reads everything once, whatever the members'
+	// share, and commits nothing without --commit.
+	ctlOK(t, c, "", "bench", "produce", "--topic", "g", "--partitions", "3", "--records", "300", "--record-size", "10")
+	res := ctl(t, c, "", "bench", "consume", "--topic", "g", "--group", "g1", "--members", "2", "-o", "json")
+	require.Equal(t, 0, res.Exit, res.Stderr)
+	require.Len(t, lines(res.Stdout), 1, "one JSON object")
+	checkBenchResult(t, res.Stdout, 300, 3000)
+	assert.Contains(t, res.Stderr, "bench consume: 300 records from g, 3 partitions, as 2 members of group g1, no commits")
+	assert.Contains(t, res.Stderr, "records counted per member: ")
+	assert.Empty(t, committedOffsets(t, c, "g1", "g"))
+	// The members left: the group can be read again, from the start.
+	out := ctlOK(t, c, "", "bench", "consume", "--topic", "g", "--group", "g1", "--records", "120")
+	assert.True(t, strings.HasPrefix(out, "bench consume: 120 records (0.00 MB) in "), out)
+	assert.Contains(t, out, "(one Poll)")
+
+	// With --commit what is read is committed: a second run of the group
+	// has nothing left to read.
+	out = ctlOK(t, c, "", "bench", "consume", "--topic", "g", "--group", "g2", "--members", "2", "--commit", "-o", "json")
+	checkBenchResult(t, out, 300, 3000)
+	assert.Equal(t, map[int32]int64{0: 100, 1: 100, 2: 100}, committedOffsets(t, c, "g2", "g"))
+	res = ctl(t, c, "", "bench", "consume", "--topic", "g", "--group", "g2", "-o", "json")
+	require.Equal(t, 0, res.Exit, res.Stderr)
+	checkBenchResultRecords(t, res.Stdout, 0)
+	assert.Contains(t, res.Stderr, "group g2 has committed offsets of g: its members start there")
+
+	ctlFails(t, c, 2, "UnknownTopic: ", "", "bench", "consume", "--topic", "nope", "--group", "g3")
+}
+
 func TestBenchUsage(t *testing.T) {
 	for _, tt := range []struct {
 		args []string
@@ -160,6 +191,11 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"bench", "commit", "--group-prefix", ""}, "InvalidFlag: --group-prefix"},
 		{[]string{"bench", "commit", "--committers", "many"}, "InvalidFlag: "},
 		{[]string{"bench", "commit", "x"}, `UnexpectedArgument: "x"`},
+		{[]string{"bench", "consume", "--members", "2"}, "InvalidFlag: --members needs --group"},
+		{[]string{"bench", "consume", "--commit"}, "InvalidFlag: --commit needs --group"},
+		{[]string{"bench", "consume", "--group", "g", "--members", "0"}, "InvalidFlag: --members 0: want a positive number"},
+		{[]string{"bench", "consume", "--group", ""}, "InvalidFlag: --group: want a group name"},
+		{[]string{"bench", "consume", "--group", "g", "--records", "0"}, "InvalidFlag: --records 0"},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			code, stdout, stderr := runCtl(t, nil, tt.args...)

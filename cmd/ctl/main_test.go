@@ -150,6 +150,7 @@ func TestHelpShowsTheContract(t *testing.T) {
 		{"group reset-offsets", []string{"--topic", "--partition", "--to-earliest", "--to-latest", "--to-offset", "--shift-by", "--to-datetime", "--execute"}},
 		{"bench", []string{"produce", "consume", "commit"}},
 		{"bench produce", []string{"--config KEY=VALUE", "retention.bytes=268435456", "cannot"}},
+		{"bench consume", []string{"--topic", "--records", "--group", "--members", "--commit"}},
 		{"bench commit", []string{"--topic", "--group-prefix", "--committers", "--commits", "--replication-factor", "--duration", "__consumer_offsets"}},
 		{"health", []string{"--http", `"127.0.0.1:9402"`}},
 	}
@@ -264,6 +265,7 @@ func TestUnreachableClusterExitsTwo(t *testing.T) {
 		{"consume", "orders"},
 		{"bench", "produce", "--records", "1"},
 		{"bench", "commit", "--commits", "1"},
+		{"bench", "consume", "--group", "g"},
 		{"catch-up", "--topic", "orders", "--partition", "0", "--broker", "2"},
 		{"failover", "--topic", "orders", "--partition", "0", "--dry-run"},
 		{"failover", "--broker", "2"},
