@@ -585,3 +585,48 @@ func TestStaticMemberKilledAndBack(t *testing.T) {
 	assert.Equal(t, gen, d.GroupEpoch, "same generation: no rebalance")
 	assert.Less(t, time.Since(killed), 10*time.Second, "within the session timeout")
 }
+
+// Auto-commit is off by default: a member that polls and never commits
+// leaves nothing committed; with AutoCommitInterval its positions are
+// committed from Poll, and at Close.
+func TestGroupAutoCommit(t *testing.T) {
+	c := startCluster(t, 1)
+	cl := newClient(t, c)
+	createTopic(t, cl, "ev", 2, 1)
+	for p := range int32(2) {
+		produceTo(t, cl, "ev", p, "r", 4)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	consume := func(group string, every time.Duration) *client.GroupConsumer {
+		gc, err := client.NewGroupConsumer(cl, client.GroupConfig{Group: group, Topics: []string{"ev"}, AutoCommitInterval: every})
+		require.NoError(t, err)
+		n := 0
+		for n < 8 {
+			got, err := gc.Poll(ctx, 200*time.Millisecond)
+			require.NoError(t, err)
+			for _, pr := range got {
+				n += len(pr.Records)
+			}
+		}
+		return gc
+	}
+	off := consume("manual", 0)
+	time.Sleep(300 * time.Millisecond) // longer than any auto-commit would wait
+	_, err := off.Poll(ctx, 100*time.Millisecond)
+	require.NoError(t, err)
+	got, err := cl.CommittedOffsets(ctx, "manual", "ev")
+	require.NoError(t, err)
+	assert.Empty(t, got, "nothing committed unless asked")
+	require.NoError(t, off.Close(ctx))
+
+	on := consume("auto", 100*time.Millisecond)
+	require.Eventually(t, func() bool {
+		if _, err := on.Poll(ctx, 50*time.Millisecond); err != nil {
+			return false
+		}
+		got, err := cl.CommittedOffsets(ctx, "auto", "ev")
+		return err == nil && len(got) == 2 && got[0].Offset == 4 && got[1].Offset == 4
+	}, 10*time.Second, 20*time.Millisecond, "auto-commit commits what Poll returned")
+	require.NoError(t, on.Close(ctx))
+}
