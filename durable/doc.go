@@ -1,0 +1,6 @@
+// Package durable holds the pieces of the Durable Streams HTTP protocol
+// that are pure functions of their input, so that they can be tested and
+// fuzzed apart from the server: offset tokens, the mapping of stream
+// paths to internal topic names, and the JSON-mode splitter. The design
+// is docs/durable-streams.md; the HTTP server is not built yet.
+package durable
