@@ -258,24 +258,26 @@ func (c *Coordinator) write(recs []Record) (func(context.Context) error, error) 
 // it. A failed append leaves the snapshot incomplete, which a rebuild
 // ignores, and the next write tries again. The caller holds mu.
 func (c *Coordinator) writeSnapshot() {
-	recs := append([]Record{{Kind: KindSnapshotStart}}, c.state.snapshot(c.cfg.MaxBatchBytes/4)...)
+	recs := append([]sizedRecord{{Record{Kind: KindSnapshotStart}, markerSize}}, c.state.snapshot(c.cfg.MaxBatchBytes/4)...)
+	// Half a batch of estimated bytes an append leaves room for the
+	// batch's and the records' framing, which the estimates do not count.
 	chunk := c.cfg.MaxBatchBytes / 2
 	start := int64(-1)
 	for i := 0; i < len(recs); {
-		j, size := i, 0
-		for j < len(recs) && (j == i || size+recordSize(recs[j]) <= chunk) {
-			size += recordSize(recs[j])
-			j++
+		var batch []Record
+		size := 0
+		for i < len(recs) && (len(batch) == 0 || size+recs[i].size <= chunk) {
+			batch, size = append(batch, recs[i].Record), size+recs[i].size
+			i++
 		}
-		end, _, err := c.cfg.Log.Append(recs[i:j])
+		end, _, err := c.cfg.Log.Append(batch)
 		if err != nil {
 			return
 		}
 		if start < 0 {
-			start = end - int64(j)
+			start = end - int64(len(batch))
 		}
 		c.end = end
-		i = j
 	}
 	groups := len(c.state.Groups())
 	end, _, err := c.cfg.Log.Append([]Record{{Kind: KindSnapshotEnd, End: &SnapshotEnd{Start: start, Groups: int32(groups), Records: int32(len(recs) - 1)}}})
@@ -290,14 +292,8 @@ func (c *Coordinator) writeSnapshot() {
 	}
 }
 
-// recordSize is about how many bytes r takes in a batch.
-func recordSize(r Record) int {
-	_, v, err := r.Encode()
-	if err != nil {
-		return 0
-	}
-	return len(r.Group) + len(v) + 16
-}
+// markerSize is about the bytes a snapshot marker takes in a batch.
+const markerSize = 32
 
 // ErrInvalidGroupName marks a group name the topic-name rules refuse.
 var ErrInvalidGroupName = errors.New("groups: invalid group name")

@@ -195,10 +195,7 @@ func (r Record) Encode() (key, value []byte, err error) {
 			return nil, nil, fmt.Errorf("%w: a reset record without its offsets", ErrMalformed)
 		}
 		e.String(r.Reset.Requester)
-		e.Count(len(r.Reset.Offsets))
-		for i := range r.Reset.Offsets {
-			encodeCommit(&e, &r.Reset.Offsets[i])
-		}
+		encodeCommits(&e, r.Reset.Offsets)
 	case KindGroupDeleted, KindSnapshotStart:
 	case KindSnapshotGroup:
 		sg := r.Snapshot
@@ -212,10 +209,7 @@ func (r Record) Encode() (key, value []byte, err error) {
 		for i := range sg.Members {
 			encodeMember(&e, &sg.Members[i])
 		}
-		e.Count(len(sg.Offsets))
-		for i := range sg.Offsets {
-			encodeCommit(&e, &sg.Offsets[i])
-		}
+		encodeCommits(&e, sg.Offsets)
 	case KindSnapshotEnd:
 		if r.End == nil {
 			return nil, nil, fmt.Errorf("%w: a snapshot-end record without its start", ErrMalformed)
@@ -244,6 +238,13 @@ func encodeCommit(e *transport.Encoder, c *Commit) {
 	e.String(c.MemberID)
 	e.Int32(c.MemberEpoch)
 	e.Int64(c.TimeMs)
+}
+
+func encodeCommits(e *transport.Encoder, cs []Commit) {
+	e.Count(len(cs))
+	for i := range cs {
+		encodeCommit(e, &cs[i])
+	}
 }
 
 func encodeMember(e *transport.Encoder, m *Member) {
@@ -306,12 +307,7 @@ func Decode(key, value []byte) (Record, error) {
 		r.Assignment = a
 	case KindReset:
 		rs := &Reset{Requester: d.String()}
-		n := d.Count(2 + 2 + 4 + 8 + 2 + 2 + 4 + 8)
-		for i := 0; i < n; i++ {
-			c := decodeCommit(d)
-			problem = errors.Join(problem, checkCommit(c))
-			rs.Offsets = append(rs.Offsets, *c)
-		}
+		rs.Offsets, problem = decodeCommits(d)
 		problem = errors.Join(problem, checkID("requester", rs.Requester, true))
 		r.Reset = rs
 	case KindGroupDeleted, KindSnapshotStart:
@@ -328,12 +324,9 @@ func Decode(key, value []byte) (Record, error) {
 			problem = errors.Join(problem, checkMember(m))
 			sg.Members = append(sg.Members, *m)
 		}
-		n = d.Count(2 + 2 + 4 + 8 + 2 + 2 + 4 + 8)
-		for i := 0; i < n; i++ {
-			c := decodeCommit(d)
-			problem = errors.Join(problem, checkCommit(c))
-			sg.Offsets = append(sg.Offsets, *c)
-		}
+		var cproblem error
+		sg.Offsets, cproblem = decodeCommits(d)
+		problem = errors.Join(problem, cproblem)
 		if sg.GroupEpoch < 0 || !sg.First && (sg.GroupEpoch != 0 || len(sg.Target) > 0) {
 			problem = errors.Join(problem, fmt.Errorf("group epoch %d and a target of %d members in a record that is not its group's first", sg.GroupEpoch, len(sg.Target)))
 		}
@@ -358,6 +351,20 @@ func Decode(key, value []byte) (Record, error) {
 func decodeCommit(d *transport.Decoder) *Commit {
 	return &Commit{Topic: d.String(), TopicID: d.String(), Partition: d.Int32(), Offset: d.Int64(),
 		Metadata: d.String(), MemberID: d.String(), MemberEpoch: d.Int32(), TimeMs: d.Int64()}
+}
+
+// decodeCommits reads what encodeCommits writes, and what is wrong with
+// the commits.
+func decodeCommits(d *transport.Decoder) ([]Commit, error) {
+	n := d.Count(2 + 2 + 4 + 8 + 2 + 2 + 4 + 8)
+	var out []Commit
+	var problem error
+	for i := 0; i < n; i++ {
+		c := decodeCommit(d)
+		problem = errors.Join(problem, checkCommit(c))
+		out = append(out, *c)
+	}
+	return out, problem
 }
 
 func decodeMember(d *transport.Decoder) *Member {

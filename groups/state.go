@@ -160,9 +160,9 @@ func (s *State) entries() int {
 
 // snapshot returns the records that restate every group of the state, in
 // name order, each at most about chunkBytes long (a single member or
-// commit larger than that has a record of its own).
-func (s *State) snapshot(chunkBytes int) []Record {
-	var out []Record
+// commit larger than that has a record of its own), with their sizes.
+func (s *State) snapshot(chunkBytes int) []sizedRecord {
+	var out []sizedRecord
 	for _, name := range s.Groups() {
 		g := s.groups[name]
 		cur := &SnapshotGroup{First: true, GroupEpoch: g.GroupEpoch}
@@ -173,7 +173,7 @@ func (s *State) snapshot(chunkBytes int) []Record {
 		}
 		flush := func(next int) {
 			if size+next > chunkBytes && (len(cur.Members) > 0 || len(cur.Offsets) > 0) {
-				out = append(out, Record{Group: name, Kind: KindSnapshotGroup, Snapshot: cur})
+				out = append(out, sizedRecord{Record{Group: name, Kind: KindSnapshotGroup, Snapshot: cur}, len(name) + size})
 				cur, size = &SnapshotGroup{}, 0
 			}
 			size += next
@@ -198,9 +198,17 @@ func (s *State) snapshot(chunkBytes int) []Record {
 			flush(48 + len(c.Topic) + len(c.TopicID) + len(c.Metadata) + len(c.MemberID))
 			cur.Offsets = append(cur.Offsets, c)
 		}
-		out = append(out, Record{Group: name, Kind: KindSnapshotGroup, Snapshot: cur})
+		out = append(out, sizedRecord{Record{Group: name, Kind: KindSnapshotGroup, Snapshot: cur}, len(name) + size})
 	}
 	return out
+}
+
+// sizedRecord is a record with about the bytes it takes in a batch, as
+// counted while it was built: a snapshot is split into appends by these
+// counts, without encoding each record once more to measure it.
+type sizedRecord struct {
+	Record
+	size int
 }
 
 // CheckCommit says whether c may be committed to group: nil, or why not.

@@ -89,28 +89,39 @@ func (g *GroupWorkload) Start() error {
 // pickGroup names the group: the first of chaos-group-0, -1, ... whose
 // coordinator is not the controller's node, so that the coordinator's
 // node can be killed and failed over (a dead controller fails nothing
-// over). The first FindCoordinator creates __consumer_offsets.
+// over).
 func (g *GroupWorkload) pickGroup() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := transport.Dial(ctx, g.c.Nodes[0].RPC, transport.ConnConfig{})
+	name, leader, err := GroupNotCoordinatedBy(ctx, g.c, "chaos-group", g.c.Nodes[0].ID)
 	if err != nil {
 		return err
 	}
+	g.group = name
+	g.logf("consumer group %s, coordinated by broker %d", name, leader)
+	return nil
+}
+
+// GroupNotCoordinatedBy returns the first of the group names prefix-0,
+// prefix-1, ... whose coordinator is not broker avoid, and its
+// coordinator. The first FindCoordinator creates __consumer_offsets.
+func GroupNotCoordinatedBy(ctx context.Context, c *Cluster, prefix string, avoid int32) (string, int32, error) {
+	conn, err := transport.Dial(ctx, c.Nodes[0].RPC, transport.ConnConfig{})
+	if err != nil {
+		return "", 0, err
+	}
 	defer conn.Close()
 	for i := 0; i < 100; i++ {
-		name := fmt.Sprintf("chaos-group-%d", i)
+		name := fmt.Sprintf("%s-%d", prefix, i)
 		var fc transport.FindCoordinatorResponse
 		if err := conn.Call(ctx, transport.APIFindCoordinator, &transport.FindCoordinatorRequest{Group: name}, &fc); err != nil {
-			return fmt.Errorf("find the coordinator of %s: %w", name, err)
+			return "", 0, fmt.Errorf("find the coordinator of %s: %w", name, err)
 		}
-		if fc.Leader > 0 && fc.Leader != g.c.Nodes[0].ID {
-			g.group = name
-			g.logf("consumer group %s, coordinated by broker %d", name, fc.Leader)
-			return nil
+		if fc.Leader > 0 && fc.Leader != avoid {
+			return name, fc.Leader, nil
 		}
 	}
-	return errors.New("no group name of 100 is coordinated off the controller's node")
+	return "", 0, fmt.Errorf("no group name of 100 is coordinated off broker %d", avoid)
 }
 
 // startMember starts the process of a slot (again, after a kill).
@@ -125,8 +136,9 @@ func (g *GroupWorkload) startMember(slot int) error {
 	if err != nil {
 		return err
 	}
+	// Written by the one goroutine exec copies it with, read after Wait.
 	var stderr strings.Builder
-	cmd.Stderr = &lockedWriter{w: &stderr}
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -148,17 +160,6 @@ func (g *GroupWorkload) startMember(slot int) error {
 		g.logf("group member %d (incarnation %d) exited: %v; stderr: %s", slot, inc, err, strings.TrimSpace(stderr.String()))
 	}()
 	return nil
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // read turns a member's output into history.

@@ -2,7 +2,6 @@ package testcluster
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -28,18 +27,8 @@ func TestCommittedOffsetsSurviveCoordinatorFailover(t *testing.T) {
 	defer cancel()
 	// A group whose coordinator is not the controller's node (broker 1),
 	// which this test kills.
-	conn, err := transport.Dial(ctx, c.Node(1).RPC, transport.ConnConfig{})
+	group, victim, err := GroupNotCoordinatedBy(ctx, c, "ledger", 1)
 	require.NoError(t, err)
-	defer conn.Close()
-	group, victim := "", int32(0)
-	for i := 0; group == ""; i++ {
-		var fc transport.FindCoordinatorResponse
-		name := fmt.Sprintf("ledger-%d", i)
-		require.NoError(t, conn.Call(ctx, transport.APIFindCoordinator, &transport.FindCoordinatorRequest{Group: name}, &fc))
-		if fc.Leader > 1 {
-			group, victim = name, fc.Leader
-		}
-	}
 
 	start := func() *client.Consumer {
 		cons, err := client.NewConsumer(cl, "pay", 0, client.ConsumerConfig{Group: group})

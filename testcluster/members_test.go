@@ -612,21 +612,21 @@ func TestGroupAutoCommit(t *testing.T) {
 		return gc
 	}
 	off := consume("manual", 0)
-	time.Sleep(300 * time.Millisecond) // longer than any auto-commit would wait
-	_, err := off.Poll(ctx, 100*time.Millisecond)
-	require.NoError(t, err)
+	on := consume("auto", 100*time.Millisecond)
+	// Both keep polling; once the auto-committing one has committed, the
+	// other, which polled as long, has committed nothing.
+	require.Eventually(t, func() bool {
+		_, err1 := off.Poll(ctx, 50*time.Millisecond)
+		_, err2 := on.Poll(ctx, 50*time.Millisecond)
+		got, err := cl.CommittedOffsets(ctx, "auto", "ev")
+		return err1 == nil && err2 == nil && err == nil && len(got) == 2 && got[0].Offset == 4 && got[1].Offset == 4
+	}, 10*time.Second, 20*time.Millisecond, "auto-commit commits what Poll returned")
 	got, err := cl.CommittedOffsets(ctx, "manual", "ev")
 	require.NoError(t, err)
 	assert.Empty(t, got, "nothing committed unless asked")
 	require.NoError(t, off.Close(ctx))
-
-	on := consume("auto", 100*time.Millisecond)
-	require.Eventually(t, func() bool {
-		if _, err := on.Poll(ctx, 50*time.Millisecond); err != nil {
-			return false
-		}
-		got, err := cl.CommittedOffsets(ctx, "auto", "ev")
-		return err == nil && len(got) == 2 && got[0].Offset == 4 && got[1].Offset == 4
-	}, 10*time.Second, 20*time.Millisecond, "auto-commit commits what Poll returned")
+	got, err = cl.CommittedOffsets(ctx, "manual", "ev")
+	require.NoError(t, err)
+	assert.Empty(t, got, "nor at Close")
 	require.NoError(t, on.Close(ctx))
 }

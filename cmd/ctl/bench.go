@@ -344,12 +344,8 @@ func benchProduceAction(c *cli.Context) error {
 	}
 
 	// sending ends at --duration or Ctrl-C; records in flight then finish.
-	sending := c.Context
-	if d := c.Duration("duration"); d > 0 {
-		var cancel context.CancelFunc
-		sending, cancel = context.WithTimeout(c.Context, d)
-		defer cancel()
-	}
+	sending, cancelSending := benchWindow(c)
+	defer cancelSending()
 	value := make([]byte, size)
 	rng := rand.NewChaCha8([32]byte{})
 	rng.Read(value)
@@ -378,17 +374,11 @@ func benchProduceAction(c *cli.Context) error {
 		linger = cfg.Linger.String()
 	}
 	fmt.Fprintf(c.App.ErrWriter, "bench produce: %s of %s to %s, %s, %s, linger %s\n",
-		countText(records), plural(size, "byte"), topic, plural(producers, "producer"), mode, linger)
+		countText(records, "record"), plural(size, "byte"), topic, plural(producers, "producer"), mode, linger)
 	start := time.Now()
 	prog := startProgress(c.App.ErrWriter, "bench produce", &counters)
 	for i, bp := range bps {
-		quota := int64(-1)
-		if records > 0 {
-			quota = records / int64(producers)
-			if int64(i) < records%int64(producers) {
-				quota++
-			}
-		}
+		quota := shareOf(records, producers, i)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -420,11 +410,35 @@ func benchProduceAction(c *cli.Context) error {
 	return nil
 }
 
-func countText(n int64) string {
+// countText is a bench's count of unit for people: "1000 records", or
+// "unlimited records" for no limit (negative).
+func countText(n int64, unit string) string {
 	if n < 0 {
-		return "unlimited records"
+		return "unlimited " + unit + "s"
 	}
-	return plural(n, "record")
+	return plural(n, unit)
+}
+
+// shareOf is worker i's share of total operations among workers, the
+// remainder going to the first ones; -1 (no limit) when total is.
+func shareOf(total int64, workers, i int) int64 {
+	if total < 0 {
+		return -1
+	}
+	share := total / int64(workers)
+	if int64(i) < total%int64(workers) {
+		share++
+	}
+	return share
+}
+
+// benchWindow is the context of a bench's timed work: it ends at
+// --duration, when set, or with the command (Ctrl-C).
+func benchWindow(c *cli.Context) (context.Context, context.CancelFunc) {
+	if d := c.Duration("duration"); d > 0 {
+		return context.WithTimeout(c.Context, d)
+	}
+	return context.WithCancel(c.Context)
 }
 
 // benchProducer is one of bench produce's producers. hist is written by

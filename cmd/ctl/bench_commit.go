@@ -57,7 +57,7 @@ func benchCommitAction(c *cli.Context) error {
 		bcs[i] = &benchCommitter{cl: cl, group: fmt.Sprintf("%s-%d", prefix, i), off: offsets[i], hist: new(histogram)}
 	}
 	fmt.Fprintf(c.App.ErrWriter, "bench commit: %s to %s, %s (groups %s to %s), one commit at a time each\n",
-		commitCountText(commits), topic, plural(committers, "committer"), bcs[0].group, bcs[len(bcs)-1].group)
+		countText(commits, "commit"), topic, plural(committers, "committer"), bcs[0].group, bcs[len(bcs)-1].group)
 
 	// One untimed commit each: the coordinators are found (and, on a new
 	// cluster, __consumer_offsets is created) before the clock starts.
@@ -80,12 +80,8 @@ func benchCommitAction(c *cli.Context) error {
 	}
 
 	// committing ends at --duration or Ctrl-C; commits in flight then finish.
-	committing := c.Context
-	if d := c.Duration("duration"); d > 0 {
-		var cancel context.CancelFunc
-		committing, cancel = context.WithTimeout(c.Context, d)
-		defer cancel()
-	}
+	committing, cancelCommitting := benchWindow(c)
+	defer cancelCommitting()
 	var (
 		counters benchCounters
 		wg       sync.WaitGroup
@@ -93,13 +89,7 @@ func benchCommitAction(c *cli.Context) error {
 	start := time.Now()
 	prog := startProgressOf(c.App.ErrWriter, "bench commit", "commit", &counters)
 	for i, bc := range bcs {
-		quota := int64(-1)
-		if commits > 0 {
-			quota = commits / int64(committers)
-			if int64(i) < commits%int64(committers) {
-				quota++
-			}
-		}
+		quota := shareOf(commits, committers, i)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -122,13 +112,6 @@ func benchCommitAction(c *cli.Context) error {
 		return failed(err)
 	}
 	return nil
-}
-
-func commitCountText(n int64) string {
-	if n < 0 {
-		return "unlimited commits"
-	}
-	return plural(n, "commit")
 }
 
 // commitTargets returns what each of n committers commits: partition i of

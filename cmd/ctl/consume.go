@@ -237,7 +237,7 @@ func consumeAction(c *cli.Context) error {
 	}
 	var commits *explicitCommits
 	if o.group != "" {
-		commits = &explicitCommits{cl: cl, group: o.group, topic: o.topic, timeout: g.timeout}
+		commits = &explicitCommits{cl: cl, group: o.group, timeout: g.timeout, offs: printedOffsets{topic: o.topic}}
 	}
 	printErr := printConsumed(ctx, c.App.Writer, g.output, o, sources, cancel, commits)
 	cancel()

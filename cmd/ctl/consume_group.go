@@ -20,31 +20,58 @@ import (
 // partition, too.
 const commitEvery = 200 * time.Millisecond
 
-// explicitCommits commits, for consume --group G --partition P, the
-// position after the last record printed of each partition. A nil
-// *explicitCommits does nothing.
+// printedOffsets is, for each partition of the topic consume reads, the
+// position after the last record printed and not yet committed, and when
+// consume last committed.
+type printedOffsets struct {
+	topic string
+	next  map[int32]int64
+	last  time.Time
+}
+
+func (p *printedOffsets) printed(partition int32, next int64) {
+	if p.next == nil {
+		p.next = map[int32]int64{}
+	}
+	p.next[partition] = next
+}
+
+// due reports whether the last commit is commitEvery old.
+func (p *printedOffsets) due() bool { return time.Since(p.last) >= commitEvery }
+
+// take returns, sorted, the offsets to commit of the partitions named (of
+// every partition with none named) and forgets them: the caller commits
+// them now.
+func (p *printedOffsets) take(only ...int32) []client.CommitOffset {
+	var offs []client.CommitOffset
+	for _, part := range slices.Sorted(maps.Keys(p.next)) {
+		if len(only) == 0 || slices.Contains(only, part) {
+			offs = append(offs, client.CommitOffset{Topic: p.topic, Partition: part, Offset: p.next[part]})
+			delete(p.next, part)
+		}
+	}
+	p.last = time.Now()
+	return offs
+}
+
+// explicitCommits commits, for consume --group G --partition P, what
+// consume printed. A nil *explicitCommits does nothing.
 type explicitCommits struct {
 	cl      *client.Client
 	group   string
-	topic   string
 	timeout time.Duration
-	next    map[int32]int64 // printed, not yet committed
-	last    time.Time
+	offs    printedOffsets
 }
 
 func (e *explicitCommits) printed(partition int32, next int64) {
-	if e == nil {
-		return
+	if e != nil {
+		e.offs.printed(partition, next)
 	}
-	if e.next == nil {
-		e.next = map[int32]int64{}
-	}
-	e.next[partition] = next
 }
 
 // maybe commits when the last commit is commitEvery old.
 func (e *explicitCommits) maybe(ctx context.Context) error {
-	if e == nil || time.Since(e.last) < commitEvery {
+	if e == nil || !e.offs.due() {
 		return nil
 	}
 	return e.flush(ctx)
@@ -52,21 +79,16 @@ func (e *explicitCommits) maybe(ctx context.Context) error {
 
 // flush commits what is printed and not committed.
 func (e *explicitCommits) flush(ctx context.Context) error {
-	if e == nil || len(e.next) == 0 {
+	if e == nil {
+		return nil
+	}
+	offs := e.offs.take()
+	if len(offs) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	var offs []client.CommitOffset
-	for _, p := range slices.Sorted(maps.Keys(e.next)) {
-		offs = append(offs, client.CommitOffset{Topic: e.topic, Partition: p, Offset: e.next[p]})
-	}
-	e.last = time.Now()
-	if err := e.cl.CommitOffsets(ctx, e.group, offs...); err != nil {
-		return err
-	}
-	clear(e.next)
-	return nil
+	return e.cl.CommitOffsets(ctx, e.group, offs...)
 }
 
 // groupStart places a reader of consume --group G --partition P: at
@@ -108,39 +130,40 @@ func groupConsume(c *cli.Context, cl *client.Client, g globals, o consumeOptions
 	if o.start == startEnd {
 		reset = client.ResetLatest
 	}
-	// printed is the position after the last record printed of each
-	// partition not yet committed; the callbacks run on this goroutine,
-	// in Poll.
-	printed := map[client.TopicPartition]int64{}
+	// What is printed and not committed; the callbacks run on this
+	// goroutine, in Poll.
+	printed := printedOffsets{topic: o.topic}
 	var gc *client.GroupConsumer
-	commit := func(ctx context.Context, only []client.TopicPartition) {
-		var offs []client.CommitOffset
-		for tp, next := range printed {
-			if only == nil || slices.Contains(only, tp) {
-				offs = append(offs, client.CommitOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: next})
-			}
-		}
+	commit := func(ctx context.Context, only ...int32) {
+		offs := printed.take(only...)
 		if len(offs) == 0 {
 			return
 		}
 		cctx, cancel := context.WithTimeout(ctx, g.timeout)
 		defer cancel()
-		err := gc.CommitOffsets(cctx, offs...)
-		for _, off := range offs {
-			delete(printed, client.TopicPartition{Topic: off.Topic, Partition: off.Partition})
-		}
-		if err != nil {
+		if err := gc.CommitOffsets(cctx, offs...); err != nil {
 			// Lost partitions are not this member's to commit: their next
 			// owner reads again from the last commit.
 			fmt.Fprintf(c.App.ErrWriter, "warning: commit failed: %v\n", err)
 		}
 	}
+	partitionsOf := func(tps []client.TopicPartition) []int32 {
+		out := make([]int32, len(tps))
+		for i, tp := range tps {
+			out[i] = tp.Partition
+		}
+		return out
+	}
 	gc, err = client.NewGroupConsumer(cl, client.GroupConfig{
 		Group: o.group, Topics: []string{o.topic}, InstanceID: o.instance, SessionTimeout: o.session, Reset: reset,
-		OnRevoked: func(ctx context.Context, parts []client.TopicPartition) { commit(context.WithoutCancel(ctx), parts) },
+		OnRevoked: func(ctx context.Context, parts []client.TopicPartition) {
+			if len(parts) > 0 {
+				commit(context.WithoutCancel(ctx), partitionsOf(parts)...)
+			}
+		},
 		OnLost: func(parts []client.TopicPartition) {
-			for _, tp := range parts {
-				delete(printed, tp)
+			if len(parts) > 0 {
+				printed.take(partitionsOf(parts)...) // not this member's to commit any more
 			}
 		},
 	})
@@ -150,7 +173,6 @@ func groupConsume(c *cli.Context, cl *client.Client, g globals, o consumeOptions
 	ctx := c.Context
 	bw := bufio.NewWriter(c.App.Writer)
 	var count int64
-	lastCommit := time.Now()
 	runErr := func() error {
 		for {
 			got, err := gc.Poll(ctx, followWait)
@@ -177,7 +199,7 @@ func groupConsume(c *cli.Context, cl *client.Client, g globals, o consumeOptions
 						return exitcode.Fail("WriteFailed", fmt.Errorf("write output: %w", err))
 					}
 					count++
-					printed[client.TopicPartition{Topic: pr.Topic, Partition: pr.Partition}] = pr.Records[i].Offset + 1
+					printed.printed(pr.Partition, pr.Records[i].Offset+1)
 					if o.max > 0 && count >= o.max {
 						return flushOutput(bw)
 					}
@@ -186,15 +208,14 @@ func groupConsume(c *cli.Context, cl *client.Client, g globals, o consumeOptions
 			if err := flushOutput(bw); err != nil {
 				return err
 			}
-			if time.Since(lastCommit) >= commitEvery {
-				commit(ctx, nil)
-				lastCommit = time.Now()
+			if printed.due() {
+				commit(ctx)
 			}
 		}
 	}()
 	end, cancelEnd := context.WithTimeout(context.WithoutCancel(ctx), g.timeout)
 	defer cancelEnd()
-	commit(end, nil)
+	commit(end)
 	closeErr := gc.Close(end)
 	switch {
 	case runErr != nil:
