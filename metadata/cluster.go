@@ -68,6 +68,8 @@ type Topic struct {
 	// keys it does not set take each node's default. Absent from
 	// metadata written before topics had a configuration.
 	Config TopicConfig `json:"config,omitempty"`
+	// Stream is set on the topic of a Durable Streams stream.
+	Stream *Stream `json:"stream,omitempty"`
 }
 
 // Partition is one partition's assignment and leadership.
@@ -91,6 +93,7 @@ func (c *Cluster) Clone() *Cluster {
 	n.Topics = slices.Clone(c.Topics)
 	for i, t := range n.Topics {
 		n.Topics[i].Config = t.Config.Clone()
+		n.Topics[i].Stream = t.Stream.Clone()
 		n.Topics[i].Partitions = slices.Clone(t.Partitions)
 		for j, p := range t.Partitions {
 			n.Topics[i].Partitions[j] = Partition{
