@@ -3,10 +3,12 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"gostream/durable"
 	"gostream/transport"
 )
 
@@ -28,6 +30,9 @@ type Config struct {
 	// connections it refuses, one line each; while there is any, GET
 	// /api/health answers 503 with status "degraded". Nil means none.
 	Problems func() []string
+	// Streams serves the Durable Streams protocol under
+	// durable.Prefix (/v1/stream/); nil answers 404 there.
+	Streams http.Handler
 }
 
 // Paths of the HTTP surface besides HealthPath. The status document's
@@ -78,7 +83,20 @@ func New(cfg Config) http.Handler {
 			writeJSON(w, http.StatusOK, cfg.Status())
 		})
 	}
-	return logRequests(cfg.Logger, mux)
+	var h http.Handler = mux
+	if cfg.Streams != nil {
+		// Before the mux, which would clean the path and redirect: a
+		// stream path with .. or // is refused by the protocol's handler,
+		// not turned into another path.
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasPrefix(r.URL.Path, durable.Prefix) {
+				cfg.Streams.ServeHTTP(w, r)
+				return
+			}
+			mux.ServeHTTP(w, r)
+		})
+	}
+	return logRequests(cfg.Logger, h)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

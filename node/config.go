@@ -248,12 +248,49 @@ type Config struct {
 	// SnapshotEvery). Zero means groups.DefaultSnapshotEvery; it is not a
 	// flag, and tests set it low.
 	GroupSnapshotEvery int
+	// DS configures the Durable Streams protocol the HTTP address serves
+	// (docs/durable-streams.md); zero fields take the defaults documented
+	// on DSConfig.
+	DS DSConfig
 	// HWCheckpointInterval is how often the replicas' high watermarks are
 	// checkpointed (when they moved). Zero means a second: a restarted
 	// leader serves at once every record acknowledged up to about this
 	// long before it stopped.
 	HWCheckpointInterval time.Duration
 }
+
+// DSConfig is the configuration of a node's Durable Streams.
+type DSConfig struct {
+	// ReplicationFactor of new streams; zero means min(3, brokers).
+	ReplicationFactor int
+	// MaxBody is the largest request body (413 above); zero means the
+	// batch limit less 64 KiB. At most the batch limit less 4 KiB: an
+	// append is one batch.
+	MaxBody int
+	// ReadChunk bounds the data of one GET response; zero means 1 MiB.
+	ReadChunk int
+	// LongPoll is how long a live read waits for data; zero means 20 s.
+	LongPoll time.Duration
+	// SSEReconnect is how long an SSE connection lives; zero means 60 s.
+	SSEReconnect time.Duration
+	// MaxLiveReaders bounds the long-polls and SSE connections open at
+	// once; zero means 1000.
+	MaxLiveReaders int
+	// ForwardTimeout bounds a request forwarded to a stream's leader,
+	// besides its long-poll wait; zero means 10 s.
+	ForwardTimeout time.Duration
+}
+
+// Defaults of DSConfig.
+const (
+	DefaultDSReadChunk      = 1 << 20
+	DefaultDSLongPoll       = 20 * time.Second
+	DefaultDSSSEReconnect   = 60 * time.Second
+	DefaultDSMaxLiveReaders = 1000
+	DefaultDSForwardTimeout = 10 * time.Second
+	// dsBatchSlack is what an append's batch needs besides its body.
+	dsBatchSlack = 4 << 10
+)
 
 // Validate reports the first invalid field as a *FieldError, which matches
 // ErrInvalidConfig, or nil. Empty optional fields are valid: they stand for
@@ -363,6 +400,17 @@ func (c Config) validateLimits() error {
 		return &FieldError{Field: "RetentionInterval", Value: c.RetentionInterval.String(), Reason: "want a positive duration"}
 	case c.OffsetsPartitions < 0 || c.OffsetsPartitions > MaxOffsetsPartitions:
 		return &FieldError{Field: "OffsetsPartitions", Value: itoa(int64(c.OffsetsPartitions)), Reason: fmt.Sprintf("want a number of partitions from 1 to %d", MaxOffsetsPartitions)}
+	case c.DS.ReplicationFactor < 0:
+		return &FieldError{Field: "DS.ReplicationFactor", Value: itoa(int64(c.DS.ReplicationFactor)), Reason: "want a positive replication factor"}
+	case c.DS.MaxBody < 0 || c.DS.MaxBody > d.MaxBatchBytes-dsBatchSlack:
+		return &FieldError{Field: "DS.MaxBody", Value: itoa(int64(c.DS.MaxBody)),
+			Reason: fmt.Sprintf("want a positive number of bytes, at most the batch limit less 4 KiB (%d)", d.MaxBatchBytes-dsBatchSlack)}
+	case c.DS.ReadChunk < 0:
+		return &FieldError{Field: "DS.ReadChunk", Value: itoa(int64(c.DS.ReadChunk)), Reason: "want a positive number of bytes"}
+	case c.DS.LongPoll < 0 || c.DS.SSEReconnect < 0 || c.DS.ForwardTimeout < 0:
+		return &FieldError{Field: "DS.LongPoll", Value: c.DS.LongPoll.String(), Reason: "want a positive duration"}
+	case c.DS.MaxLiveReaders < 0:
+		return &FieldError{Field: "DS.MaxLiveReaders", Value: itoa(int64(c.DS.MaxLiveReaders)), Reason: "want a positive number of readers"}
 	}
 	for _, f := range []struct {
 		field, key string
@@ -410,6 +458,24 @@ func (c Config) withDefaults() Config {
 		c.MaxBatchBytes = storage.DefaultMaxBatchBytes
 	}
 	c.Log.MaxBatchBytes = c.MaxBatchBytes
+	if c.DS.MaxBody == 0 {
+		c.DS.MaxBody = max(c.MaxBatchBytes-64<<10, c.MaxBatchBytes/2)
+	}
+	if c.DS.ReadChunk == 0 {
+		c.DS.ReadChunk = DefaultDSReadChunk
+	}
+	if c.DS.LongPoll == 0 {
+		c.DS.LongPoll = DefaultDSLongPoll
+	}
+	if c.DS.SSEReconnect == 0 {
+		c.DS.SSEReconnect = DefaultDSSSEReconnect
+	}
+	if c.DS.MaxLiveReaders == 0 {
+		c.DS.MaxLiveReaders = DefaultDSMaxLiveReaders
+	}
+	if c.DS.ForwardTimeout == 0 {
+		c.DS.ForwardTimeout = DefaultDSForwardTimeout
+	}
 	if c.ConnRequestMemory <= 0 {
 		c.ConnRequestMemory = 2 * int64(transport.FrameLimit(c.MaxBatchBytes))
 	}

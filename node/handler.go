@@ -105,6 +105,10 @@ func (h *rpcHandler) Handle(ctx context.Context, req *transport.Request) transpo
 		reply = h.restoreMetadata(req)
 	case transport.APIHistory:
 		reply = h.history(req)
+	case transport.APIStream:
+		reply = h.stream(req)
+	case transport.APIStreamAdmin:
+		reply = h.streamAdmin(req)
 	default:
 		return h.fail(api, start, fmt.Errorf("%w: unknown API %d", transport.ErrUnsupportedVersion, req.API))
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"gostream/controller"
+	"gostream/durable"
 	"gostream/httpapi"
 	"gostream/metadata"
 	"gostream/storage"
@@ -51,6 +52,7 @@ type Node struct {
 	gossip     *gossip
 	refusals   *refusals
 	coords     *coordinators
+	ds         *dsRouter
 
 	// registered is closed once the controller has accepted this broker.
 	registered chan struct{}
@@ -87,6 +89,7 @@ func Run(ctx context.Context, cfg Config) error {
 		pool: transport.NewPool(transport.ConnConfig{LocalIP: net.ParseIP(cfg.DialSource)})}
 	n.refusals = newRefusals(n.metrics)
 	n.coords = newCoordinators(n)
+	n.ds = &dsRouter{n: n, leader: newDSLeader(n), rf: cfg.DS.ReplicationFactor, forwardTimeout: cfg.DS.ForwardTimeout}
 	n.pushes.lagging, n.pushes.inFlight = map[int32]bool{}, map[int32]bool{}
 	n.registered = make(chan struct{})
 	logOpts := cfg.Log
@@ -355,12 +358,15 @@ func (n *Node) serve(ctx context.Context) error {
 			Metrics:  promhttp.HandlerFor(n.metrics.registry, promhttp.HandlerOpts{}),
 			Status:   func() any { return n.status() },
 			Problems: n.refusals.problems,
+			Streams: durable.NewHandler(n.ds, durable.Limits{
+				MaxBody: cfg.DS.MaxBody, ReadChunk: cfg.DS.ReadChunk, LongPoll: cfg.DS.LongPoll,
+				SSEReconnect: cfg.DS.SSEReconnect, MaxLiveReaders: cfg.DS.MaxLiveReaders,
+			}, newDSMetrics(n.metrics.registry)),
 		}),
 		// These suit health, metrics and status, which answer at once
-		// with a small body and read none. The Durable Streams routes to
-		// come long-poll and stream: they will need per-route deadlines
-		// (http.ResponseController's SetReadDeadline/SetWriteDeadline in
-		// those handlers), not a longer WriteTimeout for every route.
+		// with a small body and read none, and Durable Streams appends;
+		// its live reads set their own write deadlines
+		// (http.ResponseController).
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -411,6 +417,7 @@ func (n *Node) serve(ctx context.Context) error {
 		g.run(n.followController)
 	}
 	g.run(n.coords.run)
+	g.run(n.ds.leader.sweep)
 	g.run(func(context.Context) error {
 		if err := rpc.Serve(rpcLn); err != nil {
 			return fmt.Errorf("rpc server on %s: %w", rpcLn.Addr(), err)

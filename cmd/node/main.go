@@ -56,6 +56,13 @@ const (
 	flagSegmentMs              = "segment-ms"
 	flagRetentionCheckInterval = "retention-check-interval"
 	flagOffsetsPartitions      = "offsets-partitions"
+	flagDSReplicationFactor    = "ds-replication-factor"
+	flagDSMaxBody              = "ds-max-body"
+	flagDSReadChunk            = "ds-read-chunk"
+	flagDSLongPollTimeout      = "ds-long-poll-timeout"
+	flagDSSSEReconnect         = "ds-sse-reconnect"
+	flagDSMaxLiveReaders       = "ds-max-live-readers"
+	flagDSForwardTimeout       = "ds-forward-timeout"
 )
 
 // configFlag maps node.Config field names (as node.FieldError reports them)
@@ -78,12 +85,17 @@ var configFlag = map[string]string{
 	"MaxConnsPerAddr":   flagMaxConnsPerIP,
 	"IdleTimeout":       flagIdleTimeout,
 
-	"RetentionBytes":    flagRetentionBytes,
-	"RetentionMs":       flagRetentionMs,
-	"SegmentBytes":      flagSegmentBytes,
-	"SegmentMs":         flagSegmentMs,
-	"RetentionInterval": flagRetentionCheckInterval,
-	"OffsetsPartitions": flagOffsetsPartitions,
+	"RetentionBytes":       flagRetentionBytes,
+	"RetentionMs":          flagRetentionMs,
+	"SegmentBytes":         flagSegmentBytes,
+	"SegmentMs":            flagSegmentMs,
+	"RetentionInterval":    flagRetentionCheckInterval,
+	"OffsetsPartitions":    flagOffsetsPartitions,
+	"DS.ReplicationFactor": flagDSReplicationFactor,
+	"DS.MaxBody":           flagDSMaxBody,
+	"DS.ReadChunk":         flagDSReadChunk,
+	"DS.LongPoll":          flagDSLongPollTimeout,
+	"DS.MaxLiveReaders":    flagDSMaxLiveReaders,
 }
 
 var logLevels = []string{"trace", "debug", "info", "warn", "error"}
@@ -160,6 +172,13 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			stringFlag(flagSegmentMs, "default segment.ms of topics: the age at which a segment rolls, `MS` milliseconds, at least 1000", "", "604800000, 7 days"),
 			stringFlag(flagRetentionCheckInterval, "how often retention deletes what the topics' configuration no longer keeps, `DURATION`", "", "1m"),
 			stringFlag(flagOffsetsPartitions, "partitions of __consumer_offsets, the topic of consumer groups, `N` from 1 to 1000; read by the controller when a group is first used, fixed from then on", "", "16"),
+			stringFlag(flagDSReplicationFactor, "replication factor `N` of new Durable Streams streams (capped at the brokers)", "", "min(3, brokers)"),
+			stringFlag(flagDSMaxBody, "the largest Durable Streams request body, `BYTES`; 413 above it. At most --max-batch-bytes less 4KiB", "", "--max-batch-bytes less 64KiB"),
+			stringFlag(flagDSReadChunk, "the data of one Durable Streams GET response, `BYTES` (a first message larger is sent whole)", "", "1MiB"),
+			stringFlag(flagDSLongPollTimeout, "how long a Durable Streams long-poll or SSE wait lasts before it answers that nothing came, `DURATION`", "", "20s"),
+			stringFlag(flagDSSSEReconnect, "how long a Durable Streams SSE connection lives before the node closes it for the client to resume, `DURATION`", "", "1m"),
+			stringFlag(flagDSMaxLiveReaders, "Durable Streams long-polls and SSE connections open at once on this node, `N`; 503 above", "", "1000"),
+			stringFlag(flagDSForwardTimeout, "how long a node waits for a stream's leader to answer a forwarded Durable Streams request (besides its long-poll wait), `DURATION`; then 503", "", "10s"),
 		},
 		Action:         runNodeAction,
 		OnUsageError:   onUsageError,
@@ -238,6 +257,8 @@ func limitsFromFlags(c *cli.Context, cfg *node.Config) error {
 		{flagMaxBatchBytes, func(n int64) { cfg.MaxBatchBytes = int(n) }},
 		{flagRequestMemory, func(n int64) { cfg.RequestMemory = n }},
 		{flagRequestMemoryPerConn, func(n int64) { cfg.ConnRequestMemory = n }},
+		{flagDSMaxBody, func(n int64) { cfg.DS.MaxBody = int(n) }},
+		{flagDSReadChunk, func(n int64) { cfg.DS.ReadChunk = int(n) }},
 	} {
 		if text := strings.TrimSpace(c.String(f.name)); text != "" {
 			n, ok := parseBytes(text)
@@ -250,7 +271,8 @@ func limitsFromFlags(c *cli.Context, cfg *node.Config) error {
 	for _, f := range []struct {
 		name string
 		dst  *int
-	}{{flagMaxConns, &cfg.MaxConns}, {flagMaxConnsPerIP, &cfg.MaxConnsPerAddr}, {flagOffsetsPartitions, &cfg.OffsetsPartitions}} {
+	}{{flagMaxConns, &cfg.MaxConns}, {flagMaxConnsPerIP, &cfg.MaxConnsPerAddr}, {flagOffsetsPartitions, &cfg.OffsetsPartitions},
+		{flagDSReplicationFactor, &cfg.DS.ReplicationFactor}, {flagDSMaxLiveReaders, &cfg.DS.MaxLiveReaders}} {
 		if text := strings.TrimSpace(c.String(f.name)); text != "" {
 			n, err := strconv.Atoi(text)
 			if err != nil || n <= 0 {
@@ -262,7 +284,8 @@ func limitsFromFlags(c *cli.Context, cfg *node.Config) error {
 	for _, f := range []struct {
 		name string
 		dst  *time.Duration
-	}{{flagIdleTimeout, &cfg.IdleTimeout}, {flagRetentionCheckInterval, &cfg.RetentionInterval}} {
+	}{{flagIdleTimeout, &cfg.IdleTimeout}, {flagRetentionCheckInterval, &cfg.RetentionInterval},
+		{flagDSLongPollTimeout, &cfg.DS.LongPoll}, {flagDSSSEReconnect, &cfg.DS.SSEReconnect}, {flagDSForwardTimeout, &cfg.DS.ForwardTimeout}} {
 		if text := strings.TrimSpace(c.String(f.name)); text != "" {
 			d, err := time.ParseDuration(text)
 			if err != nil || d <= 0 {

@@ -1,0 +1,317 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"time"
+
+	"gostream/controller"
+	"gostream/durable"
+	"gostream/metadata"
+)
+
+// Creating a stream (PUT) takes up to three steps, each of which can be
+// run again: the controller creates the topic (or finds it); a fork's
+// leader is given the source's records below the fork offset, copied
+// record for record so that every token of the source up to there means
+// the same position in the fork; and a last batch holds the initial body,
+// the close when asked, and the record that makes the stream ready. Until
+// that batch is acknowledged the stream answers 404, and a PUT with the
+// same configuration finishes what an interrupted one began.
+
+// dsCopyChunk bounds the data of one copy step of a fork.
+const dsCopyChunk = 1 << 20
+
+// Create implements durable.Backend.
+func (r *dsRouter) Create(ctx context.Context, req *durable.CreateRequest) (*durable.CreateResult, error) {
+	name, err := durable.TopicFor(req.Path)
+	if err != nil {
+		return nil, durable.Refuse(http.StatusBadRequest, "%v", err)
+	}
+	cfg := req.Config
+	want := &metadata.Stream{Path: req.Path, ContentType: cfg.ContentType, TTL: cfg.TTL, ExpiresAt: cfg.ExpiresAt, ForkedFrom: cfg.ForkedFrom}
+	var fork *dsForkPlan
+	if cfg.ForkedFrom != "" {
+		if fork, err = r.planFork(ctx, req, want); err != nil {
+			return nil, err
+		}
+	}
+	// The body is checked before anything is created.
+	body, err := streamData(want.ContentType, req.Body, true)
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		res, err := r.admin(ctx, "create", name, r.rf, want)
+		if err != nil {
+			return nil, err
+		}
+		switch res.Outcome {
+		case controller.StreamSourceNotFound:
+			return nil, durable.Refuse(http.StatusNotFound, "source stream %q not found", cfg.ForkedFrom)
+		case controller.StreamSourceGone:
+			return nil, durable.Refuse(http.StatusConflict, "source stream %q was deleted; it is kept only for its forks", cfg.ForkedFrom)
+		case controller.StreamPathBlocked:
+			return nil, durable.Refuse(http.StatusConflict, "stream %q was deleted while forks of it remain: its path cannot be used until they are gone", req.Path)
+		}
+		t := res.Topic
+		if t == nil || t.Stream == nil {
+			return nil, durable.Refuse(http.StatusConflict, "topic %s exists and is not a stream", name)
+		}
+		if t.Stream.Path != req.Path {
+			return nil, durable.Refuse(http.StatusConflict, "stream path %q collides with the stream %q", req.Path, t.Stream.Path)
+		}
+		// The controller's push may still be on its way to this broker.
+		if err := r.waitTopic(ctx, t); err != nil {
+			return nil, err
+		}
+		h, err := r.headTopic(ctx, t)
+		if err != nil {
+			if ref, ok := err.(*durable.Refusal); ok && ref.Status == http.StatusNotFound && h == nil && attempt == 0 {
+				// It had expired and is deleted now: create it anew.
+				continue
+			}
+			return nil, err
+		}
+		created := res.Outcome == controller.StreamCreated
+		if !created && !sameStream(t.Stream, want, cfg, h) {
+			return nil, durable.Refuse(http.StatusConflict, "stream %q exists with another configuration", req.Path)
+		}
+		if !h.Ready {
+			if h, err = r.initialize(ctx, t, fork, body, cfg.Closed, h); err != nil {
+				return nil, err
+			}
+			created = true
+		}
+		return &durable.CreateResult{Info: h.Info, Created: created}, nil
+	}
+}
+
+// headTopic is head of a topic found already.
+func (r *dsRouter) headTopic(ctx context.Context, t *metadata.Topic) (*dsHeadResult, error) {
+	var h dsHeadResult
+	if _, err := r.call(ctx, t, "head", struct{}{}, nil, 0, &h); err != nil {
+		return nil, err
+	}
+	return &h, nil
+}
+
+// waitTopic waits, briefly, until this broker's metadata has t.
+func (r *dsRouter) waitTopic(ctx context.Context, t *metadata.Topic) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if m := r.n.broker.metadata(); m != nil {
+			if have := m.Topic(t.Name); have != nil && have.ID == t.ID {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil // the call reports what is wrong
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// sameStream reports whether a PUT asks for the stream that exists:
+// content type, expiry, closed state and lineage.
+func sameStream(have, want *metadata.Stream, cfg durable.Config, h *dsHeadResult) bool {
+	if cfg.ForkedFrom == "" || want.ContentType != "" {
+		if !durable.SameContentType(have.ContentType, want.ContentType) {
+			return false
+		}
+	}
+	if (have.TTL == nil) != (want.TTL == nil) || have.TTL != nil && *have.TTL != *want.TTL || have.ExpiresAt != want.ExpiresAt {
+		return false
+	}
+	if h.Ready && h.Info.Closed != cfg.Closed {
+		return false
+	}
+	if have.ForkedFrom != want.ForkedFrom || have.ForkSubOffset != want.ForkSubOffset {
+		return false
+	}
+	return cfg.ForkOffset == "" || have.ForkOffset == cfg.ForkOffset
+}
+
+// dsForkPlan is what a fork copies: the source's records below Offset,
+// the fillers up to the anchor record and, with a sub-offset, the prefix
+// of the anchor's data.
+type dsForkPlan struct {
+	source *metadata.Topic
+	offset durable.Offset
+	anchor int64  // the record the prefix comes from
+	prefix []byte // nil without a sub-offset
+}
+
+// planFork checks a fork request against its source and fills in the
+// fork's configuration: content type and expiry inherited as the
+// protocol says, and the fork offset resolved.
+func (r *dsRouter) planFork(ctx context.Context, req *durable.CreateRequest, want *metadata.Stream) (*dsForkPlan, error) {
+	cfg := req.Config
+	src, err := r.topic(cfg.ForkedFrom)
+	if ref, ok := err.(*durable.Refusal); ok {
+		switch ref.Status {
+		case http.StatusNotFound:
+			return nil, durable.Refuse(http.StatusNotFound, "source stream %q not found", cfg.ForkedFrom)
+		case http.StatusGone:
+			return nil, durable.Refuse(http.StatusConflict, "source stream %q was deleted; it is kept only for its forks", cfg.ForkedFrom)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	h, err := r.headTopic(ctx, src)
+	if ref, ok := err.(*durable.Refusal); ok && ref.Status == http.StatusGone {
+		return nil, durable.Refuse(http.StatusConflict, "source stream %q was deleted; it is kept only for its forks", cfg.ForkedFrom)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !h.Ready {
+		return nil, durable.Refuse(http.StatusNotFound, "source stream %q not found", cfg.ForkedFrom)
+	}
+	if req.ContentTypeGiven && !durable.SameContentType(cfg.ContentType, src.Stream.ContentType) {
+		return nil, durable.Refuse(http.StatusConflict, "content type %q does not match the source's %q", cfg.ContentType, src.Stream.ContentType)
+	}
+	want.ContentType = src.Stream.ContentType
+	switch {
+	case cfg.TTL != nil || cfg.ExpiresAt != "":
+	case src.Stream.TTL != nil:
+		v := *src.Stream.TTL
+		want.TTL = &v
+	case src.Stream.ExpiresAt != "":
+		want.ExpiresAt = src.Stream.ExpiresAt
+	}
+	tail, _, _ := durable.ParseOffset(h.Info.Tail)
+	plan := &dsForkPlan{source: src, offset: tail}
+	if cfg.ForkOffset != "" {
+		off, _, err := durable.ParseOffset(cfg.ForkOffset)
+		if err != nil {
+			return nil, durable.Refuse(http.StatusBadRequest, "%v", err)
+		}
+		if cfg.ForkOffset > h.Info.Tail {
+			return nil, durable.Refuse(http.StatusBadRequest, "fork offset %s is past the source's tail %s", cfg.ForkOffset, h.Info.Tail)
+		}
+		// A read from the offset checks that it is a position of the source.
+		if _, err := r.Read(ctx, &durable.ReadRequest{Path: cfg.ForkedFrom, Offset: cfg.ForkOffset, MaxBytes: 1}); err != nil {
+			return nil, err
+		}
+		plan.offset = off
+	}
+	want.ForkOffset = plan.offset.Token()
+	if sub := cfg.ForkSubOffset; sub > 0 {
+		want.ForkSubOffset = sub
+		anchor, data, err := r.anchor(ctx, src, plan.offset, tail)
+		if err != nil {
+			return nil, err
+		}
+		if durable.IsJSON(src.Stream.ContentType) {
+			vals, err := durable.SplitJSON(append(append([]byte{'['}, data...), ']'))
+			if err != nil || sub > int64(len(vals)) {
+				return nil, durable.Refuse(http.StatusBadRequest, "fork sub-offset %d is past the %d messages of the append at the fork offset", sub, len(vals))
+			}
+			data = bytes.Join(vals[:sub], []byte{','})
+		} else {
+			if sub > int64(len(data)) {
+				return nil, durable.Refuse(http.StatusBadRequest, "fork sub-offset %d is past the %d bytes of the append at the fork offset", sub, len(data))
+			}
+			data = data[:sub]
+		}
+		plan.anchor, plan.prefix = anchor, data
+	}
+	return plan, nil
+}
+
+// anchor finds the first data record at or after off in the source.
+func (r *dsRouter) anchor(ctx context.Context, src *metadata.Topic, off, tail durable.Offset) (int64, []byte, error) {
+	if off.Record >= tail.Record {
+		return 0, nil, durable.Refuse(http.StatusBadRequest, "a fork sub-offset needs data past the fork offset, and the source has none")
+	}
+	from := off.Record
+	for from < tail.Record {
+		var lr dsLogResult
+		items, err := r.call(ctx, src, "log", &dsLogRequest{From: from, To: tail.Record, MaxBytes: dsCopyChunk}, nil, 0, &lr)
+		if err != nil {
+			return 0, nil, err
+		}
+		if len(lr.Records) == 0 {
+			break
+		}
+		for i, rec := range lr.Records {
+			if rec.Kind == dsData {
+				return rec.Offset, items[i], nil
+			}
+			from = rec.Offset + 1
+		}
+	}
+	return 0, nil, durable.Refuse(http.StatusBadRequest, "a fork sub-offset needs data past the fork offset, and the source has none")
+}
+
+// initialize brings a created stream to ready: a fork's copy, then the
+// last batch. Each step is appended only where the log ends as expected,
+// so steps done by an earlier attempt are skipped.
+func (r *dsRouter) initialize(ctx context.Context, t *metadata.Topic, fork *dsForkPlan, body []byte, closed bool, h *dsHeadResult) (*dsHeadResult, error) {
+	end := h.LogEnd
+	step := func(recs []dsRecord) error {
+		var res dsHeadResult
+		if _, err := r.call(ctx, t, "init", &dsInitRequest{ExpectEnd: end, Records: recs}, dsEncodeData(recs), 0, &res); err != nil {
+			return err
+		}
+		h, end = &res, res.LogEnd
+		return nil
+	}
+	if fork != nil {
+		// Every record below the fork offset, data as data and anything
+		// else as a filler, then fillers up to the anchor.
+		stop := fork.offset.Record
+		if fork.prefix != nil {
+			stop = fork.anchor
+		}
+		for end < stop {
+			var lr dsLogResult
+			items, err := r.call(ctx, fork.source, "log", &dsLogRequest{From: end, To: stop, MaxBytes: dsCopyChunk}, nil, 0, &lr)
+			if err != nil {
+				return nil, err
+			}
+			if len(lr.Records) == 0 || lr.Records[0].Offset != end {
+				return nil, durable.Refuse(http.StatusServiceUnavailable, "the source's records from %d cannot be read now", end)
+			}
+			recs := make([]dsRecord, len(lr.Records))
+			for i, rec := range lr.Records {
+				recs[i] = dsRecord{Kind: dsFiller}
+				if rec.Kind == dsData {
+					recs[i] = dsRecord{Kind: dsData, Data: items[i]}
+				}
+			}
+			if err := step(recs); err != nil {
+				return nil, err
+			}
+			if h.Ready {
+				return h, nil
+			}
+		}
+		if fork.prefix != nil && end == fork.anchor {
+			if err := step([]dsRecord{{Kind: dsData, Data: fork.prefix}}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	last := []dsRecord{{Kind: dsInit}}
+	if len(body) > 0 {
+		last = append(last, dsRecord{Kind: dsData, Data: body})
+	}
+	if closed {
+		last = append(last, dsRecord{Kind: dsClose})
+	}
+	if err := step(last); err != nil {
+		return nil, err
+	}
+	if !h.Ready {
+		return nil, durable.Refuse(http.StatusConflict, "stream %q is being created by another request", t.Stream.Path)
+	}
+	return h, nil
+}

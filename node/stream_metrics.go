@@ -1,0 +1,47 @@
+package node
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// dsMetrics are the Durable Streams metrics of a node: requests by
+// method and status, their latency by method, and the live readers.
+type dsMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	live     prometheus.Gauge
+}
+
+func newDSMetrics(reg *prometheus.Registry) *dsMetrics {
+	m := &dsMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gostream_ds_requests_total", Help: "Durable Streams HTTP requests answered, by method and status.",
+		}, []string{"method", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "gostream_ds_request_duration_seconds", Help: "Time to answer a Durable Streams HTTP request (a live read: its wait included; SSE: the connection's life), by method.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 14),
+		}, []string{"method"}),
+		live: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gostream_ds_live_readers", Help: "Long-polls and SSE connections open on this node.",
+		}),
+	}
+	reg.MustRegister(m.requests, m.duration, m.live)
+	return m
+}
+
+// Observe implements durable.Observer.
+func (m *dsMetrics) Observe(method string, status int, took time.Duration) {
+	switch method {
+	case "GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS":
+	default:
+		method = "other"
+	}
+	m.requests.WithLabelValues(method, strconv.Itoa(status)).Inc()
+	m.duration.WithLabelValues(method).Observe(took.Seconds())
+}
+
+// LiveReaders implements durable.Observer.
+func (m *dsMetrics) LiveReaders(delta int) { m.live.Add(float64(delta)) }
