@@ -16,7 +16,7 @@ FUZZTIME      ?= 60s
 BENCHCOUNT ?= 5
 BENCHTIME  ?= 1s
 
-.PHONY: all build test fuzz run node demo bench fmt lint clean chaos
+.PHONY: all build test fuzz run node demo bench fmt lint clean chaos conformance
 
 all: build
 
@@ -42,6 +42,12 @@ test:
 
 fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
+
+# The Durable Streams conformance suite (pinned in conformance/, installed
+# with npm ci) against a three-node cluster it starts on ports 9600-9622:
+# once through the node that leads the streams, once through a follower.
+conformance: build
+	BIN=$(BIN) scripts/conformance.sh
 
 # Three nodes on loopback with the ports of docs/cli.md (node 1 the controller),
 # data in ./data/node{1,2,3}, in the foreground; Ctrl-C stops them.
