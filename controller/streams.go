@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -78,6 +79,7 @@ func (c *Controller) CreateStream(ctx context.Context, topic string, rf int, s *
 		if err != nil {
 			return err
 		}
+		placeStream(m, t)
 		t.Config = metadata.TopicConfig{metadata.ConfigRetentionMs: -1, metadata.ConfigRetentionBytes: -1, metadata.ConfigSegmentBytes: StreamSegmentBytes}
 		t.Stream = s.Clone()
 		t.Stream.Forks, t.Stream.Deleted = 0, false
@@ -151,4 +153,34 @@ func streamTopicOf(_ *metadata.Cluster, path string) string {
 		return ""
 	}
 	return name
+}
+
+// placeStream gives a new stream's partition to the broker that leads the
+// fewest streams (the lowest id among equals), with the next brokers in id
+// order as its followers: a topic of one partition would otherwise always
+// begin at the lowest broker id, and one broker would lead every stream.
+func placeStream(m *metadata.Cluster, t *metadata.Topic) {
+	ids := m.BrokerIDs()
+	if len(ids) == 0 {
+		return
+	}
+	slices.Sort(ids)
+	led := make(map[int32]int, len(ids))
+	for i := range m.Topics {
+		if o := &m.Topics[i]; o.Stream != nil && o.Name != t.Name && len(o.Partitions) > 0 {
+			led[o.Partitions[0].Leader]++
+		}
+	}
+	start := 0
+	for i, id := range ids {
+		if led[id] < led[ids[start]] {
+			start = i
+		}
+	}
+	p := &t.Partitions[0]
+	replicas := make([]int32, len(p.Replicas))
+	for i := range replicas {
+		replicas[i] = ids[(start+i)%len(ids)]
+	}
+	p.Replicas, p.Active, p.Leader = replicas, slices.Clone(replicas), replicas[0]
 }
