@@ -110,6 +110,17 @@ type TopicMetadata struct {
 	// Config is every configuration key, sorted, with the value the
 	// broker that answered applies (see AlterTopicConfig).
 	Config []TopicConfigValue
+	// Stream is set on the topic that holds a Durable Streams stream
+	// (served over HTTP under /v1/stream/).
+	Stream *StreamMetadata
+}
+
+// StreamMetadata is the Durable Streams stream a topic holds.
+type StreamMetadata struct {
+	Path        string
+	ContentType string
+	ForkedFrom  string // the path of the stream it was forked from, if any
+	Deleted     bool   // deleted while forks of it remain: answers 410
 }
 
 // Metadata is the cluster as one broker described it.
@@ -415,6 +426,9 @@ func (c *Client) updateTopic(name string, t *TopicMetadata) {
 
 func topicFromWire(t *transport.TopicInfo) TopicMetadata {
 	tm := TopicMetadata{Name: t.Name, ID: t.ID, ReplicationFactor: int(t.ReplicationFactor), Sealed: t.Sealed, Config: configFromWire(t.Config)}
+	if st := t.Stream; st != nil {
+		tm.Stream = &StreamMetadata{Path: st.Path, ContentType: st.ContentType, ForkedFrom: st.ForkedFrom, Deleted: st.Deleted}
+	}
 	tm.Partitions = make([]PartitionMetadata, len(t.Partitions))
 	for i, p := range t.Partitions {
 		tm.Partitions[i] = PartitionMetadata{

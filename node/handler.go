@@ -332,6 +332,9 @@ func (h *rpcHandler) metadata(req *transport.Request) transport.Reply {
 func (h *rpcHandler) topicInfo(t *metadata.Topic) transport.TopicInfo {
 	ti := transport.TopicInfo{Name: t.Name, ID: t.ID, ReplicationFactor: int16(t.ReplicationFactor), Sealed: t.Sealed,
 		Config: h.n.broker.topicConfigValues(t)}
+	if st := t.Stream; st != nil {
+		ti.Stream = &transport.StreamInfo{Path: st.Path, ContentType: st.ContentType, ForkedFrom: st.ForkedFrom, Deleted: st.Deleted}
+	}
 	for p, part := range t.Partitions {
 		ti.Partitions = append(ti.Partitions, transport.PartitionInfo{
 			Partition: int32(p), Leader: part.Leader, LeaderEpoch: part.LeaderEpoch,

@@ -84,6 +84,8 @@ func messageCases() []messageCase {
 		{"TopicInfo/full", &TopicInfo{Name: "t", ID: "x", ReplicationFactor: 2, Sealed: true, Partitions: []PartitionInfo{{Partition: 0, Leader: 1, Replicas: []int32{1}, Active: []int32{1}}},
 			Config: []TopicConfigValue{{Key: "retention.bytes", Value: -1, Default: true}, {Key: "segment.bytes", Value: 1 << 20}}}},
 		{"TopicInfo/empty-config-last", &TopicInfo{Config: []TopicConfigValue{{}}}},
+		{"TopicInfo/stream", &TopicInfo{Name: "__ds.00112233445566778899aabbccddeeff", ID: "x", ReplicationFactor: 3, Partitions: []PartitionInfo{{Leader: 1, Replicas: []int32{1, 2, 3}, Active: []int32{1, 2, 3}}},
+			Stream: &StreamInfo{Path: "shop/orders", ContentType: "application/json", ForkedFrom: "shop/all", Deleted: true}}},
 
 		{"CreateTopicRequest/zero", &CreateTopicRequest{}},
 		{"CreateTopicRequest/full", &CreateTopicRequest{Name: "orders", Partitions: 12, ReplicationFactor: 3}},
@@ -201,6 +203,9 @@ func randomMessages(r *rand.Rand) []Message {
 		}
 		for range r.IntN(3) {
 			ti.Config = append(ti.Config, TopicConfigValue{Key: str(), Value: r.Int64() - r.Int64(), Default: r.IntN(2) == 1})
+		}
+		if r.IntN(2) == 1 {
+			ti.Stream = &StreamInfo{Path: str(), ContentType: str(), ForkedFrom: str(), Deleted: r.IntN(2) == 1}
 		}
 		md.Topics = append(md.Topics, ti)
 	}

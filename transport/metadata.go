@@ -80,6 +80,18 @@ type TopicInfo struct {
 	// Config is every configuration key, sorted, with the value the
 	// answering node applies.
 	Config []TopicConfigValue
+	// Stream is set on the topic of a Durable Streams stream.
+	Stream *StreamInfo
+}
+
+// StreamInfo is what a topic list shows of a Durable Streams stream.
+type StreamInfo struct {
+	Path        string
+	ContentType string
+	// ForkedFrom is the path of the stream it was forked from, if any.
+	ForkedFrom string
+	// Deleted marks a stream deleted while forks of it remain.
+	Deleted bool
 }
 
 // Encode implements Message.
@@ -97,6 +109,13 @@ func (t *TopicInfo) Encode(e *Encoder) {
 		e.String(c.Key)
 		e.Int64(c.Value)
 		e.Bool(c.Default)
+	}
+	e.Bool(t.Stream != nil)
+	if t.Stream != nil {
+		e.String(t.Stream.Path)
+		e.String(t.Stream.ContentType)
+		e.String(t.Stream.ForkedFrom)
+		e.Bool(t.Stream.Deleted)
 	}
 }
 
@@ -122,6 +141,9 @@ func (t *TopicInfo) Decode(d *Decoder) {
 			t.Config[i].Value = d.Int64()
 			t.Config[i].Default = d.Bool()
 		}
+	}
+	if d.Bool() {
+		t.Stream = &StreamInfo{Path: d.String(), ContentType: d.String(), ForkedFrom: d.String(), Deleted: d.Bool()}
 	}
 }
 

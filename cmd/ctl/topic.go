@@ -40,6 +40,15 @@ type topicJSON struct {
 	ID                string `json:"id"`
 	ReplicationFactor int    `json:"replication_factor"`
 	Sealed            bool   `json:"sealed"`
+	// Stream is set on the topic of a Durable Streams stream.
+	Stream *streamJSON `json:"stream,omitempty"`
+}
+
+type streamJSON struct {
+	Path        string `json:"path"`
+	ContentType string `json:"content_type"`
+	ForkedFrom  string `json:"forked_from,omitempty"`
+	Deleted     bool   `json:"deleted,omitempty"`
 }
 
 type partitionJSON struct {
@@ -160,7 +169,25 @@ func topicCreateAction(c *cli.Context) error {
 }
 
 func newTopicJSON(t client.TopicMetadata) topicJSON {
-	return topicJSON{Name: t.Name, ID: t.ID, ReplicationFactor: t.ReplicationFactor, Sealed: t.Sealed}
+	tj := topicJSON{Name: t.Name, ID: t.ID, ReplicationFactor: t.ReplicationFactor, Sealed: t.Sealed}
+	if st := t.Stream; st != nil {
+		tj.Stream = &streamJSON{Path: st.Path, ContentType: st.ContentType, ForkedFrom: st.ForkedFrom, Deleted: st.Deleted}
+	}
+	return tj
+}
+
+// streamColumns are a topic's STREAM and CONTENT-TYPE columns: the
+// Durable Streams path it holds (marked when deleted while forks remain),
+// or - for a topic that is not a stream.
+func streamColumns(st *client.StreamMetadata) (path, contentType string) {
+	if st == nil {
+		return "-", "-"
+	}
+	path = "/v1/stream/" + st.Path
+	if st.Deleted {
+		path += " (deleted)"
+	}
+	return path, st.ContentType
 }
 
 // listedTopic is one topic of topic list -o json.
@@ -185,9 +212,10 @@ func topicListAction(c *cli.Context) error {
 			return writeJSON(c.App.Writer, out)
 		}
 		tw := newTable(c.App.Writer)
-		fmt.Fprintln(tw, "NAME\tPARTITIONS\tREPLICATION-FACTOR\tSEALED")
+		fmt.Fprintln(tw, "NAME\tPARTITIONS\tREPLICATION-FACTOR\tSEALED\tSTREAM\tCONTENT-TYPE")
 		for _, t := range topics {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", t.Name, len(t.Partitions), t.ReplicationFactor, yesNo(t.Sealed))
+			path, ct := streamColumns(t.Stream)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", t.Name, len(t.Partitions), t.ReplicationFactor, yesNo(t.Sealed), path, ct)
 		}
 		return tw.Flush()
 	})
@@ -300,6 +328,16 @@ func describedPartitionOf(p client.PartitionMetadata, offs *client.PartitionOffs
 func printDescribed(w io.Writer, d describedTopic) error {
 	fmt.Fprintf(w, "Topic: %s   Partitions: %d   Replication factor: %d   Sealed: %s   ID: %s\n\n",
 		d.Name, len(d.Partitions), d.ReplicationFactor, yesNo(d.Sealed), d.ID)
+	if st := d.Stream; st != nil {
+		fmt.Fprintf(w, "Durable Stream: /v1/stream/%s   Content-Type: %s", st.Path, st.ContentType)
+		if st.ForkedFrom != "" {
+			fmt.Fprintf(w, "   Forked from: /v1/stream/%s", st.ForkedFrom)
+		}
+		if st.Deleted {
+			fmt.Fprint(w, "   Deleted (forks remain)")
+		}
+		fmt.Fprint(w, "\n\n")
+	}
 	if err := printConfig(w, d.Config); err != nil {
 		return err
 	}

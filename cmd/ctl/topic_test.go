@@ -2,12 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"gostream/durable"
 )
 
 func TestTopicLifecycle(t *testing.T) {
@@ -31,9 +34,9 @@ func TestTopicLifecycle(t *testing.T) {
 	// list
 	out = ctlOK(t, c, "", "topic", "list")
 	require.Len(t, lines(out), 3, out)
-	assert.Equal(t, []string{"NAME", "PARTITIONS", "REPLICATION-FACTOR", "SEALED"}, strings.Fields(lines(out)[0]))
-	assert.Equal(t, []string{"events", "2", "1", "no"}, strings.Fields(lines(out)[1]))
-	assert.Equal(t, []string{"orders", "3", "1", "no"}, strings.Fields(lines(out)[2]))
+	assert.Equal(t, []string{"NAME", "PARTITIONS", "REPLICATION-FACTOR", "SEALED", "STREAM", "CONTENT-TYPE"}, strings.Fields(lines(out)[0]))
+	assert.Equal(t, []string{"events", "2", "1", "no", "-", "-"}, strings.Fields(lines(out)[1]))
+	assert.Equal(t, []string{"orders", "3", "1", "no", "-", "-"}, strings.Fields(lines(out)[2]))
 	out = ctlOK(t, c, "", "topic", "list", "-o", "json")
 	var listed struct{ Topics []struct{ ID string } }
 	require.NoError(t, json.Unmarshal([]byte(out), &listed))
@@ -142,4 +145,56 @@ func tableRows(out, first, second string) [][]string {
 		}
 	}
 	return rows
+}
+
+// A Durable Streams stream is a topic of its own: topic list and describe
+// show its path and content type, and mark a topic that is not a stream.
+func TestTopicListShowsStreams(t *testing.T) {
+	c := startCluster(t)
+	ctlOK(t, c, "", "topic", "create", "orders", "--partitions", "1")
+	req, err := http.NewRequest(http.MethodPut, "http://"+c.Nodes[0].HTTP+"/v1/stream/shop/eu%20orders", nil)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	name, err := durable.TopicFor("shop/eu orders")
+	require.NoError(t, err)
+
+	out := ctlOK(t, c, "", "topic", "list")
+	rows := tableRows(out, "NAME", "PARTITIONS")
+	require.Len(t, rows, 2, out)
+	streamRow, topicRow := rows[0], rows[1]
+	if streamRow[0] == "orders" {
+		streamRow, topicRow = topicRow, streamRow
+	}
+	assert.Equal(t, []string{"orders", "1", "1", "no", "-", "-"}, topicRow)
+	// The path holds a space: the table's fields split it in two.
+	assert.Equal(t, []string{name, "1", "1", "no", "/v1/stream/shop/eu", "orders", "application/json"}, streamRow)
+
+	out = ctlOK(t, c, "", "topic", "list", "-o", "json")
+	var listed struct {
+		Topics []struct {
+			Name   string
+			Stream *struct {
+				Path        string `json:"path"`
+				ContentType string `json:"content_type"`
+			}
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &listed))
+	for _, tp := range listed.Topics {
+		if tp.Name == "orders" {
+			assert.Nil(t, tp.Stream, out)
+			continue
+		}
+		require.NotNil(t, tp.Stream, out)
+		assert.Equal(t, "shop/eu orders", tp.Stream.Path)
+		assert.Equal(t, "application/json", tp.Stream.ContentType)
+	}
+
+	out = ctlOK(t, c, "", "topic", "describe", name)
+	assert.Contains(t, out, "Durable Stream: /v1/stream/shop/eu orders   Content-Type: application/json\n")
+	assert.NotContains(t, ctlOK(t, c, "", "topic", "describe", "orders"), "Durable Stream")
 }
