@@ -407,8 +407,12 @@ func (c Config) validateLimits() error {
 			Reason: fmt.Sprintf("want a positive number of bytes, at most the batch limit less 4 KiB (%d)", d.MaxBatchBytes-dsBatchSlack)}
 	case c.DS.ReadChunk < 0:
 		return &FieldError{Field: "DS.ReadChunk", Value: itoa(int64(c.DS.ReadChunk)), Reason: "want a positive number of bytes"}
-	case c.DS.LongPoll < 0 || c.DS.SSEReconnect < 0 || c.DS.ForwardTimeout < 0:
+	case c.DS.LongPoll < 0:
 		return &FieldError{Field: "DS.LongPoll", Value: c.DS.LongPoll.String(), Reason: "want a positive duration"}
+	case c.DS.SSEReconnect < 0:
+		return &FieldError{Field: "DS.SSEReconnect", Value: c.DS.SSEReconnect.String(), Reason: "want a positive duration"}
+	case c.DS.ForwardTimeout < 0:
+		return &FieldError{Field: "DS.ForwardTimeout", Value: c.DS.ForwardTimeout.String(), Reason: "want a positive duration"}
 	case c.DS.MaxLiveReaders < 0:
 		return &FieldError{Field: "DS.MaxLiveReaders", Value: itoa(int64(c.DS.MaxLiveReaders)), Reason: "want a positive number of readers"}
 	}

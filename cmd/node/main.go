@@ -96,6 +96,8 @@ var configFlag = map[string]string{
 	"DS.ReadChunk":         flagDSReadChunk,
 	"DS.LongPoll":          flagDSLongPollTimeout,
 	"DS.MaxLiveReaders":    flagDSMaxLiveReaders,
+	"DS.SSEReconnect":      flagDSSSEReconnect,
+	"DS.ForwardTimeout":    flagDSForwardTimeout,
 }
 
 var logLevels = []string{"trace", "debug", "info", "warn", "error"}
