@@ -45,7 +45,8 @@ fuzz:
 
 # The Durable Streams conformance suite (pinned in conformance/, installed
 # with npm ci) against a three-node cluster it starts on ports 9600-9622:
-# once through the node that leads the streams, once through a follower.
+# once through node 1 and once through node 2 (each leads a third of the
+# streams and forwards the rest), then the official client through node 2.
 conformance: build
 	BIN=$(BIN) scripts/conformance.sh
 
@@ -82,6 +83,19 @@ bench:
 .PHONY: bench-compare
 bench-compare: build
 	BIN=$(BIN) GO=$(GO) scripts/bench-compare.sh
+
+# gostream's Durable Streams beside the reference server
+# (@durable-streams/server 0.3.7, file-backed; conformance/, npm ci if
+# needed) in one run on this machine: three nodes, RF 3, on ports
+# 9700-9722 and the reference on 9790; 16 clients appending 1 KiB bodies
+# through a follower, and append-to-SSE latency, interleaved three times;
+# medians, ratios, targets (exit 1 if one is missed). RUNS, CLIENTS,
+# DURATION, SSE_COUNT, VIA, KEEP=1: see scripts/bench-ds.sh and
+# docs/benchmarks.md.
+.PHONY: bench-ds
+bench-ds: build
+	$(GO) build -o $(BIN)/dsbench ./scripts/dsbench
+	BIN=$(BIN) scripts/bench-ds.sh
 
 # Operator failover and recovery of a whole broker at 2,000 partitions, RF 3,
 # on fresh three-node clusters, against one plain metadata change of the same

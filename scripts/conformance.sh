@@ -2,17 +2,21 @@
 # make conformance: the Durable Streams server conformance suite (pinned in
 # conformance/package.json) against a three-node cluster this script starts
 # on loopback (ports 9600-9622, data in a temporary directory), with every
-# stream replicated to all three nodes. It runs the suite twice: through
-# node 1, which leads every stream (a stream's leader is the first broker
-# of its placement), and through node 2, which forwards every request to
-# node 1 over the cluster's transport. Exit status: the suite's.
+# stream replicated to all three nodes. It runs the suite twice, through
+# node 1 and through node 2. New streams are led in turn by the broker
+# that leads the fewest, so in each run a third of the streams are led by
+# the node the suite talks to and two thirds are forwarded, over the
+# cluster's transport, to the leader elsewhere: every test meets both.
+# Then it runs conformance/client.test.mjs, the official client
+# (@durable-streams/client), through node 2. Exit status: 0 when every run
+# passed.
 #
-#   DS_RUNS="leader follower"  which runs (default both)
+#   DS_RUNS="node1 node2 client"  which runs (default all three)
 #   KEEP=1                     keep the data directory and node logs
 set -euo pipefail
 
 BIN="${BIN:-./bin}"
-RUNS="${DS_RUNS:-leader follower}"
+RUNS="${DS_RUNS:-node1 node2 client}"
 LONG_POLL="${DS_LONG_POLL:-2s}"
 here=$(cd "$(dirname "$0")/.." && pwd)
 dir=$(mktemp -d /tmp/gostream-conformance.XXXXXX)
@@ -64,12 +68,13 @@ done
 status=0
 for run in $RUNS; do
 	case $run in
-	leader) id=1 ;;
-	follower) id=2 ;;
-	*) echo "conformance: unknown run $run (leader or follower)" >&2; exit 2 ;;
+	node1) id=1 file=conformance.test.mjs what="the suite through node 1 (also the controller)" ;;
+	node2) id=2 file=conformance.test.mjs what="the suite through node 2" ;;
+	client) id=2 file=client.test.mjs what="the official client through node 2" ;;
+	*) echo "conformance: unknown run $run (node1, node2 or client)" >&2; exit 2 ;;
 	esac
-	echo "conformance: the suite through node $id (the $run of every stream)"
+	echo "conformance: $what"
 	(cd "$here/conformance" && DS_BASE_URL="http://127.0.0.1:$(port "$id" 2)" DS_LONG_POLL_TIMEOUT_MS=20000 \
-		npx vitest run --config vitest.config.mjs conformance.test.mjs) || status=$?
+		npx vitest run --config vitest.config.mjs "$file") || status=$?
 done
 exit $status
