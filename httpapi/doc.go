@@ -32,5 +32,9 @@
 //
 // GET /metrics serves the Prometheus text format and GET /api/status the
 // node's view as JSON (the document transport.NodeStatus defines), when
-// the node gives them (Config.Metrics, Config.Status). The Durable Streams protocol is not served yet.
+// the node gives them (Config.Metrics, Config.Status). Config.Streams,
+// when set, serves the Durable Streams protocol under durable.Prefix
+// (/v1/stream/): requests there go to it before the mux, which would clean
+// the path, so the protocol's handler refuses a path with .. or an empty
+// segment instead of serving another one (docs/durable-streams.md).
 package httpapi
