@@ -42,10 +42,12 @@ describe("@durable-streams/client against gostream", () => {
     const handle = await DurableStream.create({ url, contentType: "application/json" })
     await handle.append(JSON.stringify({ n: 1 }))
     await handle.append(JSON.stringify({ n: 2 }))
+    // The client sends each append as a JSON array of its messages, which
+    // the server flattens one level: an array appended is one message.
     await handle.append(JSON.stringify([{ n: 3 }, { n: 4 }]))
 
     const res = await handle.stream({ offset: "-1", live: false })
-    expect(await res.json()).toEqual([{ n: 1 }, { n: 2 }, { n: 3 }, { n: 4 }])
+    expect(await res.json()).toEqual([{ n: 1 }, { n: 2 }, [{ n: 3 }, { n: 4 }]])
     expect(res.upToDate).toBe(true)
 
     const head = await handle.head()
