@@ -76,6 +76,24 @@ func (b *dsBatch) encode() (record.Batch, error) {
 	return record.AppendBatch(nil, rs)
 }
 
+// eachDSBatch decodes the batches of buf in order and calls fn with each
+// until it returns false; a batch that is not a stream's is an error.
+func eachDSBatch(buf []byte, fn func(*dsBatch) bool) error {
+	var derr error
+	err := record.Batches(buf, func(rb record.Batch) bool {
+		b, err := decodeDSBatch(rb)
+		if err != nil {
+			derr = err
+			return false
+		}
+		return fn(b)
+	})
+	if err == nil {
+		err = derr
+	}
+	return err
+}
+
 // errDSRecord is a record that is not what a stream's leader writes.
 var errDSRecord = errors.New("not a record of a Durable Streams log")
 
@@ -216,20 +234,12 @@ func (s *dsStream) load(ctx context.Context) error {
 		if len(buf) == 0 {
 			return fmt.Errorf("read %s at offset %d: nothing below the log end %d", s.rep.part.Topic, off, end)
 		}
-		var derr error
-		err = record.Batches(buf, func(rb record.Batch) bool {
-			var b *dsBatch
-			if b, derr = decodeDSBatch(rb); derr != nil {
-				return false
-			}
+		err = eachDSBatch(buf, func(b *dsBatch) bool {
 			s.apply(b)
 			off = b.next
 			s.view()
 			return true
 		})
-		if err == nil {
-			err = derr
-		}
 		if err != nil {
 			return fmt.Errorf("stream log %s at offset %d: %w", s.rep.part.Topic, off, err)
 		}
@@ -623,17 +633,12 @@ func readStream(ctx context.Context, s *dsStream, off durable.Offset, maxBytes i
 	}
 	var msgs []durable.Message
 	next, size := off, 0
-	var derr error
-	err = record.Batches(res.Batches, func(rb record.Batch) bool {
-		b, err := decodeDSBatch(rb)
-		if err != nil {
-			derr = err
-			return false
-		}
+	var refused error
+	err = eachDSBatch(res.Batches, func(b *dsBatch) bool {
 		pos := b.pos
 		for _, r := range b.records {
 			if r.Offset == off.Record && pos != off.Byte {
-				derr = durable.Refuse(http.StatusBadRequest, "offset %s is not a position of this stream", off.Token())
+				refused = durable.Refuse(http.StatusBadRequest, "offset %s is not a position of this stream", off.Token())
 				return false
 			}
 			if r.Kind != dsData {
@@ -652,14 +657,10 @@ func readStream(ctx context.Context, s *dsStream, off durable.Offset, maxBytes i
 		}
 		return true
 	})
-	if err == nil {
-		err = derr
+	if refused != nil {
+		return nil, off, refused
 	}
 	if err != nil {
-		var ref *durable.Refusal
-		if errors.As(err, &ref) {
-			return nil, off, err
-		}
 		return nil, off, fmt.Errorf("%w: stream log %s: %v", transport.ErrStorageFailed, s.rep.part.Topic, err)
 	}
 	return msgs, next, nil
@@ -743,13 +744,7 @@ func (l *dsLeader) log(ctx context.Context, topic, id string, req *dsLogRequest)
 	}
 	out := &dsLogResult{}
 	found := false
-	var derr error
-	err = record.Batches(res.Batches, func(rb record.Batch) bool {
-		b, err := decodeDSBatch(rb)
-		if err != nil {
-			derr = err
-			return false
-		}
+	err = eachDSBatch(res.Batches, func(b *dsBatch) bool {
 		pos := b.pos
 		for _, r := range b.records {
 			if r.Offset >= req.From && r.Offset < req.To {
@@ -764,9 +759,6 @@ func (l *dsLeader) log(ctx context.Context, topic, id string, req *dsLogRequest)
 		}
 		return true
 	})
-	if err == nil {
-		err = derr
-	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: stream log %s: %v", transport.ErrStorageFailed, topic, err)
 	}
