@@ -56,6 +56,13 @@ type broker struct {
 	// are taken).
 	acceptMu sync.Mutex
 	applyMu  sync.Mutex
+	// reconciled is the highest metadata epoch the replicas have been
+	// reconciled with; waitReconciled waits for it.
+	reconciled struct {
+		sync.Mutex
+		epoch   int64
+		changed chan struct{} // closed when epoch grows
+	}
 
 	mu struct {
 		sync.RWMutex
@@ -145,6 +152,7 @@ func (b *broker) reconcile() error {
 	if meta == nil {
 		return nil
 	}
+	defer b.markReconciled(meta.Epoch)
 	var errs []error
 	type change struct {
 		r  *replica
@@ -241,6 +249,43 @@ func (b *broker) reconcile() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// markReconciled records that the replicas were reconciled with the
+// metadata of epoch (whatever the reconciliation's errors: they are
+// reported to whoever applied it).
+func (b *broker) markReconciled(epoch int64) {
+	b.reconciled.Lock()
+	defer b.reconciled.Unlock()
+	if epoch > b.reconciled.epoch {
+		b.reconciled.epoch = epoch
+		if b.reconciled.changed != nil {
+			close(b.reconciled.changed)
+			b.reconciled.changed = nil
+		}
+	}
+}
+
+// waitReconciled waits until the replicas have been reconciled with
+// metadata of epoch or newer, or ctx ends.
+func (b *broker) waitReconciled(ctx context.Context, epoch int64) error {
+	for {
+		b.reconciled.Lock()
+		if b.reconciled.epoch >= epoch {
+			b.reconciled.Unlock()
+			return nil
+		}
+		if b.reconciled.changed == nil {
+			b.reconciled.changed = make(chan struct{})
+		}
+		ch := b.reconciled.changed
+		b.reconciled.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 func (b *broker) openReplica(tp topicPartition, topicID string) (*replica, error) {

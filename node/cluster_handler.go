@@ -81,14 +81,20 @@ func (h *rpcHandler) updateMetadata(req *transport.Request) transport.Reply {
 	if h.n.controller != nil {
 		return transport.Immediate(nil, fmt.Errorf("%w: broker %d is the controller; it takes no metadata from others", transport.ErrInvalidRequest, h.n.cfg.ID))
 	}
-	return func(context.Context) (transport.Message, error) {
+	return func(ctx context.Context) (transport.Message, error) {
 		meta, err := metadata.Parse(r.Metadata, "UpdateMetadata from "+req.RemoteAddr)
 		if err != nil {
 			return nil, err
 		}
 		// Older than what this broker holds: say so, so that a controller
-		// whose metadata went back in time learns it.
+		// whose metadata went back in time learns it. The newer metadata
+		// may still be being applied (a push of the next change overtook
+		// this one): the answer waits for that, since the controller takes
+		// it to mean this broker has the change, its replicas open.
 		if cur := h.n.broker.metadata(); cur != nil && meta.Epoch < cur.Epoch && meta.ClusterID == cur.ClusterID {
+			if err := h.n.broker.waitReconciled(ctx, meta.Epoch); err != nil {
+				return nil, fmt.Errorf("broker %d is still applying metadata epoch %d: %w", h.n.cfg.ID, cur.Epoch, err)
+			}
 			return nil, fmt.Errorf("%w: broker %d holds metadata epoch %d, newer than the pushed epoch %d", transport.ErrStaleMetadata, h.n.cfg.ID, cur.Epoch, meta.Epoch)
 		}
 		return nil, h.n.applyParsed(meta, "UpdateMetadata from "+req.RemoteAddr)
