@@ -38,6 +38,10 @@ const (
 type StreamResult struct {
 	Outcome StreamOutcome   `json:"outcome"`
 	Topic   *metadata.Topic `json:"topic,omitempty"`
+	// Epoch is the metadata epoch the answer was read from: a broker
+	// whose metadata is that new or newer and lacks Topic knows that the
+	// topic went since (an expired stream deleted, say).
+	Epoch int64 `json:"epoch,omitempty"`
 }
 
 // StreamSegmentBytes is the segment size of a stream's log.
@@ -91,7 +95,9 @@ func (c *Controller) CreateStream(ctx context.Context, topic string, rf int, s *
 		return nil, err
 	}
 	if res.Outcome == StreamCreated || res.Outcome == StreamExists {
-		if t := c.Metadata().Topic(topic); t != nil {
+		m := c.Metadata()
+		res.Epoch = m.Epoch
+		if t := m.Topic(topic); t != nil && t.ID == res.Topic.ID {
 			res.Topic = t
 		}
 	}
@@ -100,12 +106,14 @@ func (c *Controller) CreateStream(ctx context.Context, topic string, rf int, s *
 
 // DeleteStream deletes a stream: it is soft-deleted while forks of it
 // exist, else removed, and so is each soft-deleted source whose last fork
-// it was, up the chain. An expired stream is deleted the same way.
-func (c *Controller) DeleteStream(ctx context.Context, topic string) (*StreamResult, error) {
+// it was, up the chain. An expired stream is deleted the same way, naming
+// the incarnation that expired (id): once that is gone, a stream created
+// at the same path since is not it, and is left alone (StreamNotFound).
+func (c *Controller) DeleteStream(ctx context.Context, topic, id string) (*StreamResult, error) {
 	var res StreamResult
 	err := c.change(ctx, "delete stream "+topic, func(m *metadata.Cluster) error {
 		t := m.Topic(topic)
-		if t == nil || t.Stream == nil {
+		if t == nil || t.Stream == nil || id != "" && t.ID != id {
 			res.Outcome = StreamNotFound
 			return errNoChange
 		}

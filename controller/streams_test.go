@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -40,4 +41,45 @@ func TestPlaceStreamSpreadsLeaders(t *testing.T) {
 	// Fewer replicas than brokers: consecutive brokers from the leader.
 	tp := add("__ds.small", 2, true)
 	assert.Equal(t, []int32{2, 3}, tp.Partitions[0].Replicas)
+}
+
+// An expired stream's leader deletes the incarnation that expired. When
+// that is gone and a stream was created at the same path since, the
+// delete leaves the new one alone: without the id the leader's late
+// delete took the stream a client had just created.
+func TestDeleteStreamNamesTheIncarnation(t *testing.T) {
+	c := openWith(t, &fakeBrokers{})
+	ctx := context.Background()
+	const topic = "__ds.0123456789abcdef0123456789abcdef"
+	s := &metadata.Stream{Path: "a/b", ContentType: "text/plain"}
+
+	old, err := c.CreateStream(ctx, topic, 3, s)
+	require.NoError(t, err)
+	require.Equal(t, StreamCreated, old.Outcome)
+	assert.Equal(t, c.Metadata().Epoch, old.Epoch, "the answer names the epoch it was read from")
+	again, err := c.CreateStream(ctx, topic, 3, s)
+	require.NoError(t, err)
+	assert.Equal(t, StreamExists, again.Outcome)
+	assert.Equal(t, old.Topic.ID, again.Topic.ID)
+
+	res, err := c.DeleteStream(ctx, topic, old.Topic.ID)
+	require.NoError(t, err)
+	require.Equal(t, StreamDeleted, res.Outcome)
+	fresh, err := c.CreateStream(ctx, topic, 3, s)
+	require.NoError(t, err)
+	require.Equal(t, StreamCreated, fresh.Outcome)
+	require.NotEqual(t, old.Topic.ID, fresh.Topic.ID)
+
+	// The expired incarnation's delete, late: nothing happens.
+	res, err = c.DeleteStream(ctx, topic, old.Topic.ID)
+	require.NoError(t, err)
+	assert.Equal(t, StreamNotFound, res.Outcome)
+	require.NotNil(t, c.Metadata().Topic(topic))
+	assert.Equal(t, fresh.Topic.ID, c.Metadata().Topic(topic).ID)
+
+	// A client's DELETE names no incarnation and takes what is there.
+	res, err = c.DeleteStream(ctx, topic, "")
+	require.NoError(t, err)
+	assert.Equal(t, StreamDeleted, res.Outcome)
+	assert.Nil(t, c.Metadata().Topic(topic))
 }

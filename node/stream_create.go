@@ -3,12 +3,14 @@ package node
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
 	"gostream/controller"
 	"gostream/durable"
 	"gostream/metadata"
+	"gostream/transport"
 )
 
 // Creating a stream (PUT) takes up to three steps, each of which can be
@@ -42,8 +44,11 @@ func (r *dsRouter) Create(ctx context.Context, req *durable.CreateRequest) (*dur
 	if err != nil {
 		return nil, err
 	}
-	for attempt := 0; ; attempt++ {
-		res, err := r.admin(ctx, "create", name, r.rf, want)
+	for attempt := 1; ; attempt++ {
+		// A topic found may go before it is used: an expired stream is
+		// deleted by its leader. Then the controller is asked again.
+		again := attempt < dsCreateAttempts
+		res, err := r.createTopic(ctx, name, want)
 		if err != nil {
 			return nil, err
 		}
@@ -63,14 +68,22 @@ func (r *dsRouter) Create(ctx context.Context, req *durable.CreateRequest) (*dur
 			return nil, durable.Refuse(http.StatusConflict, "stream path %q collides with the stream %q", req.Path, t.Stream.Path)
 		}
 		// The controller's push may still be on its way to this broker.
-		if err := r.waitTopic(ctx, t); err != nil {
+		switch err := r.waitTopic(ctx, t, res.Epoch); {
+		case errors.Is(err, errTopicGone) && again:
+			continue
+		case errors.Is(err, errTopicGone):
+			return nil, durable.Refuse(http.StatusServiceUnavailable, "stream %q was deleted and created again while this request ran; retry", req.Path)
+		case err != nil:
 			return nil, err
 		}
 		h, err := r.headTopic(ctx, t)
 		if err != nil {
-			if ref, ok := err.(*durable.Refusal); ok && ref.Status == http.StatusNotFound && h == nil && attempt == 0 {
+			if ref, ok := err.(*durable.Refusal); ok && ref.Status == http.StatusNotFound && again {
 				// It had expired and is deleted now: create it anew.
 				continue
+			}
+			if errors.Is(err, transport.ErrUnknownTopicID) && again {
+				continue // deleted meanwhile
 			}
 			return nil, err
 		}
@@ -97,13 +110,26 @@ func (r *dsRouter) headTopic(ctx context.Context, t *metadata.Topic) (*dsHeadRes
 	return &h, nil
 }
 
-// waitTopic waits, briefly, until this broker's metadata has t.
-func (r *dsRouter) waitTopic(ctx context.Context, t *metadata.Topic) error {
+// dsCreateAttempts bounds the times a create asks the controller for the
+// topic because the one it was given went meanwhile.
+const dsCreateAttempts = 4
+
+// errTopicGone says this broker's metadata, at least as new as the
+// controller's answer, no longer has the topic the answer gave.
+var errTopicGone = errors.New("the topic went after the controller gave it")
+
+// waitTopic waits, briefly, until this broker's metadata has t, given by
+// the controller from metadata of epoch. It returns errTopicGone once
+// this broker's metadata is that new and has no t.
+func (r *dsRouter) waitTopic(ctx context.Context, t *metadata.Topic, epoch int64) error {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		if m := r.n.broker.metadata(); m != nil {
 			if have := m.Topic(t.Name); have != nil && have.ID == t.ID {
 				return nil
+			}
+			if epoch > 0 && m.Epoch >= epoch {
+				return errTopicGone
 			}
 		}
 		if time.Now().After(deadline) {

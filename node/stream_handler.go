@@ -45,7 +45,7 @@ func (h *rpcHandler) streamAdmin(req *transport.Request) transport.Reply {
 		case "create":
 			res, err = c.CreateStream(ctx, r.Topic, int(r.ReplicationFactor), s)
 		case "delete":
-			res, err = c.DeleteStream(ctx, r.Topic)
+			res, err = c.DeleteStream(ctx, r.Topic, r.TopicID)
 		default:
 			err = fmt.Errorf("%w: stream admin operation %q", transport.ErrInvalidRequest, r.Op)
 		}

@@ -221,24 +221,30 @@ func dsEncodeData(recs []dsRecord) []byte {
 	return e.Bytes()
 }
 
-// admin asks the controller to create or delete a stream's topic.
-func (r *dsRouter) admin(ctx context.Context, op, topic string, rf int, s *metadata.Stream) (*controller.StreamResult, error) {
+// createTopic asks the controller for the topic of a stream: created, or
+// the one there.
+func (r *dsRouter) createTopic(ctx context.Context, topic string, s *metadata.Stream) (*controller.StreamResult, error) {
 	if c := r.n.controller; c != nil {
-		switch op {
-		case "create":
-			return c.CreateStream(ctx, topic, rf, s)
-		case "delete":
-			return c.DeleteStream(ctx, topic)
-		}
-		return nil, fmt.Errorf("%w: stream admin operation %q", transport.ErrInvalidRequest, op)
+		return c.CreateStream(ctx, topic, r.rf, s)
 	}
-	req := &transport.StreamAdminRequest{Op: op, Topic: topic, ReplicationFactor: int32(rf)}
-	if s != nil {
-		var err error
-		if req.Stream, err = json.Marshal(s); err != nil {
-			return nil, err
-		}
+	raw, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
 	}
+	return r.admin(ctx, &transport.StreamAdminRequest{Op: "create", Topic: topic, ReplicationFactor: int32(r.rf), Stream: raw})
+}
+
+// deleteTopic asks the controller to delete a stream's topic: the
+// incarnation id, or with id "" whichever is there.
+func (r *dsRouter) deleteTopic(ctx context.Context, topic, id string) (*controller.StreamResult, error) {
+	if c := r.n.controller; c != nil {
+		return c.DeleteStream(ctx, topic, id)
+	}
+	return r.admin(ctx, &transport.StreamAdminRequest{Op: "delete", Topic: topic, TopicID: id})
+}
+
+// admin sends a stream's topic change to the controller.
+func (r *dsRouter) admin(ctx context.Context, req *transport.StreamAdminRequest) (*controller.StreamResult, error) {
 	var resp transport.StreamAdminResponse
 	ctrl := r.n.cfg.Controllers[0]
 	cctx, cancel := context.WithTimeout(ctx, r.forwardTimeout+10*time.Second)
@@ -317,7 +323,7 @@ func (r *dsRouter) Delete(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	res, err := r.admin(ctx, "delete", t.Name, 0, nil)
+	res, err := r.deleteTopic(ctx, t.Name, "")
 	if err != nil {
 		return err
 	}

@@ -161,13 +161,17 @@ type dsStream struct {
 	loaded bool
 	err    error // the log could not be read
 
-	ready     bool
-	tail      durable.Offset // after the last data record in the log
-	closed    bool
-	closedEnd int64 // log end after the close record
-	closedBy  *durable.Producer
-	streamSeq *string
-	producers map[string]*dsProducer
+	// ready is set once the record that makes the stream ready is in the
+	// leader's log, ackedReady once it is below the HW: a creator is told
+	// the stream exists only then.
+	ready      bool
+	ackedReady bool
+	tail       durable.Offset // after the last data record in the log
+	closed     bool
+	closedEnd  int64 // log end after the close record
+	closedBy   *durable.Producer
+	streamSeq  *string
+	producers  map[string]*dsProducer
 	// pending holds the tails of appends not yet known to be below the
 	// HW; acked and ackedClosed are what readers are told.
 	pending     []dsPending
@@ -184,6 +188,7 @@ type dsPending struct {
 	end    int64
 	tail   durable.Offset
 	closed bool
+	ready  bool
 }
 
 // view moves the acknowledged tail up to the HW. Called with s.mu held.
@@ -191,7 +196,7 @@ func (s *dsStream) view() {
 	hw := s.rep.part.HighWatermark()
 	i := 0
 	for ; i < len(s.pending) && s.pending[i].end <= hw; i++ {
-		s.acked, s.ackedClosed = s.pending[i].tail, s.pending[i].closed
+		s.acked, s.ackedClosed, s.ackedReady = s.pending[i].tail, s.pending[i].closed, s.pending[i].ready
 	}
 	s.pending = s.pending[i:]
 }
@@ -216,13 +221,13 @@ func (s *dsStream) apply(b *dsBatch) {
 	if b.streamSeq != nil {
 		s.streamSeq = b.streamSeq
 	}
-	s.pending = append(s.pending, dsPending{end: b.next, tail: s.tail, closed: s.closed})
+	s.pending = append(s.pending, dsPending{end: b.next, tail: s.tail, closed: s.closed, ready: s.ready})
 }
 
 // load rebuilds the state from the replica's whole log. Called with s.mu
 // held.
 func (s *dsStream) load(ctx context.Context) error {
-	s.ready, s.tail, s.closed, s.closedEnd, s.closedBy, s.streamSeq = false, durable.Offset{}, false, 0, nil, nil
+	s.ready, s.ackedReady, s.tail, s.closed, s.closedEnd, s.closedBy, s.streamSeq = false, false, durable.Offset{}, false, 0, nil, nil
 	s.producers, s.pending, s.acked, s.ackedClosed = map[string]*dsProducer{}, nil, durable.Offset{}, false
 	log := s.rep.log
 	off, end := log.LogStartOffset(), log.LogEndOffset()
@@ -388,7 +393,7 @@ func (l *dsLeader) live(ctx context.Context, s *dsStream, t *metadata.Topic) err
 	}
 	if l.expired(t) {
 		s.mu.Unlock()
-		res, err := l.n.ds.admin(ctx, "delete", t.Name, 0, nil)
+		res, err := l.n.ds.deleteTopic(ctx, t.Name, t.ID)
 		s.mu.Lock()
 		if err != nil {
 			return err
@@ -398,7 +403,7 @@ func (l *dsLeader) live(ctx context.Context, s *dsStream, t *metadata.Topic) err
 		}
 		return durable.NotFound(t.Stream.Path)
 	}
-	if !s.ready {
+	if !s.ackedReady {
 		return durable.NotFound(t.Stream.Path)
 	}
 	return nil
@@ -419,12 +424,12 @@ func (l *dsLeader) head(ctx context.Context, topic, id string) (*dsHeadResult, e
 	if t.Stream.Deleted {
 		return nil, durable.Gone(t.Stream.Path)
 	}
-	if s.ready {
+	if s.ackedReady {
 		if err := l.live(ctx, s, t); err != nil {
 			return nil, err
 		}
 	}
-	return &dsHeadResult{Info: *s.info(t), Ready: s.ready, LogEnd: s.rep.log.LogEndOffset(), Pos: s.tail.Byte}, nil
+	return &dsHeadResult{Info: *s.info(t), Ready: s.ackedReady, LogEnd: s.rep.log.LogEndOffset(), Pos: s.tail.Byte}, nil
 }
 
 // dsHeadResult is HEAD's answer, with what a creator needs to finish a
@@ -687,9 +692,15 @@ func (l *dsLeader) init(ctx context.Context, topic, id string, req *dsInitReques
 		}
 	}()
 	end := s.rep.log.LogEndOffset()
+	if s.ready && !s.ackedReady {
+		// The creation is in the log and not yet on every active replica
+		// (its replication failed, or is on its way): the stream is not
+		// there until it is, and appending it again would not make it so.
+		return nil, durable.Refuse(http.StatusServiceUnavailable, "stream %q is created on its leader and not yet on every replica; retry", t.Stream.Path)
+	}
 	if s.ready || end != req.ExpectEnd || len(req.Records) == 0 {
 		// Done before (or by another creator): say where the log is.
-		return &dsHeadResult{Info: *s.info(t), Ready: s.ready, LogEnd: end, Pos: s.tail.Byte}, nil
+		return &dsHeadResult{Info: *s.info(t), Ready: s.ackedReady, LogEnd: end, Pos: s.tail.Byte}, nil
 	}
 	for _, r := range req.Records {
 		if r.Kind != dsData && r.Kind != dsInit && r.Kind != dsClose && r.Kind != dsFiller {
@@ -708,7 +719,7 @@ func (l *dsLeader) init(ctx context.Context, topic, id string, req *dsInitReques
 	}
 	s.mu.Lock()
 	s.view()
-	res := &dsHeadResult{Info: *s.info(t), Ready: s.ready, LogEnd: s.rep.log.LogEndOffset(), Pos: s.tail.Byte}
+	res := &dsHeadResult{Info: *s.info(t), Ready: s.ackedReady, LogEnd: s.rep.log.LogEndOffset(), Pos: s.tail.Byte}
 	s.mu.Unlock()
 	l.touch(t.ID)
 	return res, nil
@@ -781,7 +792,7 @@ func (l *dsLeader) sweep(ctx context.Context) error {
 			continue
 		}
 		ids := map[string]bool{}
-		var expired []string
+		var expired []*metadata.Topic
 		for i := range meta.Topics {
 			tp := &meta.Topics[i]
 			if tp.Stream == nil || tp.Partitions[0].Leader != l.n.cfg.ID {
@@ -797,7 +808,7 @@ func (l *dsLeader) sweep(ctx context.Context) error {
 			}
 			l.mu.Unlock()
 			if l.expired(tp) {
-				expired = append(expired, tp.Name)
+				expired = append(expired, tp)
 			}
 		}
 		l.mu.Lock()
@@ -812,9 +823,9 @@ func (l *dsLeader) sweep(ctx context.Context) error {
 			}
 		}
 		l.mu.Unlock()
-		for _, name := range expired {
-			if _, err := l.n.ds.admin(ctx, "delete", name, 0, nil); err != nil && ctx.Err() == nil {
-				l.n.logger.Warn("cannot delete an expired stream", "topic", name, "err", err)
+		for _, tp := range expired {
+			if _, err := l.n.ds.deleteTopic(ctx, tp.Name, tp.ID); err != nil && ctx.Err() == nil {
+				l.n.logger.Warn("cannot delete an expired stream", "topic", tp.Name, "err", err)
 			}
 		}
 	}

@@ -204,6 +204,121 @@ func TestDSFollowerAnswersWhilePausedLeader(t *testing.T) {
 	assert.Equal(t, "a;b;", r.Body)
 }
 
+// TestDSCreateIsAcknowledgedOnlyWhenReplicated: a PUT whose creation
+// reached the leader's log but not a paused follower gets 503, and so
+// does its retry while the follower is still paused; HEAD says 404 until
+// then. Before the fix the retry got 200 at once, the stream "created"
+// on the leader's word alone, and a kill of the leader then would have
+// lost it. Once the follower runs again, the retry succeeds and the
+// initial body is there once.
+func TestDSCreateIsAcknowledgedOnlyWhenReplicated(t *testing.T) {
+	c := startClusterWith(t, Config{Nodes: 3})
+	const path = "created/once"
+	follower := c.Node(3) // the first stream is led by broker 1, followed by 2 and 3
+	require.NoError(t, follower.Pause())
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = follower.Resume()
+		}
+	}()
+	put := func() dsReply {
+		return dsDo(t, c.Node(1), http.MethodPut, path, "hello", "Content-Type", "text/plain")
+	}
+	r := put()
+	require.Equal(t, http.StatusServiceUnavailable, r.Status, "created with a follower paused: %s", r.Body)
+	require.Equal(t, int32(1), streamLeader(t, c, path))
+	r = put()
+	assert.Equal(t, http.StatusServiceUnavailable, r.Status, "retry with the follower still paused: %s", r.Body)
+	assert.Equal(t, http.StatusNotFound, dsDo(t, c.Node(1), http.MethodHead, path, "").Status, "HEAD before the creation is on every replica")
+
+	require.NoError(t, follower.Resume())
+	resumed = true
+	deadline := time.Now().Add(30 * time.Second)
+	for r = put(); r.Status != http.StatusCreated && r.Status != http.StatusOK; r = put() {
+		require.True(t, time.Now().Before(deadline), "the retry never succeeded: %d %s", r.Status, r.Body)
+		time.Sleep(100 * time.Millisecond) // retry interval under the deadline above
+	}
+	for _, n := range c.Nodes {
+		r := dsDo(t, n, http.MethodGet, path+"?offset=-1", "")
+		assert.Equal(t, http.StatusOK, r.Status, "node %d", n.ID)
+		assert.Equal(t, "hello", r.Body, "node %d: the initial body once", n.ID)
+	}
+}
+
+// TestDSRecreateAfterExpiry: many streams with a TTL of one second, each
+// created again through a node that is not the controller the moment it
+// answers 404, get 201 and the new stream's data; and the new stream
+// outlives the old one's expiry. Each recreate races the expired
+// stream's deletion by its leader and the metadata pushes of the others:
+// before the fixes, some got 503 after eight seconds (the controller gave
+// the old topic just as it went), some 503 at once (a replica of the new
+// topic not yet open when its first write came), and some 201 followed by
+// 404 (the old stream's late delete took the new one).
+func TestDSRecreateAfterExpiry(t *testing.T) {
+	c := startClusterWith(t, Config{Nodes: 3})
+	const streams = 40
+	via := c.Node(2)
+	for round := range 3 {
+		var wg sync.WaitGroup
+		errs := make(chan error, streams)
+		for i := range streams {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- recreateAfterExpiry(via, fmt.Sprintf("ttl/r%d-s%d", round, i))
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			assert.NoError(t, err)
+		}
+	}
+	// The old incarnations' expiry has run its course (the leaders sweep
+	// every second); the new streams are all still there.
+	time.Sleep(3 * time.Second) // two sweeps
+	for round := range 3 {
+		for i := range streams {
+			r := dsDo(t, via, http.MethodGet, fmt.Sprintf("ttl/r%d-s%d?offset=-1", round, i), "")
+			assert.Equal(t, http.StatusOK, r.Status, "stream r%d-s%d: %s", round, i, r.Body)
+		}
+	}
+}
+
+// recreateAfterExpiry creates path with a TTL of 1 s, waits for it to
+// expire, creates it again with another configuration and reads it.
+func recreateAfterExpiry(n *Node, path string) error {
+	r, err := dsTry(n, 30*time.Second, http.MethodPut, path, "old", "Content-Type", "text/plain", "Stream-TTL", "1")
+	if err != nil || r.Status != http.StatusCreated {
+		return fmt.Errorf("create %s: %d %s %v", path, r.Status, r.Body, err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r, err = dsTry(n, 30*time.Second, http.MethodHead, path, "")
+		if err != nil {
+			return err
+		}
+		if r.Status == http.StatusNotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not expired after 15 s: %d", path, r.Status)
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval
+	}
+	start := time.Now()
+	r, err = dsTry(n, 30*time.Second, http.MethodPut, path, `["new"]`, "Content-Type", "application/json", "Stream-TTL", "3600")
+	if err != nil || r.Status != http.StatusCreated {
+		return fmt.Errorf("recreate %s: %d after %v: %s %v", path, r.Status, time.Since(start).Round(time.Millisecond), r.Body, err)
+	}
+	r, err = dsTry(n, 30*time.Second, http.MethodGet, path+"?offset=-1", "")
+	if err != nil || r.Status != http.StatusOK || r.Body != `["new"]` {
+		return fmt.Errorf("read %s after recreate: %d %q %v", path, r.Status, r.Body, err)
+	}
+	return nil
+}
+
 // TestDSIdempotentProducerSurvivesFailover: an idempotent producer appends
 // through a follower to a stream of replication factor 3 while the
 // stream's leader is killed with SIGKILL and the operator fails it over.

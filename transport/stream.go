@@ -88,13 +88,16 @@ func (r *StreamResponse) Decode(d *Decoder) {
 }
 
 // StreamAdminRequest asks the controller to create (Op "create") or
-// delete (Op "delete", "expire") the stream of Topic. Stream is the
-// JSON of its metadata.Stream on create.
+// delete (Op "delete") the stream of Topic. Stream is the JSON of its
+// metadata.Stream on create. A delete with TopicID deletes only that
+// incarnation of the topic: an expired stream's leader names the one that
+// expired, which a new stream of the same path must not stand in for.
 type StreamAdminRequest struct {
 	Op                string
 	Topic             string
 	ReplicationFactor int32
 	Stream            []byte
+	TopicID           string
 }
 
 // Encode implements Message.
@@ -103,6 +106,7 @@ func (r *StreamAdminRequest) Encode(e *Encoder) {
 	e.String(r.Topic)
 	e.Int32(r.ReplicationFactor)
 	e.Bytes32(r.Stream)
+	e.String(r.TopicID)
 }
 
 // Decode implements Message.
@@ -111,6 +115,7 @@ func (r *StreamAdminRequest) Decode(d *Decoder) {
 	r.Topic = d.String()
 	r.ReplicationFactor = d.Int32()
 	r.Stream = d.Bytes32()
+	r.TopicID = d.String()
 }
 
 // StreamAdminResponse answers: the JSON of the controller's answer.
