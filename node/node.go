@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/singleflight"
 
 	"gostream/controller"
 	"gostream/durable"
@@ -64,6 +66,11 @@ type Node struct {
 		lagging  map[int32]bool
 		inFlight map[int32]bool
 	}
+
+	// refresh shares one metadata fetch among the requests that ask for
+	// one at once (refreshMetadata); refreshed is when the last ended.
+	refresh   singleflight.Group
+	refreshed atomic.Int64
 }
 
 // isController reports whether this node runs the controller.
@@ -276,21 +283,53 @@ func (n *Node) followController(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		known := int64(-1)
-		if m := n.broker.metadata(); m != nil {
-			known = m.Epoch
-		}
-		var blob transport.MetadataBlob
-		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		err := n.pool.Call(cctx, ctrl.Addr, transport.APIFetchMetadata, &transport.FetchMetadataRequest{KnownEpoch: known, BrokerID: n.cfg.ID, Addr: n.cfg.Advertise}, &blob)
-		cancel()
-		if err == nil && len(blob.Metadata) > 0 {
-			err = n.applyBlob(blob.Metadata, "controller "+ctrl.String())
-		}
-		if err != nil && ctx.Err() == nil {
+		if err := n.fetchMetadata(ctx); err != nil && ctx.Err() == nil {
 			n.logger.Debug("metadata poll failed", "err", err)
 		}
 	}
+}
+
+// fetchMetadata asks the controller for metadata newer than this
+// broker's and applies what it is given.
+func (n *Node) fetchMetadata(ctx context.Context) error {
+	ctrl := n.cfg.Controllers[0]
+	known := int64(-1)
+	if m := n.broker.metadata(); m != nil {
+		known = m.Epoch
+	}
+	var blob transport.MetadataBlob
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	err := n.pool.Call(cctx, ctrl.Addr, transport.APIFetchMetadata, &transport.FetchMetadataRequest{KnownEpoch: known, BrokerID: n.cfg.ID, Addr: n.cfg.Advertise}, &blob)
+	if err == nil && len(blob.Metadata) > 0 {
+		err = n.applyBlob(blob.Metadata, "controller "+ctrl.String())
+	}
+	return err
+}
+
+// refreshMinInterval spaces the fetches refreshMetadata makes.
+const refreshMinInterval = 200 * time.Millisecond
+
+// refreshMetadata brings this broker's metadata up to the controller's
+// now, for a request that found it behind: another broker knows of a
+// topic this one does not, or no longer. A broker that missed a push
+// otherwise learns of the change only at its next poll, seconds later.
+// Requests asking at once share one fetch, and fetches are at least
+// refreshMinInterval apart, so a flood of requests for streams that do
+// not exist costs the controller little. On the controller it does
+// nothing: its metadata is the truth.
+func (n *Node) refreshMetadata(ctx context.Context) error {
+	if n.controller != nil || n.isController() {
+		return nil
+	}
+	if time.Since(time.Unix(0, n.refreshed.Load())) < refreshMinInterval {
+		return nil
+	}
+	_, err, _ := n.refresh.Do("", func() (any, error) {
+		defer n.refreshed.Store(time.Now().UnixNano())
+		return nil, n.fetchMetadata(context.WithoutCancel(ctx))
+	})
+	return err
 }
 
 // applyBlob parses, validates and applies metadata that came over the wire.

@@ -178,7 +178,7 @@ type dsForkPlan struct {
 // protocol says, and the fork offset resolved.
 func (r *dsRouter) planFork(ctx context.Context, req *durable.CreateRequest, want *metadata.Stream) (*dsForkPlan, error) {
 	cfg := req.Config
-	src, err := r.topic(cfg.ForkedFrom)
+	src, err := r.topic(ctx, cfg.ForkedFrom)
 	if ref, ok := err.(*durable.Refusal); ok {
 		switch ref.Status {
 		case http.StatusNotFound:

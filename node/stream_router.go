@@ -36,8 +36,10 @@ type dsOpResult struct {
 }
 
 // topic finds a stream's topic; a stream deleted while forks of it remain
-// is Gone.
-func (r *dsRouter) topic(path string) (*metadata.Topic, error) {
+// is Gone. A stream this broker does not know may be one created through
+// another node that this broker has not heard of yet: it asks the
+// controller before it answers 404.
+func (r *dsRouter) topic(ctx context.Context, path string) (*metadata.Topic, error) {
 	name, err := durable.TopicFor(path)
 	if err != nil {
 		return nil, durable.Refuse(http.StatusBadRequest, "%v", err)
@@ -47,6 +49,12 @@ func (r *dsRouter) topic(path string) (*metadata.Topic, error) {
 		return nil, fmt.Errorf("%w: broker %d has no metadata yet", transport.ErrNotReady, r.n.cfg.ID)
 	}
 	t := meta.Topic(name)
+	if t == nil {
+		if err := r.n.refreshMetadata(ctx); err != nil {
+			r.n.logger.Debug("cannot refresh metadata", "err", err)
+		}
+		t = r.n.broker.metadata().Topic(name)
+	}
 	if t == nil || t.Stream == nil {
 		return nil, durable.NotFound(path)
 	}
@@ -78,7 +86,20 @@ func (r *dsRouter) call(ctx context.Context, t *metadata.Topic, op string, args 
 	deadline := time.Now().Add(3 * time.Second)
 	for attempt := 0; ; attempt++ {
 		items, err := r.callOnce(ctx, t, op, raw, payload, wait, out)
-		if err == nil || !retryable(err) || time.Now().After(deadline) || ctx.Err() != nil {
+		if err == nil || !retryable(err) || ctx.Err() != nil {
+			return items, err
+		}
+		if errors.Is(err, transport.ErrUnknownTopicID) {
+			// The leader does not know this incarnation of the topic: it
+			// is behind, or the topic went and this broker missed it.
+			if err := r.n.refreshMetadata(ctx); err != nil {
+				r.n.logger.Debug("cannot refresh metadata", "err", err)
+			}
+			if nt := r.n.broker.metadata().Topic(t.Name); nt == nil || nt.ID != t.ID {
+				return nil, durable.NotFound(t.Stream.Path)
+			}
+		}
+		if time.Now().After(deadline) {
 			return items, err
 		}
 		select {
@@ -272,7 +293,7 @@ func (r *dsRouter) Head(ctx context.Context, path string) (*durable.Info, error)
 }
 
 func (r *dsRouter) head(ctx context.Context, path string) (*dsHeadResult, error) {
-	t, err := r.topic(path)
+	t, err := r.topic(ctx, path)
 	if err != nil {
 		return nil, err
 	}
@@ -285,7 +306,7 @@ func (r *dsRouter) head(ctx context.Context, path string) (*dsHeadResult, error)
 
 // Append implements durable.Backend.
 func (r *dsRouter) Append(ctx context.Context, req *durable.AppendRequest) (*durable.AppendResult, error) {
-	t, err := r.topic(req.Path)
+	t, err := r.topic(ctx, req.Path)
 	if err != nil {
 		return nil, err
 	}
@@ -298,7 +319,7 @@ func (r *dsRouter) Append(ctx context.Context, req *durable.AppendRequest) (*dur
 
 // Read implements durable.Backend.
 func (r *dsRouter) Read(ctx context.Context, req *durable.ReadRequest) (*durable.ReadResult, error) {
-	t, err := r.topic(req.Path)
+	t, err := r.topic(ctx, req.Path)
 	if err != nil {
 		return nil, err
 	}
@@ -319,7 +340,7 @@ func (r *dsRouter) Read(ctx context.Context, req *durable.ReadRequest) (*durable
 
 // Delete implements durable.Backend.
 func (r *dsRouter) Delete(ctx context.Context, path string) error {
-	t, err := r.topic(path)
+	t, err := r.topic(ctx, path)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -244,6 +245,37 @@ func TestDSCreateIsAcknowledgedOnlyWhenReplicated(t *testing.T) {
 		assert.Equal(t, http.StatusOK, r.Status, "node %d", n.ID)
 		assert.Equal(t, "hello", r.Body, "node %d: the initial body once", n.ID)
 	}
+}
+
+// TestDSNodeBehindAsksTheController: a node that missed the push of a
+// new stream (it was cut off from the controller when the stream was
+// created) serves the stream the moment it can reach the controller
+// again, not at its next metadata poll, seconds later: a stream it does
+// not know it asks the controller about before it answers 404.
+func TestDSNodeBehindAsksTheController(t *testing.T) {
+	if err := Netns(); err != nil {
+		if os.Getenv("GOSTREAM_REQUIRE_NETNS") == "1" {
+			t.Fatalf("GOSTREAM_REQUIRE_NETNS=1 but there are no network faults here: %v", err)
+		}
+		t.Skipf("no network faults here: %v", err)
+	}
+	c := startClusterWith(t, Config{Nodes: 3, Netns: true, NodeArgs: []string{"--ds-replication-factor", "2"}})
+	// Streams are led in turn by the broker leading the fewest, each
+	// followed by the next: after two, the third is on brokers 3 and 1.
+	for _, p := range []string{"first", "second"} {
+		require.Equal(t, http.StatusCreated, dsDo(t, c.Node(1), http.MethodPut, p, "", "Content-Type", "text/plain").Status)
+	}
+	require.NoError(t, c.Partition([]int32{2}, []int32{1}))
+	const path = "made/while/cut/off"
+	r := dsDo(t, c.Node(1), http.MethodPut, path, "hello", "Content-Type", "text/plain")
+	require.Equal(t, http.StatusCreated, r.Status, r.Body)
+	d := ctlJSON[ctlLeadership](t, c, "topic", "describe", mustTopic(t, path))
+	require.NotContains(t, d.Partitions[0].Active, int32(2), "the stream must not need node 2")
+	require.NoError(t, c.HealNetwork())
+
+	r = dsDo(t, c.Node(2), http.MethodGet, path+"?offset=-1", "")
+	assert.Equal(t, http.StatusOK, r.Status, "read through the node that missed the push: %s", r.Body)
+	assert.Equal(t, "hello", r.Body)
 }
 
 // TestDSRecreateAfterExpiry: many streams with a TTL of one second, each
