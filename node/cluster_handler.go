@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -183,6 +184,12 @@ func (h *rpcHandler) leaderOf(topic, id string, partition int32) (*replica, erro
 // requests.
 func (h *rpcHandler) replicaOf(topic, id string, partition int32) (*replica, error) {
 	_, rep, err := h.n.broker.lookup(topic, id, partition)
+	if errors.Is(err, transport.ErrUnknownTopicID) || err == nil && rep == nil {
+		// Another broker names a topic or replica this one does not hold:
+		// its metadata may be behind (a push it missed). It catches up now
+		// rather than at its next poll; the caller retries.
+		go h.n.refreshMetadata(context.Background())
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,4 +80,70 @@ func TestStalePushIsAnsweredOnceTheNewerMetadataIsApplied(t *testing.T) {
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, transport.ErrStaleMetadata)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// A burst of changes costs each broker a few pushes, not one each: the
+// changes made while a push is in flight go together in the next. With
+// a push per change, queued one behind the other at a broker that takes
+// 50 ms for each (an fsync and replicas to open), the last of 40 changes
+// waited two seconds, past the push timeout, and the broker was taken
+// for lagging.
+func TestPushesOfABurstAreCoalesced(t *testing.T) {
+	var mu sync.Mutex
+	var pushes []int64
+	handler := transport.HandlerFunc(func(ctx context.Context, req *transport.Request) transport.Reply {
+		var r transport.MetadataBlob
+		if err := transport.Unmarshal(req.Body, &r); err != nil {
+			return transport.Immediate(nil, err)
+		}
+		return func(context.Context) (transport.Message, error) {
+			m, err := metadata.Parse(r.Metadata, "test")
+			if err != nil {
+				return nil, err
+			}
+			mu.Lock() // one at a time, as a broker applies them
+			defer mu.Unlock()
+			time.Sleep(50 * time.Millisecond) // the broker's work on each push
+			pushes = append(pushes, m.Epoch)
+			return nil, nil
+		}
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := transport.NewServer(transport.ServerConfig{}, handler)
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	n := &Node{cfg: Config{ID: 1}, pool: transport.NewPool(transport.ConnConfig{}), logger: hclog.NewNullLogger()}
+	defer n.pool.Close()
+	n.pushes.to = map[int32]*pusher{}
+	meta := func(epoch int64) *metadata.Cluster {
+		m := &metadata.Cluster{Version: metadata.FormatVersion, ClusterID: "0123456789abcdef", ControllerID: 1, Epoch: epoch}
+		m.PutBroker(metadata.Broker{ID: 1, Addr: "127.0.0.1:1"})
+		m.PutBroker(metadata.Broker{ID: 2, Addr: ln.Addr().String()})
+		return m
+	}
+	const changes = 40
+	start := time.Now()
+	var wg sync.WaitGroup
+	for e := int64(1); e <= changes; e++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			n.pushMetadata(ctx, meta(e))
+		}()
+	}
+	wg.Wait()
+	took := time.Since(start)
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, pushes)
+	assert.Equal(t, int64(changes), pushes[len(pushes)-1], "the newest metadata is the last pushed")
+	assert.LessOrEqual(t, len(pushes), 6, "pushes of %d changes: %v", changes, pushes)
+	assert.Less(t, took, time.Second, "every change's push answered")
+	p := n.pusher(2)
+	assert.False(t, p.lagging)
+	assert.Equal(t, int64(changes), p.acked)
 }

@@ -59,12 +59,11 @@ type Node struct {
 	// registered is closed once the controller has accepted this broker.
 	registered chan struct{}
 
-	// pushes tracks, per broker, whether its last metadata push failed
-	// (lagging) and whether a push to it is in flight; see pushMetadata.
+	// pushes holds, per broker, what sends it the controller's metadata;
+	// see pushMetadata.
 	pushes struct {
 		sync.Mutex
-		lagging  map[int32]bool
-		inFlight map[int32]bool
+		to map[int32]*pusher
 	}
 
 	// refresh shares one metadata fetch among the requests that ask for
@@ -97,7 +96,7 @@ func Run(ctx context.Context, cfg Config) error {
 	n.refusals = newRefusals(n.metrics)
 	n.coords = newCoordinators(n)
 	n.ds = &dsRouter{n: n, leader: newDSLeader(n), rf: cfg.DS.ReplicationFactor, forwardTimeout: cfg.DS.ForwardTimeout}
-	n.pushes.lagging, n.pushes.inFlight = map[int32]bool{}, map[int32]bool{}
+	n.pushes.to = map[int32]*pusher{}
 	n.registered = make(chan struct{})
 	logOpts := cfg.Log
 	logOpts.OnSync = func(d time.Duration) { n.metrics.fsyncDuration.Observe(d.Seconds()) }
@@ -162,72 +161,136 @@ func (n *Node) start() error {
 	return n.broker.applyMetadata(meta)
 }
 
-// pushMetadata sends meta to every other registered broker at once and
-// waits for their answers or ctx, except from brokers whose last push
-// failed: those get it in the background, one push in flight each, and
-// catch up by polling if that fails too. A change made while a broker is
-// down or cut off then costs no push timeout, however many changes a
-// failover makes.
+// pushMetadata sends meta to every other registered broker and waits
+// until each has taken it (or newer), or its push failed, or ctx ends;
+// except for brokers whose last push failed: those are sent it in the
+// background and not waited for, so a change made while a broker is down
+// or cut off costs no push timeout, however many changes a failover
+// makes. A broker that misses a push catches up by polling.
+//
+// Each broker has one push in flight at a time, of the newest metadata:
+// the changes made while it is in flight go together in the next. A burst
+// of changes (a client creating hundreds of streams at once) then costs
+// each broker a few pushes, not one per change queued behind the others.
 func (n *Node) pushMetadata(ctx context.Context, meta *metadata.Cluster) {
-	blob, err := metadata.Marshal(meta)
-	if err != nil {
-		n.logger.Error("encode metadata", "err", err)
-		return
-	}
-	push := func(ctx context.Context, b metadata.Broker) {
-		err := n.pool.Call(ctx, b.Addr, transport.APIUpdateMetadata, &transport.MetadataBlob{Metadata: blob}, nil)
-		if errors.Is(err, transport.ErrStaleMetadata) && n.controller != nil {
-			if n.controller.Metadata().Epoch > meta.Epoch {
-				// Pushes run after the change that made them, so a newer
-				// one may arrive first: the broker holds newer than this.
-				err = nil
-			} else {
-				n.controller.CheckPushRefused(ctx, b)
-			}
-		}
-		n.pushes.Lock()
-		n.pushes.lagging[b.ID] = err != nil
-		n.pushes.Unlock()
-		if err != nil {
-			n.logger.Warn("broker did not take new metadata; it will catch up by polling", "peer", b.ID, "metadata_epoch", meta.Epoch, "err", err)
-		}
-	}
-	var wg sync.WaitGroup
+	var wait []*pusher
 	for _, b := range meta.Brokers {
 		if b.ID == n.cfg.ID {
 			continue
 		}
-		n.pushes.Lock()
-		lagging, busy := n.pushes.lagging[b.ID], n.pushes.inFlight[b.ID]
-		if lagging && !busy {
-			n.pushes.inFlight[b.ID] = true
+		p := n.pusher(b.ID)
+		if !p.offer(meta, b) {
+			wait = append(wait, p)
 		}
-		n.pushes.Unlock()
-		if !lagging {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				push(ctx, b)
-			}()
-			continue
-		}
-		if busy {
-			continue // it polls for what it misses
-		}
-		deadline, ok := ctx.Deadline()
-		if !ok {
-			deadline = time.Now().Add(controller.PushTimeout(meta))
-		}
-		go func() {
-			bctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
-			defer cancel()
-			push(bctx, b)
-			n.pushes.Lock()
-			n.pushes.inFlight[b.ID] = false
-			n.pushes.Unlock()
-		}()
 	}
-	wg.Wait()
+	for _, p := range wait {
+		p.wait(ctx, meta.Epoch)
+	}
+}
+
+func (n *Node) pusher(id int32) *pusher {
+	n.pushes.Lock()
+	defer n.pushes.Unlock()
+	p := n.pushes.to[id]
+	if p == nil {
+		p = &pusher{n: n, changed: make(chan struct{})}
+		n.pushes.to[id] = p
+	}
+	return p
+}
+
+// pusher sends one broker the controller's newest metadata.
+type pusher struct {
+	n *Node
+
+	mu      sync.Mutex
+	broker  metadata.Broker
+	want    *metadata.Cluster // the newest offered
+	acked   int64             // the newest epoch the broker took
+	failed  int64             // the newest epoch whose push failed
+	lagging bool              // the last push failed
+	running bool              // a goroutine is pushing
+	changed chan struct{}     // closed when acked or failed moves
+}
+
+// offer makes meta the metadata to send, if it is the newest, and starts
+// a push unless one is in flight. It reports whether the broker is
+// lagging (its last push failed): a caller does not wait for it.
+func (p *pusher) offer(meta *metadata.Cluster, b metadata.Broker) (lagging bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.want == nil || meta.Epoch > p.want.Epoch {
+		p.want, p.broker = meta, b
+	}
+	if !p.running {
+		p.running = true
+		go p.run()
+	}
+	return p.lagging
+}
+
+// wait waits until the broker took epoch or newer, or a push of epoch or
+// newer failed, or ctx ends.
+func (p *pusher) wait(ctx context.Context, epoch int64) {
+	for {
+		p.mu.Lock()
+		done, ch := p.acked >= epoch || p.failed >= epoch, p.changed
+		p.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (p *pusher) run() {
+	for {
+		p.mu.Lock()
+		meta, b := p.want, p.broker
+		if meta == nil || meta.Epoch <= p.acked || meta.Epoch <= p.failed {
+			p.running = false
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		err := p.push(meta, b)
+		p.mu.Lock()
+		if err == nil {
+			p.acked = max(p.acked, meta.Epoch)
+		} else {
+			p.failed = max(p.failed, meta.Epoch)
+		}
+		p.lagging = err != nil
+		close(p.changed)
+		p.changed = make(chan struct{})
+		p.mu.Unlock()
+		if err != nil {
+			p.n.logger.Warn("broker did not take new metadata; it will catch up by polling", "peer", b.ID, "metadata_epoch", meta.Epoch, "err", err)
+		}
+	}
+}
+
+func (p *pusher) push(meta *metadata.Cluster, b metadata.Broker) error {
+	blob, err := metadata.Marshal(meta)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), controller.PushTimeout(meta))
+	defer cancel()
+	err = p.n.pool.Call(ctx, b.Addr, transport.APIUpdateMetadata, &transport.MetadataBlob{Metadata: blob}, nil)
+	if errors.Is(err, transport.ErrStaleMetadata) && p.n.controller != nil {
+		if p.n.controller.Metadata().Epoch > meta.Epoch {
+			// A newer change was pushed first (by the poll, say): the
+			// broker holds newer than this, and is sent the newest next.
+			return nil
+		}
+		p.n.controller.CheckPushRefused(ctx, b)
+	}
+	return err
 }
 
 // followController registers this broker with the controller, retrying
