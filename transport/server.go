@@ -101,6 +101,16 @@ type ServerConfig struct {
 	// OnRefused, if set, is called for every connection and request
 	// refused by a limit.
 	OnRefused func(Refusal)
+	// Divert, if set, is handed the connections whose first byte is
+	// DivertByte, that byte consumed: a second protocol on the same
+	// address (the controller candidates' Raft traffic). A frame begins
+	// with its length's high byte, 0 for every frame a node takes, so
+	// DivertByte must not be 0. A diverted connection was admitted by the
+	// connection limits like any other and counts against them until it
+	// is closed; the server closes it when it closes. Divert must not
+	// block.
+	DivertByte byte
+	Divert     func(net.Conn)
 }
 
 // DefaultMemoryBytes is ServerConfig.MemoryBytes unless configured: room
@@ -352,6 +362,24 @@ func (c *serverConn) serve() {
 	r := &deadlineReader{c: c}
 	br := bufio.NewReaderSize(r, serverReadBuffer)
 	maxBody := c.s.frameLimit - FrameHeaderSize
+	if c.s.cfg.Divert != nil && c.s.cfg.DivertByte != 0 {
+		r.idle = true
+		first, err := br.Peek(1)
+		if err != nil {
+			return
+		}
+		if first[0] == c.s.cfg.DivertByte {
+			br.Discard(1)
+			c.nc.SetReadDeadline(time.Time{})
+			d := &divertedConn{Conn: c.nc, br: br, closed: make(chan struct{})}
+			c.s.cfg.Divert(d)
+			select {
+			case <-d.closed:
+			case <-c.ctx.Done():
+			}
+			return
+		}
+	}
 	for {
 		// Wait for a free in-flight slot before reading more: a client that
 		// floods us is slowed by TCP, not by our memory.
@@ -615,6 +643,31 @@ func (c *serverConn) written(resps []*response) {
 // connection waiting for a frame is not idle while a Reply is in flight (a
 // long poll may outlast IdleTimeout), nor for IdleTimeout after the last
 // one was written.
+// divertedConn is a connection handed to ServerConfig.Divert: it reads
+// first what the server had buffered.
+type divertedConn struct {
+	net.Conn
+	br     *bufio.Reader
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (d *divertedConn) Read(p []byte) (int, error) {
+	if d.br != nil {
+		if d.br.Buffered() > 0 {
+			return d.br.Read(p)
+		}
+		d.br = nil
+	}
+	return d.Conn.Read(p)
+}
+
+func (d *divertedConn) Close() error {
+	err := d.Conn.Close()
+	d.once.Do(func() { close(d.closed) })
+	return err
+}
+
 type deadlineReader struct {
 	c             *serverConn
 	idle          bool
