@@ -1,0 +1,36 @@
+// Package quorum replicates the controller's state among the controller
+// candidates with hashicorp/raft (docs/controller-raft.md). The Raft
+// leader is the active controller; the others follow and stand ready.
+//
+// The replicated state is what a single controller keeps on disk: the
+// cluster metadata document and the audit trail. It changes only by
+// committed entries, each one of:
+//
+//   - a change: the whole metadata after it, with the epoch it was
+//     computed from (its base) and the audit events it records. The state
+//     machine applies it only when the base is the epoch it holds
+//     (compare-and-set), so a change computed by a deposed leader from an
+//     old view never overwrites a newer one, and every candidate applies
+//     the same log to the same state. A change that loses is answered
+//     ErrConflict and nothing is applied.
+//   - a record: audit events alone.
+//
+// Propose returns once the entry is committed by a quorum and applied on
+// this candidate, or with an error after which it may or may not have
+// been committed (a leader lost mid-proposal): the caller reads the state
+// and decides, as the controller does after any failure to persist.
+//
+// Storage, under the candidate's directory: raft.db (raft-boltdb v2: the
+// log and Raft's own term and vote) and snapshots/ (raft's file snapshot
+// store: the metadata and audit trail, with a CRC). Open checks both
+// before Raft reads them, and a damage is ErrCorrupt with the path: the
+// candidate does not start, and nothing is rewritten (Raft itself would
+// skip a snapshot it cannot read and go on from an older one).
+//
+// Bootstrap: a candidate with no Raft state and Config.Seed set seeds the
+// group, with every candidate of its list as a voter; the others start
+// empty, grant it their votes and are given the log. Which candidate
+// seeds is the caller's choice (docs/controller-raft.md): the one that
+// holds a single controller's metadata (an upgrade: that metadata is the
+// first change it commits), or on a brand-new cluster the lowest id.
+package quorum
