@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -59,7 +60,7 @@ func (c *Controller) record(requester string, results ...transport.ChangeResult)
 	for i, res := range results {
 		evs[i] = transport.HistoryEvent{Time: now, Requester: requester, ChangeResult: res}
 	}
-	if err := c.history.append(evs...); err != nil {
+	if err := c.journal.record(context.Background(), evs); err != nil {
 		c.logger.Error("write audit trail", "err", err)
 	}
 }
@@ -67,10 +68,10 @@ func (c *Controller) record(requester string, results ...transport.ChangeResult)
 // Record appends an event a broker reported (a catch-up it ran) to the
 // audit trail.
 func (c *Controller) Record(ev transport.HistoryEvent) error {
-	return c.history.append(ev)
+	return c.journal.record(context.Background(), []transport.HistoryEvent{ev})
 }
 
 // History returns the audit trail, oldest first.
 func (c *Controller) History() ([]transport.HistoryEvent, error) {
-	return c.history.read()
+	return c.journal.history()
 }

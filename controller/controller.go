@@ -53,6 +53,8 @@ type Controller struct {
 	logger  hclog.Logger
 	store   *metadata.Store
 	history *history
+	// journal makes every change and audit event durable; see journal.
+	journal journal
 
 	// opMu runs one operator command (failover, recovery, elect-leaders,
 	// replace, restore) at a time.
@@ -107,6 +109,7 @@ func Open(cfg Config) (*Controller, error) {
 		store:   metadata.NewStore(filepath.Join(cfg.Dir, "metadata.json")),
 		history: &history{path: filepath.Join(cfg.Dir, "history.jsonl")},
 	}
+	c.journal = &fileJournal{store: c.store, hist: c.history}
 	c.mu.seen = map[int32]string{}
 	self := cfg.Self
 	meta, err := c.store.Load()
@@ -141,7 +144,7 @@ func Open(cfg Config) (*Controller, error) {
 	}
 	if changed {
 		meta.Epoch++
-		if err := c.persist(meta); err != nil {
+		if err := c.persist(context.Background(), meta.Epoch-1, meta); err != nil {
 			return nil, err
 		}
 	}
@@ -157,11 +160,10 @@ func (c *Controller) SetGossipPeers(fn func() map[int32]string) {
 	c.mu.Unlock()
 }
 
-func (c *Controller) persist(meta *metadata.Cluster) error {
-	if err := os.MkdirAll(filepath.Dir(c.store.Path()), 0o755); err != nil {
-		return fmt.Errorf("persist metadata: %w", err)
-	}
-	if err := c.store.Save(meta); err != nil {
+// persist makes meta, computed from the metadata of epoch base, the
+// controller's durable metadata.
+func (c *Controller) persist(ctx context.Context, base int64, meta *metadata.Cluster) error {
+	if err := c.journal.commit(ctx, base, meta); err != nil {
 		return fmt.Errorf("persist metadata: %w", err)
 	}
 	return nil
@@ -247,6 +249,7 @@ func (c *Controller) commit(ctx context.Context, what string, fn func(*metadata.
 		return nil, err
 	}
 	next := c.Metadata().Clone()
+	base := next.Epoch
 	if err := fn(next); err != nil {
 		if errors.Is(err, errNoChange) {
 			return nil, nil
@@ -254,7 +257,7 @@ func (c *Controller) commit(ctx context.Context, what string, fn func(*metadata.
 		return nil, err
 	}
 	next.Epoch++
-	if err := c.persist(next); err != nil {
+	if err := c.persist(ctx, base, next); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()

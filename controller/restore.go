@@ -284,7 +284,7 @@ func (c *Controller) RestoreMetadata(ctx context.Context, req transport.RestoreR
 		return rep, nil
 	}
 	c.changeMu.Lock()
-	if err := c.persist(next); err != nil {
+	if err := c.persist(ctx, c.Metadata().Epoch, next); err != nil {
 		c.changeMu.Unlock()
 		return rep, err
 	}
