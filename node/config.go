@@ -328,7 +328,22 @@ func (c Config) Validate() error {
 	if err := c.validateLimits(); err != nil {
 		return err
 	}
-	return checkControllers(c.Controllers)
+	if err := checkControllers(c.Controllers); err != nil {
+		return err
+	}
+	if len(c.Controllers) > 1 {
+		// The list is the syntax of the replicated controller
+		// (docs/controller-raft.md), which is not built yet: taking the
+		// first and ignoring the others would let an operator believe
+		// the cluster survives its controller's loss.
+		var names []string
+		for _, ctrl := range c.Controllers {
+			names = append(names, ctrl.String())
+		}
+		return &FieldError{Field: "Controllers", Value: strings.Join(names, ","), Reason: fmt.Sprintf(
+			"names %d controller candidates; this version runs one controller: name one (several candidates need the replicated controller, which is not built yet)", len(c.Controllers))}
+	}
+	return nil
 }
 
 // checkControllerAddr refuses a node that --controller names as the
