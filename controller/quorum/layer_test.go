@@ -21,7 +21,7 @@ type netCandidate struct {
 	group *Group
 }
 
-func startNetCandidates(t *testing.T, clusterIDs []string) []*netCandidate {
+func startNetCandidates(t testing.TB, clusterIDs []string) []*netCandidate {
 	t.Helper()
 	var lns []net.Listener
 	var cands []Candidate
