@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"gostream/controller/quorum"
 	"gostream/metadata"
 	"gostream/transport"
 )
@@ -55,6 +56,8 @@ type Controller struct {
 	history *history
 	// journal makes every change and audit event durable; see journal.
 	journal journal
+	// group is the candidates' Raft group; nil for a single controller.
+	group *quorum.Group
 
 	// opMu runs one operator command (failover, recovery, elect-leaders,
 	// replace, restore) at a time.
@@ -69,6 +72,10 @@ type Controller struct {
 	mu struct {
 		sync.Mutex
 		meta *metadata.Cluster
+		// inactive is set on a candidate that is not the active
+		// controller (candidate.go): it refuses every change with
+		// NotController, naming the active one as it knows it then.
+		inactive bool
 		// refused, when set, is why the controller makes no change at
 		// all: its metadata is missing, or older than a broker's (see
 		// docs/operations.md). Only RestoreMetadata clears it.
@@ -124,11 +131,11 @@ func Open(cfg Config) (*Controller, error) {
 		c.mu.meta = &metadata.Cluster{Version: metadata.FormatVersion, ClusterID: cfg.RootCluster, ControllerID: self.ID, Brokers: []metadata.Broker{self}}
 		return c, nil
 	case errors.Is(err, metadata.ErrNotFound):
-		id := make([]byte, 8)
-		if _, err := rand.Read(id); err != nil {
+		id, err := newClusterID()
+		if err != nil {
 			return nil, err
 		}
-		meta = &metadata.Cluster{Version: metadata.FormatVersion, ClusterID: hex.EncodeToString(id), ControllerID: self.ID}
+		meta = &metadata.Cluster{Version: metadata.FormatVersion, ClusterID: id, ControllerID: self.ID}
 		c.logger.Info("creating a new cluster", "cluster", meta.ClusterID, "metadata", c.store.Path())
 	case err != nil:
 		return nil, fmt.Errorf("controller metadata: %w", err)
@@ -150,6 +157,15 @@ func Open(cfg Config) (*Controller, error) {
 	}
 	c.mu.meta = meta
 	return c, nil
+}
+
+// newClusterID is a new cluster's random id.
+func newClusterID() (string, error) {
+	id := make([]byte, 8)
+	if _, err := rand.Read(id); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(id), nil
 }
 
 // SetGossipPeers gives the controller, once gossip runs, the RPC

@@ -40,4 +40,7 @@ var (
 	ErrStaleMetadata = errors.New("controller: stale metadata")
 	// ErrNotReady: a replaced broker's new node has not registered yet.
 	ErrNotReady = errors.New("controller: not ready")
+	// ErrNotController: a candidate of a replicated controller that is
+	// not the active one.
+	ErrNotController = errors.New("controller: not the active controller")
 )

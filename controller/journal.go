@@ -2,9 +2,12 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 
+	"gostream/controller/quorum"
 	"gostream/metadata"
 	"gostream/transport"
 )
@@ -43,3 +46,28 @@ func (j *fileJournal) record(_ context.Context, evs []transport.HistoryEvent) er
 }
 
 func (j *fileJournal) history() ([]transport.HistoryEvent, error) { return j.hist.read() }
+
+// raftJournal is the candidates' Raft group: a change is committed only
+// if base is the epoch the group has committed (quorum.ErrConflict
+// otherwise), and only by the group's leader.
+type raftJournal struct{ g *quorum.Group }
+
+func (j raftJournal) commit(ctx context.Context, base int64, next *metadata.Cluster) error {
+	return notActive(j.g.Propose(ctx, base, next, nil))
+}
+
+func (j raftJournal) record(ctx context.Context, evs []transport.HistoryEvent) error {
+	return notActive(j.g.Record(ctx, evs))
+}
+
+// notActive gives the group's refusals of a candidate that is no longer
+// its leader, or whose view is no longer the committed one, the
+// controller's NotController.
+func notActive(err error) error {
+	if errors.Is(err, quorum.ErrNotLeader) || errors.Is(err, quorum.ErrConflict) {
+		return fmt.Errorf("%w: %v", ErrNotController, err)
+	}
+	return err
+}
+
+func (j raftJournal) history() ([]transport.HistoryEvent, error) { return j.g.History(), nil }

@@ -35,6 +35,9 @@ const epochProbeTimeout = 1500 * time.Millisecond
 func (c *Controller) Refusal() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.mu.inactive {
+		return c.notActive()
+	}
 	return c.mu.refused
 }
 
@@ -78,6 +81,12 @@ func (c *Controller) checkEpoch(broker int32, epoch int64) {
 	own := c.mu.meta.Epoch
 	if c.mu.refused != nil || epoch <= own {
 		return // a missing file is refused already, with its own reason
+	}
+	if c.group != nil {
+		// A candidate's metadata is what a quorum committed; no file of
+		// it was put back. Said, not acted on.
+		c.logger.Warn("a broker claims metadata newer than the controller group's", "metadata_epoch", own, "peer", broker, "peer_epoch", epoch)
+		return
 	}
 	c.mu.refused = fmt.Errorf("%w: the controller's metadata (epoch %d, %s) is older than broker %d's (epoch %d): it was restored from an older copy. "+
 		"Nothing is changed until it is reconciled: see what every broker holds with gostream-ctl cluster restore-metadata --dry-run, "+

@@ -60,6 +60,7 @@ var wireErrors = []struct {
 	{err: controller.ErrBrokerAlive, wire: transport.ErrBrokerAlive, bare: true},
 	{err: controller.ErrStampMismatch, wire: transport.ErrStampMismatch, bare: true},
 	{err: controller.ErrStaleMetadata, wire: transport.ErrStaleMetadata, bare: true},
+	{err: controller.ErrNotController, wire: transport.ErrNotController, bare: true},
 	{err: controller.ErrNotReady, wire: transport.ErrNotReady, bare: true},
 	{err: groups.ErrInvalidGroupName, wire: transport.ErrInvalidGroupName, bare: true},
 	{err: groups.ErrOffsetRegression, wire: transport.ErrOffsetRegression, bare: true},
