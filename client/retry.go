@@ -64,6 +64,7 @@ type retrier struct {
 	policy   retryPolicy
 	start    time.Time
 	deadline time.Time
+	ctxDL    bool  // deadline is the context's
 	attempts int   // attempts that failed so far
 	last     error // the last failure not caused by the caller's context ending
 }
@@ -71,7 +72,7 @@ type retrier struct {
 func newRetrier(ctx context.Context, p retryPolicy) *retrier {
 	r := &retrier{policy: p, start: time.Now()}
 	if d, ok := ctx.Deadline(); ok {
-		r.deadline = d
+		r.deadline, r.ctxDL = d, true
 	} else {
 		r.deadline = r.start.Add(p.timeout)
 	}
@@ -87,14 +88,21 @@ func newRetrier(ctx context.Context, p retryPolicy) *retrier {
 // how long, and it matches the context's error when the context ended.
 func (r *retrier) again(ctx context.Context, err error) error {
 	r.attempts++
-	if ctx.Err() == nil || r.last == nil {
+	// A dial or read cut off by the deadline may return a moment before
+	// the context says it ended: past the deadline counts as ended.
+	ended := ctx.Err() != nil || r.ctxDL && !time.Now().Before(r.deadline)
+	if !ended || r.last == nil {
 		r.last = err
 	}
-	if ctx.Err() != nil {
+	if ended {
 		if r.attempts == 1 {
 			return err // the only attempt ended with the context: no retry to tell of
 		}
-		return r.giveUp(ctx.Err())
+		why := ctx.Err()
+		if why == nil {
+			why = context.DeadlineExceeded
+		}
+		return r.giveUp(why)
 	}
 	if r.policy.retries < 0 || r.policy.retries > 0 && r.attempts > r.policy.retries {
 		return r.giveUp(fmt.Errorf("%d retries allowed", max(r.policy.retries, 0)))

@@ -408,3 +408,32 @@ func TestAdminChangesRetryOnlyWhatWasNotDone(t *testing.T) {
 	require.ErrorIs(t, err, transport.ErrShuttingDown)
 	assert.Equal(t, 1, fc.count(1, transport.APISealTopic))
 }
+
+// deadlineOnly is a context whose deadline has passed and that does not
+// say so yet, as a context is a moment after its deadline, before its
+// timer fires.
+type deadlineOnly struct {
+	context.Context
+	d time.Time
+}
+
+func (c deadlineOnly) Deadline() (time.Time, bool) { return c.d, true }
+
+// TestRetrierKeepsTheAnswerOverTheDeadlinesCut: an attempt that failed
+// only because the deadline cut it off (a dial's i/o timeout, returned
+// before the context's own timer fired) does not hide the answer before
+// it.
+func TestRetrierKeepsTheAnswerOverTheDeadlinesCut(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := newRetrier(ctx, retryPolicy{backoff: time.Millisecond, backoffMax: time.Millisecond})
+	answer := fmt.Errorf("%w: partition t/1 is waiting to hear from its followers", transport.ErrNotReady)
+	require.NoError(t, r.again(ctx, answer))
+	late := deadlineOnly{Context: context.Background(), d: time.Now().Add(-time.Millisecond)}
+	r.deadline, r.ctxDL = late.d, true
+	err := r.again(late, fmt.Errorf("%w: dial 127.0.0.1:1: i/o timeout", transport.ErrBrokerNotAvailable))
+	require.Error(t, err)
+	assert.ErrorIs(t, err, transport.ErrNotReady, "the last answer is kept")
+	assert.NotContains(t, err.Error(), "i/o timeout")
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+}
