@@ -31,6 +31,10 @@
 // group, with every candidate of its list as a voter; the others start
 // empty, grant it their votes and are given the log. Which candidate
 // seeds is the caller's choice (docs/controller-raft.md): the one that
-// holds a single controller's metadata (an upgrade: that metadata is the
-// first change it commits), or on a brand-new cluster the lowest id.
+// holds a single controller's metadata (an upgrade), or on a brand-new
+// cluster the lowest id. Given its first metadata (Config.First), the seed
+// writes it into the log it bootstraps, as the entry after the
+// configuration and in the same term: any candidate elected has it in its
+// log and commits it with its first entry, so no leader ever holds an
+// empty state and no other candidate can seed a second first metadata.
 package quorum

@@ -47,9 +47,16 @@ type Config struct {
 	// group this candidate seeds.
 	Candidates []Candidate
 	// Seed has a candidate with no Raft state bootstrap the group.
-	Seed      bool
-	Transport raft.Transport
-	Logger    hclog.Logger
+	Seed bool
+	// First, with Seed, is the group's first metadata, and FirstHistory
+	// its audit trail: written into the bootstrapped log as its second
+	// entry, behind the configuration, so that no candidate can ever lead
+	// the group without them (docs/controller-raft.md). A seed without
+	// First leaves the first metadata to the first leader's proposal.
+	First        *metadata.Cluster
+	FirstHistory []transport.HistoryEvent
+	Transport    raft.Transport
+	Logger       hclog.Logger
 	// OnChange is called after each change applied here, in log order.
 	OnChange func(*metadata.Cluster)
 
@@ -85,6 +92,34 @@ type Group struct {
 	mu       sync.Mutex
 	failing  map[raft.ServerID]bool // voters the leader fails to heartbeat
 	closed   bool
+	seeded   bool // this Open bootstrapped the group
+}
+
+// Seeded reports whether Open bootstrapped the group (Config.Seed, and no
+// Raft state was there).
+func (g *Group) Seeded() bool { return g.seeded }
+
+// storeFirst appends the first change to a log just bootstrapped: index 2,
+// after the configuration, in the bootstrap's term. It is committed with
+// the configuration when the first leader commits anything.
+func storeFirst(store raft.LogStore, first *metadata.Cluster, history []transport.HistoryEvent) error {
+	raw, err := metadata.Marshal(first)
+	if err != nil {
+		return err
+	}
+	data, err := encodeEntry(&entry{Kind: "change", Base: NoMetadata, Meta: raw, Events: history})
+	if err != nil {
+		return err
+	}
+	last, err := store.LastIndex()
+	if err != nil {
+		return err
+	}
+	var boot raft.Log
+	if err := store.GetLog(last, &boot); err != nil {
+		return err
+	}
+	return store.StoreLog(&raft.Log{Index: last + 1, Term: boot.Term, Type: raft.LogCommand, Data: data, AppendedAt: time.Now()})
 }
 
 // Open checks this candidate's Raft state, opens it and starts Raft. A
@@ -152,6 +187,13 @@ func Open(cfg Config) (*Group, error) {
 				store.Close()
 				return nil, fmt.Errorf("bootstrap the controller's Raft group: %w", err)
 			}
+			if cfg.First != nil {
+				if err := storeFirst(store, cfg.First, cfg.FirstHistory); err != nil {
+					store.Close()
+					return nil, fmt.Errorf("bootstrap the controller's Raft group: the first metadata: %w", err)
+				}
+			}
+			g.seeded = true
 			g.logger.Info("seeded the controller group", "candidates", fmt.Sprint(cfg.Candidates))
 		}
 	}

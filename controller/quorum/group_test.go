@@ -21,14 +21,18 @@ import (
 // stores on disk.
 type testGroup struct {
 	t       *testing.T
+	first   *metadata.Cluster // the seed's first metadata, if any
 	dirs    map[int32]string
 	members map[int32]*Group
 	trans   map[int32]*raft.InmemTransport
 	cands   []Candidate
 }
 
-func newTestGroup(t *testing.T, n int) *testGroup {
-	g := &testGroup{t: t, dirs: map[int32]string{}, members: map[int32]*Group{}, trans: map[int32]*raft.InmemTransport{}}
+func newTestGroup(t *testing.T, n int) *testGroup { return newSeededGroup(t, n, nil) }
+
+// newSeededGroup is newTestGroup whose seed's log begins with first.
+func newSeededGroup(t *testing.T, n int, first *metadata.Cluster) *testGroup {
+	g := &testGroup{t: t, first: first, dirs: map[int32]string{}, members: map[int32]*Group{}, trans: map[int32]*raft.InmemTransport{}}
 	for id := int32(1); id <= int32(n); id++ {
 		g.cands = append(g.cands, Candidate{ID: id, Addr: fmt.Sprintf("cand-%d", id)})
 		g.dirs[id] = t.TempDir()
@@ -59,6 +63,7 @@ func (g *testGroup) start(id int32) {
 	}
 	g.trans[id] = tr
 	m, err := Open(Config{Dir: g.dirs[id], Self: c, Candidates: g.cands, Seed: id == 1, Transport: tr,
+		First: g.first, FirstHistory: firstHistory(g.first),
 		HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond})
 	require.NoError(g.t, err)
 	g.members[id] = m
@@ -301,4 +306,36 @@ func TestFSMRefusesMalformedEntries(t *testing.T) {
 		assert.True(t, errors.Is(a.err, ErrMalformedEntry), "%q: %v", data, a.err)
 		assert.Nil(t, f.meta)
 	}
+}
+
+func firstHistory(first *metadata.Cluster) []transport.HistoryEvent {
+	if first == nil {
+		return nil
+	}
+	return []transport.HistoryEvent{event("the single controller's trail")}
+}
+
+// TestSeedsFirstMetadataIsInTheLog: a seed given its first metadata
+// writes it into the log it bootstraps, so every candidate applies it
+// once the first leader commits anything, and no leader ever holds an
+// empty state. Restarted, the seed bootstraps nothing again.
+func TestSeedsFirstMetadataIsInTheLog(t *testing.T) {
+	first := testMeta(7)
+	g := newSeededGroup(t, 3, first)
+	assert.True(t, g.members[1].Seeded())
+	assert.False(t, g.members[2].Seeded())
+	l := g.leader()
+	require.NoError(t, l.Barrier(context.Background()))
+	g.waitEpoch(7)
+	for id, m := range g.members {
+		assert.Equal(t, first.ClusterID, m.Metadata().ClusterID, "candidate %d", id)
+		require.Len(t, m.History(), 1, "candidate %d", id)
+		assert.Equal(t, "the single controller's trail", m.History()[0].Note)
+	}
+	require.NoError(t, l.Propose(context.Background(), 7, testMeta(8), nil))
+	g.waitEpoch(8)
+	g.kill(1)
+	g.start(1)
+	assert.False(t, g.members[1].Seeded(), "a candidate with Raft state does not bootstrap again")
+	g.waitEpoch(8)
 }
