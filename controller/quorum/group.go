@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -376,11 +377,23 @@ func timeout(ctx context.Context, d time.Duration) time.Duration {
 // when this candidate is not active. After any other error the change may
 // or may not be committed.
 func (g *Group) Propose(ctx context.Context, base int64, next *metadata.Cluster, events []transport.HistoryEvent) error {
-	raw, err := metadata.Marshal(next)
+	// The entry carries the document compact; this candidate applies a
+	// copy of next itself, checked and normalized as Parse leaves what it
+	// decodes, so that every candidate holds the same state.
+	raw, err := json.Marshal(next)
 	if err != nil {
 		return err
 	}
-	return g.apply(ctx, &entry{Kind: "change", Base: base, Meta: raw, Events: events})
+	own := next.Clone()
+	if err := own.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformedEntry, err)
+	}
+	for i := range own.Topics {
+		if len(own.Topics[i].Config) == 0 {
+			own.Topics[i].Config = nil
+		}
+	}
+	return g.applyOwn(ctx, &entry{Kind: "change", Base: base, Meta: raw, Events: events}, own)
 }
 
 // Record commits audit events alone.
@@ -388,10 +401,11 @@ func (g *Group) Record(ctx context.Context, events []transport.HistoryEvent) err
 	if len(events) == 0 {
 		return nil
 	}
-	return g.apply(ctx, &entry{Kind: "record", Events: events})
+	return g.applyOwn(ctx, &entry{Kind: "record", Events: events}, nil)
 }
 
-func (g *Group) apply(ctx context.Context, e *entry) error {
+// applyOwn proposes e, whose metadata, for a change, is meta.
+func (g *Group) applyOwn(ctx context.Context, e *entry, meta *metadata.Cluster) error {
 	if g.raft.State() != raft.Leader {
 		return g.notLeader()
 	}
@@ -399,6 +413,8 @@ func (g *Group) apply(ctx context.Context, e *entry) error {
 	if err != nil {
 		return err
 	}
+	g.fsm.propose(data, e, meta)
+	defer g.fsm.forget(data)
 	f := g.raft.Apply(data, timeout(ctx, 10*time.Second))
 	if err := f.Error(); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) {

@@ -339,3 +339,35 @@ func TestSeedsFirstMetadataIsInTheLog(t *testing.T) {
 	assert.False(t, g.members[1].Seeded(), "a candidate with Raft state does not bootstrap again")
 	g.waitEpoch(8)
 }
+
+// TestLeaderAppliesWhatFollowersDecode: the leader applies its own
+// change from what it proposed, not from the log; what it holds is what
+// every other candidate decodes, an empty topic config included.
+func TestLeaderAppliesWhatFollowersDecode(t *testing.T) {
+	g := newTestGroup(t, 3)
+	l := g.leader()
+	m := testMeta(1)
+	m.PutBroker(metadata.Broker{ID: 1, Addr: "10.0.0.1:9400"})
+	_, err := m.AddTopic("orders", 2, 1)
+	require.NoError(t, err)
+	m.AssignTopicIDs()
+	m.Topics[0].Config = map[string]int64{}
+	require.NoError(t, l.Propose(context.Background(), NoMetadata, m, []transport.HistoryEvent{event("create")}))
+	g.waitEpoch(1)
+	assert.NotSame(t, m, l.Metadata(), "the leader holds a copy of what it proposed")
+	assert.Nil(t, l.Metadata().Topics[0].Config, "normalized as Parse normalizes")
+	want, err := metadata.Marshal(l.Metadata())
+	require.NoError(t, err)
+	for id, c := range g.members {
+		got, err := metadata.Marshal(c.Metadata())
+		require.NoError(t, err)
+		assert.Equal(t, string(want), string(got), "candidate %d", id)
+		assert.Equal(t, l.Metadata(), c.Metadata(), "candidate %d", id)
+		assert.Equal(t, l.History(), c.History(), "candidate %d", id)
+	}
+	assert.Empty(t, l.fsm.own, "nothing proposed is kept once applied")
+	bad := testMeta(2)
+	bad.ClusterID = ""
+	require.ErrorIs(t, l.Propose(context.Background(), 1, bad, nil), ErrMalformedEntry, "refused before it is proposed")
+	assert.Equal(t, int64(1), l.Metadata().Epoch)
+}
