@@ -273,7 +273,7 @@ func (n *Node) audit(ctx context.Context, ev transport.HistoryEvent) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 	defer cancel()
-	if err := n.pool.Call(ctx, n.cfg.Controllers[0].Addr, transport.APIAudit, &transport.JSONMessage{Data: data}, nil); err != nil {
+	if _, err := n.callController(ctx, transport.APIAudit, &transport.JSONMessage{Data: data}, nil); err != nil {
 		n.logger.Warn("could not add an event to the controller's audit trail", "action", ev.Action, "err", err)
 	}
 }

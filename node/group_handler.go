@@ -31,8 +31,7 @@ func (h *rpcHandler) findCoordinator(req *transport.Request) transport.Reply {
 			// The first use of groups: the controller creates the topic.
 			if h.n.controller == nil {
 				var resp transport.FindCoordinatorResponse
-				ctrl := h.n.cfg.Controllers[0]
-				if err := h.n.pool.Call(ctx, ctrl.Addr, transport.APIFindCoordinator, &r, &resp); err != nil {
+				if ctrl, err := h.n.callController(ctx, transport.APIFindCoordinator, &r, &resp); err != nil {
 					return nil, fmt.Errorf("ask the controller %s: %w", ctrl, err)
 				}
 				return &resp, nil

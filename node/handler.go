@@ -346,7 +346,7 @@ func (h *rpcHandler) topicInfo(t *metadata.Topic) transport.TopicInfo {
 
 func (h *rpcHandler) controller() (*controller.Controller, error) {
 	if h.n.controller == nil {
-		return nil, fmt.Errorf("%w: broker %d is not the controller; the controller is %s", transport.ErrNotController, h.n.cfg.ID, h.n.cfg.Controllers[0])
+		return nil, h.n.notControllerError()
 	}
 	return h.n.controller, nil
 }

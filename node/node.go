@@ -297,7 +297,6 @@ func (p *pusher) push(meta *metadata.Cluster, b metadata.Broker) error {
 // until it is accepted, then polls for metadata it may have missed. It
 // returns an error only when the controller refuses this broker for good.
 func (n *Node) followController(ctx context.Context) error {
-	ctrl := n.cfg.Controllers[0]
 	stamp := n.root.Stamp()
 	req := &transport.RegisterBrokerRequest{ID: n.cfg.ID, Addr: n.cfg.Advertise, HTTP: n.cfg.HTTP, Gossip: n.cfg.Gossip,
 		ClusterID: stamp.ClusterID, RootID: stamp.RootID}
@@ -310,7 +309,7 @@ func (n *Node) followController(ctx context.Context) error {
 		}
 		var blob transport.MetadataBlob
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := n.pool.Call(cctx, ctrl.Addr, transport.APIRegisterBroker, req, &blob)
+		ctrl, err := n.callController(cctx, transport.APIRegisterBroker, req, &blob)
 		cancel()
 		if err == nil {
 			n.broker.awaitingController.Store(false)
@@ -355,7 +354,6 @@ func (n *Node) followController(ctx context.Context) error {
 // fetchMetadata asks the controller for metadata newer than this
 // broker's and applies what it is given.
 func (n *Node) fetchMetadata(ctx context.Context) error {
-	ctrl := n.cfg.Controllers[0]
 	known := int64(-1)
 	if m := n.broker.metadata(); m != nil {
 		known = m.Epoch
@@ -363,7 +361,7 @@ func (n *Node) fetchMetadata(ctx context.Context) error {
 	var blob transport.MetadataBlob
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	err := n.pool.Call(cctx, ctrl.Addr, transport.APIFetchMetadata, &transport.FetchMetadataRequest{KnownEpoch: known, BrokerID: n.cfg.ID, Addr: n.cfg.Advertise}, &blob)
+	ctrl, err := n.callController(cctx, transport.APIFetchMetadata, &transport.FetchMetadataRequest{KnownEpoch: known, BrokerID: n.cfg.ID, Addr: n.cfg.Advertise}, &blob)
 	if err == nil && len(blob.Metadata) > 0 {
 		err = n.applyBlob(blob.Metadata, "controller "+ctrl.String())
 	}
@@ -406,8 +404,8 @@ func (n *Node) applyBlob(blob []byte, source string) error {
 
 // applyParsed applies metadata that came over the wire, parsed.
 func (n *Node) applyParsed(meta *metadata.Cluster, source string) error {
-	if meta.ControllerID != n.cfg.Controllers[0].ID {
-		return fmt.Errorf("%w: metadata from %s names controller %d, this node follows %d", transport.ErrInvalidRequest, source, meta.ControllerID, n.cfg.Controllers[0].ID)
+	if !n.isCandidate(meta.ControllerID) {
+		return fmt.Errorf("%w: metadata from %s names controller %d, which is not among this node's controller candidates %s", transport.ErrInvalidRequest, source, meta.ControllerID, n.candidateList())
 	}
 	return n.broker.applyMetadata(meta)
 }

@@ -267,10 +267,9 @@ func (r *dsRouter) deleteTopic(ctx context.Context, topic, id string) (*controll
 // admin sends a stream's topic change to the controller.
 func (r *dsRouter) admin(ctx context.Context, req *transport.StreamAdminRequest) (*controller.StreamResult, error) {
 	var resp transport.StreamAdminResponse
-	ctrl := r.n.cfg.Controllers[0]
 	cctx, cancel := context.WithTimeout(ctx, r.forwardTimeout+10*time.Second)
 	defer cancel()
-	if err := r.n.pool.Call(cctx, ctrl.Addr, transport.APIStreamAdmin, req, &resp); err != nil {
+	if ctrl, err := r.n.callController(cctx, transport.APIStreamAdmin, req, &resp); err != nil {
 		return nil, fmt.Errorf("ask the controller %s: %w", ctrl, err)
 	}
 	var res controller.StreamResult

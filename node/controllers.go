@@ -1,0 +1,94 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"gostream/transport"
+)
+
+// A node reaches the controller through the candidates its --controller
+// lists (one today; several with the replicated controller,
+// docs/controller-raft.md): first the one the newest metadata it holds
+// names as the controller, then the others in the list's order. A
+// candidate that is not the active controller answers NotController, and
+// one that cannot be reached did nothing; both are passed over.
+
+// controllerOrder is the candidates to ask, in order.
+func (n *Node) controllerOrder() []ControllerAddr {
+	cands := n.cfg.Controllers
+	named := int32(0)
+	if m := n.broker.metadata(); m != nil {
+		named = m.ControllerID
+	}
+	out := make([]ControllerAddr, 0, len(cands))
+	for _, c := range cands {
+		if c.ID == named {
+			out = append(out, c)
+		}
+	}
+	for _, c := range cands {
+		if c.ID != named {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// isCandidate reports whether id is one of the controller candidates.
+func (n *Node) isCandidate(id int32) bool {
+	for _, c := range n.cfg.Controllers {
+		if c.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// candidateList is the candidates as --controller spells them.
+func (n *Node) candidateList() string {
+	names := make([]string, len(n.cfg.Controllers))
+	for i, c := range n.cfg.Controllers {
+		names[i] = c.String()
+	}
+	return strings.Join(names, ",")
+}
+
+// callController sends a controller request to the candidates in turn
+// (controllerOrder) until one that is the active controller answers. It
+// passes over a candidate only when the request provably did nothing
+// there: it answered NotController, or the request was never sent. It
+// returns the candidate that answered last, and its error.
+func (n *Node) callController(ctx context.Context, api transport.API, req, resp transport.Message) (ControllerAddr, error) {
+	var last ControllerAddr
+	var err error
+	for _, c := range n.controllerOrder() {
+		last = c
+		// A connection that cannot be opened carries no request.
+		if _, err = n.pool.Get(ctx, c.Addr); err != nil {
+			if ctx.Err() != nil {
+				return c, err
+			}
+			continue
+		}
+		err = n.pool.Call(ctx, c.Addr, api, req, resp)
+		if err == nil || ctx.Err() != nil ||
+			!errors.Is(err, transport.ErrNotController) && !errors.Is(err, transport.ErrNotSent) {
+			return c, err
+		}
+	}
+	return last, err
+}
+
+// notControllerError is the refusal of a controller request by a node
+// that is not the active controller.
+func (n *Node) notControllerError() error {
+	if len(n.cfg.Controllers) == 1 {
+		return fmt.Errorf("%w: broker %d is not the controller; the controller is %s", transport.ErrNotController, n.cfg.ID, n.cfg.Controllers[0])
+	}
+	named := n.controllerOrder()[0]
+	return fmt.Errorf("%w: broker %d is not the active controller; the newest metadata it holds names %s (candidates %s)",
+		transport.ErrNotController, n.cfg.ID, named, n.candidateList())
+}

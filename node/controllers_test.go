@@ -1,0 +1,69 @@
+package node
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"gostream/metadata"
+	"gostream/transport"
+)
+
+// TestControllerRequestsFindTheActiveCandidate: a controller request goes
+// first to the candidate the newest metadata names, then to the others;
+// a candidate that cannot be reached or answers NotController is passed
+// over, and any other answer is final.
+func TestControllerRequestsFindTheActiveCandidate(t *testing.T) {
+	var asked [4]atomic.Int32
+	serve := func(id int32, answer error) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		srv := transport.NewServer(transport.ServerConfig{}, transport.HandlerFunc(func(_ context.Context, req *transport.Request) transport.Reply {
+			asked[id].Add(1)
+			return transport.Immediate(&transport.MetadataBlob{}, answer)
+		}))
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+		return ln.Addr().String()
+	}
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	deadAddr := dead.Addr().String()
+	dead.Close()
+
+	cands := []ControllerAddr{
+		{ID: 1, Addr: deadAddr},
+		{ID: 2, Addr: serve(2, transport.ErrNotController)},
+		{ID: 3, Addr: serve(3, nil)},
+	}
+	n := &Node{cfg: Config{ID: 9, Controllers: cands}, pool: transport.NewPool(transport.ConnConfig{}), broker: &broker{}}
+	defer n.pool.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	assert.Equal(t, cands, n.controllerOrder(), "no metadata: the list's order")
+	got, err := n.callController(ctx, transport.APIFetchMetadata, &transport.FetchMetadataRequest{}, &transport.MetadataBlob{})
+	require.NoError(t, err)
+	assert.Equal(t, int32(3), got.ID)
+	assert.Equal(t, int32(1), asked[2].Load(), "candidate 2 was asked and refused")
+
+	n.broker.meta.Store(&metadata.Cluster{ClusterID: "0123456789abcdef", ControllerID: 3, Epoch: 5})
+	assert.Equal(t, []ControllerAddr{cands[2], cands[0], cands[1]}, n.controllerOrder(), "the named candidate first")
+	_, err = n.callController(ctx, transport.APIFetchMetadata, &transport.FetchMetadataRequest{}, &transport.MetadataBlob{})
+	require.NoError(t, err)
+	assert.Equal(t, int32(1), asked[2].Load(), "the named active one answered: nobody else was asked")
+
+	// Any other refusal is the controller's answer, not a reason to ask
+	// the next (the change may have been judged and refused).
+	n.cfg.Controllers = []ControllerAddr{{ID: 4, Addr: serve(0, transport.ErrInvalidRequest)}, cands[2]}
+	n.broker.meta.Store(&metadata.Cluster{ClusterID: "0123456789abcdef", ControllerID: 4, Epoch: 6})
+	got, err = n.callController(ctx, transport.APIRegisterBroker, &transport.FetchMetadataRequest{}, &transport.MetadataBlob{})
+	require.ErrorIs(t, err, transport.ErrInvalidRequest)
+	assert.Equal(t, int32(4), got.ID)
+	assert.Equal(t, int32(2), asked[3].Load())
+}
