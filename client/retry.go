@@ -64,7 +64,6 @@ type retrier struct {
 	policy   retryPolicy
 	start    time.Time
 	deadline time.Time
-	ctxDL    bool  // deadline is the context's
 	attempts int   // attempts that failed so far
 	last     error // the last failure not caused by the caller's context ending
 }
@@ -72,7 +71,7 @@ type retrier struct {
 func newRetrier(ctx context.Context, p retryPolicy) *retrier {
 	r := &retrier{policy: p, start: time.Now()}
 	if d, ok := ctx.Deadline(); ok {
-		r.deadline, r.ctxDL = d, true
+		r.deadline = d
 	} else {
 		r.deadline = r.start.Add(p.timeout)
 	}
@@ -90,7 +89,8 @@ func (r *retrier) again(ctx context.Context, err error) error {
 	r.attempts++
 	// A dial or read cut off by the deadline may return a moment before
 	// the context says it ended: past the deadline counts as ended.
-	ended := ctx.Err() != nil || r.ctxDL && !time.Now().Before(r.deadline)
+	dl, ok := ctx.Deadline()
+	ended := ctx.Err() != nil || ok && !time.Now().Before(dl)
 	if !ended || r.last == nil {
 		r.last = err
 	}

@@ -430,7 +430,6 @@ func TestRetrierKeepsTheAnswerOverTheDeadlinesCut(t *testing.T) {
 	answer := fmt.Errorf("%w: partition t/1 is waiting to hear from its followers", transport.ErrNotReady)
 	require.NoError(t, r.again(ctx, answer))
 	late := deadlineOnly{Context: context.Background(), d: time.Now().Add(-time.Millisecond)}
-	r.deadline, r.ctxDL = late.d, true
 	err := r.again(late, fmt.Errorf("%w: dial 127.0.0.1:1: i/o timeout", transport.ErrBrokerNotAvailable))
 	require.Error(t, err)
 	assert.ErrorIs(t, err, transport.ErrNotReady, "the last answer is kept")

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/hashicorp/go-hclog"
-
 	"gostream/controller/quorum"
 	"gostream/metadata"
 )
@@ -19,12 +17,7 @@ import (
 
 // OpenCandidate opens the controller of a candidate whose state is g.
 func OpenCandidate(cfg Config, g *quorum.Group) *Controller {
-	if cfg.Logger == nil {
-		cfg.Logger = hclog.NewNullLogger()
-	}
-	if cfg.WireError == nil {
-		cfg.WireError = func(err error) error { return err }
-	}
+	cfg = cfg.withDefaults()
 	c := &Controller{cfg: cfg, logger: cfg.Logger, journal: raftJournal{g}, group: g}
 	c.mu.seen = map[int32]string{}
 	c.mu.meta = g.Metadata()

@@ -104,12 +104,7 @@ type Controller struct {
 // broker). The controller then refuses every change, with a placeholder
 // that is never saved, until the operator restores the metadata.
 func Open(cfg Config) (*Controller, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = hclog.NewNullLogger()
-	}
-	if cfg.WireError == nil {
-		cfg.WireError = func(err error) error { return err }
-	}
+	cfg = cfg.withDefaults()
 	c := &Controller{
 		cfg:     cfg,
 		logger:  cfg.Logger,
@@ -157,6 +152,17 @@ func Open(cfg Config) (*Controller, error) {
 	}
 	c.mu.meta = meta
 	return c, nil
+}
+
+// withDefaults fills in what cfg leaves out.
+func (cfg Config) withDefaults() Config {
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.WireError == nil {
+		cfg.WireError = func(err error) error { return err }
+	}
+	return cfg
 }
 
 // newClusterID is a new cluster's random id.

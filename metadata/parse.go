@@ -23,8 +23,18 @@ func Parse(data []byte, source string) (*Cluster, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%w: %s: data after the metadata object", ErrCorrupt, source)
 	}
-	if err := c.Validate(); err != nil {
+	if err := c.Canonicalize(); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, source, err)
+	}
+	return &c, nil
+}
+
+// Canonicalize validates c and gives it the form Parse gives what it
+// decodes, so that metadata kept in memory equals the same metadata
+// encoded and parsed again.
+func (c *Cluster) Canonicalize() error {
+	if err := c.Validate(); err != nil {
+		return err
 	}
 	// "config": {} sets nothing, as no config does: one value for both, so
 	// that what is loaded is what is saved again.
@@ -33,7 +43,7 @@ func Parse(data []byte, source string) (*Cluster, error) {
 			c.Topics[i].Config = nil
 		}
 	}
-	return &c, nil
+	return nil
 }
 
 // Marshal encodes c in the file format.

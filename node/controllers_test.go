@@ -62,7 +62,7 @@ func TestControllerRequestsFindTheActiveCandidate(t *testing.T) {
 	// the next (the change may have been judged and refused).
 	n.cfg.Controllers = []ControllerAddr{{ID: 4, Addr: serve(0, transport.ErrInvalidRequest)}, cands[2]}
 	n.broker.meta.Store(&metadata.Cluster{ClusterID: "0123456789abcdef", ControllerID: 4, Epoch: 6})
-	got, err = n.callController(ctx, transport.APIRegisterBroker, &transport.FetchMetadataRequest{}, &transport.MetadataBlob{})
+	got, err = n.callController(ctx, transport.APIRegisterBroker, &transport.RegisterBrokerRequest{}, &transport.MetadataBlob{})
 	require.ErrorIs(t, err, transport.ErrInvalidRequest)
 	assert.Equal(t, int32(4), got.ID)
 	assert.Equal(t, int32(2), asked[3].Load())

@@ -104,11 +104,11 @@ func (g *Group) Seeded() bool { return g.seeded }
 // after the configuration, in the bootstrap's term. It is committed with
 // the configuration when the first leader commits anything.
 func storeFirst(store raft.LogStore, first *metadata.Cluster, history []transport.HistoryEvent) error {
-	raw, err := metadata.Marshal(first)
+	e, err := changeEntry(NoMetadata, first, history)
 	if err != nil {
 		return err
 	}
-	data, err := encodeEntry(&entry{Kind: "change", Base: NoMetadata, Meta: raw, Events: history})
+	data, err := encodeEntry(e)
 	if err != nil {
 		return err
 	}
@@ -377,23 +377,28 @@ func timeout(ctx context.Context, d time.Duration) time.Duration {
 // when this candidate is not active. After any other error the change may
 // or may not be committed.
 func (g *Group) Propose(ctx context.Context, base int64, next *metadata.Cluster, events []transport.HistoryEvent) error {
-	// The entry carries the document compact; this candidate applies a
-	// copy of next itself, checked and normalized as Parse leaves what it
-	// decodes, so that every candidate holds the same state.
-	raw, err := json.Marshal(next)
+	// This candidate applies a copy of next itself, in the form Parse
+	// gives what the others decode, so that every candidate holds the
+	// same state.
+	own := next.Clone()
+	if err := own.Canonicalize(); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformedEntry, err)
+	}
+	e, err := changeEntry(base, next, events)
 	if err != nil {
 		return err
 	}
-	own := next.Clone()
-	if err := own.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", ErrMalformedEntry, err)
+	return g.applyOwn(ctx, e, own)
+}
+
+// changeEntry is the entry of a change to next from epoch base; it
+// carries the document compact.
+func changeEntry(base int64, next *metadata.Cluster, events []transport.HistoryEvent) (*entry, error) {
+	raw, err := json.Marshal(next)
+	if err != nil {
+		return nil, err
 	}
-	for i := range own.Topics {
-		if len(own.Topics[i].Config) == 0 {
-			own.Topics[i].Config = nil
-		}
-	}
-	return g.applyOwn(ctx, &entry{Kind: "change", Base: base, Meta: raw, Events: events}, own)
+	return &entry{Kind: "change", Base: base, Meta: raw, Events: events}, nil
 }
 
 // Record commits audit events alone.
