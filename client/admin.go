@@ -256,7 +256,7 @@ func retriableAdmin(api transport.API, err error) bool {
 // turn, passing over those that answer NotController or cannot be
 // reached.
 func (c *Client) controllerAttempt(ctx context.Context, api transport.API, req, resp transport.Message, timeout time.Duration) error {
-	var err error
+	var err, unreachable error
 	for _, addr := range c.controllerCandidates() {
 		var conn *transport.Conn
 		conn, err = c.pool.Get(ctx, addr)
@@ -265,6 +265,9 @@ func (c *Client) controllerAttempt(ctx context.Context, api transport.API, req, 
 				return ctx.Err()
 			}
 			err = dialError{err}
+			if unreachable == nil {
+				unreachable = err
+			}
 			continue
 		}
 		cctx, cancel := ctx, context.CancelFunc(func() {})
@@ -283,6 +286,11 @@ func (c *Client) controllerAttempt(ctx context.Context, api transport.API, req, 
 			return err
 		}
 		c.log.Debug("not the controller", "peer", addr, "api", api.String())
+	}
+	if unreachable != nil && errors.Is(err, transport.ErrNotController) {
+		// The controller could not be reached and no other broker is
+		// active in its place: that is the news.
+		return unreachable
 	}
 	if err == nil {
 		err = fmt.Errorf("%w: no broker known", transport.ErrControllerUnavailable)
@@ -320,16 +328,28 @@ func (c *Client) PingController(ctx context.Context) (string, error) {
 	return addrs[0], err
 }
 
-// controllerCandidates returns the controller's address when the metadata
-// names one, and every known address otherwise.
+// controllerCandidates returns the addresses to send a controller request
+// to, in order: the controller the metadata names, when it names one, then
+// every other known address. With a replicated controller the named one
+// may be dead and another active already; a broker that is not the active
+// controller answers NotController, and is passed over.
 func (c *Client) controllerCandidates() []string {
-	st := c.state()
-	if st != nil {
-		if b, ok := st.brokers[st.controllerID]; ok && b.Addr != "" {
-			return []string{b.Addr}
-		}
-	}
 	addrs := c.candidates()
 	slices.Sort(addrs)
-	return slices.Compact(addrs)
+	addrs = slices.Compact(addrs)
+	st := c.state()
+	if st == nil {
+		return addrs
+	}
+	b, ok := st.brokers[st.controllerID]
+	if !ok || b.Addr == "" {
+		return addrs
+	}
+	out := append(make([]string, 0, len(addrs)+1), b.Addr)
+	for _, a := range addrs {
+		if a != b.Addr {
+			out = append(out, a)
+		}
+	}
+	return out
 }

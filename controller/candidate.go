@@ -2,10 +2,14 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"gostream/controller/quorum"
 	"gostream/metadata"
+	"gostream/transport"
 )
 
 // A candidate of a replicated controller (docs/controller-raft.md) keeps
@@ -53,7 +57,7 @@ func (c *Controller) Adopt(meta *metadata.Cluster) {
 // commits the first metadata if the group has none (seed gives it; a
 // candidate without seed waits for the one that has), then commits the
 // change that names it the controller, and pushes it.
-func (c *Controller) TakeOver(ctx context.Context, seed func() (*metadata.Cluster, error)) error {
+func (c *Controller) TakeOver(ctx context.Context, seed func() (*metadata.Cluster, []transport.HistoryEvent, error)) error {
 	if err := c.group.Barrier(ctx); err != nil {
 		return err
 	}
@@ -62,11 +66,11 @@ func (c *Controller) TakeOver(ctx context.Context, seed func() (*metadata.Cluste
 		if seed == nil {
 			return fmt.Errorf("%w: the controller group holds no metadata yet, and candidate %d does not seed it", ErrNotController, c.cfg.Self.ID)
 		}
-		first, err := seed()
+		first, hist, err := seed()
 		if err != nil {
 			return err
 		}
-		if err := c.group.Propose(ctx, quorum.NoMetadata, first, nil); err != nil {
+		if err := c.group.Propose(ctx, quorum.NoMetadata, first, hist); err != nil {
 			return fmt.Errorf("commit the first metadata: %w", err)
 		}
 		meta = c.group.Metadata()
@@ -109,4 +113,48 @@ func NewClusterMetadata(self metadata.Broker) (*metadata.Cluster, error) {
 	m := &metadata.Cluster{Version: metadata.FormatVersion, ClusterID: id, ControllerID: self.ID, Epoch: 1}
 	m.PutBroker(self)
 	return m, nil
+}
+
+// Active reports whether this controller makes changes: a single
+// controller always does, a candidate while it is the active one.
+func (c *Controller) Active() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.mu.inactive
+}
+
+// Candidate reports whether this is a candidate of a replicated
+// controller.
+func (c *Controller) Candidate() bool { return c.group != nil }
+
+// singleFile is the metadata file of a single controller, in its Dir.
+const singleFile = "metadata.json"
+
+// SingleState reads what a single controller left in dir (its metadata
+// file and its audit trail), for the candidate that seeds a group with
+// it when the cluster is upgraded to a replicated controller. It is
+// metadata.ErrNotFound when dir holds no metadata file.
+func SingleState(dir string) (*metadata.Cluster, []transport.HistoryEvent, error) {
+	meta, err := metadata.NewStore(filepath.Join(dir, singleFile)).Load()
+	if err != nil {
+		return nil, nil, err
+	}
+	h := &history{path: filepath.Join(dir, "history.jsonl")}
+	evs, err := h.read()
+	if err != nil {
+		return nil, nil, err
+	}
+	return meta, evs, nil
+}
+
+// RetireSingleState renames a single controller's metadata file once the
+// group holds what it said, so that it seeds no group again: it becomes
+// metadata.json.seeded. No file is not an error.
+func RetireSingleState(dir string) error {
+	path := filepath.Join(dir, singleFile)
+	err := os.Rename(path, path+".seeded")
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
 }

@@ -96,9 +96,12 @@ func TestCandidatesTakeOverInTurn(t *testing.T) {
 			require.ErrorIs(t, err, ErrNotController, "candidate %d before any takeover", id)
 		}
 	}
-	var seed func() (*metadata.Cluster, error)
+	var seed func() (*metadata.Cluster, []transport.HistoryEvent, error)
 	if first == 1 {
-		seed = func() (*metadata.Cluster, error) { return NewClusterMetadata(cs.ctrls[1].cfg.Self) }
+		seed = func() (*metadata.Cluster, []transport.HistoryEvent, error) {
+			m, err := NewClusterMetadata(cs.ctrls[1].cfg.Self)
+			return m, nil, err
+		}
 	}
 	if seed == nil {
 		// Only candidate 1 seeds; another leader waits for it.
@@ -106,7 +109,10 @@ func TestCandidatesTakeOverInTurn(t *testing.T) {
 		require.NoError(t, cs.groups[first].Transfer(ctx, 1))
 		require.Eventually(t, func() bool { return cs.groups[1].IsLeader() }, 10*time.Second, 10*time.Millisecond)
 		first = 1
-		seed = func() (*metadata.Cluster, error) { return NewClusterMetadata(cs.ctrls[1].cfg.Self) }
+		seed = func() (*metadata.Cluster, []transport.HistoryEvent, error) {
+			m, err := NewClusterMetadata(cs.ctrls[1].cfg.Self)
+			return m, nil, err
+		}
 	}
 	active := cs.ctrls[first]
 	require.NoError(t, active.TakeOver(ctx, seed))

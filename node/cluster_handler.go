@@ -79,8 +79,8 @@ func (h *rpcHandler) updateMetadata(req *transport.Request) transport.Reply {
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
 	}
-	if h.n.controller != nil {
-		return transport.Immediate(nil, fmt.Errorf("%w: broker %d is the controller; it takes no metadata from others", transport.ErrInvalidRequest, h.n.cfg.ID))
+	if h.n.activeController() != nil {
+		return transport.Immediate(nil, fmt.Errorf("%w: broker %d is the active controller; it takes no metadata from others", transport.ErrInvalidRequest, h.n.cfg.ID))
 	}
 	return func(ctx context.Context) (transport.Message, error) {
 		meta, err := metadata.Parse(r.Metadata, "UpdateMetadata from "+req.RemoteAddr)
@@ -130,8 +130,8 @@ func (h *rpcHandler) describeCluster(req *transport.Request) transport.Reply {
 		return transport.Immediate(nil, err)
 	}
 	resp := &transport.DescribeClusterResponse{NodeID: h.n.cfg.ID, RootID: h.n.root.Stamp().RootID}
-	if h.n.controller != nil {
-		if err := h.n.controller.Refusal(); err != nil {
+	if c := h.n.activeController(); c != nil {
+		if err := c.Refusal(); err != nil {
 			resp.Controller = err.Error()
 		}
 	}
@@ -261,8 +261,8 @@ func (h *rpcHandler) resetReplica(req *transport.Request) transport.Reply {
 // controller, by an Audit request elsewhere. It is best effort: the change
 // it records is already done, so a failure is logged, not returned.
 func (n *Node) audit(ctx context.Context, ev transport.HistoryEvent) {
-	if n.controller != nil {
-		if err := n.controller.Record(ev); err != nil {
+	if c := n.activeController(); c != nil {
+		if err := c.Record(ev); err != nil {
 			n.logger.Error("write audit trail", "err", err)
 		}
 		return

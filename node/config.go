@@ -190,8 +190,10 @@ type Config struct {
 	// HTTP is the address of the HTTP surface (health, metrics and
 	// status). Empty means DefaultHTTP.
 	HTTP string
-	// Controllers names the controller. Empty means this node, at its
-	// Advertise address: a cluster of one.
+	// Controllers names the controller: one, or the candidates of a
+	// replicated controller (docs/controller-raft.md), whose Raft leader is
+	// the active controller. Empty means this node, at its Advertise
+	// address: a cluster of one.
 	Controllers []ControllerAddr
 	// Logger is the root logger of the process; nil discards logs.
 	Logger hclog.Logger
@@ -331,34 +333,33 @@ func (c Config) Validate() error {
 	if err := checkControllers(c.Controllers); err != nil {
 		return err
 	}
-	if len(c.Controllers) > 1 {
-		// The list is the syntax of the replicated controller
-		// (docs/controller-raft.md), which is not built yet: taking the
-		// first and ignoring the others would let an operator believe
-		// the cluster survives its controller's loss.
-		var names []string
-		for _, ctrl := range c.Controllers {
-			names = append(names, ctrl.String())
-		}
-		return &FieldError{Field: "Controllers", Value: strings.Join(names, ","), Reason: fmt.Sprintf(
-			"names %d controller candidates; this version runs one controller: name one (several candidates need the replicated controller, which is not built yet)", len(c.Controllers))}
-	}
 	return nil
 }
 
-// checkControllerAddr refuses a node that --controller names as the
-// controller but that advertises another address: it would run a second
-// controller for the cluster, with metadata of its own, while every other
-// node follows the one at the named address. It runs on a config with its
-// defaults filled in.
+// checkControllerAddr refuses a node that --controller names as a
+// controller candidate but that advertises another address: it would run
+// a second controller for the cluster (or a Raft member nobody reaches),
+// while every other node follows the one at the named address. It runs on
+// a config with its defaults filled in.
 func (c Config) checkControllerAddr() error {
-	ctrl := c.Controllers[0]
-	if ctrl.ID != c.ID || sameHostPort(ctrl.Addr, c.Advertise) {
+	ctrl, ok := c.selfCandidate()
+	if !ok || sameHostPort(ctrl.Addr, c.Advertise) {
 		return nil
 	}
 	return &FieldError{Field: "Controllers", Value: ctrl.String(), Reason: fmt.Sprintf(
-		"names broker %d, this node, as the controller at %s, but this node advertises %s: a second controller for one cluster is refused. "+
-			"If this node is the controller, advertise %s (--advertise); if another node is, give this one its own --id", ctrl.ID, ctrl.Addr, c.Advertise, ctrl.Addr)}
+		"names broker %d, this node, as a controller candidate at %s, but this node advertises %s: a second controller for one cluster is refused. "+
+			"If this node is the candidate, advertise %s (--advertise); if another node is, give this one its own --id", ctrl.ID, ctrl.Addr, c.Advertise, ctrl.Addr)}
+}
+
+// selfCandidate is this node's entry in the --controller list, if it is
+// one of the candidates.
+func (c Config) selfCandidate() (ControllerAddr, bool) {
+	for _, ctrl := range c.Controllers {
+		if ctrl.ID == c.ID {
+			return ctrl, true
+		}
+	}
+	return ControllerAddr{}, false
 }
 
 // sameHostPort reports whether two HOST:PORT addresses name the same port

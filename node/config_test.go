@@ -93,7 +93,7 @@ func TestConfigValidate(t *testing.T) {
 		{"bad controller id", func(c *Config) { c.Controllers = []ControllerAddr{{0, "a:1"}} }, "Controllers"},
 		{"bad controller addr", func(c *Config) { c.Controllers = []ControllerAddr{{1, "a"}} }, "Controllers"},
 		{"duplicate controller", func(c *Config) { c.Controllers = []ControllerAddr{{1, "a:1"}, {1, "b:1"}} }, "Controllers"},
-		{"several controllers", func(c *Config) { c.Controllers = []ControllerAddr{{1, "a:1"}, {2, "b:1"}} }, "Controllers"},
+		{"several candidates", func(c *Config) { c.Controllers = []ControllerAddr{{1, "a:1"}, {2, "b:1"}, {3, "c:1"}} }, ""},
 		{"limits set", func(c *Config) {
 			c.MaxBatchBytes, c.ConnRequestMemory, c.RequestMemory = 1<<20, 4<<20, 64<<20
 			c.MaxConns, c.MaxConnsPerAddr, c.IdleTimeout = 100, 10, time.Second

@@ -88,7 +88,17 @@ func (n *Node) notControllerError() error {
 	if len(n.cfg.Controllers) == 1 {
 		return fmt.Errorf("%w: broker %d is not the controller; the controller is %s", transport.ErrNotController, n.cfg.ID, n.cfg.Controllers[0])
 	}
+	if cd := n.candidacy; cd != nil {
+		if l, ok := cd.group.Leader(); ok && l.ID != n.cfg.ID {
+			return fmt.Errorf("%w: candidate %d is not the active controller; candidate %s is (candidates %s)",
+				transport.ErrNotController, n.cfg.ID, l, n.candidateList())
+		}
+	}
 	named := n.controllerOrder()[0]
+	if named.ID == n.cfg.ID {
+		return fmt.Errorf("%w: candidate %d is not the active controller, and knows of no active one yet (candidates %s)",
+			transport.ErrNotController, n.cfg.ID, n.candidateList())
+	}
 	return fmt.Errorf("%w: broker %d is not the active controller; the newest metadata it holds names %s (candidates %s)",
 		transport.ErrNotController, n.cfg.ID, named, n.candidateList())
 }

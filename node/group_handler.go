@@ -29,7 +29,8 @@ func (h *rpcHandler) findCoordinator(req *transport.Request) transport.Reply {
 		t := meta.Topic(transport.OffsetsTopic)
 		if t == nil {
 			// The first use of groups: the controller creates the topic.
-			if h.n.controller == nil {
+			c := h.n.activeController()
+			if c == nil {
 				var resp transport.FindCoordinatorResponse
 				if ctrl, err := h.n.callController(ctx, transport.APIFindCoordinator, &r, &resp); err != nil {
 					return nil, fmt.Errorf("ask the controller %s: %w", ctrl, err)
@@ -37,10 +38,10 @@ func (h *rpcHandler) findCoordinator(req *transport.Request) transport.Reply {
 				return &resp, nil
 			}
 			var err error
-			if t, err = h.n.controller.EnsureOffsetsTopic(ctx, h.n.cfg.OffsetsPartitions); err != nil {
+			if t, err = c.EnsureOffsetsTopic(ctx, h.n.cfg.OffsetsPartitions); err != nil {
 				return nil, err
 			}
-			meta = h.n.controller.Metadata()
+			meta = c.Metadata()
 		}
 		p := int32(metadata.KeyPartition([]byte(r.Group), len(t.Partitions)))
 		part := t.Partitions[p]

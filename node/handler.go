@@ -345,10 +345,11 @@ func (h *rpcHandler) topicInfo(t *metadata.Topic) transport.TopicInfo {
 }
 
 func (h *rpcHandler) controller() (*controller.Controller, error) {
-	if h.n.controller == nil {
+	c := h.n.activeController()
+	if c == nil {
 		return nil, h.n.notControllerError()
 	}
-	return h.n.controller, nil
+	return c, nil
 }
 
 func (h *rpcHandler) createTopic(req *transport.Request) transport.Reply {

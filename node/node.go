@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"gostream/controller"
+	"gostream/controller/quorum"
 	"gostream/durable"
 	"gostream/httpapi"
 	"gostream/metadata"
@@ -44,13 +45,17 @@ var ErrCannotListen = errors.New("node: cannot listen")
 // controller when it is the controller, and its RPC, gossip and HTTP
 // servers.
 type Node struct {
-	cfg        Config
-	logger     hclog.Logger
-	root       *storage.Root
-	metrics    *metrics
-	broker     *broker
-	pool       *transport.Pool
-	controller *controller.Controller // nil unless this node is the controller
+	cfg     Config
+	logger  hclog.Logger
+	root    *storage.Root
+	metrics *metrics
+	broker  *broker
+	pool    *transport.Pool
+	// controller is the single controller when this node is it, or this
+	// candidate's controller (active or not) when --controller lists
+	// several candidates and this node among them; nil otherwise.
+	controller *controller.Controller
+	candidacy  *candidacy // nil unless this node is a candidate of several
 	gossip     *gossip
 	refusals   *refusals
 	coords     *coordinators
@@ -72,8 +77,19 @@ type Node struct {
 	refreshed atomic.Int64
 }
 
-// isController reports whether this node runs the controller.
-func (n *Node) isController() bool { return n.cfg.Controllers[0].ID == n.cfg.ID }
+// isController reports whether this node is the single controller.
+func (n *Node) isController() bool {
+	return len(n.cfg.Controllers) == 1 && n.cfg.Controllers[0].ID == n.cfg.ID
+}
+
+// activeController is this node's controller if it makes changes now: the
+// single controller, or the active candidate; nil otherwise.
+func (n *Node) activeController() *controller.Controller {
+	if c := n.controller; c != nil && c.Active() {
+		return c
+	}
+	return nil
+}
 
 // Run runs one node until ctx is canceled; see the package documentation for
 // what it promises. It returns nil after a clean stop.
@@ -111,6 +127,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err == nil {
 		err = n.serve(ctx)
 	}
+	if cerr := n.closeCandidacy(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("stop the controller group: %w", cerr))
+	}
 	if cerr := n.broker.close(); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("close logs: %w", cerr))
 	}
@@ -125,9 +144,13 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-// start loads the metadata: as controller, its own file; otherwise the
-// cached copy, if any, so the node serves at once while it registers.
+// start loads the metadata: as the single controller, its own file;
+// otherwise the cached copy, if any, so the node serves at once while it
+// registers; a candidate also opens its member of the controller group.
 func (n *Node) start() error {
+	if self, ok := n.cfg.selfCandidate(); ok && !n.isController() {
+		return n.startCandidate(self)
+	}
 	if n.isController() {
 		self := metadata.Broker{ID: n.cfg.ID, Addr: n.cfg.Advertise, HTTP: n.cfg.HTTP, Gossip: n.cfg.Gossip, RootID: n.root.Stamp().RootID}
 		c, err := controller.Open(controller.Config{
@@ -149,6 +172,11 @@ func (n *Node) start() error {
 		}
 		return n.broker.applyMetadata(c.Metadata())
 	}
+	return n.startBroker()
+}
+
+// startBroker applies the broker's cached metadata, if any.
+func (n *Node) startBroker() error {
 	n.broker.cache = metadata.NewStore(filepath.Join(n.cfg.DataDir, "metadata.json"))
 	n.broker.awaitingController.Store(true)
 	meta, err := n.broker.cache.Load()
@@ -282,7 +310,7 @@ func (p *pusher) push(meta *metadata.Cluster, b metadata.Broker) error {
 	ctx, cancel := context.WithTimeout(context.Background(), controller.PushTimeout(meta))
 	defer cancel()
 	err = p.n.pool.Call(ctx, b.Addr, transport.APIUpdateMetadata, &transport.MetadataBlob{Metadata: blob}, nil)
-	if errors.Is(err, transport.ErrStaleMetadata) && p.n.controller != nil {
+	if errors.Is(err, transport.ErrStaleMetadata) && p.n.activeController() != nil {
 		if p.n.controller.Metadata().Epoch > meta.Epoch {
 			// A newer change was pushed first (by the poll, say): the
 			// broker holds newer than this, and is sent the newest next.
@@ -380,7 +408,7 @@ const refreshMinInterval = 200 * time.Millisecond
 // not exist costs the controller little. On the controller it does
 // nothing: its metadata is the truth.
 func (n *Node) refreshMetadata(ctx context.Context) error {
-	if n.controller != nil || n.isController() {
+	if n.activeController() != nil {
 		return nil
 	}
 	if time.Since(time.Unix(0, n.refreshed.Load())) < refreshMinInterval {
@@ -423,7 +451,7 @@ func (n *Node) serve(ctx context.Context) error {
 		rpcLn.Close()
 		return fmt.Errorf("%w on http address %s: %w", ErrCannotListen, cfg.HTTP, err)
 	}
-	rpc := transport.NewServer(transport.ServerConfig{
+	scfg := transport.ServerConfig{
 		MaxBatchBytes:   cfg.MaxBatchBytes,
 		MaxConns:        cfg.MaxConns,
 		MaxConnsPerAddr: cfg.MaxConnsPerAddr,
@@ -433,7 +461,12 @@ func (n *Node) serve(ctx context.Context) error {
 		Logger:          log.Named("rpc"),
 		OnConn:          func(d int) { n.metrics.connections.Add(float64(d)) },
 		OnRefused:       func(r transport.Refusal) { n.refusals.record("rpc", r) },
-	}, &rpcHandler{n: n})
+	}
+	if cd := n.candidacy; cd != nil {
+		// The candidates' Raft traffic shares the RPC address.
+		scfg.DivertByte, scfg.Divert = quorum.Marker, cd.layer.Divert
+	}
+	rpc := transport.NewServer(scfg, &rpcHandler{n: n})
 	httpLog := log.Named("http")
 	httpLimits := transport.NewConnLimiter(transport.ConnLimits{
 		MaxConns: cfg.MaxConns, MaxConnsPerAddr: cfg.MaxConnsPerAddr, Logger: httpLog,
@@ -515,6 +548,10 @@ func (n *Node) serve(ctx context.Context) error {
 	})
 	if !n.isController() {
 		g.run(n.followController)
+	}
+	if n.candidacy != nil {
+		g.run(n.applyGroupChanges)
+		g.run(n.leadWhenElected)
 	}
 	g.run(n.coords.run)
 	g.run(n.ds.leader.sweep)

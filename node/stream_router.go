@@ -245,7 +245,7 @@ func dsEncodeData(recs []dsRecord) []byte {
 // createTopic asks the controller for the topic of a stream: created, or
 // the one there.
 func (r *dsRouter) createTopic(ctx context.Context, topic string, s *metadata.Stream) (*controller.StreamResult, error) {
-	if c := r.n.controller; c != nil {
+	if c := r.n.activeController(); c != nil {
 		return c.CreateStream(ctx, topic, r.rf, s)
 	}
 	raw, err := json.Marshal(s)
@@ -258,7 +258,7 @@ func (r *dsRouter) createTopic(ctx context.Context, topic string, s *metadata.St
 // deleteTopic asks the controller to delete a stream's topic: the
 // incarnation id, or with id "" whichever is there.
 func (r *dsRouter) deleteTopic(ctx context.Context, topic, id string) (*controller.StreamResult, error) {
-	if c := r.n.controller; c != nil {
+	if c := r.n.activeController(); c != nil {
 		return c.DeleteStream(ctx, topic, id)
 	}
 	return r.admin(ctx, &transport.StreamAdminRequest{Op: "delete", Topic: topic, TopicID: id})

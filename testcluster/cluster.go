@@ -22,6 +22,10 @@ type Config struct {
 	// Nodes is the number of nodes, with ids 1..Nodes; node 1 is the
 	// controller.
 	Nodes int
+	// Candidates, above 1, makes nodes 1..Candidates the candidates of a
+	// replicated controller (docs/controller-raft.md) instead of node 1
+	// the single controller.
+	Candidates int
 	// Dir holds every node's data directory and log.
 	Dir string
 	// Race builds the binaries with the race detector.
@@ -105,9 +109,39 @@ func New(cfg Config) (*Cluster, error) {
 // passes through, for delay and loss; nil unless Config.Netns.
 func (c *Cluster) Proxy() *Proxy { return c.proxy }
 
-// Controller is the --controller value of the cluster: node 1.
+// Controller is the --controller value of the cluster: node 1, or the
+// candidates 1..Config.Candidates.
 func (c *Cluster) Controller() string {
-	return strconv.Itoa(int(c.Nodes[0].ID)) + "@" + c.Nodes[0].Addr()
+	names := []string{}
+	for _, n := range c.Nodes[:max(1, min(c.cfg.Candidates, len(c.Nodes)))] {
+		names = append(names, strconv.Itoa(int(n.ID))+"@"+n.Addr())
+	}
+	return strings.Join(names, ",")
+}
+
+// ActiveController waits until a running candidate is the active
+// controller, one other than not (0: any), as its own status says (its
+// metadata names it), and returns its id.
+func (c *Cluster) ActiveController(timeout time.Duration, not int32) (int32, error) {
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		for _, n := range c.Nodes[:max(1, min(c.cfg.Candidates, len(c.Nodes)))] {
+			if n.ID == not || !n.Running() {
+				continue
+			}
+			body, err := n.HTTPGet(transport.StatusPath)
+			var st transport.NodeStatus
+			if err == nil && json.Unmarshal(body, &st) == nil {
+				if st.Controller == n.ID {
+					return n.ID, nil
+				}
+				last = fmt.Sprintf("node %d names controller %d at metadata epoch %d", n.ID, st.Controller, st.MetadataEpoch)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return 0, fmt.Errorf("testcluster: no active controller (other than %d) within %s: %s", not, timeout, last)
 }
 
 // Node returns the node with id.
@@ -184,6 +218,13 @@ func (c *Cluster) Start() error {
 // node as a registered broker.
 func (c *Cluster) waitRegistered(timeout time.Duration) error {
 	ctrl := c.Nodes[0]
+	if c.cfg.Candidates > 1 {
+		id, err := c.ActiveController(timeout, 0)
+		if err != nil {
+			return err
+		}
+		ctrl = c.Node(id)
+	}
 	deadline := time.Now().Add(timeout)
 	var last string
 	for time.Now().Before(deadline) {

@@ -163,7 +163,7 @@ func Open(cfg Config) (*Group, error) {
 	}
 	rc := raft.DefaultConfig()
 	rc.LocalID = serverID(cfg.Self.ID)
-	rc.Logger = cfg.Logger.Named("raft")
+	rc.Logger = newLimitedLogger(cfg.Logger.Named("raft"))
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
 	rc.ElectionTimeout = cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout
@@ -582,4 +582,28 @@ func (g *Group) Remove(ctx context.Context, id int32) error {
 		return fmt.Errorf("remove candidate %d: %w", id, err)
 	}
 	return nil
+}
+
+// HasState reports whether cfg.Dir holds Raft state: the candidate was
+// bootstrapped or joined a group. A candidate with no state may seed one.
+// A damaged store is ErrCorrupt, as for Open.
+func HasState(cfg Config) (bool, error) {
+	dir := cfg.Dir
+	dbPath := filepath.Join(dir, "raft.db")
+	if _, err := os.Stat(dbPath); errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err := checkStore(dbPath); err != nil {
+		return false, corrupt(cfg, dbPath, err)
+	}
+	store, err := raftboltdb.New(raftboltdb.Options{Path: dbPath, BoltOptions: &bolt.Options{Timeout: time.Second}})
+	if err != nil {
+		return false, fmt.Errorf("open the controller's Raft store %s: %w", dbPath, err)
+	}
+	defer store.Close()
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, snapshotsRetained, hclog.NewNullLogger())
+	if err != nil {
+		return false, err
+	}
+	return raft.HasExistingState(store, store, snaps)
 }

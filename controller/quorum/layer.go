@@ -59,7 +59,7 @@ func NewLayer(advertise string, clusterID func() string, logger hclog.Logger) *L
 
 // NewTransport is Raft's network transport over l.
 func NewTransport(l *Layer, logger hclog.Logger) *raft.NetworkTransport {
-	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: l, MaxPool: 3, Timeout: 2 * time.Second, Logger: logger})
+	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: l, MaxPool: 3, Timeout: 2 * time.Second, Logger: newLimitedLogger(logger)})
 }
 
 // Divert takes a connection the RPC server diverted (its Marker read).

@@ -1,0 +1,111 @@
+package testcluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"gostream/transport"
+)
+
+// startCandidates starts a cluster whose nodes 1..candidates are the
+// candidates of a replicated controller.
+func startCandidates(t *testing.T, nodes, candidates int) *Cluster {
+	t.Helper()
+	return startClusterWith(t, Config{Nodes: nodes, Candidates: candidates})
+}
+
+// ctlOK runs gostream-ctl and requires exit 0.
+func ctlOK(t *testing.T, c *Cluster, args ...string) CtlResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := c.Ctl(ctx, "", args...)
+	require.NoError(t, err)
+	require.Equal(t, 0, res.Exit, "gostream-ctl %v: %s%s", args, res.Stdout, res.Stderr)
+	return res
+}
+
+// TestKilledActiveControllerIsReplaced: with three candidates, kill -9 of
+// the active controller leaves a new one active within the election
+// timeout; every change acknowledged before the kill is there after it,
+// and `failover --broker` of the dead node's partitions works.
+func TestKilledActiveControllerIsReplaced(t *testing.T) {
+	c := startCandidates(t, 3, 3)
+	first, err := c.ActiveController(30*time.Second, 0)
+	require.NoError(t, err)
+	cl := newClient(t, c)
+	for i := 0; i < 5; i++ {
+		createTopic(t, cl, fmt.Sprintf("before-%d", i), 3, 3)
+	}
+	ctlOK(t, c, "topic", "seal", "before-0")
+	acked := produceTo(t, cl, "before-1", 0, "v", 10)
+	var epochBefore int64
+	var st transport.NodeStatus
+	body, err := c.Node(first).HTTPGet(transport.StatusPath)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(body, &st))
+	epochBefore = st.MetadataEpoch
+
+	killed := time.Now()
+	require.NoError(t, c.Node(first).Kill())
+	next, err := c.ActiveController(10*time.Second, first)
+	require.NoError(t, err, "a new active controller after kill -9 of %d", first)
+	t.Logf("candidate %d active %s after the kill of %d", next, time.Since(killed).Round(time.Millisecond), first)
+
+	body, err = c.Node(next).HTTPGet(transport.StatusPath)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(body, &st))
+	assert.Greater(t, st.MetadataEpoch, epochBefore, "the new controller's metadata does not go back")
+
+	// Every topic and the seal are there.
+	res := ctlOK(t, c, "topic", "list", "--output", "json")
+	for i := 0; i < 5; i++ {
+		assert.Contains(t, res.Stdout, fmt.Sprintf("before-%d", i))
+	}
+	res = ctlOK(t, c, "topic", "describe", "before-0", "--output", "json")
+	assert.Contains(t, res.Stdout, `"sealed":true`)
+
+	// The dead node's partitions fail over on the operator's command.
+	res = ctlOK(t, c, "failover", "--broker", fmt.Sprint(first))
+	t.Logf("failover: %s", res.Stdout)
+	for i := 1; i < 5; i++ {
+		tm, err := cl.DescribeTopic(context.Background(), fmt.Sprintf("before-%d", i))
+		require.NoError(t, err)
+		for _, p := range tm.Partitions {
+			assert.NotEqual(t, first, p.Leader, "%s/%d still led by the dead node", tm.Name, p.Partition)
+		}
+	}
+	for k, v := range produceTo(t, cl, "before-1", 0, "after", 10) {
+		acked[k] = v
+	}
+	got := consumeAll(t, cl, "before-1", 0)
+	for off, v := range acked {
+		assert.Equal(t, v, got[off], "acknowledged record at offset %d", off)
+	}
+
+	// A change works, and the killed candidate comes back as a follower
+	// of the group, its broker given the changes it missed.
+	ctlOK(t, c, "topic", "seal", "before-2")
+	body, err = c.Node(next).HTTPGet(transport.StatusPath)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(body, &st))
+	want := st.MetadataEpoch
+	require.NoError(t, c.StartNode(first))
+	require.Eventually(t, func() bool {
+		body, err := c.Node(first).HTTPGet(transport.StatusPath)
+		var st transport.NodeStatus
+		if err != nil || json.Unmarshal(body, &st) != nil {
+			return false
+		}
+		return st.Controller == next && st.MetadataEpoch >= want
+	}, 30*time.Second, 50*time.Millisecond)
+	again, err := c.ActiveController(time.Second, 0)
+	require.NoError(t, err)
+	assert.Equal(t, next, again, "the returning candidate does not take over")
+}
