@@ -77,6 +77,11 @@ func (s *survey) judge(ctx context.Context, prober replicaStater) ClusterReport 
 			}
 		}
 	}
+	// The controller group's own warnings come first, and their commands
+	// read the candidates, which works with no controller.
+	var gw []Warning
+	r.Group, gw = s.groupReport()
+	r.Warnings = append(gw, r.Warnings...)
 	for i := range r.Warnings {
 		r.Warnings[i].Message = r.Warnings[i].message(s.meta.ControllerID)
 	}

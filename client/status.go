@@ -123,8 +123,12 @@ type ClusterReport struct {
 	Partitions []PartitionReport
 	// Counts are the partitions in all, under-replicated and offline.
 	Counts PartitionCounts
-	// Warnings, in the order an operator should read them: brokers first,
-	// then partitions, then replicas outside their active sets.
+	// Group is the controller group, nil for a single controller (or
+	// when no candidate said).
+	Group *ControllerGroupReport
+	// Warnings, in the order an operator should read them: the controller
+	// group and the brokers first, then partitions, then replicas outside
+	// their active sets.
 	Warnings []Warning
 }
 

@@ -38,6 +38,9 @@ type nodeView struct {
 	// failed (statusErr).
 	status    *transport.NodeStatus
 	statusErr error
+	// group is the broker's part in the controller group, nil when not
+	// asked or it did not say (a node of an older version).
+	group *ControllerStatus
 }
 
 func (v *nodeView) answered() bool { return v != nil && v.err == nil }
@@ -191,6 +194,11 @@ func (c *Client) askBrokers(ctx context.Context, brokers []metadata.Broker, prob
 					v.statusErr = err
 				} else {
 					v.status = &st
+				}
+			}
+			if withStatus {
+				if gs, err := c.ControllerStatus(pctx, b.Addr); err == nil && gs.Node == b.ID {
+					v.group = &gs
 				}
 			}
 		}()

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -80,6 +81,7 @@ func (n *Node) startCandidate(self ControllerAddr) error {
 	qcfg.Transport = quorum.NewTransport(cd.layer, log.Named("raft-transport"))
 	var ctrl *controller.Controller
 	var ctrlMu sync.Mutex
+	qcfg.Probe = n.candidateAnswers
 	qcfg.OnChange = func(meta *metadata.Cluster) {
 		ctrlMu.Lock()
 		c := ctrl
@@ -318,4 +320,17 @@ func (n *Node) closeCandidacy() error {
 	err := cd.group.Close()
 	cd.layer.Close()
 	return err
+}
+
+// candidateAnswers reports whether candidate c answers, now, as a
+// candidate of the controller group.
+func (n *Node) candidateAnswers(ctx context.Context, c quorum.Candidate) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	var resp transport.JSONMessage
+	if err := n.pool.Call(ctx, c.Addr, transport.APIControllerStatus, &transport.JSONMessage{Data: []byte("{}")}, &resp); err != nil {
+		return false
+	}
+	var st transport.ControllerStatus
+	return json.Unmarshal(resp.Data, &st) == nil && st.Node == c.ID && st.Mode == "candidate"
 }

@@ -109,6 +109,10 @@ func (h *rpcHandler) Handle(ctx context.Context, req *transport.Request) transpo
 		reply = h.stream(req)
 	case transport.APIStreamAdmin:
 		reply = h.streamAdmin(req)
+	case transport.APIControllerStatus:
+		reply = h.controllerStatus(req)
+	case transport.APIControllerChange:
+		reply = h.controllerChange(req)
 	default:
 		return h.fail(api, start, fmt.Errorf("%w: unknown API %d", transport.ErrUnsupportedVersion, req.API))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,4 +109,95 @@ func TestKilledActiveControllerIsReplaced(t *testing.T) {
 	again, err := c.ActiveController(time.Second, 0)
 	require.NoError(t, err)
 	assert.Equal(t, next, again, "the returning candidate does not take over")
+}
+
+// controllerStatus runs controller status -o json.
+func controllerStatus(t *testing.T, c *Cluster) (rep struct {
+	Mode       string `json:"mode"`
+	Active     int32  `json:"active"`
+	Quorum     int    `json:"quorum"`
+	Candidates []struct {
+		ID      int32 `json:"id"`
+		Answers bool  `json:"answers"`
+		Status  *struct {
+			State  string `json:"state"`
+			Active bool   `json:"active"`
+			Term   uint64 `json:"term"`
+		} `json:"status"`
+	} `json:"candidates"`
+}) {
+	t.Helper()
+	res := ctlOK(t, c, "controller", "status", "--output", "json")
+	require.NoError(t, json.Unmarshal([]byte(res.Stdout), &rep), res.Stdout)
+	return rep
+}
+
+// TestControllerCommands: controller status shows each candidate's Raft
+// state and the active one; transfer moves the active role; add of a
+// candidate no --controller lists, and a remove that would leave no
+// quorum, are refused and change nothing; cluster status warns of a
+// candidate that is down, with a command that works.
+func TestControllerCommands(t *testing.T) {
+	c := startCandidates(t, 3, 3)
+	active, err := c.ActiveController(30*time.Second, 0)
+	require.NoError(t, err)
+	rep := controllerStatus(t, c)
+	assert.Equal(t, "replicated", rep.Mode)
+	assert.Equal(t, active, rep.Active)
+	assert.Equal(t, 2, rep.Quorum)
+	require.Len(t, rep.Candidates, 3)
+	for _, cand := range rep.Candidates {
+		require.True(t, cand.Answers, "candidate %d", cand.ID)
+		assert.Equal(t, cand.ID == active, cand.Status.Active, "candidate %d", cand.ID)
+		assert.Equal(t, map[bool]string{true: "Leader", false: "Follower"}[cand.ID == active], cand.Status.State)
+	}
+	text := ctlOK(t, c, "controller", "status").Stdout
+	assert.Contains(t, text, fmt.Sprintf("Active controller: candidate %d.", active))
+
+	to := active%3 + 1
+	ctlOK(t, c, "controller", "transfer", "--to", fmt.Sprint(to))
+	got, err := c.ActiveController(10*time.Second, active)
+	require.NoError(t, err)
+	assert.Equal(t, to, got)
+	// A change works through the new active controller.
+	cl := newClient(t, c)
+	createTopic(t, cl, "after-transfer", 1, 3)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := c.Ctl(ctx, "", "controller", "add", "--id", "9", "--addr", "127.0.0.1:1")
+	require.NoError(t, err)
+	assert.Equal(t, 2, res.Exit)
+	assert.Contains(t, res.Stderr, "InvalidRequest")
+	assert.Contains(t, res.Stderr, "not in the active controller's --controller list")
+
+	// One candidate down: cluster status says so, with a command that
+	// works; removing a second, live one would leave no quorum.
+	down := to%3 + 1
+	if down == to {
+		down = down%3 + 1
+	}
+	require.NoError(t, c.Node(down).Kill())
+	require.Eventually(t, func() bool {
+		res, err := c.Ctl(ctx, "", "cluster", "status")
+		return err == nil && strings.Contains(res.Stdout, fmt.Sprintf("controller candidate %d (", down)) &&
+			strings.Contains(res.Stdout, "gostream-ctl controller status")
+	}, 20*time.Second, 200*time.Millisecond)
+	other := int32(0)
+	for id := int32(1); id <= 3; id++ {
+		if id != to && id != down {
+			other = id
+		}
+	}
+	require.Eventually(t, func() bool {
+		res, err = c.Ctl(ctx, "", "controller", "remove", "--id", fmt.Sprint(other))
+		return err == nil && res.Exit == 2 && strings.Contains(res.Stderr, "fewer than the 2 a quorum needs")
+	}, 20*time.Second, 200*time.Millisecond, "remove refused for want of a quorum: %s", res.Stderr)
+	rep = controllerStatus(t, c)
+	assert.Len(t, rep.Candidates, 3, "nothing was removed")
+	// The dead one can be removed: two of two live voters are left.
+	ctlOK(t, c, "controller", "remove", "--id", fmt.Sprint(down))
+	rep = controllerStatus(t, c)
+	assert.Len(t, rep.Candidates, 2)
+	assert.Equal(t, to, rep.Active)
 }

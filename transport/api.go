@@ -30,7 +30,7 @@ const (
 func Idempotent(api API) bool {
 	switch api {
 	case APIFetch, APIListOffsets, APIMetadata, APIFetchMetadata, APIReplicaState, APIDescribeCluster,
-		APIReplicaDigest, APIReplicaBatches, APIHistory, APIAudit:
+		APIReplicaDigest, APIReplicaBatches, APIHistory, APIAudit, APIControllerStatus:
 		return true
 	}
 	return false

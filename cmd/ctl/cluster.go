@@ -159,8 +159,11 @@ type brokerStatus struct {
 
 // clusterStatus is what cluster status prints (docs/cli.md).
 type clusterStatus struct {
-	Controller int32           `json:"controller"`
-	Brokers    []brokerStatus  `json:"brokers"`
+	Controller int32 `json:"controller"`
+	// ControllerGroup is the replicated controller's group; absent for a
+	// single controller.
+	ControllerGroup *controllerGroup `json:"controller_group,omitempty"`
+	Brokers         []brokerStatus   `json:"brokers"`
 	Partitions partitionHealth `json:"partitions"`
 	Warnings   []warning       `json:"warnings"`
 }
@@ -189,7 +192,19 @@ func clusterStatusOf(r client.ClusterReport) clusterStatus {
 	for _, w := range r.Warnings {
 		st.Warnings = append(st.Warnings, warning{Message: w.Message, Command: w.Command})
 	}
+	if g := r.Group; g != nil {
+		st.ControllerGroup = &controllerGroup{Active: g.Active, Answering: g.Answering, Voters: g.Voters, Quorum: g.Quorum, Candidates: g.Members}
+	}
 	return st
+}
+
+// controllerGroup is the controller group in cluster status -o json.
+type controllerGroup struct {
+	Active     int32                    `json:"active"`
+	Answering  int                      `json:"answering"`
+	Voters     int                      `json:"voters"`
+	Quorum     int                      `json:"quorum"`
+	Candidates []client.CandidateReport `json:"candidates"`
 }
 
 func clusterStatusAction(c *cli.Context) error {
@@ -211,7 +226,19 @@ func printClusterStatus(w io.Writer, r client.ClusterReport) error {
 	if !r.ControllerAnswers {
 		answers = "does not answer"
 	}
-	fmt.Fprintf(w, "Controller: broker %d (%s)\n\n", st.Controller, answers)
+	fmt.Fprintf(w, "Controller: broker %d (%s)\n", st.Controller, answers)
+	if g := r.Group; g != nil {
+		var ids []string
+		for _, m := range g.Members {
+			s := fmt.Sprint(m.ID)
+			if !m.Answers {
+				s += " (down)"
+			}
+			ids = append(ids, s)
+		}
+		fmt.Fprintf(w, "Controller group: candidates %s; %d of %d answer, quorum %d\n", strings.Join(ids, ", "), g.Answering, g.Voters, g.Quorum)
+	}
+	fmt.Fprintln(w)
 	if err := printBrokers(w, st.Brokers, st.Controller); err != nil {
 		return err
 	}

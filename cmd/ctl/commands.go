@@ -20,6 +20,7 @@ GLOBAL OPTIONS (before or after the command, see gostream-ctl --help):
 func commands() []*cli.Command {
 	return []*cli.Command{
 		clusterCommand(),
+		controllerCommand(),
 		brokerCommand(),
 		topicCommand(),
 		produceCommand(),

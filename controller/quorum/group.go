@@ -60,6 +60,10 @@ type Config struct {
 	Logger       hclog.Logger
 	// OnChange is called after each change applied here, in log order.
 	OnChange func(*metadata.Cluster)
+	// Probe, if set, asks whether candidate c answers now: a removal
+	// counts as live only the voters that answer it as well as Raft's
+	// heartbeats, which may not have failed yet for one just gone.
+	Probe func(ctx context.Context, c Candidate) bool
 
 	// Timing; zero takes the defaults (for loopback and LANs).
 	HeartbeatTimeout  time.Duration
@@ -552,7 +556,8 @@ func (g *Group) Remove(ctx context.Context, id int32) error {
 	if err := f.Error(); err != nil {
 		return err
 	}
-	voters, live, found := 0, 0, false
+	voters, found := 0, false
+	var others []raft.Server
 	g.mu.Lock()
 	for _, srv := range f.Configuration().Servers {
 		if srv.ID == serverID(id) {
@@ -564,10 +569,16 @@ func (g *Group) Remove(ctx context.Context, id int32) error {
 		}
 		voters++
 		if !g.failing[srv.ID] {
-			live++
+			others = append(others, srv)
 		}
 	}
 	g.mu.Unlock()
+	live := 0
+	for _, srv := range others {
+		if srv.ID == serverID(g.cfg.Self.ID) || g.cfg.Probe == nil || g.cfg.Probe(ctx, candidateOf(srv)) {
+			live++
+		}
+	}
 	if !found {
 		return fmt.Errorf("%w: candidate %d is not a member of the controller group", ErrInvalid, id)
 	}
