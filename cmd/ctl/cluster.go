@@ -164,8 +164,8 @@ type clusterStatus struct {
 	// single controller.
 	ControllerGroup *controllerGroup `json:"controller_group,omitempty"`
 	Brokers         []brokerStatus   `json:"brokers"`
-	Partitions partitionHealth `json:"partitions"`
-	Warnings   []warning       `json:"warnings"`
+	Partitions      partitionHealth  `json:"partitions"`
+	Warnings        []warning        `json:"warnings"`
 }
 
 type partitionHealth struct {
