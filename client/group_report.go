@@ -78,24 +78,29 @@ func (s *survey) groupReport() (*ControllerGroupReport, []Warning) {
 	}
 	switch {
 	case g.Answering < g.Quorum:
-		ws = append(ws, fixedBy(
-			fmt.Sprintf("the controller group has lost its quorum: %d of its %d candidates answer, %d are needed; no admin change can be made (candidates down: %s)",
+		ws = append(ws, noCommand(
+			fmt.Sprintf("the controller group has lost its quorum: %d of its %d candidates answer, %d are needed, so no admin change can be made (candidates down: %s)",
 				g.Answering, g.Voters, g.Quorum, strings.Join(down, ", ")),
-			"start the candidates that are down; see each one's Raft state", "gostream-ctl controller status"))
+			"start the candidates that are down (gostream-ctl controller status shows each one's Raft state)", NoCommandBrokerDown, ""))
 	case len(down) > 0:
 		spare := g.Answering - g.Quorum
 		noun, verb := "candidate", "does"
 		if len(down) > 1 {
 			noun, verb = "candidates", "do"
 		}
-		ws = append(ws, fixedBy(
+		var lost []string
+		for _, m := range g.Members {
+			if m.Voter && !m.Answers {
+				lost = append(lost, fmt.Sprintf("gostream-ctl controller remove --id %d, start it with an empty --data-dir, then gostream-ctl controller add --id %d --addr %s", m.ID, m.ID, m.Address))
+			}
+		}
+		ws = append(ws, noCommand(
 			fmt.Sprintf("controller %s %s not answer: %d of %d candidates answer, so the group survives %s more",
 				noun, strings.Join(down, ", ")+" "+verb, g.Answering, g.Voters, pluralOf(spare, "loss", "losses")),
-			"start it again; if its disk is lost, remove it from the group, then start it empty and add it back",
-			"gostream-ctl controller status"))
+			"start it again; if its disk is lost: "+strings.Join(lost, "; "), NoCommandBrokerDown, ""))
 	case g.Active == 0:
-		ws = append(ws, fixedBy("no controller candidate is active: the group is electing one",
-			"wait a second and look again", "gostream-ctl controller status"))
+		ws = append(ws, noCommand("no controller candidate is active: the group is electing one",
+			"wait a second and look again (gostream-ctl controller status)", NoCommandManual, ""))
 	}
 	return g, ws
 }

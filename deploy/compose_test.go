@@ -155,16 +155,20 @@ func TestComposeFile(t *testing.T) {
 			controllers = append(controllers, c)
 		}
 		require.Len(t, slices.Compact(slices.Clone(controllers)), 1, "all nodes must name the same controller: %v", controllers)
-		idText, addr, ok := strings.Cut(controllers[0], "@")
-		require.True(t, ok, "GOSTREAM_CONTROLLER %q: want ID@HOST:PORT", controllers[0])
-		id, err := strconv.Atoi(idText)
-		require.NoError(t, err, "GOSTREAM_CONTROLLER %q: want ID@HOST:PORT", controllers[0])
-		hp, err := parseHostPort(addr)
-		require.NoError(t, err, "GOSTREAM_CONTROLLER %q", controllers[0])
-		ctrl, ok := nodes[hp.host]
-		require.True(t, ok, "GOSTREAM_CONTROLLER %q: host %q is not a node service of the file (%v)", controllers[0], hp.host, names)
-		assert.Equal(t, id, ctrl.id, "GOSTREAM_CONTROLLER %q names service %s, whose GOSTREAM_ID is %d", controllers[0], hp.host, ctrl.id)
-		assert.Equal(t, ctrl.listen.port, hp.port, "GOSTREAM_CONTROLLER %q: the port must be %s's RPC port", controllers[0], hp.host)
+		entries := strings.Split(controllers[0], ",")
+		assert.Len(t, entries, 3, "GOSTREAM_CONTROLLER %q: three candidates, so that the cluster survives its controller's loss", controllers[0])
+		for _, entry := range entries {
+			idText, addr, ok := strings.Cut(entry, "@")
+			require.True(t, ok, "GOSTREAM_CONTROLLER entry %q: want ID@HOST:PORT", entry)
+			id, err := strconv.Atoi(idText)
+			require.NoError(t, err, "GOSTREAM_CONTROLLER entry %q: want ID@HOST:PORT", entry)
+			hp, err := parseHostPort(addr)
+			require.NoError(t, err, "GOSTREAM_CONTROLLER entry %q", entry)
+			ctrl, ok := nodes[hp.host]
+			require.True(t, ok, "GOSTREAM_CONTROLLER entry %q: host %q is not a node service of the file (%v)", entry, hp.host, names)
+			assert.Equal(t, id, ctrl.id, "GOSTREAM_CONTROLLER entry %q names service %s, whose GOSTREAM_ID is %d", entry, hp.host, ctrl.id)
+			assert.Equal(t, ctrl.listen.port, hp.port, "GOSTREAM_CONTROLLER entry %q: the port must be %s's RPC port", entry, hp.host)
+		}
 	})
 
 	t.Run("gossip seeds", func(t *testing.T) {

@@ -2,9 +2,13 @@
 # scripts/run-cluster.sh and scripts/run-node.sh so that a node started
 # again by itself gets exactly the flags and data it had:
 #
-#   node 1 (the controller): RPC 9400, gossip 9401, HTTP 9402
-#   node 2:                  RPC 9410, gossip 9411, HTTP 9412
-#   node 3:                  RPC 9420, gossip 9421, HTTP 9422
+#   node 1: RPC 9400, gossip 9401, HTTP 9402
+#   node 2: RPC 9410, gossip 9411, HTTP 9412
+#   node 3: RPC 9420, gossip 9421, HTTP 9422
+#
+# All three are candidates of the replicated controller
+# (docs/controller-raft.md): one of them is the active controller, and
+# another takes over by itself if it dies.
 #
 # Data lives under $DATA/node1, node2, node3 (./data by default).
 
@@ -49,7 +53,17 @@ node_args() {
 	done
 	NODE_ARGS=(--id "$id" --data-dir "$DATA/node$id"
 		--listen "127.0.0.1:$(node_port "$id" 0)" --gossip "127.0.0.1:$(node_port "$id" 1)" --http "127.0.0.1:$(node_port "$id" 2)"
-		--join "$(IFS=,; echo "${join[*]}")" --controller "1@127.0.0.1:$(node_port 1 0)")
+		--join "$(IFS=,; echo "${join[*]}")" --controller "$(controllers)")
+}
+
+# controllers: the --controller list, all three nodes candidates of the
+# replicated controller.
+controllers() {
+	local id list=()
+	for id in "${NODES[@]}"; do
+		list+=("$id@127.0.0.1:$(node_port "$id" 0)")
+	done
+	(IFS=,; echo "${list[*]}")
 }
 
 # exit_reason STATUS: how a process that exited with STATUS ended.

@@ -4,9 +4,13 @@
 # it. `make run` builds the binaries and runs this. The nodes, their ports
 # and flags are in scripts/local-cluster.sh:
 #
-#   node 1 (the controller): RPC 9400, gossip 9401, HTTP 9402
-#   node 2:                  RPC 9410, gossip 9411, HTTP 9412
-#   node 3:                  RPC 9420, gossip 9421, HTTP 9422
+#   node 1: RPC 9400, gossip 9401, HTTP 9402
+#   node 2: RPC 9410, gossip 9411, HTTP 9412
+#   node 3: RPC 9420, gossip 9421, HTTP 9422
+#
+# All three are candidates of the replicated controller
+# (docs/controller-raft.md): one of them is the active controller, and
+# another takes over by itself if it dies.
 #
 # Data lives under $DATA/node1, node2, node3 (./data by default) and is kept:
 # running it again brings back the same cluster. Logs of all three go to the
@@ -168,7 +172,7 @@ done
 ctl="$BIN/gostream-ctl"
 cat <<MSG
 
-gostream: three nodes are up; node 1 is the controller. Data in $DATA/node{1,2,3}.
+gostream: three nodes are up, each a controller candidate; one is active (gostream-ctl controller status). Data in $DATA/node{1,2,3}.
   node 1  RPC 127.0.0.1:9400  gossip 127.0.0.1:9401  HTTP 127.0.0.1:9402
   node 2  RPC 127.0.0.1:9410  gossip 127.0.0.1:9411  HTTP 127.0.0.1:9412
   node 3  RPC 127.0.0.1:9420  gossip 127.0.0.1:9421  HTTP 127.0.0.1:9422
