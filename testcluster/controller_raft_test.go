@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -200,4 +201,68 @@ func TestControllerCommands(t *testing.T) {
 	rep = controllerStatus(t, c)
 	assert.Len(t, rep.Candidates, 2)
 	assert.Equal(t, to, rep.Active)
+}
+
+// TestUpgradeFromASingleController follows the README's upgrade: a
+// cluster running one controller is given the list of three candidates on
+// every node, restarted one node at a time, the old controller last. The
+// old controller seeds the group with its metadata and audit trail; no
+// topic, epoch or event is lost, its metadata file is retired, and the
+// group then survives the loss of the active controller.
+func TestUpgradeFromASingleController(t *testing.T) {
+	c := startCandidates(t, 3, 1)
+	cl := newClient(t, c)
+	createTopic(t, cl, "kept", 3, 3)
+	acked := produceTo(t, cl, "kept", 0, "v", 10)
+	ctlOK(t, c, "topic", "seal", "kept")
+	require.NoError(t, c.Node(3).Kill())
+	ctlOK(t, c, "failover", "--broker", "3")
+	require.NoError(t, c.StartNode(3))
+	ctlOK(t, c, "recover", "--broker", "3")
+	history := ctlOK(t, c, "cluster", "history", "--output", "json").Stdout
+	require.Contains(t, history, `"action":"recover"`)
+	var st transport.NodeStatus
+	body, err := c.Node(1).HTTPGet(transport.StatusPath)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(body, &st))
+	epoch := st.MetadataEpoch
+
+	// Every node gets the list; the old controller restarts last.
+	c.cfg.Candidates = 3
+	for _, id := range []int32{2, 3, 1} {
+		require.NoError(t, c.Node(id).Stop(30*time.Second))
+		require.NoError(t, c.StartNode(id))
+	}
+	active, err := c.ActiveController(30*time.Second, 0)
+	require.NoError(t, err)
+	assert.Equal(t, int32(1), active, "the old controller seeds the group and leads it first")
+	body, err = c.Node(1).HTTPGet(transport.StatusPath)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(body, &st))
+	assert.GreaterOrEqual(t, st.MetadataEpoch, epoch, "the group goes on from the single controller's epoch")
+	assert.NoFileExists(t, filepath.Join(c.Node(1).DataDir, "controller", "metadata.json"), "the seed file is retired")
+	assert.FileExists(t, filepath.Join(c.Node(1).DataDir, "controller", "metadata.json.seeded"))
+	rep := controllerStatus(t, c)
+	assert.Equal(t, "replicated", rep.Mode)
+	require.Len(t, rep.Candidates, 3)
+	assert.Equal(t, history, ctlOK(t, c, "cluster", "history", "--output", "json").Stdout, "the audit trail came along")
+
+	// The group now survives the loss of its active controller.
+	require.NoError(t, c.Node(1).Kill())
+	next, err := c.ActiveController(10*time.Second, 1)
+	require.NoError(t, err)
+	t.Logf("candidate %d active after the old controller's kill", next)
+	desc := ctlOK(t, c, "topic", "describe", "kept", "--output", "json").Stdout
+	assert.Contains(t, desc, `"sealed":true`)
+	assert.Equal(t, history, ctlOK(t, c, "cluster", "history", "--output", "json").Stdout)
+	ctlOK(t, c, "failover", "--broker", "1")
+	got := consumeAll(t, cl, "kept", 0)
+	for off, v := range acked {
+		assert.Equal(t, v, got[off], "acknowledged record at offset %d", off)
+	}
+	// Restarted, the old controller does not seed a group again.
+	require.NoError(t, c.StartNode(1))
+	again, err := c.ActiveController(5*time.Second, 0)
+	require.NoError(t, err)
+	assert.Equal(t, next, again)
 }
