@@ -123,7 +123,7 @@ bench-groups:
 CHAOS_DURATION  ?= 60s
 CHAOS_SEED      ?= 0
 CHAOS_RUNS      ?= 1
-CHAOS_SCENARIOS ?= leader-kill,follower-kill,leader-pause,leader-isolated,controller-isolated,controller-mid-failover,lost-unsynced,slow-network,rolling-restart,duplicate-id,bit-rot,disk-full,topic-recreate,restart-one-down,power-loss,group-members,random
+CHAOS_SCENARIOS ?= leader-kill,follower-kill,leader-pause,leader-isolated,controller-isolated,controller-mid-failover,lost-unsynced,slow-network,rolling-restart,duplicate-id,bit-rot,disk-full,topic-recreate,restart-one-down,power-loss,group-members,random,raft-controller-kill,raft-controller-isolated,raft-controller-mid-failover
 chaos:
 	$(GO) run ./testcluster/cmd/chaos --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED) --runs $(CHAOS_RUNS) --scenarios $(CHAOS_SCENARIOS)
 

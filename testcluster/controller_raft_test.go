@@ -266,3 +266,59 @@ func TestUpgradeFromASingleController(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, next, again)
 }
+
+// TestActiveControllerKilledMidFailoverIsRedoneByTheNext: three
+// candidates and a plain broker; the active controller dies between
+// fencing a partition's replicas with its reserved epoch and committing
+// the new leader (crash point failover-after-fence). Another candidate is
+// active by itself, the same failover sent again succeeds with an epoch
+// above the reserved one, and nothing acknowledged is lost.
+func TestActiveControllerKilledMidFailoverIsRedoneByTheNext(t *testing.T) {
+	c := startCandidates(t, 4, 3)
+	cl := newClient(t, c)
+	tm := createTopic(t, cl, "mid", 4, 3)
+	p3 := tm.Partitions[3]
+	require.Equal(t, int32(4), p3.Leader, "round-robin placement: partition 3 led by broker 4")
+	acked := produceTo(t, cl, "mid", 3, "before", 10)
+
+	// Candidate 1, active, dies at the crash point.
+	require.NoError(t, c.Node(1).Stop(10*time.Second))
+	c.Node(1).Env = []string{"GOSTREAM_CRASHPOINT=failover-after-fence"}
+	require.NoError(t, c.StartNode(1))
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		c.Ctl(ctx, "", "controller", "transfer", "--to", "1")
+		id, err := c.ActiveController(2*time.Second, 0)
+		return err == nil && id == 1
+	}, 30*time.Second, 100*time.Millisecond, "candidate 1 active")
+	require.NoError(t, c.Node(4).Kill())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := c.Ctl(ctx, "", "failover", "--topic", "mid", "--partition", "3")
+	require.NoError(t, err)
+	require.NotEqual(t, 0, res.Exit, "the active controller died mid-failover")
+	require.Eventually(t, func() bool { return !c.Node(1).Running() }, 10*time.Second, 50*time.Millisecond)
+
+	next, err := c.ActiveController(10*time.Second, 1)
+	require.NoError(t, err)
+	t.Logf("candidate %d active after the crash", next)
+	out := ctlOK(t, c, "failover", "--topic", "mid", "--partition", "3", "--output", "json").Stdout
+	var rep struct {
+		Results []changeResult `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+	require.Len(t, rep.Results, 1)
+	assert.Equal(t, int32(2), rep.Results[0].NewEpoch, "the redo takes an epoch above the one the dead controller reserved")
+	for k, v := range produceTo(t, cl, "mid", 3, "after", 10) {
+		acked[k] = v
+	}
+	got := consumeAll(t, cl, "mid", 3)
+	for off, v := range acked {
+		assert.Equal(t, v, got[off], "acknowledged record at offset %d", off)
+	}
+	c.Node(1).Env = nil
+	require.NoError(t, c.StartNode(1))
+	_, err = c.ActiveController(10*time.Second, 0)
+	require.NoError(t, err)
+}

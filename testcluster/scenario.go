@@ -20,11 +20,13 @@ import (
 // Scenarios are the chaos scenarios, in the order `make chaos` runs them.
 var Scenarios = []string{"leader-kill", "follower-kill", "leader-pause", "leader-isolated", "controller-isolated",
 	"controller-mid-failover", "lost-unsynced", "slow-network", "rolling-restart",
-	"duplicate-id", "bit-rot", "disk-full", "topic-recreate", "restart-one-down", "power-loss", "group-members", "random"}
+	"duplicate-id", "bit-rot", "disk-full", "topic-recreate", "restart-one-down", "power-loss", "group-members", "random",
+	"raft-controller-kill", "raft-controller-isolated", "raft-controller-mid-failover"}
 
 // needsNetwork lists the scenarios that cut links or slow them down: they
 // run only inside the harness's network namespace.
-var needsNetwork = map[string]bool{"leader-isolated": true, "controller-isolated": true, "slow-network": true, "random": true}
+var needsNetwork = map[string]bool{"leader-isolated": true, "controller-isolated": true, "slow-network": true, "random": true,
+	"raft-controller-isolated": true}
 
 // ScenarioConfig is one run of one scenario.
 type ScenarioConfig struct {
@@ -162,7 +164,11 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 	}
 	// Every node runs on the crashfs build: kill -9 loses what a node had
 	// not fsync'd, as a machine crash does, and disks can fill.
-	r.c, err = New(Config{Nodes: 3, Dir: dir, Race: cfg.Race, Logf: r.log, Netns: netErr == nil, Seed: cfg.Seed, CrashFS: true})
+	nodes, candidates := 3, 0
+	if isRaftScenario(cfg.Name) {
+		nodes, candidates = raftScenarioNodes, raftCandidates
+	}
+	r.c, err = New(Config{Nodes: nodes, Candidates: candidates, Dir: dir, Race: cfg.Race, Logf: r.log, Netns: netErr == nil, Seed: cfg.Seed, CrashFS: true})
 	if err != nil {
 		res.Err = err
 		return res
@@ -190,6 +196,11 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 	sampler := NewLeaderSampler(r.c, chaosTopic, 250*time.Millisecond)
 	sampler.Start()
 	defer sampler.Stop()
+	var csampler *ControllerSampler
+	if candidates > 0 {
+		csampler = NewControllerSampler(r.c, 200*time.Millisecond)
+		defer csampler.Stop()
+	}
 	r.say("cluster up in %s, workload started: 4 producers, 2 consumers, a group of %d members (one static), %d partitions", dir, groupMembers, partitions)
 
 	end := time.Now().Add(cfg.Duration)
@@ -240,6 +251,11 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 	res.Violations = append(res.Violations, CheckOffsetsLogs(r.c, r.gw.group)...)
 	sampler.Stop() // takes a last sample, of the healed cluster
 	res.Violations = append(res.Violations, r.checkEpochsAndTruncations(sampler.Samples())...)
+	if csampler != nil {
+		cs := csampler.Stop()
+		r.say("controller group: %d samples", len(cs))
+		res.Violations = append(res.Violations, CheckControllerSamples(cs)...)
+	}
 	r.say("checked: %d operations, %d produces, %d acknowledged, %d records read, %d violations",
 		st.Ops, st.Produces, st.Acked, st.Reads, len(res.Violations))
 	return res
@@ -329,6 +345,12 @@ func scenarioFault(name string) (func(*run) error, int, bool) {
 		return (*run).groupFault, 3, true
 	case "random":
 		return (*run).randomFault, 3, true
+	case "raft-controller-kill":
+		return (*run).raftControllerKill, 4, true
+	case "raft-controller-isolated":
+		return (*run).raftControllerIsolated, 4, true
+	case "raft-controller-mid-failover":
+		return (*run).raftControllerMidFailover, 4, true
 	}
 	return nil, 0, false
 }
