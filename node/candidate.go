@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"sync"
 	"time"
@@ -78,6 +79,7 @@ func (n *Node) startCandidate(self ControllerAddr) error {
 		}
 	}
 	cd.layer = quorum.NewLayer(n.cfg.Advertise, func() string { return n.root.Stamp().ClusterID }, log.Named("raft-layer"))
+	cd.layer.LocalIP = net.ParseIP(n.cfg.DialSource)
 	qcfg.Transport = quorum.NewTransport(cd.layer, log.Named("raft-transport"))
 	var ctrl *controller.Controller
 	var ctrlMu sync.Mutex

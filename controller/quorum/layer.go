@@ -31,10 +31,14 @@ const preambleTimeout = 5 * time.Second
 type Layer struct {
 	addr      layerAddr
 	clusterID func() string
-	logger    hclog.Logger
-	conns     chan net.Conn
-	done      chan struct{}
-	once      sync.Once
+	// LocalIP, if set, is the address this candidate's Raft connections
+	// are dialed from (the node's --dial-source), as every other
+	// connection the node opens is.
+	LocalIP net.IP
+	logger  hclog.Logger
+	conns   chan net.Conn
+	done    chan struct{}
+	once    sync.Once
 
 	mu          sync.Mutex
 	lastRefusal time.Time
@@ -136,7 +140,11 @@ func (l *Layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Con
 		return nil, errors.New("the controller's Raft layer is closed")
 	default:
 	}
-	c, err := net.DialTimeout("tcp", string(address), timeout)
+	d := net.Dialer{Timeout: timeout}
+	if l.LocalIP != nil {
+		d.LocalAddr = &net.TCPAddr{IP: l.LocalIP}
+	}
+	c, err := d.Dial("tcp", string(address))
 	if err != nil {
 		return nil, err
 	}
