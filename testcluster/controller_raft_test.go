@@ -137,7 +137,7 @@ func controllerStatus(t *testing.T, c *Cluster) (rep struct {
 // state and the active one; transfer moves the active role; add of a
 // candidate no --controller lists, and a remove that would leave no
 // quorum, are refused and change nothing; cluster status warns of a
-// candidate that is down, with a command that works.
+// candidate that is down, with the command for a lost disk, which works.
 func TestControllerCommands(t *testing.T) {
 	c := startCandidates(t, 3, 3)
 	active, err := c.ActiveController(30*time.Second, 0)
@@ -182,8 +182,8 @@ func TestControllerCommands(t *testing.T) {
 	require.Eventually(t, func() bool {
 		res, err := c.Ctl(ctx, "", "cluster", "status")
 		return err == nil && strings.Contains(res.Stdout, fmt.Sprintf("controller candidate %d (", down)) &&
-			strings.Contains(res.Stdout, "gostream-ctl controller status")
-	}, 20*time.Second, 200*time.Millisecond)
+			strings.Contains(res.Stdout, fmt.Sprintf("gostream-ctl controller remove --id %d,", down))
+	}, 20*time.Second, 200*time.Millisecond, "cluster status warns of candidate %d, with the remove its advice gives (run below)", down)
 	other := int32(0)
 	for id := int32(1); id <= 3; id++ {
 		if id != to && id != down {
@@ -196,7 +196,8 @@ func TestControllerCommands(t *testing.T) {
 	}, 20*time.Second, 200*time.Millisecond, "remove refused for want of a quorum: %s", res.Stderr)
 	rep = controllerStatus(t, c)
 	assert.Len(t, rep.Candidates, 3, "nothing was removed")
-	// The dead one can be removed: two of two live voters are left.
+	// The dead one can be removed, as the warning's advice says: two of
+	// two live voters are left.
 	ctlOK(t, c, "controller", "remove", "--id", fmt.Sprint(down))
 	rep = controllerStatus(t, c)
 	assert.Len(t, rep.Candidates, 2)
