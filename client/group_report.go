@@ -70,10 +70,11 @@ func (s *survey) groupReport() (*ControllerGroupReport, []Warning) {
 	slices.SortFunc(g.Members, func(a, b CandidateReport) int { return int(a.ID - b.ID) })
 	g.Quorum = g.Voters/2 + 1
 	var ws []Warning
-	var down []string
+	var down, lost []string // the voters that do not answer; how to rebuild each
 	for _, m := range g.Members {
 		if m.Voter && !m.Answers {
 			down = append(down, fmt.Sprintf("%d (%s)", m.ID, m.Address))
+			lost = append(lost, fmt.Sprintf("gostream-ctl controller remove --id %d, start it with an empty --data-dir, then gostream-ctl controller add --id %d --addr %s", m.ID, m.ID, m.Address))
 		}
 	}
 	switch {
@@ -87,12 +88,6 @@ func (s *survey) groupReport() (*ControllerGroupReport, []Warning) {
 		noun, verb := "candidate", "does"
 		if len(down) > 1 {
 			noun, verb = "candidates", "do"
-		}
-		var lost []string
-		for _, m := range g.Members {
-			if m.Voter && !m.Answers {
-				lost = append(lost, fmt.Sprintf("gostream-ctl controller remove --id %d, start it with an empty --data-dir, then gostream-ctl controller add --id %d --addr %s", m.ID, m.ID, m.Address))
-			}
 		}
 		ws = append(ws, noCommand(
 			fmt.Sprintf("controller %s %s not answer: %d of %d candidates answer, so the group survives %s more",

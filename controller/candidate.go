@@ -123,23 +123,16 @@ func (c *Controller) Active() bool {
 	return !c.mu.inactive
 }
 
-// Candidate reports whether this is a candidate of a replicated
-// controller.
-func (c *Controller) Candidate() bool { return c.group != nil }
-
-// singleFile is the metadata file of a single controller, in its Dir.
-const singleFile = "metadata.json"
-
 // SingleState reads what a single controller left in dir (its metadata
 // file and its audit trail), for the candidate that seeds a group with
 // it when the cluster is upgraded to a replicated controller. It is
 // metadata.ErrNotFound when dir holds no metadata file.
 func SingleState(dir string) (*metadata.Cluster, []transport.HistoryEvent, error) {
-	meta, err := metadata.NewStore(filepath.Join(dir, singleFile)).Load()
+	meta, err := metadata.NewStore(filepath.Join(dir, metadataFile)).Load()
 	if err != nil {
 		return nil, nil, err
 	}
-	h := &history{path: filepath.Join(dir, "history.jsonl")}
+	h := &history{path: filepath.Join(dir, historyFile)}
 	evs, err := h.read()
 	if err != nil {
 		return nil, nil, err
@@ -151,7 +144,7 @@ func SingleState(dir string) (*metadata.Cluster, []transport.HistoryEvent, error
 // group holds what it said, so that it seeds no group again: it becomes
 // metadata.json.seeded. No file is not an error.
 func RetireSingleState(dir string) error {
-	path := filepath.Join(dir, singleFile)
+	path := filepath.Join(dir, metadataFile)
 	err := os.Rename(path, path+".seeded")
 	if errors.Is(err, os.ErrNotExist) {
 		return nil

@@ -94,6 +94,12 @@ type Controller struct {
 	}
 }
 
+// The single controller's files, in its Dir.
+const (
+	metadataFile = "metadata.json"
+	historyFile  = "history.jsonl"
+)
+
 // Open loads the metadata, or creates a new cluster with this broker as
 // its only member when there is none. Damaged metadata stops the node
 // with the file and the reason: it is never rewritten.
@@ -108,8 +114,8 @@ func Open(cfg Config) (*Controller, error) {
 	c := &Controller{
 		cfg:     cfg,
 		logger:  cfg.Logger,
-		store:   metadata.NewStore(filepath.Join(cfg.Dir, "metadata.json")),
-		history: &history{path: filepath.Join(cfg.Dir, "history.jsonl")},
+		store:   metadata.NewStore(filepath.Join(cfg.Dir, metadataFile)),
+		history: &history{path: filepath.Join(cfg.Dir, historyFile)},
 	}
 	c.journal = &fileJournal{store: c.store, hist: c.history}
 	c.mu.seen = map[int32]string{}

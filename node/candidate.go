@@ -8,6 +8,7 @@ import (
 	"net"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gostream/controller"
@@ -64,31 +65,30 @@ func (n *Node) startCandidate(self ControllerAddr) error {
 	if err != nil {
 		return err
 	}
-	if !has {
-		if err := n.decideSeed(cd, &qcfg); err != nil {
-			return err
-		}
+	// A single controller's file seeds the group (the upgrade), and seeds
+	// it again after a restart of a seed that stopped between
+	// bootstrapping its log and writing the first metadata into it: the
+	// file is renamed only once the group holds it.
+	single, hist, err := controller.SingleState(cd.dir)
+	switch {
+	case err == nil:
+		cd.upgrade = true
+		cd.seed = func() (*metadata.Cluster, []transport.HistoryEvent, error) { return single, hist, nil }
+	case !has && !errors.Is(err, metadata.ErrNotFound):
+		return fmt.Errorf("controller metadata: %w", err)
 	}
-	if cd.seed == nil {
-		// Restarted after a seed that stopped between bootstrapping its
-		// log and writing the first metadata into it: the file is still
-		// there (it is renamed only once the group holds it).
-		if meta, hist, err := controller.SingleState(cd.dir); err == nil {
-			cd.upgrade = true
-			cd.seed = func() (*metadata.Cluster, []transport.HistoryEvent, error) { return meta, hist, nil }
+	if !has {
+		if err := n.decideSeed(cd, &qcfg, single, hist); err != nil {
+			return err
 		}
 	}
 	cd.layer = quorum.NewLayer(n.cfg.Advertise, func() string { return n.root.Stamp().ClusterID }, log.Named("raft-layer"))
 	cd.layer.LocalIP = net.ParseIP(n.cfg.DialSource)
 	qcfg.Transport = quorum.NewTransport(cd.layer, log.Named("raft-transport"))
-	var ctrl *controller.Controller
-	var ctrlMu sync.Mutex
+	var ctrl atomic.Pointer[controller.Controller] // set once the group is open
 	qcfg.Probe = n.candidateAnswers
 	qcfg.OnChange = func(meta *metadata.Cluster) {
-		ctrlMu.Lock()
-		c := ctrl
-		ctrlMu.Unlock()
-		if c != nil {
+		if c := ctrl.Load(); c != nil {
 			c.Adopt(meta)
 		}
 		cd.offer(meta)
@@ -99,14 +99,11 @@ func (n *Node) startCandidate(self ControllerAddr) error {
 		return err
 	}
 	cd.group = g
-	selfBroker := metadata.Broker{ID: n.cfg.ID, Addr: n.cfg.Advertise, HTTP: n.cfg.HTTP, Gossip: n.cfg.Gossip, RootID: n.root.Stamp().RootID}
 	c := controller.OpenCandidate(controller.Config{
-		Dir: cd.dir, RootCluster: n.root.Stamp().ClusterID, Self: selfBroker,
+		Dir: cd.dir, RootCluster: n.root.Stamp().ClusterID, Self: n.selfBroker(),
 		Logger: log, Apply: n.broker.applyMetadata, Push: n.pushMetadata, Pool: n.pool, WireError: wireError,
 	}, g)
-	ctrlMu.Lock()
-	ctrl = c
-	ctrlMu.Unlock()
+	ctrl.Store(c)
 	// A change applied while the controller was being made.
 	if m := g.Metadata(); m != nil {
 		c.Adopt(m)
@@ -129,21 +126,16 @@ func (n *Node) startCandidate(self ControllerAddr) error {
 //
 // A seed of a new cluster stamps its root with the cluster id before Raft
 // starts, so that the others' layers and controller refuse it should it
-// ever seed a second cluster.
-func (n *Node) decideSeed(cd *candidacy, qcfg *quorum.Config) error {
-	meta, hist, err := controller.SingleState(cd.dir)
-	switch {
-	case err == nil:
-		if meta.ControllerID != n.cfg.ID {
-			return fmt.Errorf("controller metadata %s names controller %d, but this is broker %d", filepath.Join(cd.dir, "metadata.json"), meta.ControllerID, n.cfg.ID)
+// ever seed a second cluster. single and hist are the single
+// controller's file and audit trail, nil when there is none.
+func (n *Node) decideSeed(cd *candidacy, qcfg *quorum.Config, single *metadata.Cluster, hist []transport.HistoryEvent) error {
+	if single != nil {
+		if single.ControllerID != n.cfg.ID {
+			return fmt.Errorf("controller metadata %s names controller %d, but this is broker %d", filepath.Join(cd.dir, "metadata.json"), single.ControllerID, n.cfg.ID)
 		}
-		qcfg.Seed, qcfg.First, qcfg.FirstHistory = true, meta, hist
-		cd.upgrade = true
-		cd.seed = func() (*metadata.Cluster, []transport.HistoryEvent, error) { return meta, hist, nil }
-		n.logger.Info("seeding the controller group with this node's single-controller metadata", "metadata_epoch", meta.Epoch, "cluster", meta.ClusterID)
+		qcfg.Seed, qcfg.First, qcfg.FirstHistory = true, single, hist
+		n.logger.Info("seeding the controller group with this node's single-controller metadata", "metadata_epoch", single.Epoch, "cluster", single.ClusterID)
 		return nil
-	case !errors.Is(err, metadata.ErrNotFound):
-		return fmt.Errorf("controller metadata: %w", err)
 	}
 	for _, c := range n.cfg.Controllers {
 		if c.ID < n.cfg.ID {
@@ -159,8 +151,7 @@ func (n *Node) decideSeed(cd *candidacy, qcfg *quorum.Config) error {
 		n.logger.Warn("this candidate has no controller state, but another candidate holds metadata: it joins the group instead of seeding one", "candidate", c.String())
 		return nil
 	}
-	self := metadata.Broker{ID: n.cfg.ID, Addr: n.cfg.Advertise, HTTP: n.cfg.HTTP, Gossip: n.cfg.Gossip, RootID: n.root.Stamp().RootID}
-	first, err := controller.NewClusterMetadata(self)
+	first, err := controller.NewClusterMetadata(n.selfBroker())
 	if err != nil {
 		return err
 	}

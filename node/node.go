@@ -82,6 +82,11 @@ func (n *Node) isController() bool {
 	return len(n.cfg.Controllers) == 1 && n.cfg.Controllers[0].ID == n.cfg.ID
 }
 
+// selfBroker is this node as the metadata lists it.
+func (n *Node) selfBroker() metadata.Broker {
+	return metadata.Broker{ID: n.cfg.ID, Addr: n.cfg.Advertise, HTTP: n.cfg.HTTP, Gossip: n.cfg.Gossip, RootID: n.root.Stamp().RootID}
+}
+
 // activeController is this node's controller if it makes changes now: the
 // single controller, or the active candidate; nil otherwise.
 func (n *Node) activeController() *controller.Controller {
@@ -152,9 +157,8 @@ func (n *Node) start() error {
 		return n.startCandidate(self)
 	}
 	if n.isController() {
-		self := metadata.Broker{ID: n.cfg.ID, Addr: n.cfg.Advertise, HTTP: n.cfg.HTTP, Gossip: n.cfg.Gossip, RootID: n.root.Stamp().RootID}
 		c, err := controller.Open(controller.Config{
-			Dir: filepath.Join(n.cfg.DataDir, "controller"), RootCluster: n.root.Stamp().ClusterID, Self: self,
+			Dir: filepath.Join(n.cfg.DataDir, "controller"), RootCluster: n.root.Stamp().ClusterID, Self: n.selfBroker(),
 			Logger: n.logger.Named("controller"), Apply: n.broker.applyMetadata, Push: n.pushMetadata, Pool: n.pool,
 			WireError: wireError,
 		})
