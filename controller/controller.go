@@ -233,6 +233,13 @@ func (c *Controller) change(ctx context.Context, what string, fn func(*metadata.
 	if err != nil || next == nil {
 		return err
 	}
+	return c.publish(ctx, what, next)
+}
+
+// publish applies persisted metadata here while it pushes it to the
+// other brokers, and returns once both are done (the push: answered, or
+// its timeout passed).
+func (c *Controller) publish(ctx context.Context, what string, next *metadata.Cluster) error {
 	pushed := make(chan struct{})
 	go func() {
 		defer close(pushed)
@@ -240,7 +247,7 @@ func (c *Controller) change(ctx context.Context, what string, fn func(*metadata.
 		defer cancel()
 		c.cfg.Push(pctx, next)
 	}()
-	err = c.applyHere(what, next)
+	err := c.applyHere(what, next)
 	<-pushed
 	return err
 }

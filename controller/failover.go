@@ -95,7 +95,8 @@ func (c *Controller) commitSteps(ctx context.Context, what string, steps []*step
 		return
 	}
 	failed := map[*step]error{}
-	err := c.change(ctx, fmt.Sprintf("%s: %d partitions", what, len(decided)), func(m *metadata.Cluster) error {
+	what = fmt.Sprintf("%s: %d partitions", what, len(decided))
+	next, err := c.commit(ctx, what, func(m *metadata.Cluster) error {
 		clear(failed)
 		n := 0
 		for _, s := range decided {
@@ -115,6 +116,12 @@ func (c *Controller) commitSteps(ctx context.Context, what string, steps []*step
 		}
 		return nil
 	})
+	if err == nil && next != nil {
+		if hasAction(decided, transport.ActionFailover, transport.ActionElectLeader) {
+			crashpoint("failover-after-commit")
+		}
+		err = c.publish(ctx, what, next)
+	}
 	for _, s := range decided {
 		switch {
 		case err != nil:
@@ -215,6 +222,9 @@ func (c *Controller) moveOff(ctx context.Context, dry bool, steps []*step) {
 	// 2. Every new epoch is above any handed out; persisted before it is
 	// used, in one change.
 	c.reserveEpochs(ctx, dry, steps)
+	if !dry && hasAction(steps, transport.ActionFailover, transport.ActionElectLeader) {
+		crashpoint("failover-after-reserve")
+	}
 	// 3-5. Fence, choose, compare.
 	each(steps, func(s *step) {
 		if s.res.Action != transport.ActionDropFollower {

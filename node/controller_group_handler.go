@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"gostream/controller/quorum"
@@ -95,6 +96,7 @@ func (h *rpcHandler) controllerChange(req *transport.Request) transport.Reply {
 	}
 	return func(ctx context.Context) (transport.Message, error) {
 		g := n.candidacy.group
+		before := g.Status()
 		var err error
 		switch r.Op {
 		case transport.ControllerTransfer:
@@ -116,9 +118,42 @@ func (h *rpcHandler) controllerChange(req *transport.Request) transport.Reply {
 		if r.Op == transport.ControllerTransfer {
 			n.waitActive(ctx, r.ID)
 		}
+		requester := r.Requester
+		if requester == "" {
+			requester = req.RemoteAddr
+		}
+		n.audit(ctx, groupEvent(r, requester, before, g.Status()))
 		data, err := json.Marshal(n.controllerStatus())
 		return &transport.JSONMessage{Data: data}, err
 	}
+}
+
+// groupEvent is the audit trail's event of a change of the controller
+// group: the active controller and the voters before and after.
+func groupEvent(r transport.ControllerChangeRequest, requester string, before, after quorum.Status) transport.HistoryEvent {
+	voters := func(st quorum.Status) []int32 {
+		var ids []int32
+		for _, m := range st.Members {
+			if m.Voter {
+				ids = append(ids, m.ID)
+			}
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	note := fmt.Sprintf("controller %s of candidate %d", r.Op, r.ID)
+	if r.Addr != "" {
+		note += " at " + r.Addr
+	}
+	return transport.HistoryEvent{Time: time.Now().UTC(), Requester: requester, ChangeResult: transport.ChangeResult{
+		Partition: -1, Action: map[string]transport.Action{
+			transport.ControllerTransfer: transport.ActionControllerTransfer,
+			transport.ControllerAdd:      transport.ActionControllerAdd,
+			transport.ControllerRemove:   transport.ActionControllerRemove,
+		}[r.Op],
+		OldLeader: before.Leader.ID, NewLeader: after.Leader.ID,
+		OldActive: voters(before), NewActive: voters(after), Note: note,
+	}}
 }
 
 // waitActive waits, a little, until this candidate knows id leads the

@@ -120,8 +120,10 @@ func (c *Cluster) Controller() string {
 }
 
 // ActiveController waits until a running candidate is the active
-// controller, one other than not (0: any), as its own status says (its
-// metadata names it), and returns its id.
+// controller, one other than not (0: any), and returns its id. Active
+// means its controller makes changes (a candidate's: it leads the Raft
+// group and has taken over) and its own metadata names it: a candidate
+// restarted over a broker cache that names it is not active for that.
 func (c *Cluster) ActiveController(timeout time.Duration, not int32) (int32, error) {
 	deadline := time.Now().Add(timeout)
 	var last string
@@ -130,13 +132,22 @@ func (c *Cluster) ActiveController(timeout time.Duration, not int32) (int32, err
 			if n.ID == not || !n.Running() {
 				continue
 			}
+			cs, err := n.ControllerStatus(time.Second)
+			if err != nil {
+				last = fmt.Sprintf("node %d: %v", n.ID, err)
+				continue
+			}
+			if !cs.Active {
+				last = fmt.Sprintf("node %d is not active (%s %s, leader %d)", n.ID, cs.Mode, cs.State, cs.Leader)
+				continue
+			}
 			body, err := n.HTTPGet(transport.StatusPath)
 			var st transport.NodeStatus
 			if err == nil && json.Unmarshal(body, &st) == nil {
 				if st.Controller == n.ID {
 					return n.ID, nil
 				}
-				last = fmt.Sprintf("node %d names controller %d at metadata epoch %d", n.ID, st.Controller, st.MetadataEpoch)
+				last = fmt.Sprintf("node %d is active but its metadata names controller %d at epoch %d", n.ID, st.Controller, st.MetadataEpoch)
 			}
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -202,6 +205,32 @@ func TestControllerCommands(t *testing.T) {
 	rep = controllerStatus(t, c)
 	assert.Len(t, rep.Candidates, 2)
 	assert.Equal(t, to, rep.Active)
+
+	// The audit trail holds the transfer and the removal, and not the
+	// refused ones.
+	var hist struct {
+		Events []struct {
+			Action    string  `json:"action"`
+			OldLeader int32   `json:"old_leader"`
+			NewLeader int32   `json:"new_leader"`
+			OldActive []int32 `json:"old_active"`
+			NewActive []int32 `json:"new_active"`
+		} `json:"events"`
+	}
+	out := ctlOK(t, c, "cluster", "history", "--output", "json").Stdout
+	require.NoError(t, json.Unmarshal([]byte(out), &hist), out)
+	var group []string
+	for _, ev := range hist.Events {
+		if strings.HasPrefix(ev.Action, "controller-") {
+			group = append(group, fmt.Sprintf("%s %d->%d %v->%v", ev.Action, ev.OldLeader, ev.NewLeader, ev.OldActive, ev.NewActive))
+		}
+	}
+	rest := []int32{1, 2, 3}
+	rest = slices.DeleteFunc(rest, func(id int32) bool { return id == down })
+	assert.Equal(t, []string{
+		fmt.Sprintf("controller-transfer %d->%d [1 2 3]->[1 2 3]", active, to),
+		fmt.Sprintf("controller-remove %d->%d [1 2 3]->%v", to, to, rest),
+	}, group)
 }
 
 // TestUpgradeFromASingleController follows the README's upgrade: a
@@ -268,58 +297,160 @@ func TestUpgradeFromASingleController(t *testing.T) {
 	assert.Equal(t, next, again)
 }
 
-// TestActiveControllerKilledMidFailoverIsRedoneByTheNext: three
-// candidates and a plain broker; the active controller dies between
-// fencing a partition's replicas with its reserved epoch and committing
-// the new leader (crash point failover-after-fence). Another candidate is
-// active by itself, the same failover sent again succeeds with an epoch
-// above the reserved one, and nothing acknowledged is lost.
-func TestActiveControllerKilledMidFailoverIsRedoneByTheNext(t *testing.T) {
+// TestActiveControllerKilledMidFailoverIsFinishedOrRedone: three
+// candidates and a plain broker, whose node is killed; the active
+// controller dies at each crash point of a failover (docs/failover.md),
+// each time another candidate: after reserving the new epoch, after
+// fencing the replicas with it, after committing the new leader but
+// before telling anyone. Another candidate is active by itself each
+// time; the same failover sent again is redone with an epoch above the
+// reserved one, or, once committed, is found done (the new leader
+// answers); nothing acknowledged is lost.
+func TestActiveControllerKilledMidFailoverIsFinishedOrRedone(t *testing.T) {
 	c := startCandidates(t, 4, 3)
 	cl := newClient(t, c)
-	tm := createTopic(t, cl, "mid", 4, 3)
-	p3 := tm.Partitions[3]
-	require.Equal(t, int32(4), p3.Leader, "round-robin placement: partition 3 led by broker 4")
-	acked := produceTo(t, cl, "mid", 3, "before", 10)
-
-	// Candidate 1, active, dies at the crash point.
-	require.NoError(t, c.Node(1).Stop(10*time.Second))
-	c.Node(1).Env = []string{"GOSTREAM_CRASHPOINT=failover-after-fence"}
-	require.NoError(t, c.StartNode(1))
-	require.Eventually(t, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		c.Ctl(ctx, "", "controller", "transfer", "--to", "1")
-		id, err := c.ActiveController(2*time.Second, 0)
-		return err == nil && id == 1
-	}, 30*time.Second, 100*time.Millisecond, "candidate 1 active")
+	createTopic(t, cl, "mid", 12, 3)
+	cases := []struct {
+		point     string
+		candidate int32
+		partition int32 // led by broker 4 (round robin over four brokers)
+		committed bool  // the dead controller's change is in the group
+	}{
+		{"failover-after-reserve", 1, 3, false},
+		{"failover-after-fence", 2, 7, false},
+		{"failover-after-commit", 3, 11, true},
+	}
+	acked := map[int32]map[int64]string{}
+	for _, tc := range cases {
+		acked[tc.partition] = produceTo(t, cl, "mid", tc.partition, "before", 10)
+	}
 	require.NoError(t, c.Node(4).Kill())
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	res, err := c.Ctl(ctx, "", "failover", "--topic", "mid", "--partition", "3")
-	require.NoError(t, err)
-	require.NotEqual(t, 0, res.Exit, "the active controller died mid-failover")
-	require.Eventually(t, func() bool { return !c.Node(1).Running() }, 10*time.Second, 50*time.Millisecond)
 
-	next, err := c.ActiveController(10*time.Second, 1)
+	for _, tc := range cases {
+		t.Run(tc.point, func(t *testing.T) {
+			k := c.Node(tc.candidate)
+			require.NoError(t, k.Stop(10*time.Second))
+			k.Env = []string{"GOSTREAM_CRASHPOINT=" + tc.point}
+			require.NoError(t, c.StartNode(tc.candidate))
+			k.Env = nil
+			require.Eventually(t, func() bool {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				c.Ctl(ctx, "", "controller", "transfer", "--to", fmt.Sprint(tc.candidate))
+				id, err := c.ActiveController(2*time.Second, 0)
+				return err == nil && id == tc.candidate
+			}, 30*time.Second, 100*time.Millisecond, "candidate %d active", tc.candidate)
+
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			res, err := c.Ctl(ctx, "", "failover", "--topic", "mid", "--partition", fmt.Sprint(tc.partition))
+			require.NoError(t, err)
+			require.NotEqual(t, 0, res.Exit, "the active controller died mid-failover: %s", res.Stdout)
+			require.Eventually(t, func() bool { return !k.Running() }, 10*time.Second, 50*time.Millisecond, "candidate %d died at %s", tc.candidate, tc.point)
+
+			next, err := c.ActiveController(10*time.Second, tc.candidate)
+			require.NoError(t, err)
+			t.Logf("candidate %d active after candidate %d died at %s", next, tc.candidate, tc.point)
+			res, err = c.Ctl(ctx, "", "failover", "--topic", "mid", "--partition", fmt.Sprint(tc.partition), "--output", "json")
+			require.NoError(t, err)
+			if tc.committed {
+				assert.Equal(t, 2, res.Exit, "the failover is done: the new leader answers: %s%s", res.Stdout, res.Stderr)
+				assert.Contains(t, res.Stderr, "LeaderStillAvailable")
+			} else {
+				require.Equal(t, 0, res.Exit, "%s%s", res.Stdout, res.Stderr)
+				var rep struct {
+					Results []changeResult `json:"results"`
+				}
+				require.NoError(t, json.Unmarshal([]byte(res.Stdout), &rep), res.Stdout)
+				require.Len(t, rep.Results, 1)
+				assert.Equal(t, int32(2), rep.Results[0].NewEpoch, "the redo takes an epoch above the one the dead controller reserved")
+			}
+			tm, err := cl.DescribeTopic(ctx, "mid")
+			require.NoError(t, err)
+			p := tm.Partitions[tc.partition]
+			assert.NotEqual(t, int32(4), p.Leader, "a live broker leads")
+			assert.NotContains(t, p.Active, int32(4))
+
+			for k, v := range produceTo(t, cl, "mid", tc.partition, "after", 10) {
+				acked[tc.partition][k] = v
+			}
+			got := consumeAll(t, cl, "mid", tc.partition)
+			for off, v := range acked[tc.partition] {
+				assert.Equal(t, v, got[off], "acknowledged record at offset %d", off)
+			}
+			require.NoError(t, c.StartNode(tc.candidate))
+		})
+	}
+}
+
+// TestDamagedRaftStoreIsReportedAndRebuilt: a candidate whose Raft store
+// is damaged refuses to start (Corrupt, exit 2), names the file, leaves
+// it as it was, and says how to rebuild the candidate from the others;
+// the commands it gives work when followed literally, and the rebuilt
+// candidate holds the group's metadata again.
+func TestDamagedRaftStoreIsReportedAndRebuilt(t *testing.T) {
+	c := startCandidates(t, 3, 3)
+	active, err := c.ActiveController(30*time.Second, 0)
 	require.NoError(t, err)
-	t.Logf("candidate %d active after the crash", next)
-	out := ctlOK(t, c, "failover", "--topic", "mid", "--partition", "3", "--output", "json").Stdout
-	var rep struct {
-		Results []changeResult `json:"results"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
-	require.Len(t, rep.Results, 1)
-	assert.Equal(t, int32(2), rep.Results[0].NewEpoch, "the redo takes an epoch above the one the dead controller reserved")
-	for k, v := range produceTo(t, cl, "mid", 3, "after", 10) {
-		acked[k] = v
-	}
-	got := consumeAll(t, cl, "mid", 3)
-	for off, v := range acked {
-		assert.Equal(t, v, got[off], "acknowledged record at offset %d", off)
-	}
-	c.Node(1).Env = nil
-	require.NoError(t, c.StartNode(1))
-	_, err = c.ActiveController(10*time.Second, 0)
+	cl := newClient(t, c)
+	createTopic(t, cl, "kept", 3, 3)
+	victim := int32(1 + active%3) // not the active one
+	n := c.Node(victim)
+	require.NoError(t, n.Stop(10*time.Second))
+
+	db := filepath.Join(n.DataDir, "controller", "raft.db")
+	raw, err := os.ReadFile(db)
 	require.NoError(t, err)
+	for i := 0; i < 64; i++ {
+		raw[i] ^= 0xff      // bbolt's first meta page
+		raw[4096+i] ^= 0xff // and its second
+	}
+	require.NoError(t, os.WriteFile(db, raw, 0o600))
+	require.NoError(t, n.Start(c.Controller(), nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	err = n.Wait(ctx)
+	cancel()
+	require.Error(t, err, "candidate %d started over a damaged Raft store", victim)
+	assert.Contains(t, err.Error(), "exit status 2")
+	log := n.LogTail(20)
+	assert.Contains(t, log, "Corrupt")
+	assert.Contains(t, log, db, "the error names the file")
+	after, err := os.ReadFile(db)
+	require.NoError(t, err)
+	assert.Equal(t, raw, after, "the damaged store was rewritten")
+
+	// Follow the advice literally.
+	remove := regexp.MustCompile(`gostream-ctl (controller remove --id \d+)`).FindStringSubmatch(log)
+	add := regexp.MustCompile(`gostream-ctl (controller add --id \d+ --addr \S+?)\)`).FindStringSubmatch(log)
+	require.NotNil(t, remove, "the advice names the removal: %s", log)
+	require.NotNil(t, add, "the advice names the addition: %s", log)
+	ctlOK(t, c, strings.Fields(remove[1])...)
+	dir := filepath.Join(n.DataDir, "controller")
+	require.NoError(t, os.Rename(dir, dir+".damaged"))
+	require.NoError(t, c.StartNode(victim))
+	ctlOK(t, c, strings.Fields(add[1])...)
+
+	want := int64(0)
+	require.Eventually(t, func() bool {
+		st, err := c.Node(active).ControllerStatus(time.Second)
+		if err != nil {
+			return false
+		}
+		want = st.MetadataEpoch
+		mine, err := n.ControllerStatus(time.Second)
+		if err != nil || mine.State != "Follower" || mine.MetadataEpoch != want {
+			return false
+		}
+		voters := 0
+		for _, m := range st.Members {
+			if m.Voter {
+				voters++
+			}
+		}
+		return voters == 3
+	}, 30*time.Second, 100*time.Millisecond, "candidate %d rebuilt as a voter holding the group's metadata", victim)
+	rep := controllerStatus(t, c)
+	assert.Len(t, rep.Candidates, 3)
+	res := ctlOK(t, c, "topic", "list", "--output", "json")
+	assert.Contains(t, res.Stdout, "kept")
 }

@@ -118,17 +118,27 @@ func (r *run) raftControllerIsolated() error {
 	return r.recoverAndRebalance(a)
 }
 
-// raftControllerMidFailover restarts the active controller with the crash
-// point failover-after-fence and has it fail over node 4, killed first:
-// it dies between fencing the replicas with its reserved epoch and
-// committing the new leaders. Another candidate must be active, and the
-// same failover sent again finishes it.
+// failoverCrashPoints are the points at which a controller can die in a
+// failover (docs/failover.md): after reserving the epochs, after fencing
+// the replicas, after committing the new leaders (before the push).
+var failoverCrashPoints = []string{"failover-after-reserve", "failover-after-fence", "failover-after-commit"}
+
+// raftControllerMidFailover restarts the active controller with one of
+// the failover crash points and has it fail over node 4, killed first:
+// it dies part way. Another candidate must be active, and the same
+// failover sent again finishes it (or finds it done).
 func (r *run) raftControllerMidFailover() error {
 	a, err := r.activeController(0)
 	if err != nil {
 		return err
 	}
 	const victim = raftScenarioNodes
+	// The crash point is in a leader failover: the victim must lead.
+	// Failovers leave leadership on the lowest ids, so move it back first.
+	r.electLeaders()
+	if leaders, err := r.leaders(); err == nil && !leaders[victim] {
+		r.note(fmt.Sprintf("node %d leads no partition of %s after elect-leaders; the crash point may not be reached", victim, chaosTopic))
+	}
 	r.countIfLeader(victim)
 	if err := r.c.Node(victim).Kill(); err != nil {
 		return err
@@ -138,13 +148,14 @@ func (r *run) raftControllerMidFailover() error {
 	if err := ctrl.Stop(10 * time.Second); err != nil {
 		r.say("stop node %d: %v", a, err)
 	}
-	ctrl.Env = []string{"GOSTREAM_CRASHPOINT=failover-after-fence"}
+	point := failoverCrashPoints[r.rng.Intn(len(failoverCrashPoints))]
+	ctrl.Env = []string{"GOSTREAM_CRASHPOINT=" + point}
 	err = r.c.StartNode(a)
 	ctrl.Env = nil
 	if err != nil {
 		return err
 	}
-	r.say("node %d restarted with crash point failover-after-fence", a)
+	r.say("node %d restarted with crash point %s", a, point)
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		r.c.Ctl(ctx, "", "controller", "transfer", "--to", fmt.Sprint(a))
@@ -233,18 +244,8 @@ func (s *ControllerSampler) sample() {
 		if !n.Running() {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		conn, err := transport.Dial(ctx, n.RPC, transport.ConnConfig{})
-		if err != nil {
-			cancel()
-			continue
-		}
-		var resp transport.JSONMessage
-		err = conn.Call(ctx, transport.APIControllerStatus, &transport.JSONMessage{Data: []byte("{}")}, &resp)
-		conn.Close()
-		cancel()
-		var st transport.ControllerStatus
-		if err != nil || json.Unmarshal(resp.Data, &st) != nil || st.Mode != "candidate" {
+		st, err := n.ControllerStatus(500 * time.Millisecond)
+		if err != nil || st.Mode != "candidate" {
 			continue
 		}
 		smp := ControllerSample{At: time.Now(), Node: n.ID, State: st.State, Active: st.Active, Term: st.Term, GroupEpoch: st.MetadataEpoch, BrokerEpoch: -1}

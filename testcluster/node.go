@@ -3,6 +3,7 @@ package testcluster
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"gostream/transport"
 )
 
 // Node is one gostream-node process slot: its id, addresses and data
@@ -376,6 +379,27 @@ func (n *Node) HTTPGet(path string) ([]byte, error) {
 		return body, fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
 	return body, nil
+}
+
+// ControllerStatus asks the node, over its RPC address, for its part in
+// the controller group.
+func (n *Node) ControllerStatus(timeout time.Duration) (transport.ControllerStatus, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	conn, err := transport.Dial(ctx, n.RPC, transport.ConnConfig{})
+	if err != nil {
+		return transport.ControllerStatus{}, err
+	}
+	defer conn.Close()
+	var resp transport.JSONMessage
+	if err := conn.Call(ctx, transport.APIControllerStatus, &transport.JSONMessage{Data: []byte("{}")}, &resp); err != nil {
+		return transport.ControllerStatus{}, err
+	}
+	var st transport.ControllerStatus
+	if err := json.Unmarshal(resp.Data, &st); err != nil {
+		return transport.ControllerStatus{}, fmt.Errorf("controller status of node %d: %w", n.ID, err)
+	}
+	return st, nil
 }
 
 // LogPath is the file the process's output goes to.

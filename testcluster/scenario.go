@@ -508,6 +508,11 @@ func (r *run) rebalance() {
 	if r.rng.Intn(3) == 0 {
 		return
 	}
+	r.electLeaders()
+}
+
+// electLeaders runs gostream-ctl elect-leaders; a refusal is noted.
+func (r *run) electLeaders() {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	res, err := r.ctlAt(ctx, r.c.Bootstrap(), "elect-leaders")

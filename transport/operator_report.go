@@ -76,6 +76,12 @@ const (
 	// ActionRestoreMetadata is the audit trail's event of a metadata
 	// restore.
 	ActionRestoreMetadata Action = "restore-metadata"
+	// The audit trail's events of changes of the controller group (Topic
+	// empty, Partition -1): the leaders are the active controllers, the
+	// active sets the voting candidates, before and after.
+	ActionControllerTransfer Action = "controller-transfer"
+	ActionControllerAdd      Action = "controller-add"
+	ActionControllerRemove   Action = "controller-remove"
 )
 
 // ChangeResult is what an operator change did to one partition (or, for a

@@ -19,6 +19,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"gostream/cmd/internal/exitcode"
+	"gostream/controller/quorum"
 	"gostream/metadata"
 	"gostream/node"
 	"gostream/storage"
@@ -426,7 +427,7 @@ func nameRunError(err error) error {
 		return exitcode.Fail("RootInUse", err)
 	case errors.Is(err, transport.ErrDuplicateBroker):
 		return exitcode.Fail("DuplicateBroker", err)
-	case errors.Is(err, storage.ErrCorrupt), errors.Is(err, metadata.ErrCorrupt):
+	case errors.Is(err, storage.ErrCorrupt), errors.Is(err, metadata.ErrCorrupt), errors.Is(err, quorum.ErrCorrupt):
 		return exitcode.Fail("Corrupt", err)
 	case errors.Is(err, node.ErrCannotListen):
 		return exitcode.Fail("CannotListen", err)
