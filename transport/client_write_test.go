@@ -150,7 +150,9 @@ func TestFailedSharedWrite(t *testing.T) {
 	// write fails at once on the closed connection.
 	firstDone := make(chan error, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		// Long enough for the calls below to queue on a loaded machine
+		// (at 500 ms a CI run once saw the write fail first).
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		firstDone <- c.Call(ctx, apiEcho, &ProduceRequest{Batch: make([]byte, blockingWriteBytes(gatedWindow))}, nil)
 	}()
