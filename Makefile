@@ -51,17 +51,21 @@ conformance: build
 	BIN=$(BIN) scripts/conformance.sh
 
 # Three nodes on loopback with the ports of docs/cli.md (node 1 the controller),
-# data in ./data/node{1,2,3}, in the foreground; Ctrl-C stops them.
+# data in ./data/node{1,2,3}, in the foreground; Ctrl-C stops them. SECURE=1
+# runs them with TLS, mutual TLS, gossip encryption and an admin token.
 run: build
-	BIN=$(BIN) scripts/run-cluster.sh
+	BIN=$(BIN) SECURE=$(SECURE) scripts/run-cluster.sh
 
 # One node of `make run` by itself, in the foreground, with the flags and
 # data `make run` gave it (N=1, 2 or 3): to start again a node that died
 # while the others run on. Then `gostream-ctl cluster status` says what is
 # left to do.
 N ?=
+# SECURE=1: the same cluster with TLS, mutual TLS, gossip encryption and an
+# admin token (docs/security.md); the files go to ./data/secure.
+SECURE ?=
 node: build
-	BIN=$(BIN) scripts/run-node.sh $(N)
+	BIN=$(BIN) SECURE=$(SECURE) scripts/run-node.sh $(N)
 
 # A one-minute tour: one node on a temporary directory, a topic, keyed
 # events produced and consumed, a partition replayed; then everything is

@@ -2,8 +2,10 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"gostream/metadata"
+	"gostream/security"
 	"gostream/transport"
 )
 
@@ -48,6 +51,24 @@ type Config struct {
 	// default (the frame limit of the largest batch limit a cluster may
 	// have).
 	MaxFrameBytes int
+	// TLS, if set, makes every connection TLS (RPC and HTTP): RootCAs
+	// the cluster's CA, Certificates a client certificate when the nodes
+	// ask for one. LoadTLS builds it from files. Nil: plaintext.
+	TLS *tls.Config
+	// Token, if set, is the bearer token the client authenticates with:
+	// sent first on every RPC connection, and as Authorization: Bearer on
+	// HTTP. It is never sent without TLS (ErrInvalidConfig).
+	Token string
+}
+
+// LoadTLS builds Config.TLS from PEM files: the cluster's CA (required),
+// and a client certificate and its key (both or neither).
+func LoadTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
+	c, err := security.ClientTLS(caFile, certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	return c, nil
 }
 
 func (c *Config) setDefaults() error {
@@ -58,6 +79,9 @@ func (c *Config) setDefaults() error {
 		if a == "" {
 			return fmt.Errorf("%w: empty bootstrap address", ErrInvalidConfig)
 		}
+	}
+	if c.Token != "" && c.TLS == nil {
+		return fmt.Errorf("%w: a token is never sent in the clear: give the cluster's CA too (Config.TLS, gostream-ctl --tls-ca)", ErrInvalidConfig)
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
@@ -163,6 +187,9 @@ type Client struct {
 	next  atomic.Uint32   // rotates the first broker asked for metadata
 	// coordinators caches each group's coordinator address.
 	coordinators sync.Map // group name -> string
+	// http is the client of the nodes' HTTP surface, made at first use.
+	http     *http.Client
+	httpOnce sync.Once
 
 	mu struct {
 		sync.Mutex
@@ -188,7 +215,10 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	connCfg := transport.ConnConfig{DialTimeout: cfg.DialTimeout, MaxFrameBytes: cfg.MaxFrameBytes}
+	connCfg := transport.ConnConfig{DialTimeout: cfg.DialTimeout, MaxFrameBytes: cfg.MaxFrameBytes, Token: cfg.Token}
+	if tc := cfg.TLS; tc != nil {
+		connCfg.TLS = func() *tls.Config { return tc }
+	}
 	c := &Client{
 		cfg:   cfg,
 		log:   cfg.Logger.Named("client"),
@@ -321,6 +351,10 @@ func (c *Client) refresh(ctx context.Context, topics []string) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
+			if errors.Is(err, transport.ErrUnauthorized) {
+				// Every broker answers the same from the same ACLs.
+				return fmt.Errorf("metadata: %w", err)
+			}
 			c.log.Debug("metadata request failed", "peer", addr, "err", err)
 			errs = append(errs, fmt.Errorf("%s: %w", addr, err))
 			continue
@@ -343,10 +377,29 @@ func (c *Client) refresh(ctx context.Context, topics []string) error {
 			return fmt.Errorf("metadata of %q: %w", topics, err)
 		}
 	}
+	if sameRefusal(errs) {
+		// Every broker refused alike (a token not recognized, no TLS):
+		// the first says why; no broker is unavailable.
+		return fmt.Errorf("metadata: every broker asked refused it alike; %w", errs[0])
+	}
 	if !errors.Is(errs[0], transport.ErrBrokerNotAvailable) {
 		errs = append(errs, transport.ErrBrokerNotAvailable)
 	}
 	return fmt.Errorf("metadata: no broker answered: %w", errors.Join(errs...))
+}
+
+// sameRefusal reports whether every error has the same error code, one
+// that retrying does not mend.
+func sameRefusal(errs []error) bool {
+	var code transport.Code
+	for i, err := range errs {
+		var te *transport.Error
+		if !errors.As(err, &te) || te.Retriable || i > 0 && te.Code != code {
+			return false
+		}
+		code = te.Code
+	}
+	return len(errs) > 0
 }
 
 // apply merges resp into the cache unless it is older than the cache. A
@@ -580,4 +633,32 @@ func (c *Client) call(ctx context.Context, addr string, extra time.Duration, api
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout+extra)
 	defer cancel()
 	return c.pool.Call(ctx, addr, api, req, resp)
+}
+
+// HTTPURL is the URL of path on the node whose HTTP surface is at addr:
+// https when the client speaks TLS.
+func (c *Client) HTTPURL(addr, path string) string {
+	if c.cfg.TLS != nil {
+		return "https://" + addr + path
+	}
+	return "http://" + addr + path
+}
+
+// HTTPDo sends an HTTP request to a node as the client's RPC connections
+// go: with its TLS configuration, and its token as Authorization: Bearer.
+func (c *Client) HTTPDo(req *http.Request) (*http.Response, error) {
+	if c.cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
+	}
+	return c.httpClient().Do(req)
+}
+
+func (c *Client) httpClient() *http.Client {
+	c.httpOnce.Do(func() {
+		c.http = http.DefaultClient
+		if c.cfg.TLS != nil {
+			c.http = &http.Client{Transport: &http.Transport{TLSClientConfig: c.cfg.TLS.Clone(), ForceAttemptHTTP2: false}}
+		}
+	})
+	return c.http
 }

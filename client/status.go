@@ -233,12 +233,12 @@ type Warning struct {
 // its status document, GET /api/status. It is one request, not retried,
 // bounded by ctx.
 func (c *Client) NodeStatus(ctx context.Context, addr string) (transport.NodeStatus, error) {
-	url := "http://" + addr + transport.StatusPath
+	url := c.HTTPURL(addr, transport.StatusPath)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return transport.NodeStatus{}, fmt.Errorf("GET %s: %w", url, err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.HTTPDo(req)
 	if err != nil {
 		return transport.NodeStatus{}, err
 	}

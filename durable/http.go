@@ -66,10 +66,42 @@ type Observer interface {
 
 // Handler serves the Durable Streams protocol under Prefix.
 type Handler struct {
-	backend Backend
-	limits  Limits
-	obs     Observer
-	live    atomic.Int64
+	backend   Backend
+	limits    Limits
+	obs       Observer
+	live      atomic.Int64
+	authorize AuthorizeFunc
+}
+
+// AuthorizeFunc decides whether a request may do op ("create", "write",
+// "read", "describe" or "delete") on the stream at path. It returns 0 to
+// let it, or the HTTP status (401, 403) and the message to refuse it
+// with.
+type AuthorizeFunc func(r *http.Request, op, path string) (status int, message string)
+
+// SetAuthorize makes the handler ask f before every request touches a
+// stream (a fork: read on its source too). Without it every request may.
+func (h *Handler) SetAuthorize(f AuthorizeFunc) { h.authorize = f }
+
+// opOf is the operation a protocol method does.
+var opOf = map[string]string{
+	http.MethodPut: "create", http.MethodPost: "write", http.MethodGet: "read",
+	http.MethodHead: "describe", http.MethodDelete: "delete",
+}
+
+// allowed asks the authorizer, and refuses the request when it says no.
+func (h *Handler) allowed(w http.ResponseWriter, r *http.Request, op, path string) bool {
+	if h.authorize == nil {
+		return true
+	}
+	if status, msg := h.authorize(r, op, path); status != 0 {
+		if status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="gostream"`)
+		}
+		plain(w, status, msg)
+		return false
+	}
+	return true
 }
 
 // NewHandler returns a handler of the protocol over b.
@@ -131,6 +163,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	path, err := StreamPath(r.URL)
 	if err != nil {
 		plain(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if op, ok := opOf[r.Method]; ok && !h.allowed(w, r, op, path) {
 		return
 	}
 	switch r.Method {
@@ -285,6 +320,9 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, path string) {
 		}
 		if err := CheckPath(src); err != nil {
 			plain(w, http.StatusBadRequest, "Stream-Forked-From: "+err.Error())
+			return
+		}
+		if !h.allowed(w, r, "read", src) {
 			return
 		}
 		req.Config.ForkedFrom = src

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -33,6 +34,23 @@ type Config struct {
 	// Streams serves the Durable Streams protocol under
 	// durable.Prefix (/v1/stream/); nil answers 404 there.
 	Streams http.Handler
+	// Authenticate, if set, names the principal of each request but the
+	// liveness check and CORS preflights, or says why it proves nothing
+	// (401 with that message). The principal is in the request's context
+	// (Principal).
+	Authenticate func(r *http.Request) (string, error)
+	// AllowDescribe, if set, says whether a principal may read metrics
+	// and status (describe on the cluster); 403 otherwise.
+	AllowDescribe func(principal string) error
+}
+
+type principalKey struct{}
+
+// Principal is the principal Config.Authenticate named for a request, ""
+// without authentication.
+func Principal(r *http.Request) string {
+	p, _ := r.Context().Value(principalKey{}).(string)
+	return p
 }
 
 // Paths of the HTTP surface besides HealthPath. The status document's
@@ -76,12 +94,12 @@ func New(cfg Config) http.Handler {
 		writeJSON(w, http.StatusOK, Health{Status: HealthOK, Node: cfg.NodeID})
 	})
 	if cfg.Metrics != nil {
-		mux.Handle("GET "+MetricsPath, cfg.Metrics)
+		mux.Handle("GET "+MetricsPath, describing(cfg, cfg.Metrics))
 	}
 	if cfg.Status != nil {
-		mux.HandleFunc("GET "+StatusPath, func(w http.ResponseWriter, r *http.Request) {
+		mux.Handle("GET "+StatusPath, describing(cfg, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusOK, cfg.Status())
-		})
+		})))
 	}
 	var h http.Handler = mux
 	if cfg.Streams != nil {
@@ -96,7 +114,47 @@ func New(cfg Config) http.Handler {
 			mux.ServeHTTP(w, r)
 		})
 	}
+	if cfg.Authenticate != nil {
+		h = authenticating(cfg.Authenticate, h)
+	}
 	return logRequests(cfg.Logger, h)
+}
+
+// authenticating answers 401 to a request that proves nothing; the
+// liveness check (probes carry no token) and CORS preflights (browsers
+// send them without credentials) pass.
+func authenticating(auth func(*http.Request) (string, error), next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == HealthPath || r.Method == http.MethodOptions {
+			next.ServeHTTP(w, r)
+			return
+		}
+		p, err := auth(r)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="gostream"`)
+			if strings.HasPrefix(r.URL.Path, durable.Prefix) {
+				w.Header().Set("Access-Control-Allow-Origin", "*")
+			}
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	})
+}
+
+// describing refuses metrics and status to a principal that may not
+// describe the cluster.
+func describing(cfg Config, next http.Handler) http.Handler {
+	if cfg.AllowDescribe == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := cfg.AllowDescribe(Principal(r)); err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

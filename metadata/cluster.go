@@ -39,6 +39,9 @@ type Cluster struct {
 	ControllerID int32    `json:"controller_id"`
 	Brokers      []Broker `json:"brokers"` // sorted by id
 	Topics       []Topic  `json:"topics"`  // sorted by name
+	// ACLs are the access control entries, sorted (AddACLs keeps them
+	// so); absent until the first is added.
+	ACLs []ACL `json:"acls,omitempty"`
 }
 
 // Broker is a registered broker and its addresses.
@@ -91,6 +94,7 @@ func (c *Cluster) Clone() *Cluster {
 	n.Brokers = slices.Clone(c.Brokers)
 	// slices.Clone keeps nil as nil, so the copy is equal to c, also in JSON.
 	n.Topics = slices.Clone(c.Topics)
+	n.ACLs = slices.Clone(c.ACLs)
 	for i, t := range n.Topics {
 		n.Topics[i].Config = t.Config.Clone()
 		n.Topics[i].Stream = t.Stream.Clone()
@@ -246,6 +250,9 @@ func (c *Cluster) Validate() error {
 	}
 	if c.ControllerID <= 0 {
 		return fmt.Errorf("%w: controller id %d", ErrInvalid, c.ControllerID)
+	}
+	if err := validateACLs(c.ACLs); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	for i, b := range c.Brokers {
 		if b.ID <= 0 {

@@ -43,6 +43,9 @@ func (c *Cluster) Canonicalize() error {
 			c.Topics[i].Config = nil
 		}
 	}
+	if len(c.ACLs) == 0 {
+		c.ACLs = nil
+	}
 	return nil
 }
 

@@ -84,6 +84,8 @@ func (n *Node) startCandidate(self ControllerAddr) error {
 	}
 	cd.layer = quorum.NewLayer(n.cfg.Advertise, func() string { return n.root.Stamp().ClusterID }, log.Named("raft-layer"))
 	cd.layer.LocalIP = net.ParseIP(n.cfg.DialSource)
+	cd.layer.TLS = n.sec.clientTLS()
+	cd.layer.Allow = n.sec.raftAllowed
 	qcfg.Transport = quorum.NewTransport(cd.layer, log.Named("raft-transport"))
 	var ctrl atomic.Pointer[controller.Controller] // set once the group is open
 	qcfg.Probe = n.candidateAnswers

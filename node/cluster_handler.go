@@ -50,7 +50,12 @@ func (h *rpcHandler) leaderOfRequest(topic, id *string, partition *int32) func()
 func (h *rpcHandler) replicaState(req *transport.Request) transport.Reply {
 	var r transport.ReplicaStateRequest
 	// Fencing writes the epoch file, so it runs in the Reply, not in line.
-	return serveWith(req, &r, h.replicaOfRequest(&r.Topic, &r.TopicID, &r.Partition), func(_ context.Context, rep *replica) (transport.Message, error) {
+	return serveWith(req, &r, allowing(func() error {
+		if r.LeaderEpoch > 0 {
+			return h.n.sec.peerOnly(req.Principal, "ReplicaState with a fencing epoch")
+		}
+		return h.allow(req, metadata.OpDescribe, metadata.ResourceTopic, r.Topic)
+	}, h.replicaOfRequest(&r.Topic, &r.TopicID, &r.Partition)), func(_ context.Context, rep *replica) (transport.Message, error) {
 		return rep.part.ReplicaState(&r)
 	})
 }
@@ -201,7 +206,9 @@ func (h *rpcHandler) replicaOf(topic, id string, partition int32) (*replica, err
 
 func (h *rpcHandler) replicaDigest(req *transport.Request) transport.Reply {
 	var r transport.ReplicaDigestRequest
-	return serveWith(req, &r, h.replicaOfRequest(&r.Topic, &r.TopicID, &r.Partition), func(ctx context.Context, rep *replica) (transport.Message, error) {
+	return serveWith(req, &r, allowing(func() error {
+		return h.allow(req, metadata.OpDescribe, metadata.ResourceTopic, r.Topic)
+	}, h.replicaOfRequest(&r.Topic, &r.TopicID, &r.Partition)), func(ctx context.Context, rep *replica) (transport.Message, error) {
 		sum, n, err := rep.part.Digest(ctx, r.From, r.To, r.Verify)
 		if err != nil {
 			return nil, err

@@ -259,6 +259,9 @@ type Config struct {
 	// leader serves at once every record acknowledged up to about this
 	// long before it stopped.
 	HWCheckpointInterval time.Duration
+	// Security configures TLS, gossip encryption, authentication and
+	// authorization (docs/security.md); the zero value is none of them.
+	Security SecurityConfig
 }
 
 // DSConfig is the configuration of a node's Durable Streams.
@@ -333,7 +336,7 @@ func (c Config) Validate() error {
 	if err := checkControllers(c.Controllers); err != nil {
 		return err
 	}
-	return nil
+	return c.Security.validate()
 }
 
 // checkControllerAddr refuses a node that --controller names as a

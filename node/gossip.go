@@ -16,6 +16,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
+
+	"gostream/security"
+	"gostream/transport"
 )
 
 // gossip runs memberlist for this node. It only shows who is alive: nothing
@@ -24,6 +27,11 @@ type gossip struct {
 	ml     *memberlist.Memberlist
 	logger hclog.Logger
 	self   *metaDelegate
+	// keyring holds the gossip encryption keys; nil without
+	// --gossip-key-file.
+	keyring *memberlist.Keyring
+	// cryptoLog bounds the lines of gossip that cannot be decrypted.
+	cryptoLog *transport.RateLog
 	// closing is set once leave begins: memberlist's goroutines then
 	// meet their closed sockets, which is no error of anyone's.
 	closing atomic.Bool
@@ -75,7 +83,7 @@ func startGossip(cfg Config, root, cluster string, logger hclog.Logger) (*gossip
 	if err != nil {
 		return nil, err
 	}
-	g := &gossip{logger: logger, self: &metaDelegate{}}
+	g := &gossip{logger: logger, self: &metaDelegate{}, cryptoLog: transport.NewRateLog(logger, 0)}
 	g.mu.members = map[string]memberInfo{}
 	g.self.mu.meta = gossipMeta{ID: cfg.ID, RPC: cfg.Advertise, HTTP: cfg.HTTP, Root: root, Cluster: cluster}
 	mc := memberlist.DefaultLANConfig()
@@ -90,6 +98,19 @@ func startGossip(cfg Config, root, cluster string, logger hclog.Logger) (*gossip
 	mc.Alive = g
 	mc.Merge = g
 	mc.Logger = log.New(memberlistLog{g: g, w: logger.StandardWriter(&hclog.StandardLoggerOptions{InferLevels: true})}, "", 0)
+	if cfg.Security.GossipKeyFile != "" {
+		keys, err := security.LoadGossipKeys(cfg.Security.GossipKeyFile)
+		if err != nil {
+			return nil, err
+		}
+		g.keyring, err = memberlist.NewKeyring(keys, keys[0])
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", security.ErrGossipKeys, cfg.Security.GossipKeyFile, err)
+		}
+		// Encrypted and verified both ways: a member without the key
+		// neither reads the view nor enters it.
+		mc.Keyring, mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = g.keyring, true, true
+	}
 	mc.LogOutput = nil
 	if src := net.ParseIP(cfg.DialSource); src != nil {
 		nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
@@ -276,7 +297,44 @@ func (m memberlistLog) Write(p []byte) (int, error) {
 		m.g.logger.Debug("memberlist after shutdown", "line", strings.TrimSpace(string(p)))
 		return len(p), nil
 	}
+	// A member with another gossip key (or none) sends a message a second:
+	// one line a minute says so, with the count.
+	if bytes.Contains(p, []byte("decrypt")) || bytes.Contains(p, []byte("not encrypted")) {
+		m.g.cryptoLog.Warn("gossip-crypto", "gossip that this node's keys cannot read (a member with another --gossip-key-file, or none); refused",
+			"line", strings.TrimSpace(string(p)))
+		return len(p), nil
+	}
 	return m.w.Write(p)
+}
+
+// reloadKeys makes the keyring what the keys file says now: its keys
+// installed, its first key the one that sends, and the keys it no longer
+// lists removed (docs/security.md: rotation).
+func (g *gossip) reloadKeys(path string) error {
+	keys, err := security.LoadGossipKeys(path)
+	if err != nil {
+		return err
+	}
+	if g.keyring == nil {
+		return fmt.Errorf("%w: %s: gossip encryption cannot be turned on without a restart", security.ErrGossipKeys, path)
+	}
+	for _, k := range keys {
+		if err := g.keyring.AddKey(k); err != nil {
+			return fmt.Errorf("%w: %s: %v", security.ErrGossipKeys, path, err)
+		}
+	}
+	if err := g.keyring.UseKey(keys[0]); err != nil {
+		return fmt.Errorf("%w: %s: %v", security.ErrGossipKeys, path, err)
+	}
+	for _, old := range g.keyring.GetKeys() {
+		if !slices.ContainsFunc(keys, func(k []byte) bool { return bytes.Equal(k, old) }) {
+			if err := g.keyring.RemoveKey(old); err != nil {
+				return fmt.Errorf("%w: %s: %v", security.ErrGossipKeys, path, err)
+			}
+		}
+	}
+	g.logger.Info("gossip keys reloaded", "keys", len(keys))
+	return nil
 }
 
 // leave announces that this node is going and stops gossip.

@@ -18,6 +18,9 @@ func (h *rpcHandler) findCoordinator(req *transport.Request) transport.Reply {
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
 	}
+	if err := h.allow(req, metadata.OpDescribe, metadata.ResourceGroup, r.Group); err != nil {
+		return transport.Immediate(nil, err)
+	}
 	if err := storage.ValidateTopicName(r.Group); err != nil {
 		return transport.Immediate(nil, fmt.Errorf("%w: %v", transport.ErrInvalidGroupName, err))
 	}
@@ -59,21 +62,47 @@ func (h *rpcHandler) coordinatorOf(group *string) func() (*groups.Coordinator, e
 
 func (h *rpcHandler) offsetCommit(req *transport.Request) transport.Reply {
 	var r transport.OffsetCommitRequest
-	return serveWith(req, &r, h.coordinatorOf(&r.Group), func(ctx context.Context, c *groups.Coordinator) (transport.Message, error) {
+	return serveWith(req, &r, allowing(func() error {
+		if r.Reset {
+			// An explicit reset moves a group back: the operator's.
+			return h.allow(req, metadata.OpOperate, metadata.ResourceCluster, "")
+		}
+		if err := h.allow(req, metadata.OpRead, metadata.ResourceGroup, r.Group); err != nil {
+			return err
+		}
+		for _, o := range r.Offsets {
+			if err := h.allow(req, metadata.OpRead, metadata.ResourceTopic, o.Topic); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, h.coordinatorOf(&r.Group)), func(ctx context.Context, c *groups.Coordinator) (transport.Message, error) {
 		return nil, c.Commit(ctx, &r)
 	})
 }
 
 func (h *rpcHandler) offsetFetch(req *transport.Request) transport.Reply {
 	var r transport.OffsetFetchRequest
-	return serveWith(req, &r, h.coordinatorOf(&r.Group), func(ctx context.Context, c *groups.Coordinator) (transport.Message, error) {
+	return serveWith(req, &r, allowing(func() error {
+		return h.allow(req, metadata.OpDescribe, metadata.ResourceGroup, r.Group)
+	}, h.coordinatorOf(&r.Group)), func(ctx context.Context, c *groups.Coordinator) (transport.Message, error) {
 		return c.Committed(ctx, &r)
 	})
 }
 
 func (h *rpcHandler) groupHeartbeat(req *transport.Request) transport.Reply {
 	var r transport.GroupHeartbeatRequest
-	return serveWith(req, &r, h.coordinatorOf(&r.Group), func(ctx context.Context, c *groups.Coordinator) (transport.Message, error) {
+	return serveWith(req, &r, allowing(func() error {
+		if err := h.allow(req, metadata.OpRead, metadata.ResourceGroup, r.Group); err != nil {
+			return err
+		}
+		for _, t := range r.Topics {
+			if err := h.allow(req, metadata.OpDescribe, metadata.ResourceTopic, t); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, h.coordinatorOf(&r.Group)), func(ctx context.Context, c *groups.Coordinator) (transport.Message, error) {
 		if r.Host == "" {
 			r.Host = req.RemoteAddr
 		}
@@ -90,13 +119,26 @@ func (h *rpcHandler) listGroups(req *transport.Request) transport.Reply {
 		}
 		return h.n.coords.forPartition(meta.Topic(transport.OffsetsTopic), r.Partition, "")
 	}, func(ctx context.Context, c *groups.Coordinator) (transport.Message, error) {
-		return c.List(ctx)
+		resp, err := c.List(ctx)
+		if err != nil || h.n.sec.authz == nil {
+			return resp, err
+		}
+		seen := resp.Groups[:0]
+		for _, g := range resp.Groups {
+			if h.canSee(req, metadata.ResourceGroup, g.Name) {
+				seen = append(seen, g)
+			}
+		}
+		resp.Groups = seen
+		return resp, nil
 	})
 }
 
 func (h *rpcHandler) describeGroup(req *transport.Request) transport.Reply {
 	var r transport.GroupRequest
-	return serveWith(req, &r, h.coordinatorOf(&r.Group), func(ctx context.Context, c *groups.Coordinator) (transport.Message, error) {
+	return serveWith(req, &r, allowing(func() error {
+		return h.allow(req, metadata.OpDescribe, metadata.ResourceGroup, r.Group)
+	}, h.coordinatorOf(&r.Group)), func(ctx context.Context, c *groups.Coordinator) (transport.Message, error) {
 		resp, err := c.Describe(ctx, r.Group)
 		if resp != nil {
 			resp.Coordinator = h.n.cfg.ID
@@ -107,7 +149,9 @@ func (h *rpcHandler) describeGroup(req *transport.Request) transport.Reply {
 
 func (h *rpcHandler) deleteGroup(req *transport.Request) transport.Reply {
 	var r transport.GroupRequest
-	return serveWith(req, &r, h.coordinatorOf(&r.Group), func(ctx context.Context, c *groups.Coordinator) (transport.Message, error) {
+	return serveWith(req, &r, allowing(func() error {
+		return h.allow(req, metadata.OpDelete, metadata.ResourceGroup, r.Group)
+	}, h.coordinatorOf(&r.Group)), func(ctx context.Context, c *groups.Coordinator) (transport.Message, error) {
 		return nil, c.Delete(ctx, r.Group)
 	})
 }

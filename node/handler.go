@@ -35,6 +35,9 @@ func (h *rpcHandler) Handle(ctx context.Context, req *transport.Request) transpo
 	if req.Version != transport.Version1 {
 		return h.fail(api, start, fmt.Errorf("%w: %s version %d (this node speaks version %d)", transport.ErrUnsupportedVersion, api, req.Version, transport.Version1))
 	}
+	if err := h.admit(req); err != nil {
+		return h.fail(api, start, err)
+	}
 	var reply transport.Reply
 	switch api {
 	case transport.APIProduce:
@@ -113,6 +116,8 @@ func (h *rpcHandler) Handle(ctx context.Context, req *transport.Request) transpo
 		reply = h.controllerStatus(req)
 	case transport.APIControllerChange:
 		reply = h.controllerChange(req)
+	case transport.APIACL:
+		reply = h.acl(req)
 	default:
 		return h.fail(api, start, fmt.Errorf("%w: unknown API %d", transport.ErrUnsupportedVersion, req.API))
 	}
@@ -157,6 +162,9 @@ func serveWith[T any](req *transport.Request, r transport.Message, find func() (
 func (h *rpcHandler) produce(req *transport.Request) transport.Reply {
 	var r transport.ProduceRequest
 	if err := decode(req, &r); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	if err := h.allow(req, metadata.OpWrite, metadata.ResourceTopic, r.Topic); err != nil {
 		return transport.Immediate(nil, err)
 	}
 	t, rep, err := h.n.broker.lookup(r.Topic, r.TopicID, r.Partition)
@@ -231,6 +239,9 @@ func (h *rpcHandler) fetch(req *transport.Request) transport.Reply {
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
 	}
+	if err := h.allow(req, metadata.OpRead, metadata.ResourceTopic, r.Topic); err != nil {
+		return transport.Immediate(nil, err)
+	}
 	rep, err := h.hosted(r.Topic, r.TopicID, r.Partition)
 	if err != nil {
 		return transport.Immediate(nil, err)
@@ -292,6 +303,9 @@ func (h *rpcHandler) listOffsets(req *transport.Request) transport.Reply {
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
 	}
+	if err := h.allow(req, metadata.OpDescribe, metadata.ResourceTopic, r.Topic); err != nil {
+		return transport.Immediate(nil, err)
+	}
 	rep, err := h.hosted(r.Topic, r.TopicID, r.Partition)
 	if err != nil {
 		return transport.Immediate(nil, err)
@@ -319,10 +333,17 @@ func (h *rpcHandler) metadata(req *transport.Request) transport.Reply {
 	}
 	if len(r.Topics) == 0 {
 		for i := range meta.Topics {
-			resp.Topics = append(resp.Topics, h.topicInfo(&meta.Topics[i]))
+			if h.canSee(req, metadata.ResourceTopic, meta.Topics[i].Name) {
+				resp.Topics = append(resp.Topics, h.topicInfo(&meta.Topics[i]))
+			}
 		}
 	} else {
 		for _, name := range r.Topics {
+			// Before the lookup: without describe, a topic that exists
+			// and one that does not get the same answer.
+			if err := h.allow(req, metadata.OpDescribe, metadata.ResourceTopic, name); err != nil {
+				return transport.Immediate(nil, err)
+			}
 			t := meta.Topic(name)
 			if t == nil {
 				return transport.Immediate(nil, fmt.Errorf("%w: %q", transport.ErrUnknownTopic, name))
@@ -358,7 +379,13 @@ func (h *rpcHandler) controller() (*controller.Controller, error) {
 
 func (h *rpcHandler) createTopic(req *transport.Request) transport.Reply {
 	var r transport.CreateTopicRequest
-	return serveWith(req, &r, h.controller, func(ctx context.Context, c *controller.Controller) (transport.Message, error) {
+	return serveWith(req, &r, allowing(func() error {
+		// create on the cluster allows any topic; else create on this one.
+		if h.n.sec.authz == nil || h.canCreateAnyTopic(req) {
+			return nil
+		}
+		return h.allow(req, metadata.OpCreate, metadata.ResourceTopic, r.Name)
+	}, h.controller), func(ctx context.Context, c *controller.Controller) (transport.Message, error) {
 		t, err := c.CreateTopic(ctx, &r)
 		if err != nil {
 			return nil, err
@@ -370,14 +397,21 @@ func (h *rpcHandler) createTopic(req *transport.Request) transport.Reply {
 
 func (h *rpcHandler) deleteTopic(req *transport.Request) transport.Reply {
 	var r transport.TopicRequest
-	return serveWith(req, &r, h.controller, func(ctx context.Context, c *controller.Controller) (transport.Message, error) {
+	return serveWith(req, &r, allowing(func() error {
+		if err := h.allow(req, metadata.OpDelete, metadata.ResourceTopic, r.Name); err != nil {
+			return err
+		}
+		return h.allow(req, metadata.OpOperate, metadata.ResourceCluster, "")
+	}, h.controller), func(ctx context.Context, c *controller.Controller) (transport.Message, error) {
 		return nil, c.DeleteTopic(ctx, r.Name)
 	})
 }
 
 func (h *rpcHandler) sealTopic(req *transport.Request) transport.Reply {
 	var r transport.TopicRequest
-	return serveWith(req, &r, h.controller, func(ctx context.Context, c *controller.Controller) (transport.Message, error) {
+	return serveWith(req, &r, allowing(func() error {
+		return h.allow(req, metadata.OpAlter, metadata.ResourceTopic, r.Name)
+	}, h.controller), func(ctx context.Context, c *controller.Controller) (transport.Message, error) {
 		return nil, c.SealTopic(ctx, r.Name)
 	})
 }

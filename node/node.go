@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -60,6 +61,7 @@ type Node struct {
 	refusals   *refusals
 	coords     *coordinators
 	ds         *dsRouter
+	sec        *nodeSecurity
 
 	// registered is closed once the controller has accepted this broker.
 	registered chan struct{}
@@ -112,8 +114,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("open storage root %s: %w", cfg.DataDir, err)
 	}
-	n := &Node{cfg: cfg, logger: log, root: root, metrics: newMetrics(),
-		pool: transport.NewPool(transport.ConnConfig{LocalIP: net.ParseIP(cfg.DialSource)})}
+	n := &Node{cfg: cfg, logger: log, root: root, metrics: newMetrics()}
+	if err := n.loadSecurity(); err != nil {
+		root.Close()
+		return err
+	}
+	n.pool = transport.NewPool(transport.ConnConfig{LocalIP: net.ParseIP(cfg.DialSource), TLS: n.sec.clientTLS()})
 	n.refusals = newRefusals(n.metrics)
 	n.coords = newCoordinators(n)
 	n.ds = &dsRouter{n: n, leader: newDSLeader(n), rf: cfg.DS.ReplicationFactor, forwardTimeout: cfg.DS.ForwardTimeout}
@@ -465,6 +471,12 @@ func (n *Node) serve(ctx context.Context) error {
 		Logger:          log.Named("rpc"),
 		OnConn:          func(d int) { n.metrics.connections.Add(float64(d)) },
 		OnRefused:       func(r transport.Refusal) { n.refusals.record("rpc", r) },
+		TLS:             n.sec.serverTLS(),
+		RequireAuth:     cfg.Security.authOn(),
+		OnAuthFailure:   n.sec.onAuthFailure,
+	}
+	if n.sec.tokens != nil {
+		scfg.Authenticate = n.sec.authenticate
 	}
 	if cd := n.candidacy; cd != nil {
 		// The candidates' Raft traffic shares the RPC address.
@@ -480,6 +492,9 @@ func (n *Node) serve(ctx context.Context) error {
 	// A gostream client that dialed this address by mistake is told where
 	// the RPC address is, at once.
 	httpLn = transport.RefuseRPCOnHTTP(httpLn, cfg.Advertise)
+	if tc := n.sec.serverTLS("http/1.1"); tc != nil {
+		httpLn = tls.NewListener(httpLn, tc)
+	}
 	n.metrics.registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "gostream_request_memory_bytes", Help: "Bytes of RPC requests and responses held (the budget of --request-memory).",
@@ -488,18 +503,29 @@ func (n *Node) serve(ctx context.Context) error {
 			Name: "gostream_open_http_connections", Help: "Open HTTP connections.",
 		}, func() float64 { return float64(httpLimits.Conns()) }),
 	)
+	streams := durable.NewHandler(n.ds, durable.Limits{
+		MaxBody: cfg.DS.MaxBody, ReadChunk: cfg.DS.ReadChunk, LongPoll: cfg.DS.LongPoll,
+		SSEReconnect: cfg.DS.SSEReconnect, MaxLiveReaders: cfg.DS.MaxLiveReaders,
+	}, newDSMetrics(n.metrics.registry))
+	hcfg := httpapi.Config{
+		NodeID:   cfg.ID,
+		Logger:   httpLog,
+		Metrics:  promhttp.HandlerFor(n.metrics.registry, promhttp.HandlerOpts{}),
+		Status:   func() any { return n.status() },
+		Problems: n.refusals.problems,
+		Streams:  streams,
+	}
+	if n.sec.tls != nil || cfg.Security.authOn() {
+		hcfg.Authenticate = n.sec.httpPrincipal
+	}
+	if n.sec.authz != nil {
+		hcfg.AllowDescribe = func(p string) error {
+			return n.sec.authorize(p, metadata.OpDescribe, metadata.ResourceCluster, "")
+		}
+		streams.SetAuthorize(n.sec.streamAuthorize)
+	}
 	srv := &http.Server{
-		Handler: httpapi.New(httpapi.Config{
-			NodeID:   cfg.ID,
-			Logger:   httpLog,
-			Metrics:  promhttp.HandlerFor(n.metrics.registry, promhttp.HandlerOpts{}),
-			Status:   func() any { return n.status() },
-			Problems: n.refusals.problems,
-			Streams: durable.NewHandler(n.ds, durable.Limits{
-				MaxBody: cfg.DS.MaxBody, ReadChunk: cfg.DS.ReadChunk, LongPoll: cfg.DS.LongPoll,
-				SSEReconnect: cfg.DS.SSEReconnect, MaxLiveReaders: cfg.DS.MaxLiveReaders,
-			}, newDSMetrics(n.metrics.registry)),
-		}),
+		Handler: httpapi.New(hcfg),
 		// These suit health, metrics and status, which answer at once
 		// with a small body and read none, and Durable Streams appends;
 		// its live reads set their own write deadlines
@@ -559,6 +585,18 @@ func (n *Node) serve(ctx context.Context) error {
 	}
 	g.run(n.coords.run)
 	g.run(n.ds.leader.sweep)
+	if reload := cfg.Security.Reload; reload != nil {
+		g.run(func(ctx context.Context) error {
+			for {
+				select {
+				case <-reload:
+					n.reloadSecurity()
+				case <-ctx.Done():
+					return nil
+				}
+			}
+		})
+	}
 	g.run(func(context.Context) error {
 		if err := rpc.Serve(rpcLn); err != nil {
 			return fmt.Errorf("rpc server on %s: %w", rpcLn.Addr(), err)

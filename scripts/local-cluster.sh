@@ -11,10 +11,36 @@
 # another takes over by itself if it dies.
 #
 # Data lives under $DATA/node1, node2, node3 (./data by default).
+#
+# SECURE=1 runs the same cluster with TLS on every link, mutual TLS
+# between the nodes, gossip encryption and authentication (docs/security.md),
+# with what secure_setup makes once in $DATA/secure: a development CA and
+# a certificate per node and for the operator, a gossip key, and a token
+# for the principal admin.
 
 BIN="${BIN:-./bin}"
 DATA="${DATA:-./data}"
 NODES=(1 2 3)
+SECURE="${SECURE:-}"
+SECURE_DIR="$DATA/secure"
+
+# secure: whether SECURE asks for the secure cluster.
+secure() { case "$SECURE" in "" | 0 | no | false) return 1 ;; esac; }
+
+# secure_setup: makes, once, the files of the secure cluster, and exports
+# the variables that make gostream-ctl use them.
+secure_setup() {
+	if [ ! -f "$SECURE_DIR/ca.crt" ]; then
+		"$BIN/gostream-ctl" cert init "$SECURE_DIR" --nodes "${#NODES[@]}" >/dev/null
+	fi
+	if [ ! -f "$SECURE_DIR/gossip.key" ]; then
+		(umask 077 && head -c 32 /dev/urandom | base64 >"$SECURE_DIR/gossip.key")
+	fi
+	if [ ! -f "$SECURE_DIR/admin.token" ]; then
+		"$BIN/gostream-ctl" token create --principal admin --tokens-file "$SECURE_DIR/tokens" --out "$SECURE_DIR/admin.token" >/dev/null
+	fi
+	export GOSTREAM_TLS_CA="$SECURE_DIR/ca.crt" GOSTREAM_TOKEN_FILE="$SECURE_DIR/admin.token"
+}
 
 # node_port ID OFFSET: the port of node ID (9400 + 10*(ID-1) + OFFSET),
 # OFFSET 0 for RPC, 1 for gossip, 2 for HTTP.
@@ -54,6 +80,13 @@ node_args() {
 	NODE_ARGS=(--id "$id" --data-dir "$DATA/node$id"
 		--listen "127.0.0.1:$(node_port "$id" 0)" --gossip "127.0.0.1:$(node_port "$id" 1)" --http "127.0.0.1:$(node_port "$id" 2)"
 		--join "$(IFS=,; echo "${join[*]}")" --controller "$(controllers)")
+	if secure; then
+		local supers=() n
+		for n in "${NODES[@]}"; do supers+=("node$n"); done
+		NODE_ARGS+=(--tls-cert "$SECURE_DIR/node$id.crt" --tls-key "$SECURE_DIR/node$id.key" --tls-ca "$SECURE_DIR/ca.crt"
+			--gossip-key-file "$SECURE_DIR/gossip.key" --auth-tokens-file "$SECURE_DIR/tokens"
+			--superusers "$(IFS=,; echo "${supers[*]}"),admin")
+	fi
 }
 
 # controllers: the --controller list, all three nodes candidates of the

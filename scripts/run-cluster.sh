@@ -36,6 +36,10 @@ for b in gostream-node gostream-ctl; do
 	fi
 done
 
+if secure; then
+	secure_setup
+fi
+
 # Every port must be free before anything starts, so that a taken port is
 # named rather than found as one node dying among the logs of the others.
 if ! ports_free run-cluster "${NODES[@]}"; then
@@ -170,7 +174,28 @@ until [ "$("$BIN/gostream-ctl" broker list -o json --timeout 1s 2>/dev/null | gr
 done
 
 ctl="$BIN/gostream-ctl"
-cat <<MSG
+if secure; then
+	cat <<MSG
+
+gostream: three nodes are up with TLS on every link, mutual TLS between the nodes,
+gossip encryption and authentication (SECURE=1; docs/security.md). The files are in $SECURE_DIR:
+a development CA (ca.crt), node1..3.crt, admin.crt, gossip.key, the tokens file and admin.token.
+  node 1  RPC 127.0.0.1:9400  gossip 127.0.0.1:9401  HTTPS 127.0.0.1:9402
+  node 2  RPC 127.0.0.1:9410  gossip 127.0.0.1:9411  HTTPS 127.0.0.1:9412
+  node 3  RPC 127.0.0.1:9420  gossip 127.0.0.1:9421  HTTPS 127.0.0.1:9422
+In another terminal, make gostream-ctl use them (as admin, a superuser):
+  export GOSTREAM_TLS_CA=$SECURE_DIR/ca.crt GOSTREAM_TOKEN_FILE=$SECURE_DIR/admin.token
+  $ctl cluster status
+  $ctl topic create orders --partitions 3 --replication-factor 3
+  $ctl token create --principal alice --tokens-file $SECURE_DIR/tokens --out alice.token   # then: pkill -HUP gostream-node
+  $ctl acl add --principal alice --topic orders --operation write --operation read
+  curl -s --cacert $SECURE_DIR/ca.crt -H "Authorization: Bearer \$(cat $SECURE_DIR/admin.token)" https://127.0.0.1:9412/api/status
+Ctrl-C stops all three; 'make run SECURE=1' again brings the same cluster back.
+If a node dies, the others keep running; 'make node N=<id> SECURE=1' starts it again.
+ready
+MSG
+else
+	cat <<MSG
 
 gostream: three nodes are up, each a controller candidate; one is active (gostream-ctl controller status). Data in $DATA/node{1,2,3}.
   node 1  RPC 127.0.0.1:9400  gossip 127.0.0.1:9401  HTTP 127.0.0.1:9402
@@ -186,6 +211,7 @@ Ctrl-C stops all three; 'make run' again brings the same cluster back.
 If a node dies, the others keep running; 'make node N=<id>' starts it again.
 ready
 MSG
+fi
 
 # Stay in the foreground until Ctrl-C (handled by on_signal). A node that
 # exits on its own is reported, once, and the others keep running; when

@@ -34,6 +34,9 @@ if [ ! -d "$DATA/node$id" ]; then
 	echo "run-node: $DATA/node$id does not exist: node $id has never run here. 'make run' starts the whole cluster." >&2
 	exit 1
 fi
+if secure; then
+	secure_setup
+fi
 node_args "$id"
 echo "run-node: starting node $id: $BIN/gostream-node ${NODE_ARGS[*]}"
 echo "run-node: once it is up, run: $BIN/gostream-ctl cluster status"

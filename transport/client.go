@@ -3,6 +3,7 @@ package transport
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -46,6 +47,14 @@ type ConnConfig struct {
 	// outcome would be unknown). Keep it below the servers' idle timeout;
 	// default DefaultClientIdleTimeout, negative for never.
 	IdleTimeout time.Duration
+	// TLS, if set, is called at each dial for the TLS configuration of
+	// the connection (so that a node's reloaded certificates are used
+	// from the next dial on); nil dials in plaintext. An empty ServerName
+	// is the dialed host.
+	TLS func() *tls.Config
+	// Token, if set, is sent in an Authenticate request as soon as the
+	// connection is open; Dial fails if the node refuses it.
+	Token string
 }
 
 // DefaultClientIdleTimeout is ConnConfig.IdleTimeout unless configured:
@@ -138,6 +147,16 @@ func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
+	if cfg.TLS != nil {
+		hctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+		tc, err := ClientHandshake(hctx, nc, addr, cfg.TLS())
+		cancel()
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		nc = tc
+	}
 	c := &Conn{
 		nc: nc, addr: addr, cfg: cfg, done: make(chan struct{}), callTimeout: DefaultCallTimeout,
 		wsem: make(chan struct{}, 1),
@@ -145,6 +164,13 @@ func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 	c.mu.pending = make(map[uint32]*Pending)
 	c.lastSent.Store(time.Now().UnixNano())
 	go c.readLoop()
+	if cfg.Token != "" {
+		var resp AuthenticateResponse
+		if err := c.Call(ctx, APIAuthenticate, &AuthenticateRequest{Token: cfg.Token}, &resp); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("authenticate to %s: %w", addr, err)
+		}
+	}
 	return c, nil
 }
 

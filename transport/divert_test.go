@@ -18,7 +18,7 @@ import (
 // Close closes it.
 func TestServerDivertsMarkedConnections(t *testing.T) {
 	diverted := make(chan net.Conn, 4)
-	s, addr := startServer(t, ServerConfig{MaxConns: 2, DivertByte: 0xd7, Divert: func(c net.Conn) { diverted <- c }}, testHandler(nil))
+	s, addr := startServer(t, ServerConfig{MaxConns: 2, DivertByte: 0xd7, Divert: func(c net.Conn, _ string) { diverted <- c }}, testHandler(nil))
 
 	raw := dialRaw(t, addr)
 	_, err := raw.Write([]byte("\xd7hello, raft\n"))

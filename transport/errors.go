@@ -58,6 +58,9 @@ const (
 	CodeInvalidOffset         Code = 44
 	CodeUnknownGroup          Code = 45
 	CodeInvalidGroupName      Code = 46
+	CodeUnauthenticated       Code = 47
+	CodeUnauthorized          Code = 48
+	CodeTLSMismatch           Code = 49
 )
 
 // Error is an error that crosses the wire: a code, whether retrying the same
@@ -143,6 +146,9 @@ var codes = map[Code]codeInfo{
 	CodeInvalidOffset:     {"InvalidOffset", false},
 	CodeUnknownGroup:      {"UnknownGroup", false},
 	CodeInvalidGroupName:  {"InvalidGroupName", false},
+	CodeUnauthenticated:   {"Unauthenticated", false},
+	CodeUnauthorized:      {"Unauthorized", false},
+	CodeTLSMismatch:       {"TLSMismatch", false},
 }
 
 // String is the code's name, as printed at the start of error messages.
@@ -235,6 +241,19 @@ var (
 	ErrUnknownGroup = sentinel(CodeUnknownGroup)
 	// ErrInvalidGroupName means a group name the topic-name rules refuse.
 	ErrInvalidGroupName = sentinel(CodeInvalidGroupName)
+	// ErrUnauthenticated means a request on a connection that has not
+	// proved who it is (no verified certificate, no accepted token) to a
+	// node that asks, a token it does not recognize, or a TLS handshake
+	// that failed on a certificate.
+	ErrUnauthenticated = sentinel(CodeUnauthenticated)
+	// ErrUnauthorized means the principal may not do what it asked:
+	// nothing was done. It is the same answer whether the resource exists
+	// or not.
+	ErrUnauthorized = sentinel(CodeUnauthorized)
+	// ErrTLSMismatch means one end of a connection speaks TLS and the
+	// other does not: a plaintext client at a TLS listener, or a TLS
+	// client at a plaintext one. The message says which.
+	ErrTLSMismatch = sentinel(CodeTLSMismatch)
 )
 
 // ToWire turns any error into the *Error sent to a client. An error that

@@ -66,6 +66,9 @@ var codeTable = []struct {
 	{CodeInvalidOffset, 44, "InvalidOffset", false, ErrInvalidOffset},
 	{CodeUnknownGroup, 45, "UnknownGroup", false, ErrUnknownGroup},
 	{CodeInvalidGroupName, 46, "InvalidGroupName", false, ErrInvalidGroupName},
+	{CodeUnauthenticated, 47, "Unauthenticated", false, ErrUnauthenticated},
+	{CodeUnauthorized, 48, "Unauthorized", false, ErrUnauthorized},
+	{CodeTLSMismatch, 49, "TLSMismatch", false, ErrTLSMismatch},
 }
 
 func TestCodeTable(t *testing.T) {

@@ -45,8 +45,8 @@ func (c *rpcRefusingConn) Read(p []byte) (int, error) {
 		return n, err
 	}
 	c.checked = true
-	if p[0] >= 'A' && p[0] <= 'Z' {
-		return n, err
+	if p[0] >= 'A' && p[0] <= 'Z' || p[0] == tlsRecordHandshake {
+		return n, err // HTTP, or a TLS handshake for a TLS listener above
 	}
 	body := fmt.Sprintf("this is a gostream node's HTTP address; the gostream protocol is on its RPC address, %s\n", c.rpcAddr)
 	fmt.Fprintf(c.Conn, "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)

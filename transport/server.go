@@ -3,6 +3,7 @@ package transport
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,10 @@ import (
 type Request struct {
 	Frame
 	RemoteAddr string
+	// Principal is who the connection proved to be when the request was
+	// read: a verified client certificate's name or an accepted token's
+	// principal; "" when it proved nothing.
+	Principal string
 
 	charge *charge // what the request holds of its connection's and server's memory; nil outside a Server
 }
@@ -110,7 +115,31 @@ type ServerConfig struct {
 	// is closed; the server closes it when it closes. Divert must not
 	// block.
 	DivertByte byte
-	Divert     func(net.Conn)
+	Divert     func(conn net.Conn, principal string)
+
+	// TLS, if set, makes the listener speak TLS only: a connection's
+	// handshake (bounded by ReadTimeout) comes before anything else. One
+	// that begins with a frame instead is answered with one
+	// ErrTLSMismatch frame and closed; a failed handshake is logged (a
+	// line per source a minute) and closed. A config whose
+	// GetConfigForClient loads the current files reloads certificates
+	// without a restart.
+	TLS *tls.Config
+	// Authenticate, if set, checks the token of an Authenticate request
+	// and returns the principal it names, or an error wrapping
+	// ErrUnauthenticated. Without it an Authenticate request is answered
+	// with the connection's principal and changes nothing.
+	Authenticate func(token string) (principal string, err error)
+	// RequireAuth refuses every request but Authenticate with
+	// ErrUnauthenticated on a connection that has no principal: neither
+	// a client certificate that verified (see CertPrincipal) nor an
+	// accepted token.
+	RequireAuth bool
+	// OnAuthFailure, if set, is called for each failed TLS handshake
+	// ("tls"), plaintext connection to a TLS listener ("plaintext"),
+	// refused token ("token") and unauthenticated request
+	// ("unauthenticated").
+	OnAuthFailure func(kind string)
 }
 
 // DefaultMemoryBytes is ServerConfig.MemoryBytes unless configured: room
@@ -163,6 +192,9 @@ func (c *ServerConfig) setDefaults() {
 	if c.OnRefused == nil {
 		c.OnRefused = func(Refusal) {}
 	}
+	if c.OnAuthFailure == nil {
+		c.OnAuthFailure = func(string) {}
+	}
 }
 
 // Server accepts connections and serves framed requests with a Handler.
@@ -174,6 +206,7 @@ type Server struct {
 	limiter    *ConnLimiter
 	mem        *memory
 	busyLog    *refusalLog
+	authLog    *RateLog // failed handshakes and tokens, per source IP
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -192,7 +225,7 @@ type Server struct {
 func NewServer(cfg ServerConfig, h Handler) *Server {
 	cfg.setDefaults()
 	s := &Server{cfg: cfg, handler: h, logger: cfg.Logger, frameLimit: FrameLimit(cfg.MaxBatchBytes),
-		mem: newMemory(cfg.MemoryBytes, cfg.MemoryBytes/8), busyLog: newRefusalLog(cfg.Logger)}
+		mem: newMemory(cfg.MemoryBytes, cfg.MemoryBytes/8), busyLog: newRefusalLog(cfg.Logger), authLog: NewRateLog(cfg.Logger, 0)}
 	s.limiter = NewConnLimiter(ConnLimits{MaxConns: cfg.MaxConns, MaxConnsPerAddr: cfg.MaxConnsPerAddr,
 		Logger: cfg.Logger, OnRefused: cfg.OnRefused})
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -250,6 +283,11 @@ func isTemporary(err error) bool {
 
 func (s *Server) startConn(nc net.Conn, release func()) {
 	c := &serverConn{s: s, nc: nc, sem: make(chan struct{}, s.cfg.MaxInFlight), mem: newMemory(s.cfg.ConnMemoryBytes, 0)}
+	if s.cfg.TLS != nil {
+		// No I/O yet: serve checks the first byte, then shakes hands.
+		c.raw = &peekedConn{Conn: nc, br: bufio.NewReaderSize(nc, 1024)}
+		c.nc = tls.Server(c.raw, s.cfg.TLS)
+	}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	s.mu.Lock()
 	if s.mu.closed {
@@ -316,6 +354,11 @@ func (s *Server) Close() error {
 type serverConn struct {
 	s      *Server
 	nc     net.Conn
+	raw    *peekedConn // under nc when the server speaks TLS; nil otherwise
+	// principal is who the connection proved to be ("" none yet): its
+	// verified client certificate's name, or an accepted token's. Only
+	// the reading goroutine touches it.
+	principal string
 	ctx    context.Context
 	cancel context.CancelFunc
 	sem    chan struct{} // one slot per request in flight
@@ -359,20 +402,30 @@ func (c *serverConn) serve() {
 		c.cancel()
 		c.wg.Wait()
 	}()
+	if c.raw != nil && !c.handshake(log) {
+		return
+	}
 	r := &deadlineReader{c: c}
 	br := bufio.NewReaderSize(r, serverReadBuffer)
 	maxBody := c.s.frameLimit - FrameHeaderSize
-	if c.s.cfg.Divert != nil && c.s.cfg.DivertByte != 0 {
+	divert := c.s.cfg.Divert != nil && c.s.cfg.DivertByte != 0
+	if divert || c.raw == nil {
 		r.idle = true
 		first, err := br.Peek(1)
 		if err != nil {
 			return
 		}
-		if first[0] == c.s.cfg.DivertByte {
+		if c.raw == nil && first[0] == tlsRecordHandshake {
+			c.s.authLog.Warn("tls-on-plaintext:"+addrKey(c.nc.RemoteAddr()), "a TLS client reached this plaintext listener (this node runs without --tls-cert); closed", "peer", c.nc.RemoteAddr().String())
+			c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+			io.WriteString(c.nc, plaintextAnswer)
+			return
+		}
+		if divert && first[0] == c.s.cfg.DivertByte {
 			br.Discard(1)
 			c.nc.SetReadDeadline(time.Time{})
 			d := &divertedConn{Conn: c.nc, br: br, closed: make(chan struct{})}
-			c.s.cfg.Divert(d)
+			c.s.cfg.Divert(d, c.principal)
 			select {
 			case <-d.closed:
 			case <-c.ctx.Done():
@@ -461,6 +514,15 @@ func (c *serverConn) read(br *bufio.Reader, r *deadlineReader, maxBody int, log 
 		return nil, nil, truncated(err)
 	}
 	req.Body = body
+	if API(f.API) == APIAuthenticate {
+		return req, c.authenticate(req), nil
+	}
+	if c.s.cfg.RequireAuth && c.principal == "" {
+		c.s.cfg.OnAuthFailure("unauthenticated")
+		return req, Immediate(nil, fmt.Errorf("%w: %s needs an authenticated connection: send a token (gostream-ctl --token-file) or a client certificate (--tls-cert, --tls-key)",
+			ErrUnauthenticated, API(f.API))), nil
+	}
+	req.Principal = c.principal
 	return req, c.handle(req, log), nil
 }
 

@@ -435,7 +435,7 @@ func TestServerClosesBadConnections(t *testing.T) {
 			name:   "TLS ClientHello",
 			send:   func(t *testing.T, nc net.Conn) { nc.Write([]byte("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")) },
 			within: 2 * time.Second,
-			log:    "looks like a TLS handshake",
+			log:    "a TLS client reached this plaintext listener",
 		},
 		{
 			name:   "length over 1 GiB",

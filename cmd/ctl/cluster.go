@@ -30,6 +30,8 @@ func connect(ctx context.Context, g globals) (*client.Client, error) {
 		RequestTimeout: g.timeout,
 		DialTimeout:    min(g.timeout, maxDialTimeout),
 		RetryTimeout:   g.timeout,
+		TLS:            g.tls,
+		Token:          g.token,
 	})
 	if err != nil {
 		return nil, failed(err)

@@ -33,6 +33,9 @@ func commands() []*cli.Command {
 		groupCommand(),
 		benchCommand(),
 		healthCommand(),
+		aclCommand(),
+		certCommand(),
+		tokenCommand(),
 	}
 }
 

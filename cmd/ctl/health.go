@@ -39,7 +39,7 @@ func healthAction(c *cli.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Context, g.timeout)
 	defer cancel()
-	h, err := getHealth(ctx, addr)
+	h, err := getHealth(ctx, g, addr)
 	if err != nil {
 		return err
 	}
@@ -68,13 +68,17 @@ func healthAction(c *cli.Context) error {
 // answer (503 with a health object) is returned as it is. Its errors are
 // named: Timeout, Unreachable, Unhealthy (any other answer than 200 or a
 // degraded 503) and BadResponse (a 200 that is not a health object).
-func getHealth(ctx context.Context, addr string) (httpapi.Health, error) {
-	url := "http://" + addr + httpapi.HealthPath
+func getHealth(ctx context.Context, g globals, addr string) (httpapi.Health, error) {
+	scheme, hc := "http://", http.DefaultClient
+	if g.tls != nil {
+		scheme, hc = "https://", &http.Client{Transport: &http.Transport{TLSClientConfig: g.tls}}
+	}
+	url := scheme + addr + httpapi.HealthPath
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return httpapi.Health{}, exitcode.Usagef("InvalidFlag", "--http %q: %v", addr, err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return httpapi.Health{}, exitcode.Fail("Timeout", fmt.Errorf("GET %s: no answer within --timeout", url))

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"net"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"gostream/cmd/internal/exitcode"
+	"gostream/security"
 )
 
 // version is the release this binary was built from, set at build time with
@@ -28,6 +30,10 @@ const (
 	flagBootstrap = "bootstrap"
 	flagOutput    = "output"
 	flagTimeout   = "timeout"
+	flagTLSCA     = "tls-ca"
+	flagTLSCert   = "tls-cert"
+	flagTLSKey    = "tls-key"
+	flagTokenFile = "token-file"
 )
 
 // Output formats of -o.
@@ -90,6 +96,14 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 				Usage: "give up after `DURATION`: on the whole command, or on each request for produce, consume and bench",
 				Value: 10 * time.Second,
 			},
+			&cli.StringFlag{Name: flagTLSCA, EnvVars: []string{"GOSTREAM_TLS_CA"},
+				Usage: "the cluster's CA certificate `FILE` (PEM): every connection is TLS, verified against it"},
+			&cli.StringFlag{Name: flagTLSCert, EnvVars: []string{"GOSTREAM_TLS_CERT"},
+				Usage: "a client certificate `FILE` (PEM) for nodes that ask for one; its Common Name is your principal"},
+			&cli.StringFlag{Name: flagTLSKey, EnvVars: []string{"GOSTREAM_TLS_KEY"},
+				Usage: "the key `FILE` (PEM) of --tls-cert"},
+			&cli.StringFlag{Name: flagTokenFile, EnvVars: []string{"GOSTREAM_TOKEN_FILE"},
+				Usage: "a `FILE` holding your bearer token (gostream-ctl token create); needs --tls-ca"},
 		},
 		Before:         checkGlobals,
 		Action:         parentAction,
@@ -145,7 +159,35 @@ func checkGlobals(c *cli.Context) error {
 			return exitcode.Usagef("InvalidFlag", "--bootstrap %q: want HOST:PORT,...", bootstrap)
 		}
 	}
-	return nil
+	_, _, err := credentialsOf(c)
+	return err
+}
+
+// credentialsOf reads --tls-ca, --tls-cert, --tls-key and --token-file:
+// the TLS configuration (nil without --tls-ca) and the token ("" without
+// --token-file).
+func credentialsOf(c *cli.Context) (*tls.Config, string, error) {
+	ca, cert, key, tokenFile := c.String(flagTLSCA), c.String(flagTLSCert), c.String(flagTLSKey), c.String(flagTokenFile)
+	if ca == "" {
+		switch {
+		case cert != "" || key != "":
+			return nil, "", exitcode.Usagef("InvalidFlag", "--tls-cert and --tls-key need --tls-ca, the cluster's CA, to verify the nodes")
+		case tokenFile != "":
+			return nil, "", exitcode.Usagef("InvalidFlag", "--token-file needs --tls-ca: a token is never sent in the clear")
+		}
+		return nil, "", nil
+	}
+	tc, err := security.ClientTLS(ca, cert, key)
+	if err != nil {
+		return nil, "", exitcode.Usagef("InvalidFlag", "%v", err)
+	}
+	token := ""
+	if tokenFile != "" {
+		if token, err = security.ReadTokenFile(tokenFile); err != nil {
+			return nil, "", exitcode.Usagef("InvalidFlag", "--token-file: %v", err)
+		}
+	}
+	return tc, token, nil
 }
 
 func checkHostPort(addr string) error {
@@ -174,6 +216,8 @@ type globals struct {
 	bootstrap []string
 	output    string
 	timeout   time.Duration
+	tls       *tls.Config // nil: plaintext
+	token     string
 }
 
 func globalsOf(c *cli.Context) globals {
@@ -183,5 +227,6 @@ func globalsOf(c *cli.Context) globals {
 	}
 	g.output = c.String(flagOutput)
 	g.timeout = c.Duration(flagTimeout)
+	g.tls, g.token, _ = credentialsOf(c) // checked by checkGlobals
 	return g
 }

@@ -22,6 +22,7 @@ import (
 	"gostream/controller/quorum"
 	"gostream/metadata"
 	"gostream/node"
+	"gostream/security"
 	"gostream/storage"
 	"gostream/transport"
 )
@@ -64,6 +65,14 @@ const (
 	flagDSSSEReconnect         = "ds-sse-reconnect"
 	flagDSMaxLiveReaders       = "ds-max-live-readers"
 	flagDSForwardTimeout       = "ds-forward-timeout"
+
+	flagTLSCert        = "tls-cert"
+	flagTLSKey         = "tls-key"
+	flagTLSCA          = "tls-ca"
+	flagTLSClientAuth  = "tls-client-auth"
+	flagGossipKeyFile  = "gossip-key-file"
+	flagAuthTokensFile = "auth-tokens-file"
+	flagSuperusers     = "superusers"
 )
 
 // configFlag maps node.Config field names (as node.FieldError reports them)
@@ -99,6 +108,13 @@ var configFlag = map[string]string{
 	"DS.MaxLiveReaders":    flagDSMaxLiveReaders,
 	"DS.SSEReconnect":      flagDSSSEReconnect,
 	"DS.ForwardTimeout":    flagDSForwardTimeout,
+
+	"Security.TLSCert":        flagTLSCert,
+	"Security.TLSCA":          flagTLSCA,
+	"Security.TLSClientAuth":  flagTLSClientAuth,
+	"Security.GossipKeyFile":  flagGossipKeyFile,
+	"Security.AuthTokensFile": flagAuthTokensFile,
+	"Security.Superusers":     flagSuperusers,
 }
 
 var logLevels = []string{"trace", "debug", "info", "warn", "error"}
@@ -182,6 +198,13 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			stringFlag(flagDSSSEReconnect, "how long a Durable Streams SSE connection lives before the node closes it for the client to resume, `DURATION`", "", "1m"),
 			stringFlag(flagDSMaxLiveReaders, "Durable Streams long-polls and SSE connections open at once on this node, `N`; 503 above", "", "1000"),
 			stringFlag(flagDSForwardTimeout, "how long a node waits for a stream's leader to answer a forwarded Durable Streams request (besides its long-poll wait), `DURATION`; then 503", "", "10s"),
+			stringFlag(flagTLSCert, "this node's certificate `FILE` (PEM): TLS on the RPC and HTTP listeners and on the connections it dials; reloaded on SIGHUP", "", "off"),
+			stringFlag(flagTLSKey, "the key `FILE` (PEM) of --tls-cert", "", "off"),
+			stringFlag(flagTLSCA, "the cluster's CA certificate `FILE` (PEM): peers and client certificates are verified against it, and nodes present their certificates to each other (mutual TLS)", "", "off"),
+			stringFlag(flagTLSClientAuth, "what clients must show, `MODE`: none (only without --tls-ca), request (a certificate is optional and authenticates its holder) or require", "", "none; request with --tls-ca"),
+			stringFlag(flagGossipKeyFile, "gossip encryption keys `FILE`: base64 keys of 16, 24 or 32 bytes, one per line, the first sends (head -c 32 /dev/urandom | base64); reloaded on SIGHUP", "", "off"),
+			stringFlag(flagAuthTokensFile, "bearer tokens `FILE`: lines PRINCIPAL sha256:HEX (gostream-ctl token create); turns authentication and authorization on; needs --tls-ca; reloaded on SIGHUP", "", "off"),
+			stringFlag(flagSuperusers, "principals `NAME,...` allowed everything once authorization is on; list every node's certificate name", "", "none"),
 		},
 		Action:         runNodeAction,
 		OnUsageError:   onUsageError,
@@ -207,6 +230,25 @@ func runNodeAction(c *cli.Context) error {
 		return err
 	}
 	cfg.Logger = logger
+	// SIGHUP reloads the TLS, tokens and gossip key files.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	reload := make(chan struct{}, 1)
+	cfg.Security.Reload = reload
+	go func() {
+		for {
+			select {
+			case <-hup:
+				select {
+				case reload <- struct{}{}:
+				default: // one is pending already
+				}
+			case <-c.Context.Done():
+				return
+			}
+		}
+	}()
 	if err := node.Run(c.Context, cfg); err != nil {
 		return nameRunError(err)
 	}
@@ -244,10 +286,37 @@ func configFromFlags(c *cli.Context) (node.Config, error) {
 	if err := limitsFromFlags(c, &cfg); err != nil {
 		return node.Config{}, err
 	}
+	if err := securityFromFlags(c, &cfg); err != nil {
+		return node.Config{}, err
+	}
 	if err := cfg.Validate(); err != nil {
 		return node.Config{}, configError(err)
 	}
 	return cfg, nil
+}
+
+// securityFromFlags reads the TLS, gossip encryption and authentication
+// flags into cfg; Config.Validate checks how they go together.
+func securityFromFlags(c *cli.Context, cfg *node.Config) error {
+	s := &cfg.Security
+	s.TLSCert = strings.TrimSpace(c.String(flagTLSCert))
+	s.TLSKey = strings.TrimSpace(c.String(flagTLSKey))
+	s.TLSCA = strings.TrimSpace(c.String(flagTLSCA))
+	s.GossipKeyFile = strings.TrimSpace(c.String(flagGossipKeyFile))
+	s.AuthTokensFile = strings.TrimSpace(c.String(flagAuthTokensFile))
+	if text := strings.TrimSpace(c.String(flagTLSClientAuth)); text != "" {
+		a, err := security.ParseClientAuth(text)
+		if err != nil {
+			return invalidFlag(flagTLSClientAuth, text, err.Error())
+		}
+		s.TLSClientAuth = a
+	}
+	users, err := security.ParseSuperusers(c.String(flagSuperusers))
+	if err != nil {
+		return invalidFlag(flagSuperusers, c.String(flagSuperusers), err.Error())
+	}
+	s.Superusers = users
+	return nil
 }
 
 // limitsFromFlags reads the limit flags that are set into cfg; unset ones
@@ -429,6 +498,8 @@ func nameRunError(err error) error {
 		return exitcode.Fail("DuplicateBroker", err)
 	case errors.Is(err, storage.ErrCorrupt), errors.Is(err, metadata.ErrCorrupt), errors.Is(err, quorum.ErrCorrupt):
 		return exitcode.Fail("Corrupt", err)
+	case errors.Is(err, node.ErrSecurityFiles):
+		return exitcode.Fail("SecurityFiles", err)
 	case errors.Is(err, node.ErrCannotListen):
 		return exitcode.Fail("CannotListen", err)
 	case errors.Is(err, node.ErrInvalidConfig):

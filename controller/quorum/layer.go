@@ -1,6 +1,8 @@
 package quorum
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +12,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"gostream/transport"
 )
 
 // Raft traffic shares each candidate's RPC address with the frames of the
@@ -35,6 +39,13 @@ type Layer struct {
 	// are dialed from (the node's --dial-source), as every other
 	// connection the node opens is.
 	LocalIP net.IP
+	// TLS, if set, gives the configuration of each connection Dial
+	// opens (mutual TLS between the nodes); nil dials in plaintext.
+	TLS func() *tls.Config
+	// Allow, if set, decides whether a diverted connection's principal
+	// (its verified certificate's name, "" without one) may speak Raft
+	// with this candidate; an error says why not.
+	Allow   func(principal string) error
 	logger  hclog.Logger
 	conns   chan net.Conn
 	done    chan struct{}
@@ -67,7 +78,13 @@ func NewTransport(l *Layer, logger hclog.Logger) *raft.NetworkTransport {
 }
 
 // Divert takes a connection the RPC server diverted (its Marker read).
-func (l *Layer) Divert(c net.Conn) {
+func (l *Layer) Divert(c net.Conn, principal string) {
+	if l.Allow != nil {
+		if err := l.Allow(principal); err != nil {
+			l.refuse(c, err.Error())
+			return
+		}
+	}
 	go func() {
 		c.SetReadDeadline(time.Now().Add(preambleTimeout))
 		theirs, err := readPreamble(c)
@@ -147,6 +164,16 @@ func (l *Layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Con
 	c, err := d.Dial("tcp", string(address))
 	if err != nil {
 		return nil, err
+	}
+	if l.TLS != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		tc, err := transport.ClientHandshake(ctx, c, string(address), l.TLS())
+		cancel()
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		c = tc
 	}
 	id := l.clusterID()
 	if len(id) > 255 {

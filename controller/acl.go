@@ -1,0 +1,48 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"gostream/metadata"
+)
+
+// ChangeACLs adds acls to the cluster's ACLs (or removes them, with add
+// false), in one change, and returns those it changed: the new ones, or
+// the ones it removed. Nothing changes when every entry is already there
+// (or already absent). The entries are validated first; one that is not
+// valid changes nothing.
+func (c *Controller) ChangeACLs(ctx context.Context, add bool, acls []metadata.ACL, requester string) ([]metadata.ACL, int64, error) {
+	for _, a := range acls {
+		if err := a.Validate(); err != nil {
+			return nil, 0, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+		}
+	}
+	var changed []metadata.ACL
+	verb := "remove"
+	if add {
+		verb = "add"
+	}
+	err := c.change(ctx, fmt.Sprintf("%s %d ACLs", verb, len(acls)), func(m *metadata.Cluster) error {
+		changed = changed[:0]
+		for _, a := range acls {
+			has := slices.Contains(m.ACLs, a)
+			if add && !has && m.AddACLs([]metadata.ACL{a}) == 1 || !add && has && m.RemoveACLs([]metadata.ACL{a}) == 1 {
+				changed = append(changed, a)
+			}
+		}
+		if len(changed) == 0 {
+			return errNoChange
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	epoch := c.Metadata().Epoch
+	if len(changed) > 0 {
+		c.logger.Info("ACLs changed", "op", verb, "entries", len(changed), "requester", requester, "metadata_epoch", epoch)
+	}
+	return changed, epoch, nil
+}

@@ -1,0 +1,335 @@
+package node
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"gostream/httpapi"
+	"gostream/metadata"
+	"gostream/security"
+	"gostream/transport"
+)
+
+// SecurityConfig configures TLS, gossip encryption, authentication and
+// authorization (docs/security.md). Its zero value is none of them.
+type SecurityConfig struct {
+	// TLSCert and TLSKey (PEM files, both or neither) turn TLS on for the
+	// RPC and HTTP listeners and for the connections the node dials.
+	TLSCert, TLSKey string
+	// TLSCA (PEM) is the cluster's CA: peers and client certificates are
+	// verified against it, and the node presents its certificate to the
+	// nodes it dials (mutual TLS). It needs TLSCert and TLSKey.
+	TLSCA string
+	// TLSClientAuth is what clients must show: "" is ClientAuthNone
+	// without a CA and ClientAuthRequest with one.
+	TLSClientAuth security.ClientAuth
+	// GossipKeyFile holds the gossip encryption keys (base64, one per
+	// line, the first sends).
+	GossipKeyFile string
+	// AuthTokensFile holds the bearer tokens' hashes and principals. It
+	// turns authentication and authorization on, and needs TLSCA.
+	AuthTokensFile string
+	// Superusers may do everything once authorization is on; every node's
+	// certificate name must be among them.
+	Superusers []string
+	// Reload, if set, makes the node read the TLS, tokens and gossip key
+	// files again at each receive (gostream-node sends one per SIGHUP).
+	Reload <-chan struct{}
+}
+
+// clientAuth is TLSClientAuth with its default filled in.
+func (s SecurityConfig) clientAuth() security.ClientAuth {
+	if s.TLSClientAuth != "" {
+		return s.TLSClientAuth
+	}
+	if s.TLSCA != "" {
+		return security.ClientAuthRequest
+	}
+	return security.ClientAuthNone
+}
+
+// authOn reports whether authentication (and with it authorization) is
+// on.
+func (s SecurityConfig) authOn() bool {
+	return s.AuthTokensFile != "" || s.clientAuth() == security.ClientAuthRequire
+}
+
+// validate checks the combination of the security settings; the files
+// themselves are read at start.
+func (s SecurityConfig) validate() error {
+	bad := func(field, value, reason string) error {
+		return &FieldError{Field: "Security." + field, Value: value, Reason: reason}
+	}
+	if (s.TLSCert == "") != (s.TLSKey == "") {
+		return bad("TLSCert", s.TLSCert+","+s.TLSKey, "a certificate needs its key and a key its certificate: give both --tls-cert and --tls-key")
+	}
+	if s.TLSCA != "" && s.TLSCert == "" {
+		return bad("TLSCA", s.TLSCA, "with a CA the nodes present their certificates to each other (mutual TLS): give --tls-cert and --tls-key too")
+	}
+	switch s.TLSClientAuth {
+	case "":
+	case security.ClientAuthNone:
+		if s.TLSCA != "" {
+			return bad("TLSClientAuth", string(s.TLSClientAuth), "with --tls-ca a node asks every connection for a certificate, so that nodes can present theirs: use request (optional for clients) or require")
+		}
+	case security.ClientAuthRequest, security.ClientAuthRequire:
+		if s.TLSCA == "" {
+			return bad("TLSClientAuth", string(s.TLSClientAuth), "client certificates are verified against the cluster's CA: give --tls-ca")
+		}
+	default:
+		return bad("TLSClientAuth", string(s.TLSClientAuth), "want none, request or require")
+	}
+	if s.AuthTokensFile != "" && s.TLSCA == "" {
+		return bad("AuthTokensFile", s.AuthTokensFile, "tokens are never sent in the clear, and nodes prove themselves to each other by certificate: give --tls-cert, --tls-key and --tls-ca")
+	}
+	for _, p := range s.Superusers {
+		if err := security.CheckPrincipal(p); err != nil {
+			return bad("Superusers", p, err.Error())
+		}
+	}
+	if s.authOn() && len(s.Superusers) == 0 {
+		return bad("Superusers", "", "authentication is on, and with it authorization (default deny): name the nodes' certificate names, and an administrator, in --superusers")
+	}
+	return nil
+}
+
+// nodeSecurity is what a node loaded of its SecurityConfig.
+type nodeSecurity struct {
+	cfg    SecurityConfig
+	tls    *security.TLSFiles   // nil without TLS
+	tokens *security.Tokens     // nil without tokens
+	authz  *security.Authorizer // nil while authorization is off
+	denied *transport.RateLog
+
+	deniedTotal  *prometheus.CounterVec
+	authFailures *prometheus.CounterVec
+	reloads      *prometheus.CounterVec
+}
+
+// ErrSecurityFiles is matched by the errors of loading the TLS, tokens and
+// gossip key files at start.
+var ErrSecurityFiles = errors.New("node: security files")
+
+// loadSecurity reads the files the config names, and checks that this
+// node's certificate name is a superuser when authorization is on.
+func (n *Node) loadSecurity() error {
+	cfg := n.cfg.Security
+	s := &nodeSecurity{cfg: cfg, denied: transport.NewRateLog(n.logger.Named("authz"), 0)}
+	s.deniedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gostream_authorization_denied_total", Help: "Requests refused because their principal may not do what they ask, by operation and resource type.",
+	}, []string{"operation", "resource_type"})
+	s.authFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gostream_authentication_failures_total", Help: "Connections and requests refused before authentication: failed TLS handshakes, plaintext on a TLS listener, refused tokens, requests without a principal.",
+	}, []string{"kind"})
+	s.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gostream_security_reloads_total", Help: "Reloads of the TLS, tokens and gossip key files (SIGHUP), by result.",
+	}, []string{"result"})
+	n.metrics.registry.MustRegister(s.deniedTotal, s.authFailures, s.reloads)
+	n.sec = s
+	if cfg.TLSCert != "" {
+		f, err := security.LoadTLSFiles(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA, cfg.clientAuth())
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrSecurityFiles, err)
+		}
+		s.tls = f
+	}
+	if cfg.AuthTokensFile != "" {
+		t, err := security.LoadTokens(cfg.AuthTokensFile)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrSecurityFiles, err)
+		}
+		s.tokens = t
+	}
+	if cfg.GossipKeyFile != "" {
+		if _, err := security.LoadGossipKeys(cfg.GossipKeyFile); err != nil {
+			return fmt.Errorf("%w: %w", ErrSecurityFiles, err)
+		}
+	}
+	if cfg.authOn() {
+		s.authz = security.NewAuthorizer(cfg.Superusers, func() []metadata.ACL {
+			if m := n.broker.metadata(); m != nil {
+				return m.ACLs
+			}
+			return nil
+		})
+		if name := s.tls.Name(); !s.authz.Superuser(name) {
+			return &FieldError{Field: "Security.Superusers", Value: strings.Join(cfg.Superusers, ","), Reason: fmt.Sprintf(
+				"this node's certificate (%s) names %q, which --superusers does not list: nodes act for each other (replication, registration, the controller), so every node's certificate name must be a superuser", cfg.TLSCert, name)}
+		}
+	}
+	return nil
+}
+
+// reloadSecurity reads the files again (SIGHUP). What fails to load keeps
+// what was loaded before; each failure is logged.
+func (n *Node) reloadSecurity() {
+	s := n.sec
+	var errs []error
+	if s.tls != nil {
+		if err := s.tls.Reload(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.tokens != nil {
+		if err := s.tokens.Reload(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.cfg.GossipKeyFile != "" && n.gossip != nil {
+		if err := n.gossip.reloadKeys(s.cfg.GossipKeyFile); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		s.reloads.WithLabelValues("failed").Inc()
+		n.logger.Error("reload of the security files failed; the node keeps what it had loaded", "err", err)
+		return
+	}
+	s.reloads.WithLabelValues("ok").Inc()
+	args := []any{}
+	if s.tls != nil {
+		args = append(args, "certificate", s.tls.Name(), "expires", s.tls.NotAfter().UTC())
+	}
+	if s.tokens != nil {
+		args = append(args, "tokens", s.tokens.Len())
+	}
+	n.logger.Info("security files reloaded", args...)
+}
+
+// serverTLS is the RPC listener's TLS configuration, nil without TLS.
+func (s *nodeSecurity) serverTLS(alpn ...string) *tls.Config {
+	if s.tls == nil {
+		return nil
+	}
+	return s.tls.ServerConfig(alpn...)
+}
+
+// clientTLS gives the configuration of each connection the node dials,
+// nil without TLS.
+func (s *nodeSecurity) clientTLS() func() *tls.Config {
+	if s.tls == nil {
+		return nil
+	}
+	return s.tls.ClientConfig
+}
+
+// authenticate checks a bearer token, for the transport and HTTP.
+func (s *nodeSecurity) authenticate(token string) (string, error) {
+	if s.tokens == nil {
+		return "", fmt.Errorf("%w: this node takes no tokens (it runs without --auth-tokens-file); authenticate with a client certificate", transport.ErrUnauthenticated)
+	}
+	p, err := s.tokens.Authenticate(token)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", transport.ErrUnauthenticated, err)
+	}
+	return p, nil
+}
+
+// authorize refuses, with ErrUnauthorized, what principal may not do; it
+// counts and logs (bounded) each refusal. With authorization off it
+// allows everything.
+func (s *nodeSecurity) authorize(principal string, op metadata.Operation, rt metadata.ResourceType, name string) error {
+	if s.authz == nil || s.authz.Allowed(principal, op, rt, name) {
+		return nil
+	}
+	s.deniedTotal.WithLabelValues(string(op), string(rt)).Inc()
+	s.denied.Warn("denied:"+principal, "request denied", "principal", principal, "operation", op, "resource", security.Describe(rt, name))
+	return fmt.Errorf("%w: principal %q may not %s %s", transport.ErrUnauthorized, principal, op, security.Describe(rt, name))
+}
+
+// canDescribe reports, without counting a refusal, whether principal may
+// see a resource: lists leave out what it may not.
+func (s *nodeSecurity) canDescribe(principal string, rt metadata.ResourceType, name string) bool {
+	return s.authz == nil || s.authz.Allowed(principal, metadata.OpDescribe, rt, name)
+}
+
+// peerOnly refuses a request only nodes make (replication, registration,
+// metadata for brokers, the controller's Raft stream) from anyone else:
+// with a CA, a connection whose certificate did not verify; with
+// authorization on, a principal that is not a superuser.
+func (s *nodeSecurity) peerOnly(principal string, what string) error {
+	switch {
+	case s.authz != nil:
+		if s.authz.Superuser(principal) {
+			return nil
+		}
+		s.deniedTotal.WithLabelValues("peer", "cluster").Inc()
+		s.denied.Warn("peer:"+principal, "a request only nodes make was refused", "principal", principal, "request", what)
+		if principal == "" {
+			return fmt.Errorf("%w: %s is for the cluster's nodes: they present a certificate signed by the cluster's CA", transport.ErrUnauthenticated, what)
+		}
+		return fmt.Errorf("%w: %s is for the cluster's nodes, and principal %q is not one (nodes are superusers)", transport.ErrUnauthorized, what, principal)
+	case s.tls != nil && s.tls.HasCA():
+		if principal != "" {
+			return nil
+		}
+		s.authFailures.WithLabelValues("peer").Inc()
+		s.denied.Warn("peer:", "a request only nodes make came without a certificate signed by the cluster's CA; refused", "request", what)
+		return fmt.Errorf("%w: %s is for the cluster's nodes: they present a certificate signed by the cluster's CA (--tls-cert, --tls-key)", transport.ErrUnauthenticated, what)
+	}
+	return nil
+}
+
+// raftAllowed decides whether a Raft connection's principal may speak to
+// this candidate.
+func (s *nodeSecurity) raftAllowed(principal string) error {
+	return s.peerOnly(principal, "the controller's Raft stream")
+}
+
+// httpPrincipal is the principal of an HTTP request: its bearer token's,
+// or its verified client certificate's. It is an error wrapping
+// ErrUnauthenticated when authentication is on and the request proves
+// nothing, or its token is refused.
+func (s *nodeSecurity) httpPrincipal(r *http.Request) (string, error) {
+	if auth := r.Header.Get("Authorization"); auth != "" && s.tokens != nil {
+		scheme, token, ok := strings.Cut(auth, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			return "", fmt.Errorf("%w: the Authorization header must be Bearer TOKEN", transport.ErrUnauthenticated)
+		}
+		token = strings.TrimSpace(token)
+		if len(token) > transport.MaxTokenBytes {
+			return "", fmt.Errorf("%w: a token of %d bytes; tokens are at most %d", transport.ErrUnauthenticated, len(token), transport.MaxTokenBytes)
+		}
+		p, err := s.authenticate(token)
+		if err != nil {
+			s.authFailures.WithLabelValues("token").Inc()
+			s.denied.Warn("http-token:"+hostOfAddr(r.RemoteAddr), "an HTTP request's token was refused", "peer", r.RemoteAddr)
+		}
+		return p, err
+	}
+	if r.TLS != nil {
+		if p := transport.CertPrincipal(*r.TLS); p != "" {
+			return p, nil
+		}
+	}
+	if s.cfg.authOn() {
+		s.authFailures.WithLabelValues("unauthenticated").Inc()
+		return "", fmt.Errorf("%w: send Authorization: Bearer TOKEN, or a client certificate signed by the cluster's CA", transport.ErrUnauthenticated)
+	}
+	return "", nil
+}
+
+// streamAuthorize is the Durable Streams handler's authorizer: op on the
+// stream at path, for the request's principal.
+func (s *nodeSecurity) streamAuthorize(r *http.Request, op, path string) (int, string) {
+	err := s.authorize(httpapi.Principal(r), metadata.Operation(op), metadata.ResourceStream, path)
+	if err != nil {
+		return http.StatusForbidden, err.Error()
+	}
+	return 0, ""
+}
+
+// onAuthFailure counts a refusal the transport made.
+func (s *nodeSecurity) onAuthFailure(kind string) { s.authFailures.WithLabelValues(kind).Inc() }
+
+func hostOfAddr(addr string) string {
+	if i := strings.LastIndexByte(addr, ':'); i > 0 {
+		return addr[:i]
+	}
+	return addr
+}

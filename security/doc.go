@@ -1,0 +1,17 @@
+// Package security holds what a node and its clients need to prove who
+// they are and to decide what a principal may do (docs/security.md):
+//
+//   - TLSFiles: a certificate, its key and the cluster's CA read from PEM
+//     files, reloaded on demand (SIGHUP), and the server and client
+//     tls.Configs built from whatever was loaded last;
+//   - Tokens: the bearer tokens file (principals and the SHA-256 of each
+//     token), and the making of a new token;
+//   - GossipKeys: the gossip encryption keys file;
+//   - Authorizer: superusers and the ACLs of the cluster metadata, the
+//     one place that says whether a principal may do an operation on a
+//     resource;
+//   - the development CA of `gostream-ctl cert init` (certs.go).
+//
+// Nothing here reads the network; the node wires it into its listeners
+// and the transport.
+package security
