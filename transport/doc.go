@@ -118,6 +118,9 @@
 //	44    InvalidOffset             no
 //	45    UnknownGroup              no
 //	46    InvalidGroupName          no
+//	47    Unauthenticated           no
+//	48    Unauthorized              no
+//	49    TLSMismatch               no
 //
 // A code this package does not know is named "Code<n>"; its Error keeps the
 // retriable flag it came with.
