@@ -84,6 +84,9 @@ type Conn struct {
 	done chan struct{} // closed when the reader stops
 
 	callTimeout time.Duration // DefaultCallTimeout; tests shorten it
+	// principal is who the node took this connection for, as it said
+	// when the connection opened ("" when not asked, or nobody).
+	principal string
 
 	// lastRead is when the last frame arrived (UnixNano), for telling a
 	// slow answer from a dead connection, and lastSent when a request was
@@ -164,12 +167,16 @@ func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 	c.mu.pending = make(map[uint32]*Pending)
 	c.lastSent.Store(time.Now().UnixNano())
 	go c.readLoop()
-	if cfg.Token != "" {
+	if cfg.Token != "" || cfg.TLS != nil {
+		// One round trip: with a token, to authenticate; over TLS, also
+		// to learn now, not at the first call, whether the node took this
+		// client's certificate (TLS 1.3 refuses it after the handshake).
 		var resp AuthenticateResponse
 		if err := c.Call(ctx, APIAuthenticate, &AuthenticateRequest{Token: cfg.Token}, &resp); err != nil {
 			c.Close()
-			return nil, fmt.Errorf("authenticate to %s: %w", addr, err)
+			return nil, fmt.Errorf("authenticate to %s: %w", addr, refusedAfterHandshake(addr, err))
 		}
+		c.principal = resp.Principal
 	}
 	return c, nil
 }
@@ -186,6 +193,11 @@ func (c *Conn) idleFor(now time.Time) time.Duration {
 	last := max(c.lastSent.Load(), c.lastRead.Load())
 	return now.Sub(time.Unix(0, last))
 }
+
+// Principal is who the node took this connection for when it opened: the
+// name of the client's certificate or token; "" when it proved nothing,
+// or for a plaintext connection without a token (not asked).
+func (c *Conn) Principal() string { return c.principal }
 
 // Addr is the address the connection was dialed to.
 func (c *Conn) Addr() string { return c.addr }

@@ -93,7 +93,8 @@ func (c *serverConn) authenticate(req *Request) Reply {
 		c.s.cfg.OnAuthFailure("token")
 		return Immediate(nil, fmt.Errorf("%w: a token of %d bytes; tokens are at most %d", ErrUnauthenticated, len(r.Token), MaxTokenBytes))
 	}
-	if c.s.cfg.Authenticate == nil {
+	if c.s.cfg.Authenticate == nil || r.Token == "" {
+		// No token: the client asks who it is (after its handshake).
 		return Immediate(&AuthenticateResponse{Principal: c.principal}, nil)
 	}
 	principal, err := c.s.cfg.Authenticate(r.Token)
@@ -135,6 +136,18 @@ func ClientHandshake(ctx context.Context, nc net.Conn, addr string, cfg *tls.Con
 		return nil, handshakeError(addr, err)
 	}
 	return tc, nil
+}
+
+// refusedAfterHandshake names a TLS alert a client read after its
+// handshake: with TLS 1.3 a server refuses a client certificate only
+// then. Other errors are returned as they are.
+func refusedAfterHandshake(addr string, err error) error {
+	if err == nil || !strings.Contains(err.Error(), "remote error: tls:") {
+		return err
+	}
+	msg := err.Error()
+	return fmt.Errorf("%w: TLS with %s: the node refused this client: %s (it wants a client certificate signed by its CA, valid now: --tls-cert, --tls-key)",
+		ErrUnauthenticated, addr, msg[strings.Index(msg, "remote error: tls:"):])
 }
 
 // handshakeError names why a client's handshake with addr failed.
