@@ -27,7 +27,9 @@ func NewAuthorizer(superusers []string, acls func() []metadata.ACL) *Authorizer 
 }
 
 // Superuser reports whether principal may do everything.
-func (a *Authorizer) Superuser(principal string) bool { return principal != "" && a.superusers[principal] }
+func (a *Authorizer) Superuser(principal string) bool {
+	return principal != "" && a.superusers[principal]
+}
 
 // Allowed reports whether principal may do op on the resource of type rt
 // named name ("" for the cluster). An unauthenticated principal ("") may

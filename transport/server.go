@@ -352,18 +352,18 @@ func (s *Server) Close() error {
 }
 
 type serverConn struct {
-	s      *Server
-	nc     net.Conn
-	raw    *peekedConn // under nc when the server speaks TLS; nil otherwise
+	s   *Server
+	nc  net.Conn
+	raw *peekedConn // under nc when the server speaks TLS; nil otherwise
 	// principal is who the connection proved to be ("" none yet): its
 	// verified client certificate's name, or an accepted token's. Only
 	// the reading goroutine touches it.
 	principal string
-	ctx    context.Context
-	cancel context.CancelFunc
-	sem    chan struct{} // one slot per request in flight
-	mem    *memory       // the connection's request memory
-	wg     sync.WaitGroup
+	ctx       context.Context
+	cancel    context.CancelFunc
+	sem       chan struct{} // one slot per request in flight
+	mem       *memory       // the connection's request memory
+	wg        sync.WaitGroup
 
 	// inFlight counts Replies not yet written, and lastReply is when one
 	// was last written (Unix nanoseconds): a connection is idle only when
