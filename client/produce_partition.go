@@ -54,7 +54,11 @@ func classify(err error) outcome {
 		errors.Is(err, transport.ErrMessageTooLarge),
 		errors.Is(err, transport.ErrInvalidBatch),
 		errors.Is(err, transport.ErrInvalidRequest),
-		errors.Is(err, transport.ErrUnsupportedVersion):
+		errors.Is(err, transport.ErrUnsupportedVersion),
+		// Refused before the node looked at the batch.
+		errors.Is(err, transport.ErrUnauthorized),
+		errors.Is(err, transport.ErrUnauthenticated),
+		errors.Is(err, transport.ErrTLSMismatch):
 		return rejected
 	default:
 		return unknown

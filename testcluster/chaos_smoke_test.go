@@ -27,11 +27,26 @@ func TestChaosSmoke(t *testing.T) {
 		skipSmoke(t, fmt.Sprintf("no network faults here: %v", err))
 	}
 	seed := time.Now().UnixNano() % 1_000_000_000
-	for i, name := range []string{"leader-isolated", "lost-unsynced", "slow-network", "power-loss"} {
-		s := seed + int64(i)
-		t.Run(name, func(t *testing.T) {
+	for i, sc := range []struct {
+		name   string
+		secure bool
+	}{
+		{"leader-isolated", false}, {"lost-unsynced", false}, {"slow-network", false}, {"power-loss", false},
+		// The same with TLS, mutual TLS, gossip encryption and tokens on
+		// every link (docs/security.md).
+		{"leader-isolated", true}, {"power-loss", true},
+	} {
+		s, name := seed+int64(i), sc.name
+		label := name
+		if sc.secure {
+			label += "-secure"
+		}
+		t.Run(label, func(t *testing.T) {
 			replay := fmt.Sprintf("go run ./testcluster/cmd/chaos --scenarios %s --seed %d --duration 12s", name, s)
-			res := RunScenario(ScenarioConfig{Name: name, Seed: s, Duration: 12 * time.Second, Out: logWriter{t}, Replay: replay})
+			if sc.secure {
+				replay += " --secure"
+			}
+			res := RunScenario(ScenarioConfig{Name: name, Seed: s, Duration: 12 * time.Second, Out: logWriter{t}, Replay: replay, Secure: sc.secure})
 			t.Logf("%s seed %d: %d faults (%d on leaders), %d operations, %d acknowledged, %d records read, %d violations",
 				name, s, res.Faults, res.LeaderFaults, res.Stats.Ops, res.Stats.Acked, res.Stats.Reads, len(res.Violations))
 			if res.Err != nil {

@@ -45,6 +45,11 @@ type Config struct {
 	// kill -9 loses what a node had not fsync'd, as a power loss does, and
 	// Node.FillDisk makes a node's disk full.
 	CrashFS bool
+	// Secure runs every node with TLS, mutual TLS, gossip encryption and
+	// authentication (docs/security.md), from files New writes under
+	// Dir/secure; the harness's clients and gostream-ctl authenticate as
+	// the superuser admin (see Secure).
+	Secure bool
 	// Logf receives the harness's own lines (for example testing.T.Logf).
 	Logf func(format string, args ...any)
 }
@@ -56,6 +61,9 @@ type Cluster struct {
 	cfg   Config
 	net   network
 	proxy *Proxy // nil unless cfg.Netns
+	// Secure is the CA, certificates, keys and tokens of a cluster of
+	// Config.Secure; nil otherwise.
+	Secure *Secure
 
 	impostors int // made by Impostor, for their names
 }
@@ -77,6 +85,11 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	c := &Cluster{Bins: bins, cfg: cfg}
 	c.net.cuts = map[[2]int32]bool{}
+	if cfg.Secure {
+		if c.Secure, err = newSecure(filepath.Join(cfg.Dir, "secure"), cfg.Nodes); err != nil {
+			return nil, fmt.Errorf("testcluster: security files: %w", err)
+		}
+	}
 	if cfg.Netns {
 		if err := Netns(); err != nil {
 			return nil, err
@@ -95,6 +108,10 @@ func New(cfg Config) (*Cluster, error) {
 		if cfg.Netns {
 			n.host = NodeHost(n.ID)
 			n.Args = append(n.Args, "--dial-source", n.host)
+		}
+		if s := c.Secure; s != nil {
+			n.sec = s
+			n.Args = append(n.Args, s.nodeArgs(n.ID, cfg.Nodes)...)
 		}
 		if err := c.freshAddrs(n); err != nil {
 			c.Close()
@@ -284,7 +301,7 @@ type CtlResult struct {
 // consume --follow) or signals it. ctx kills it.
 func (c *Cluster) CtlCommand(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, c.Bins.Ctl, append([]string{"--bootstrap", c.Bootstrap()}, args...)...)
-	cmd.Env = append(cleanEnv(), "GORACE=atexit_sleep_ms=0")
+	cmd.Env = append(append(cleanEnv(), "GORACE=atexit_sleep_ms=0"), c.Secure.ctlEnv()...)
 	return cmd
 }
 

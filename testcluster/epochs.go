@@ -284,7 +284,7 @@ func (s *LeaderSampler) poll(ctx context.Context, cl *client.Client) *client.Cli
 	defer cancel()
 	if cl == nil {
 		var err error
-		cl, err = client.New(ctx, client.Config{Bootstrap: strings.Split(s.c.Bootstrap(), ","), RequestTimeout: 3 * time.Second, DialTimeout: time.Second})
+		cl, err = client.New(ctx, s.c.Secured(client.Config{Bootstrap: strings.Split(s.c.Bootstrap(), ","), RequestTimeout: 3 * time.Second, DialTimeout: time.Second}))
 		if err != nil {
 			return nil
 		}

@@ -65,7 +65,7 @@ func (r *run) coordinatorKill(slot int) error {
 func (r *run) groupCoordinator() (int32, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cl, err := client.New(ctx, client.Config{Bootstrap: strings.Split(r.liveBootstrap(), ","), RequestTimeout: 3 * time.Second, DialTimeout: time.Second})
+	cl, err := client.New(ctx, r.c.Secured(client.Config{Bootstrap: strings.Split(r.liveBootstrap(), ","), RequestTimeout: 3 * time.Second, DialTimeout: time.Second}))
 	if err != nil {
 		return 0, err
 	}

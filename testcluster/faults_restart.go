@@ -13,7 +13,7 @@ import (
 
 // client returns a client of the brokers that run and are not paused.
 func (r *run) client(ctx context.Context) (*client.Client, error) {
-	return client.New(ctx, client.Config{Bootstrap: strings.Split(r.liveBootstrap(), ","), RequestTimeout: 3 * time.Second, DialTimeout: time.Second})
+	return client.New(ctx, r.c.Secured(client.Config{Bootstrap: strings.Split(r.liveBootstrap(), ","), RequestTimeout: 3 * time.Second, DialTimeout: time.Second}))
 }
 
 // ackedBefore returns, per partition of the workload's topic, the highest

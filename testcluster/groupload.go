@@ -106,7 +106,7 @@ func (g *GroupWorkload) pickGroup() error {
 // prefix-1, ... whose coordinator is not broker avoid, and its
 // coordinator. The first FindCoordinator creates __consumer_offsets.
 func GroupNotCoordinatedBy(ctx context.Context, c *Cluster, prefix string, avoid int32) (string, int32, error) {
-	conn, err := transport.Dial(ctx, c.Nodes[0].RPC, transport.ConnConfig{})
+	conn, err := transport.Dial(ctx, c.Nodes[0].RPC, c.Secure.connConfig())
 	if err != nil {
 		return "", 0, err
 	}
@@ -258,7 +258,7 @@ func (g *GroupWorkload) sample(ctx context.Context) {
 		}
 		if cl == nil {
 			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			cl, _ = client.New(cctx, client.Config{Bootstrap: strings.Split(g.c.Bootstrap(), ","), RequestTimeout: 2 * time.Second, DialTimeout: time.Second})
+			cl, _ = client.New(cctx, g.c.Secured(client.Config{Bootstrap: strings.Split(g.c.Bootstrap(), ","), RequestTimeout: 2 * time.Second, DialTimeout: time.Second}))
 			cancel()
 			if cl == nil {
 				continue

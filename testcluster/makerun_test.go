@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -48,12 +49,18 @@ type script struct {
 // own; the test's end stops it (SIGTERM, then SIGKILL to the group).
 func startScript(t *testing.T, bins Binaries, data, name string, args ...string) *script {
 	t.Helper()
+	return startScriptEnv(t, bins, data, nil, name, args...)
+}
+
+// startScriptEnv is startScript with more environment (NAME=value).
+func startScriptEnv(t *testing.T, bins Binaries, data string, env []string, name string, args ...string) *script {
+	t.Helper()
 	root, err := moduleRoot()
 	require.NoError(t, err)
 	s := &script{out: &lockedBuffer{}}
 	s.cmd = exec.Command("bash", append([]string{filepath.Join("scripts", name)}, args...)...)
 	s.cmd.Dir = root
-	s.cmd.Env = append(cleanEnv(), "BIN="+filepath.Dir(bins.Node), "DATA="+data, "GORACE=atexit_sleep_ms=0")
+	s.cmd.Env = append(append(cleanEnv(), "BIN="+filepath.Dir(bins.Node), "DATA="+data, "GORACE=atexit_sleep_ms=0"), env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	require.NoError(t, s.cmd.Start())
@@ -246,4 +253,77 @@ func TestMakeRunFailureDrill(t *testing.T) {
 	assert.Contains(t, res.Stdout, "hello")
 	assert.Contains(t, res.Stdout, "again")
 	assert.Contains(t, res.Stdout, "world")
+}
+
+// makeRunPortsFree skips the test when a port of make run is taken.
+func makeRunPortsFree(t *testing.T) {
+	t.Helper()
+	for port := 9400; port <= 9422; port++ {
+		if port%10 > 2 {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			t.Skipf("port %d of make run is taken (%v): is a make run up?", port, err)
+		}
+		l.Close()
+	}
+}
+
+// TestMakeRunSecure runs `make run SECURE=1`'s script and follows what it
+// prints: the export line makes gostream-ctl work as the admin over TLS,
+// the token and ACL commands it shows work, and a gostream-ctl without
+// them is refused.
+func TestMakeRunSecure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts make run's cluster")
+	}
+	makeRunPortsFree(t)
+	bins, err := Build(raceEnabledOrNot())
+	require.NoError(t, err)
+	data := t.TempDir()
+	cluster := startScriptEnv(t, bins, data, []string{"SECURE=1"}, "run-cluster.sh")
+	cluster.waitOutput(t, "\nready\n", 120*time.Second)
+	out := cluster.out.String()
+	exports := regexp.MustCompile(`export (GOSTREAM_TLS_CA=\S+) (GOSTREAM_TOKEN_FILE=\S+)`).FindStringSubmatch(out)
+	require.NotNil(t, exports, "the script prints how to use gostream-ctl:\n%s", out)
+	root, err := moduleRoot()
+	require.NoError(t, err)
+	ctl := func(env []string, args ...string) CtlResult {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bins.Ctl, args...)
+		cmd.Dir = root
+		cmd.Env = append(append(cleanEnv(), "GORACE=atexit_sleep_ms=0"), env...)
+		res, err := ctlResult(cmd)
+		require.NoError(t, err)
+		t.Logf("gostream-ctl %s -> exit %d\n%s%s", strings.Join(args, " "), res.Exit, res.Stdout, res.Stderr)
+		return res
+	}
+	admin := exports[1:]
+	require.Equal(t, 0, ctl(admin, "cluster", "status").Exit)
+	require.Equal(t, 0, ctl(admin, "topic", "create", "orders", "--partitions", "3", "--replication-factor", "3").Exit)
+	require.Equal(t, 0, ctl(admin, "produce", "orders", "--key", "user-1", "hello").Exit)
+	assert.Contains(t, ctl(admin, "consume", "orders", "--from-beginning").Stdout, "hello")
+
+	// The token and ACL lines it prints, as printed (the token file in a
+	// temporary directory).
+	line := regexp.MustCompile(`gostream-ctl (token create --principal alice --tokens-file \S+) --out alice.token`).FindStringSubmatch(out)
+	require.NotNil(t, line, out)
+	aliceToken := filepath.Join(t.TempDir(), "alice.token")
+	require.Equal(t, 0, ctl(admin, append(strings.Fields(line[1]), "--out", aliceToken)...).Exit)
+	for _, dir := range []string{"node1", "node2", "node3"} {
+		require.NoError(t, syscall.Kill(nodePID(t, filepath.Join(data, dir)), syscall.SIGHUP))
+	}
+	acl := regexp.MustCompile(`gostream-ctl (acl add --principal alice [^\n]+)`).FindStringSubmatch(out)
+	require.NotNil(t, acl, out)
+	require.Equal(t, 0, ctl(admin, strings.Fields(acl[1])...).Exit)
+	alice := []string{admin[0], "GOSTREAM_TOKEN_FILE=" + aliceToken}
+	require.Eventually(t, func() bool { return ctl(alice, "produce", "orders", "from alice").Exit == 0 },
+		20*time.Second, 200*time.Millisecond, "alice writes once the nodes have read the tokens file again")
+
+	res := ctl(nil, "topic", "list")
+	assert.Equal(t, 2, res.Exit)
+	assert.True(t, strings.HasPrefix(res.Stderr, "TLSMismatch:"), res.Stderr)
 }

@@ -39,8 +39,9 @@ type Node struct {
 	Env []string
 
 	bin      string
-	diskFull string // the file whose existence fills a crashfs node's disk
-	host     string // the address the node binds
+	sec      *Secure // the cluster's security files, nil when plaintext
+	diskFull string  // the file whose existence fills a crashfs node's disk
+	host     string  // the address the node binds
 	logPath  string
 	started  bool // has been healthy once; its addresses are now known to others
 	logf     func(format string, args ...any)
@@ -338,8 +339,7 @@ func (n *Node) Resume() error { return n.signal(syscall.SIGCONT) }
 
 // Healthy reports whether GET /api/health answers 200.
 func (n *Node) Healthy() bool {
-	c := http.Client{Timeout: 500 * time.Millisecond}
-	resp, err := c.Get("http://" + n.HTTP + "/api/health")
+	resp, err := n.sec.httpGet(n.HTTP, "/api/health", 500*time.Millisecond)
 	if err != nil {
 		return false
 	}
@@ -365,8 +365,7 @@ func (n *Node) WaitHealthy(timeout time.Duration) error {
 
 // HTTPGet returns the body of GET path on the node's HTTP address.
 func (n *Node) HTTPGet(path string) ([]byte, error) {
-	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get("http://" + n.HTTP + path)
+	resp, err := n.sec.httpGet(n.HTTP, path, 5*time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -386,7 +385,7 @@ func (n *Node) HTTPGet(path string) ([]byte, error) {
 func (n *Node) ControllerStatus(timeout time.Duration) (transport.ControllerStatus, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	conn, err := transport.Dial(ctx, n.RPC, transport.ConnConfig{})
+	conn, err := transport.Dial(ctx, n.RPC, n.sec.connConfig())
 	if err != nil {
 		return transport.ControllerStatus{}, err
 	}

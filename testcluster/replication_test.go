@@ -24,7 +24,7 @@ func newClient(t *testing.T, c *Cluster) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := client.New(ctx, client.Config{Bootstrap: strings.Split(c.Bootstrap(), ","), RequestTimeout: 3 * time.Second})
+	cl, err := client.New(ctx, c.Secured(client.Config{Bootstrap: strings.Split(c.Bootstrap(), ","), RequestTimeout: 3 * time.Second}))
 	require.NoError(t, err)
 	t.Cleanup(func() { cl.Close() })
 	return cl

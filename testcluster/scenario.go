@@ -48,6 +48,9 @@ type ScenarioConfig struct {
 	// DefaultPorcupineTimeout); a check that runs out of it is
 	// inconclusive.
 	PorcupineTimeout time.Duration
+	// Secure runs the cluster with TLS, mutual TLS, gossip encryption and
+	// authentication (Config.Secure).
+	Secure bool
 }
 
 // DefaultPorcupineTimeout bounds porcupine's check of a run's history.
@@ -168,7 +171,7 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 	if isRaftScenario(cfg.Name) {
 		nodes, candidates = raftScenarioNodes, raftCandidates
 	}
-	r.c, err = New(Config{Nodes: nodes, Candidates: candidates, Dir: dir, Race: cfg.Race, Logf: r.log, Netns: netErr == nil, Seed: cfg.Seed, CrashFS: true})
+	r.c, err = New(Config{Nodes: nodes, Candidates: candidates, Dir: dir, Race: cfg.Race, Logf: r.log, Netns: netErr == nil, Seed: cfg.Seed, CrashFS: true, Secure: cfg.Secure})
 	if err != nil {
 		res.Err = err
 		return res
@@ -182,7 +185,7 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 		res.Err = err
 		return res
 	}
-	w := NewWorkload(strings.Split(r.c.Bootstrap(), ","), WorkloadConfig{Topic: chaosTopic, Partitions: partitions, Producers: 4, Consumers: 2}, r.hist)
+	w := NewWorkload(strings.Split(r.c.Bootstrap(), ","), WorkloadConfig{Topic: chaosTopic, Partitions: partitions, Producers: 4, Consumers: 2, Secured: r.c.Secured}, r.hist)
 	r.w = w
 	if err := w.Start(); err != nil {
 		res.Err = err
@@ -268,7 +271,7 @@ func (r *run) highWatermarks() map[int32]int64 {
 	out := map[int32]int64{}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := client.New(ctx, client.Config{Bootstrap: strings.Split(r.c.Bootstrap(), ","), RequestTimeout: 3 * time.Second, DialTimeout: time.Second})
+	cl, err := client.New(ctx, r.c.Secured(client.Config{Bootstrap: strings.Split(r.c.Bootstrap(), ","), RequestTimeout: 3 * time.Second, DialTimeout: time.Second}))
 	if err != nil {
 		return out
 	}
@@ -363,7 +366,7 @@ func (r *run) sleep(minMs, maxMs int) {
 func describe(c *Cluster, topic string) (client.TopicMetadata, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cl, err := client.New(ctx, client.Config{Bootstrap: strings.Split(c.Bootstrap(), ","), RequestTimeout: 3 * time.Second, DialTimeout: time.Second})
+	cl, err := client.New(ctx, c.Secured(client.Config{Bootstrap: strings.Split(c.Bootstrap(), ","), RequestTimeout: 3 * time.Second, DialTimeout: time.Second}))
 	if err != nil {
 		return client.TopicMetadata{}, err
 	}
@@ -378,7 +381,7 @@ func (r *run) createTopic(partitions int) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		cl, err := client.New(ctx, client.Config{Bootstrap: strings.Split(r.c.Bootstrap(), ","), RequestTimeout: 5 * time.Second})
+		cl, err := client.New(ctx, r.c.Secured(client.Config{Bootstrap: strings.Split(r.c.Bootstrap(), ","), RequestTimeout: 5 * time.Second}))
 		if err == nil {
 			// Cluster.Start has waited for every broker to register.
 			_, err = cl.CreateTopic(ctx, chaosTopic, partitions, 3)
@@ -435,7 +438,7 @@ func (r *run) ctl(timeout time.Duration, args ...string) error {
 
 func (r *run) ctlAt(ctx context.Context, bootstrap string, args ...string) (CtlResult, error) {
 	cmd := exec.CommandContext(ctx, r.c.Bins.Ctl, append([]string{"--bootstrap", bootstrap}, args...)...)
-	cmd.Env = append(cleanEnv(), "GORACE=atexit_sleep_ms=0")
+	cmd.Env = append(append(cleanEnv(), "GORACE=atexit_sleep_ms=0"), r.c.Secure.ctlEnv()...)
 	res, err := ctlResult(cmd)
 	if err != nil {
 		return res, err

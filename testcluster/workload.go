@@ -20,6 +20,9 @@ type WorkloadConfig struct {
 	SendTimeout time.Duration
 	// Backoff is the wait after a failed operation (default 100ms).
 	Backoff time.Duration
+	// Secured, if set, completes each client's configuration (TLS and a
+	// token for a secure cluster: Cluster.Secured).
+	Secured func(client.Config) client.Config
 }
 
 // Workload is concurrent producers writing unique values "p<id>-<seq>" to
@@ -88,7 +91,11 @@ func (w *Workload) newClient() (*client.Client, error) {
 	var err error
 	for try := 0; try < 50; try++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		cl, err = client.New(ctx, client.Config{Bootstrap: w.bootstrap, RequestTimeout: 2 * time.Second, DialTimeout: time.Second})
+		cfg := client.Config{Bootstrap: w.bootstrap, RequestTimeout: 2 * time.Second, DialTimeout: time.Second}
+		if w.cfg.Secured != nil {
+			cfg = w.cfg.Secured(cfg)
+		}
+		cl, err = client.New(ctx, cfg)
 		cancel()
 		if err == nil {
 			w.mu.Lock()

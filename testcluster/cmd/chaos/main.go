@@ -28,6 +28,7 @@ func main() {
 	runs := flag.String("runs-dir", "", "where a failing run's history, logs and data go (default testcluster/runs)")
 	porcupineTimeout := flag.Duration("porcupine-timeout", testcluster.DefaultPorcupineTimeout, "how long porcupine may check a history before its verdict is inconclusive")
 	check := flag.String("check-history", "", "check a saved history.jsonl with both checkers instead of running scenarios")
+	secure := flag.Bool("secure", false, "run the clusters with TLS, mutual TLS, gossip encryption and authentication (docs/security.md)")
 	flag.Parse()
 	if *check != "" {
 		os.Exit(checkHistory(*check, *porcupineTimeout))
@@ -55,9 +56,12 @@ func main() {
 		for i, n := range names {
 			s := *seed + int64(r*len(names)+i)
 			replay := fmt.Sprintf("go run ./testcluster/cmd/chaos --scenarios %s --seed %d --duration %s", n, s, *duration)
+			if *secure {
+				replay += " --secure"
+			}
 			results = append(results, testcluster.RunScenario(testcluster.ScenarioConfig{
 				Name: n, Seed: s, Duration: *duration, RunsDir: *runs, Race: *race, Replay: replay, Keep: *keep,
-				PorcupineTimeout: *porcupineTimeout,
+				PorcupineTimeout: *porcupineTimeout, Secure: *secure,
 			}))
 		}
 	}
