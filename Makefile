@@ -101,6 +101,15 @@ bench-ds: build
 	$(GO) build -o $(BIN)/dsbench ./scripts/dsbench
 	BIN=$(BIN) scripts/bench-ds.sh
 
+# The cost of security: a plaintext three-node cluster beside one with TLS,
+# mutual TLS, gossip encryption and a token, the same produce measurements
+# interleaved (B1 pipelined, B3 16 synchronous producers, one synchronous
+# producer's p50); targets TLS/plaintext B1 >= 0.8, B3 >= 0.9, p50 <= 1.2
+# (docs/benchmarks.md). RUNS, RECORDS: see scripts/bench-tls.sh.
+.PHONY: bench-tls
+bench-tls: build
+	BIN=$(BIN) scripts/bench-tls.sh
+
 # Operator failover and recovery of a whole broker at 2,000 partitions, RF 3,
 # on fresh three-node clusters, against one plain metadata change of the same
 # run; targets: failover under 1 s, recovery under 5 s (docs/benchmarks.md).

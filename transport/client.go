@@ -430,7 +430,7 @@ func (c *Conn) writeQueued() {
 		writeHook(len(frames))
 	}
 	c.nc.SetWriteDeadline(deadline)
-	n, err := bufs.WriteTo(c.nc)
+	n, err := writeBuffers(c.nc, bufs)
 	c.lastSent.Store(time.Now().UnixNano())
 	if err == nil {
 		for _, o := range frames {

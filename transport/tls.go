@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -176,4 +177,54 @@ func hostOf(addr string) string {
 		return h
 	}
 	return addr
+}
+
+// coalesceMax is the scratch buffer writeBuffers packs small buffers into
+// over TLS; a buffer at least this large is written as it is.
+const coalesceMax = 32 << 10
+
+var coalesceBufs = sync.Pool{New: func() any { b := make([]byte, 0, coalesceMax); return &b }}
+
+// writeBuffers writes bufs to nc, as one writev on a plain connection.
+// tls.Conn has no writev: each Write is at least one TLS record and one
+// syscall, so the small buffers (frame heads, acknowledgements of one
+// group commit) are packed together first, and only large ones are
+// written as they are. It returns the bytes of bufs written.
+func writeBuffers(nc net.Conn, bufs net.Buffers) (int64, error) {
+	if _, ok := nc.(*tls.Conn); !ok || len(bufs) == 1 {
+		return bufs.WriteTo(nc)
+	}
+	sp := coalesceBufs.Get().(*[]byte)
+	defer coalesceBufs.Put(sp)
+	scratch := (*sp)[:0]
+	var written int64
+	flush := func() error {
+		if len(scratch) == 0 {
+			return nil
+		}
+		n, err := nc.Write(scratch)
+		written += int64(n)
+		scratch = scratch[:0]
+		return err
+	}
+	for _, b := range bufs {
+		if len(b) >= coalesceMax {
+			if err := flush(); err != nil {
+				return written, err
+			}
+			n, err := nc.Write(b)
+			written += int64(n)
+			if err != nil {
+				return written, err
+			}
+			continue
+		}
+		if len(scratch)+len(b) > coalesceMax {
+			if err := flush(); err != nil {
+				return written, err
+			}
+		}
+		scratch = append(scratch, b...)
+	}
+	return written, flush()
 }

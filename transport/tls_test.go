@@ -254,3 +254,38 @@ func TestDivertedTLSConnectionNamesItsPrincipal(t *testing.T) {
 		t.Fatal("not diverted")
 	}
 }
+
+// Over TLS, the frames that go out together (packed into shared records,
+// a large one on its own) all arrive whole and in order: many calls at
+// once, small and large, are each answered with what they sent.
+func TestTLSConcurrentCallsOfAllSizes(t *testing.T) {
+	p := newTestPKI(t)
+	_, addr := startServer(t, ServerConfig{TLS: p.serverTLS(false)}, testHandler(nil))
+	c, err := Dial(testContext(t), addr, ConnConfig{TLS: p.clientTLS()})
+	require.NoError(t, err)
+	defer c.Close()
+	const n = 200
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			name := strings.Repeat(fmt.Sprint(i%10), 1+i*i%240)
+			var got TopicRequest
+			err := c.Call(testContext(t), apiEcho, &TopicRequest{Name: name}, &got)
+			if err == nil && got.Name != name {
+				err = fmt.Errorf("call %d answered %d bytes, sent %d", i, len(got.Name), len(name))
+			}
+			if err == nil && i%20 == 0 {
+				big := make([]byte, 100<<10+i)
+				var resp FetchResponse
+				err = c.Call(testContext(t), apiBig, &FetchRequest{MaxBytes: int32(len(big))}, &resp)
+				if err == nil && len(resp.Batches) != len(big) {
+					err = fmt.Errorf("big call %d: %d bytes, want %d", i, len(resp.Batches), len(big))
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		require.NoError(t, <-errs)
+	}
+}
