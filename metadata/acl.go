@@ -2,9 +2,11 @@ package metadata
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -80,10 +82,38 @@ var operationsOf = map[ResourceType][]Operation{
 // type that does not exist.
 func OperationsOf(rt ResourceType) []Operation { return slices.Clone(operationsOf[rt]) }
 
+// CheckPrincipal refuses names that cannot be principals: empty, over
+// 256 bytes, not UTF-8, "*" (it means every principal in an ACL), holding
+// white space, commas or control characters of any kind (they could not
+// be written in a tokens file or in --superusers, or would garble a
+// terminal), or beginning with # (a comment in a tokens file).
+func CheckPrincipal(name string) error {
+	switch {
+	case name == "":
+		return errors.New("a principal needs a name")
+	case len(name) > 256:
+		return fmt.Errorf("a principal's name is at most 256 bytes, not %d", len(name))
+	case !utf8.ValidString(name):
+		return fmt.Errorf("principal %q: not UTF-8", name)
+	case name == AnyPrincipal:
+		return errors.New(`"*" means every principal in an ACL; it cannot be one`)
+	case strings.HasPrefix(name, "#"):
+		return fmt.Errorf("principal %q: a name cannot begin with # (a comment in a tokens file)", name)
+	}
+	for _, r := range name {
+		if unicode.IsSpace(r) || unicode.IsControl(r) || r == ',' {
+			return fmt.Errorf("principal %q: no white space, commas or control characters", name)
+		}
+	}
+	return nil
+}
+
 // Validate checks one ACL.
 func (a ACL) Validate() error {
-	if a.Principal == "" || len(a.Principal) > 256 || !utf8.ValidString(a.Principal) || strings.ContainsAny(a.Principal, " ,\t\r\n") {
-		return fmt.Errorf("ACL principal %q: want a name without white space or commas, or *", a.Principal)
+	if a.Principal != AnyPrincipal {
+		if err := CheckPrincipal(a.Principal); err != nil {
+			return fmt.Errorf("ACL principal: %v (or * for every principal)", err)
+		}
 	}
 	ops, ok := operationsOf[a.Resource]
 	if !ok {
@@ -107,7 +137,7 @@ func (a ACL) Validate() error {
 		return fmt.Errorf("ACL on a %s: want a name of 1 to %d bytes of UTF-8 (* for every %s)", a.Resource, maxACLName, a.Resource)
 	}
 	for _, r := range a.Name {
-		if r < ' ' || r == 0x7f {
+		if unicode.IsControl(r) {
 			return fmt.Errorf("ACL name %q: no control characters", a.Name)
 		}
 	}

@@ -13,6 +13,8 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+
+	"gostream/metadata"
 )
 
 // The bearer tokens file (--auth-tokens-file) has one line per token:
@@ -112,7 +114,7 @@ func parseTokens(data []byte) ([]tokenEntry, error) {
 		out = append(out, e)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("a line longer than 64 KiB: %w", err)
 	}
 	return out, nil
 }
@@ -169,23 +171,7 @@ func ReadTokenFile(path string) (string, error) {
 	return tok, nil
 }
 
-// CheckPrincipal refuses names that cannot be principals: empty, over 256
-// bytes, "*" (it means every principal in an ACL), or holding white
-// space, commas or control characters (they could not be written in a
-// tokens file or in --superusers).
-func CheckPrincipal(name string) error {
-	switch {
-	case name == "":
-		return errors.New("a principal needs a name")
-	case len(name) > 256:
-		return fmt.Errorf("a principal's name is at most 256 bytes, not %d", len(name))
-	case name == "*":
-		return errors.New(`"*" means every principal in an ACL; it cannot be one`)
-	}
-	for _, r := range name {
-		if r <= ' ' || r == ',' || r == 0x7f {
-			return fmt.Errorf("principal %q: no white space, commas or control characters", name)
-		}
-	}
-	return nil
-}
+// CheckPrincipal refuses names that cannot be principals (see
+// metadata.CheckPrincipal, the one rule for tokens files, --superusers
+// and ACLs).
+func CheckPrincipal(name string) error { return metadata.CheckPrincipal(name) }

@@ -173,7 +173,13 @@ func Dial(ctx context.Context, addr string, cfg ConnConfig) (*Conn, error) {
 		// client's certificate (TLS 1.3 refuses it after the handshake).
 		var resp AuthenticateResponse
 		if err := c.Call(ctx, APIAuthenticate, &AuthenticateRequest{Token: cfg.Token}, &resp); err != nil {
+			// The alert may have closed the connection before the request
+			// was written: the connection's own error says why.
+			cerr := c.Err()
 			c.Close()
+			if cerr != nil && isTLSAlert(cerr) {
+				err = cerr
+			}
 			return nil, fmt.Errorf("authenticate to %s: %w", addr, refusedAfterHandshake(addr, err))
 		}
 		c.principal = resp.Principal

@@ -143,13 +143,16 @@ func ClientHandshake(ctx context.Context, nc net.Conn, addr string, cfg *tls.Con
 // handshake: with TLS 1.3 a server refuses a client certificate only
 // then. Other errors are returned as they are.
 func refusedAfterHandshake(addr string, err error) error {
-	if err == nil || !strings.Contains(err.Error(), "remote error: tls:") {
+	if err == nil || !isTLSAlert(err) {
 		return err
 	}
 	msg := err.Error()
 	return fmt.Errorf("%w: TLS with %s: the node refused this client: %s (it wants a client certificate signed by its CA, valid now: --tls-cert, --tls-key)",
 		ErrUnauthenticated, addr, msg[strings.Index(msg, "remote error: tls:"):])
 }
+
+// isTLSAlert reports whether err is a TLS alert the peer sent.
+func isTLSAlert(err error) bool { return strings.Contains(err.Error(), "remote error: tls:") }
 
 // handshakeError names why a client's handshake with addr failed.
 func handshakeError(addr string, err error) error {
