@@ -23,14 +23,26 @@ import (
 // machine running the test.
 func loadCompose(t *testing.T, root string, profiles ...string) *types.Project {
 	t.Helper()
+	return loadComposeFiles(t, root, []string{"docker-compose.yml"}, profiles...)
+}
+
+// loadComposeFiles loads files (relative to root) as `docker compose -f A
+// -f B ...` does: each later file overrides the ones before it, and
+// relative paths are relative to root, the first file's directory.
+func loadComposeFiles(t *testing.T, root string, files []string, profiles ...string) *types.Project {
+	t.Helper()
+	var paths []string
+	for _, f := range files {
+		paths = append(paths, filepath.Join(root, f))
+	}
 	opts, err := cli.NewProjectOptions(
-		[]string{filepath.Join(root, "docker-compose.yml")},
+		paths,
 		cli.WithWorkingDirectory(root),
 		cli.WithProfiles(profiles),
 	)
 	require.NoError(t, err)
 	p, err := opts.LoadProject(context.Background())
-	require.NoError(t, err, "docker-compose.yml is not a valid compose project")
+	require.NoError(t, err, "%s is not a valid compose project", strings.Join(files, " + "))
 	return p
 }
 
@@ -306,5 +318,148 @@ func TestComposeFile(t *testing.T) {
 		plain := loadCompose(t, root)
 		assert.ElementsMatch(t, names, plain.ServiceNames())
 		assert.Contains(t, plain.DisabledServiceNames(), "ctl")
+	})
+}
+
+// The security variables of gostream-node and gostream-ctl
+// (docs/security.md).
+const (
+	envTLSCert        = "GOSTREAM_TLS_CERT"
+	envTLSKey         = "GOSTREAM_TLS_KEY"
+	envTLSCA          = "GOSTREAM_TLS_CA"
+	envGossipKeyFile  = "GOSTREAM_GOSSIP_KEY_FILE"
+	envAuthTokensFile = "GOSTREAM_AUTH_TOKENS_FILE"
+	envSuperusers     = "GOSTREAM_SUPERUSERS"
+	envTokenFile      = "GOSTREAM_TOKEN_FILE"
+)
+
+// secureFile is the override of docker-compose.yml that turns security on.
+const secureFile = "deploy/docker-compose.secure.yml"
+
+// fileMount returns the bind mount of svc whose target holds path, failing
+// when there is none: a file a variable names must be in the container.
+func fileMount(t *testing.T, svc types.ServiceConfig, key, path string) types.ServiceVolumeConfig {
+	t.Helper()
+	require.True(t, filepath.IsAbs(path), "service %s: %s=%s must be an absolute path in the container", svc.Name, key, path)
+	i := slices.IndexFunc(svc.Volumes, func(v types.ServiceVolumeConfig) bool {
+		return strings.HasPrefix(path, strings.TrimSuffix(v.Target, "/")+"/")
+	})
+	require.GreaterOrEqual(t, i, 0, "service %s: %s=%s is under no volume of the service", svc.Name, key, path)
+	return svc.Volumes[i]
+}
+
+func TestComposeSecureOverride(t *testing.T) {
+	root := moduleRoot(t)
+	nodeVars := envVarsOf(t, "node")
+	ctlVars := envVarsOf(t, "ctl")
+	plain := loadCompose(t, root, "tools")
+	project := loadComposeFiles(t, root, []string{"docker-compose.yml", secureFile}, "tools")
+	assert.ElementsMatch(t, plain.ServiceNames(), project.ServiceNames(), "%s adds or drops services", secureFile)
+
+	var names []string
+	for name, svc := range project.Services {
+		if _, ok := serviceEnv(t, svc)["GOSTREAM_ID"]; ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	require.Len(t, names, 3, "want the three node services of docker-compose.yml, have %v", names)
+
+	// The files: one read-only bind mount, the same on every service, of a
+	// directory under data/, which .dockerignore keeps out of the build
+	// context (ca.key is in it).
+	var source string
+	mountOf := func(t *testing.T, svc types.ServiceConfig, key, path string) {
+		t.Helper()
+		v := fileMount(t, svc, key, path)
+		assert.Equal(t, types.VolumeTypeBind, v.Type, "service %s: %s: the files are a bind mount", svc.Name, v.Target)
+		assert.True(t, v.ReadOnly, "service %s: %s must be read-only", svc.Name, v.Target)
+		rel, err := filepath.Rel(root, v.Source)
+		require.NoError(t, err)
+		assert.True(t, strings.HasPrefix(rel, "data"+string(filepath.Separator)),
+			"service %s: %s mounts %s, which is not under data/: the build context would hold the CA's key", svc.Name, v.Target, v.Source)
+		if source == "" {
+			source = v.Source
+		}
+		assert.Equal(t, source, v.Source, "service %s: every service mounts the same files", svc.Name)
+	}
+
+	t.Run("every node gets TLS, the CA, the gossip key, the tokens and the superusers", func(t *testing.T) {
+		shared := map[string][]string{}
+		certs := map[string]string{}
+		for _, name := range names {
+			svc, err := project.GetService(name)
+			require.NoError(t, err)
+			env := serviceEnv(t, svc)
+			requireFlagVars(t, "gostream-node", nodeVars, "service "+name+" (with "+secureFile+")", slices.Sorted(maps.Keys(env)))
+			for _, key := range []string{envTLSCert, envTLSKey, envTLSCA, envGossipKeyFile, envAuthTokensFile, envSuperusers} {
+				require.NotEmpty(t, env[key], "service %s sets no %s", name, key)
+			}
+			for _, key := range []string{envTLSCert, envTLSKey, envTLSCA, envGossipKeyFile, envAuthTokensFile} {
+				mountOf(t, svc, key, env[key])
+			}
+			for _, key := range []string{envTLSCA, envGossipKeyFile, envAuthTokensFile, envSuperusers} {
+				shared[key] = append(shared[key], env[key])
+			}
+			// Its certificate is its own, named as gostream-ctl cert init
+			// names it: the service name, which is its Common Name.
+			assert.Equal(t, name+".crt", filepath.Base(env[envTLSCert]), "service %s: its certificate", name)
+			assert.Equal(t, name+".key", filepath.Base(env[envTLSKey]), "service %s: its key", name)
+			certs[env[envTLSCert]] = name
+
+			// The base file's settings stay: the override adds only.
+			assert.NotEmpty(t, env["GOSTREAM_CONTROLLER"], "service %s lost GOSTREAM_CONTROLLER", name)
+			assert.True(t, slices.ContainsFunc(svc.Volumes, func(v types.ServiceVolumeConfig) bool { return v.Target == env["GOSTREAM_DATA_DIR"] }),
+				"service %s lost the volume of its GOSTREAM_DATA_DIR", name)
+		}
+		assert.Len(t, certs, len(names), "two nodes share a certificate")
+		for key, values := range shared {
+			assert.Len(t, slices.Compact(slices.Clone(values)), 1, "%s differs between the nodes: %v", key, values)
+		}
+		// Nodes act for each other: each one's certificate name must be a
+		// superuser, or it refuses to start.
+		superusers := strings.Split(shared[envSuperusers][0], ",")
+		for _, name := range names {
+			assert.Contains(t, superusers, name, "GOSTREAM_SUPERUSERS must list node %s's certificate name", name)
+		}
+		assert.Greater(t, len(superusers), len(names), "GOSTREAM_SUPERUSERS names no administrator besides the nodes")
+	})
+
+	t.Run("the healthcheck speaks TLS", func(t *testing.T) {
+		// gostream-ctl health in the node's container reads the node's
+		// GOSTREAM_TLS_* variables: they must be gostream-ctl's too.
+		for _, key := range []string{envTLSCA, envTLSCert, envTLSKey} {
+			assert.True(t, ctlVars[key], "%s is no variable of gostream-ctl: the healthcheck would ask a TLS node in plaintext", key)
+		}
+		for _, name := range names {
+			svc, err := project.GetService(name)
+			require.NoError(t, err)
+			require.NotNil(t, svc.HealthCheck, "service %s has no healthcheck", name)
+			assert.Contains(t, svc.HealthCheck.Test, "health", "service %s: the healthcheck is gostream-ctl health", name)
+		}
+	})
+
+	t.Run("ctl uses the CA and a superuser's token", func(t *testing.T) {
+		ctl, err := project.GetService("ctl")
+		require.NoError(t, err)
+		env := serviceEnv(t, ctl)
+		requireFlagVars(t, "gostream-ctl", ctlVars, "service ctl (with "+secureFile+")", slices.Sorted(maps.Keys(env)))
+		for _, key := range []string{envTLSCA, envTokenFile} {
+			require.NotEmpty(t, env[key], "service ctl sets no %s", key)
+			mountOf(t, ctl, key, env[key])
+		}
+		node, err := project.GetService(names[0])
+		require.NoError(t, err)
+		assert.Equal(t, serviceEnv(t, node)[envTLSCA], env[envTLSCA], "ctl must verify the nodes against their CA")
+		assert.NotEmpty(t, env["GOSTREAM_BOOTSTRAP"], "service ctl lost GOSTREAM_BOOTSTRAP")
+		assert.Equal(t, []string{"tools"}, ctl.Profiles, "ctl stays in the tools profile")
+	})
+
+	t.Run("docker-compose.yml alone stays plaintext", func(t *testing.T) {
+		for _, svc := range plain.Services {
+			for _, key := range []string{envTLSCert, envTLSKey, envTLSCA, envGossipKeyFile, envAuthTokensFile, envSuperusers, envTokenFile} {
+				assert.NotContains(t, serviceEnv(t, svc), key, "service %s of docker-compose.yml sets %s: security belongs to %s", svc.Name, key, secureFile)
+			}
+		}
 	})
 }

@@ -38,6 +38,30 @@ func readEnvFile(t *testing.T, file string) (map[string]string, []string) {
 	return env, keys
 }
 
+// readCommentedSettings reads the settings an env file shows commented
+// out, lines "#GOSTREAM_NAME=VALUE" with no space after the #, as
+// systemd's EnvironmentFile= would read them once uncommented. Comments
+// that explain begin with "# " and are not settings.
+func readCommentedSettings(t *testing.T, file string) (map[string]string, []string) {
+	t.Helper()
+	text, err := os.ReadFile(file)
+	require.NoError(t, err)
+	env := map[string]string{}
+	var keys []string
+	for _, line := range strings.Split(string(text), "\n") {
+		setting, ok := strings.CutPrefix(strings.TrimSpace(line), "#GOSTREAM_")
+		if !ok {
+			continue
+		}
+		k, v, ok := strings.Cut("GOSTREAM_"+setting, "=")
+		require.True(t, ok, "%s: %q is not #KEY=VALUE", file, line)
+		require.NotContains(t, env, k, "%s: %s shown twice", file, k)
+		env[k] = v
+		keys = append(keys, k)
+	}
+	return env, keys
+}
+
 // readUnit reads a systemd unit file into section -> key -> values (a key
 // may repeat).
 func readUnit(t *testing.T, file string) map[string]map[string][]string {
@@ -66,6 +90,7 @@ func readUnit(t *testing.T, file string) map[string]map[string][]string {
 func TestSystemdUnitAndEnvFile(t *testing.T) {
 	nodeVars := envVarsOf(t, "node")
 	env, keys := readEnvFile(t, "node.env.example")
+	commented, commentedKeys := readCommentedSettings(t, "node.env.example")
 	unit := readUnit(t, "gostream-node.service")
 	service := unit["Service"]
 	require.NotNil(t, service, "gostream-node.service has no [Service] section")
@@ -84,7 +109,19 @@ func TestSystemdUnitAndEnvFile(t *testing.T) {
 			assert.False(t, strings.ContainsAny(v, `"'`), "node.env.example: %s=%s: no quotes, systemd keeps them", k, v)
 		}
 		for _, v := range sortedKeys(nodeVars) {
-			assert.Contains(t, env, v, "node.env.example does not show %s: document every variable", v)
+			_, set := env[v]
+			_, shown := commented[v]
+			assert.True(t, set || shown, "node.env.example does not show %s, set or commented out (#%s=...): document every variable", v, v)
+		}
+	})
+
+	t.Run("the settings shown commented out are flags of gostream-node too", func(t *testing.T) {
+		requireFlagVars(t, "gostream-node", nodeVars, "node.env.example (commented out)", commentedKeys)
+		for _, k := range commentedKeys {
+			assert.NotContains(t, env, k, "node.env.example sets %s and shows it commented out too", k)
+			v := commented[k]
+			assert.NotEmpty(t, v, "node.env.example: #%s is empty: show a value to uncomment", k)
+			assert.False(t, strings.ContainsAny(v, `"' `), "node.env.example: #%s=%s: no quotes or spaces, systemd keeps them", k, v)
 		}
 	})
 
@@ -96,6 +133,9 @@ func TestSystemdUnitAndEnvFile(t *testing.T) {
 		assert.Equal(t, "/etc/gostream/node.env", strings.TrimPrefix(one(t, "EnvironmentFile"), "-"))
 		assert.Equal(t, "gostream", one(t, "User"))
 		assert.Equal(t, "on-failure", one(t, "Restart"))
+		// systemctl reload gostream-node: SIGHUP reads the TLS, tokens and
+		// gossip key files again.
+		assert.Equal(t, "/bin/kill -HUP $MAINPID", one(t, "ExecReload"))
 		assert.NotEmpty(t, one(t, "LimitNOFILE"))
 		assert.Equal(t, "yes", one(t, "NoNewPrivileges"))
 		assert.Equal(t, "strict", one(t, "ProtectSystem"))
