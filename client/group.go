@@ -299,8 +299,10 @@ func (g *GroupConsumer) heartbeatLoop(ctx context.Context) {
 				return
 			}
 			g.log.Debug("instance id in use; waiting for its old member's heartbeats to stop", "err", err)
-		case errors.Is(err, transport.ErrInvalidRequest) || errors.Is(err, transport.ErrInvalidGroupName) || errors.Is(err, ErrClosed):
-			// What was asked cannot be served, now or later.
+		case errors.Is(err, transport.ErrInvalidRequest) || errors.Is(err, transport.ErrInvalidGroupName) || errors.Is(err, ErrClosed),
+			errors.Is(err, transport.ErrUnauthorized) || errors.Is(err, transport.ErrUnauthenticated) || errors.Is(err, transport.ErrTLSMismatch):
+			// What was asked cannot be served, now or later (for this
+			// principal: an ACL added later needs a new member).
 			g.fail(err)
 			return
 		default:

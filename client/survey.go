@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -146,6 +147,10 @@ func (c *Client) survey(ctx context.Context, withStatus bool) (*survey, error) {
 	var errs []string
 	for _, id := range sortedKeys(s.views) {
 		if v := s.views[id]; !v.answered() {
+			if errors.Is(v.err, transport.ErrUnauthorized) {
+				// Every broker answers the same from the same ACLs.
+				return nil, fmt.Errorf("cluster survey: %w", v.err)
+			}
 			errs = append(errs, fmt.Sprintf("broker %d: %v", id, v.err))
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -110,15 +111,17 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	log := cfg.Logger.With("node", cfg.ID)
 
+	// The security files first: a node refused for them must not have
+	// stamped a new storage root.
+	n := &Node{cfg: cfg, logger: log, metrics: newMetrics()}
+	if err := n.loadSecurity(); err != nil {
+		return err
+	}
 	root, err := storage.OpenRoot(cfg.DataDir, cfg.ID, "", log.Named("storage"))
 	if err != nil {
 		return fmt.Errorf("open storage root %s: %w", cfg.DataDir, err)
 	}
-	n := &Node{cfg: cfg, logger: log, root: root, metrics: newMetrics()}
-	if err := n.loadSecurity(); err != nil {
-		root.Close()
-		return err
-	}
+	n.root = root
 	n.pool = transport.NewPool(transport.ConnConfig{LocalIP: net.ParseIP(cfg.DialSource), TLS: n.sec.clientTLS()})
 	n.refusals = newRefusals(n.metrics)
 	n.coords = newCoordinators(n)
@@ -535,7 +538,7 @@ func (n *Node) serve(ctx context.Context) error {
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          httpLog.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+		ErrorLog:          stdlog.New(n.sec.httpErrorLog(httpLog), "", 0),
 	}
 
 	stamp := n.root.Stamp()

@@ -4,9 +4,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"gostream/httpapi"
@@ -224,6 +226,9 @@ func (s *nodeSecurity) authenticate(token string) (string, error) {
 		return "", fmt.Errorf("%w: this node takes no tokens (it runs without --auth-tokens-file); authenticate with a client certificate", transport.ErrUnauthenticated)
 	}
 	p, err := s.tokens.Authenticate(token)
+	if errors.Is(err, security.ErrUnknownToken) {
+		return "", fmt.Errorf("%w: the token is not recognized", transport.ErrUnauthenticated)
+	}
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", transport.ErrUnauthenticated, err)
 	}
@@ -234,7 +239,7 @@ func (s *nodeSecurity) authenticate(token string) (string, error) {
 // counts and logs (bounded) each refusal. With authorization off it
 // allows everything.
 func (s *nodeSecurity) authorize(principal string, op metadata.Operation, rt metadata.ResourceType, name string) error {
-	if s.authz == nil || s.authz.Allowed(principal, op, rt, name) {
+	if s.authz == nil || s.authz.Allowed(principal, op, rt, name) || openToDescribe(principal, op, rt, name) {
 		return nil
 	}
 	s.deniedTotal.WithLabelValues(string(op), string(rt)).Inc()
@@ -245,7 +250,15 @@ func (s *nodeSecurity) authorize(principal string, op metadata.Operation, rt met
 // canDescribe reports, without counting a refusal, whether principal may
 // see a resource: lists leave out what it may not.
 func (s *nodeSecurity) canDescribe(principal string, rt metadata.ResourceType, name string) bool {
-	return s.authz == nil || s.authz.Allowed(principal, metadata.OpDescribe, rt, name)
+	return s.authz == nil || s.authz.Allowed(principal, metadata.OpDescribe, rt, name) || openToDescribe(principal, metadata.OpDescribe, rt, name)
+}
+
+// openToDescribe is what every authenticated principal may see without
+// an ACL: the metadata of __consumer_offsets (its partitions tell a client
+// where a group's coordinator is; a group is listed only to who may
+// describe it). Its records are for the nodes alone.
+func openToDescribe(principal string, op metadata.Operation, rt metadata.ResourceType, name string) bool {
+	return principal != "" && op == metadata.OpDescribe && rt == metadata.ResourceTopic && name == transport.OffsetsTopic
 }
 
 // peerOnly refuses a request only nodes make (replication, registration,
@@ -323,6 +336,28 @@ func (s *nodeSecurity) streamAuthorize(r *http.Request, op, path string) (int, s
 	}
 	return 0, ""
 }
+
+// httpErrorLog is where the HTTP server's own lines go: a failed TLS
+// handshake (a plaintext client, another CA, a scanner) is counted and
+// logged once a minute per source, as the RPC listener does; the rest as
+// they come.
+func (s *nodeSecurity) httpErrorLog(log hclog.Logger) io.Writer {
+	w := log.StandardWriter(&hclog.StandardLoggerOptions{InferLevels: true})
+	return writerFunc(func(p []byte) (int, error) {
+		line := strings.TrimSpace(string(p))
+		if rest, ok := strings.CutPrefix(line, "http: TLS handshake error from "); ok {
+			src, why, _ := strings.Cut(rest, ": ")
+			s.authFailures.WithLabelValues("tls").Inc()
+			s.denied.Warn("https:"+hostOfAddr(src), "HTTPS handshake failed; connection closed", "peer", src, "err", why)
+			return len(p), nil
+		}
+		return w.Write(p)
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // onAuthFailure counts a refusal the transport made.
 func (s *nodeSecurity) onAuthFailure(kind string) { s.authFailures.WithLabelValues(kind).Inc() }

@@ -229,13 +229,24 @@ func TestSecureRefusals(t *testing.T) {
 	}
 	assert.Contains(t, err.Error(), "expired certificate")
 
+	// HTTPS handshakes that fail are counted and logged once a minute too.
+	otherTLS := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: other.TLS()}}
+	for range 20 {
+		if resp, err := otherTLS.Get("https://" + c.Node(1).HTTP + "/api/health"); err == nil {
+			resp.Body.Close()
+			t.Fatal("a client of another CA was served")
+		}
+	}
+
 	// Every refusal above is in node logs at most once a minute per
 	// source and kind.
 	for _, n := range c.Nodes {
 		log := n.LogTail(2000)
 		assert.LessOrEqual(t, strings.Count(log, "TLS handshake failed"), 2, "node %d", n.ID)
 		assert.LessOrEqual(t, strings.Count(log, "a token was refused"), 1, "node %d", n.ID)
+		assert.NotContains(t, log, "http: TLS handshake error", "node %d", n.ID)
 	}
+	assert.Equal(t, 1, strings.Count(c.Node(1).LogTail(2000), "HTTPS handshake failed"))
 	assert.Contains(t, c.Node(1).LogTail(2000), "TLS handshake failed")
 
 	// And the cluster serves everyone else.
@@ -277,6 +288,17 @@ func TestAuthorization(t *testing.T) {
 	res = ctlWith(t, c, alice, "produce", "orders", "sneaky")
 	assert.Equal(t, 2, res.Exit)
 	assert.True(t, strings.HasPrefix(res.Stderr, "Unauthorized:"), res.Stderr)
+	// The cluster's state is refused as what it is, at once.
+	for _, args := range [][]string{{"cluster", "status"}, {"broker", "list"}, {"controller", "status"}, {"cluster", "history"}} {
+		r := ctlWith(t, c, alice, args...)
+		assert.Equal(t, 2, r.Exit, "%v", args)
+		assert.True(t, strings.HasPrefix(r.Stderr, "Unauthorized:"), "%v: %s", args, r.Stderr)
+	}
+	// Groups it may not describe are left out, not refused.
+	ctlOK(t, c, "consume", "orders", "--group", "billing", "--partition", "0", "--from-beginning")
+	r := ctlWith(t, c, alice, "group", "list")
+	assert.Equal(t, 0, r.Exit, r.Stderr)
+	assert.NotContains(t, r.Stdout, "billing")
 
 	// Read, not write: it sees and reads, it cannot append.
 	ctlOK(t, c, "acl", "add", "--principal", "alice", "--topic", "orders", "--operation", "read")
@@ -289,6 +311,25 @@ func TestAuthorization(t *testing.T) {
 	assert.Contains(t, res.Stderr, `principal "alice" may not write topic "orders"`)
 	assert.NotContains(t, res.Stderr, "outcome unknown", "refused before anything was written")
 	assert.Equal(t, before, hw(), "nothing was written")
+
+	// A member of a group it may not read stops at once, saying why.
+	start := time.Now()
+	res = ctlWith(t, c, alice, "consume", "orders", "--group", "billing", "--timeout", "5s")
+	assert.Equal(t, 2, res.Exit)
+	assert.Contains(t, res.Stderr, "Unauthorized")
+	assert.Less(t, time.Since(start), 20*time.Second)
+	ctlOK(t, c, "acl", "add", "--principal", "alice", "--group", "billing", "--operation", "read")
+	res = ctlWith(t, c, alice, "consume", "orders", "--group", "billing", "--partition", "0", "--from-beginning")
+	assert.Equal(t, 0, res.Exit, res.Stderr)
+	r = ctlWith(t, c, alice, "group", "list")
+	assert.Contains(t, r.Stdout, "billing")
+
+	// Create on the cluster creates any topic; the creator need not see it.
+	bob := as(c, addToken(t, c, "bob"))
+	ctlOK(t, c, "acl", "add", "--principal", "bob", "--cluster", "--operation", "create")
+	res = ctlWith(t, c, bob, "topic", "create", "bobs", "--partitions", "1", "--replication-factor", "3")
+	assert.Equal(t, 0, res.Exit, res.Stderr)
+	assert.Contains(t, ctlOK(t, c, "topic", "list").Stdout, "bobs")
 
 	// Every node enforces the ACLs it holds: each answers alice alone.
 	for _, n := range c.Nodes {

@@ -13,6 +13,7 @@ import (
 const globalsNote = `
 GLOBAL OPTIONS (before or after the command, see gostream-ctl --help):
    --bootstrap HOST:PORT,...  -o, --output table|json  --timeout DURATION
+   --tls-ca FILE  --tls-cert FILE  --tls-key FILE  --token-file FILE
 `
 
 // commands returns the command tree of docs/cli.md, each group of commands

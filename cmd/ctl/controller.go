@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -59,6 +60,7 @@ func surveyController(ctx context.Context, cl *client.Client) (controllerReport,
 		return controllerReport{}, err
 	}
 	asked := map[int32]*candidateRow{}
+	var denied error // an Unauthorized answer: every node gives it alike
 	ask := func(targets map[int32]string) {
 		var mu sync.Mutex
 		var wg sync.WaitGroup
@@ -78,6 +80,9 @@ func surveyController(ctx context.Context, cl *client.Client) (controllerReport,
 				}
 				mu.Lock()
 				asked[id] = row
+				if errors.Is(err, transport.ErrUnauthorized) {
+					denied = err
+				}
 				mu.Unlock()
 			}()
 		}
@@ -88,6 +93,9 @@ func surveyController(ctx context.Context, cl *client.Client) (controllerReport,
 		first[b.ID] = b.Addr
 	}
 	ask(first)
+	if denied != nil {
+		return controllerReport{}, denied
+	}
 	more := map[int32]string{}
 	for _, r := range asked {
 		if r.Status == nil {

@@ -159,9 +159,17 @@ func checkGlobals(c *cli.Context) error {
 			return exitcode.Usagef("InvalidFlag", "--bootstrap %q: want HOST:PORT,...", bootstrap)
 		}
 	}
+	if localCommands[c.Args().First()] {
+		return nil // they talk to no node: their credentials are not read
+	}
 	_, _, err := credentialsOf(c)
 	return err
 }
+
+// localCommands make files and talk to no node: a --tls-ca or
+// --token-file set in the environment for the files they are about to
+// make is not read.
+var localCommands = map[string]bool{"cert": true, "token": true}
 
 // credentialsOf reads --tls-ca, --tls-cert, --tls-key and --token-file:
 // the TLS configuration (nil without --tls-ca) and the token ("" without

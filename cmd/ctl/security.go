@@ -25,7 +25,7 @@ func certCommand() *cli.Command {
 		leaf("init", "write a development CA, one certificate per node (node1, node2, ...) and one for the operator (admin) into DIR",
 			"DIR", args(1, 1), certInitAction,
 			&cli.IntFlag{Name: "nodes", Usage: "how many node certificates, `N`", Value: 3},
-			&cli.StringSliceFlag{Name: "host", Usage: "a `HOST` or IP the node certificates are valid for, besides localhost and 127.0.0.1 (repeat it)"},
+			&cli.StringSliceFlag{Name: "host", Usage: "a `HOST` or IP the node certificates are valid for, besides localhost, 127.0.0.1 and ::1 (repeat it)"},
 			&cli.StringSliceFlag{Name: "user", Usage: "another client certificate `NAME` to write besides admin (repeat it)"},
 			&cli.DurationFlag{Name: "valid-for", Usage: "how long the certificates are valid, `DURATION`", Value: 365 * 24 * time.Hour},
 		),
@@ -110,7 +110,7 @@ func tokenCommand() *cli.Command {
 	return parent("token", "bearer tokens",
 		leaf("create", "make a token for a principal: print it, and the line of the nodes' --auth-tokens-file that accepts it",
 			"", args(0, 0), tokenCreateAction,
-			&cli.StringFlag{Name: "principal", Usage: "the principal `NAME` the token authenticates", Required: true},
+			&cli.StringFlag{Name: "principal", Usage: "the principal `NAME` the token authenticates (required)"},
 			&cli.StringFlag{Name: "tokens-file", Usage: "append the line to the tokens `FILE` too (then SIGHUP the nodes)"},
 			&cli.StringFlag{Name: "out", Usage: "write the token to `FILE` (mode 0600), for --token-file, instead of printing it"},
 		),
@@ -118,6 +118,9 @@ func tokenCommand() *cli.Command {
 }
 
 func tokenCreateAction(c *cli.Context) error {
+	if !c.IsSet("principal") {
+		return exitcode.Usagef("MissingFlag", "--principal is required: the principal the token authenticates")
+	}
 	token, line, err := security.NewToken(c.String("principal"))
 	if err != nil {
 		return exitcode.Usagef("InvalidFlag", "--principal: %v", err)
