@@ -10,7 +10,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 # The whole test run, race detector included, must finish within this.
 TEST_TIMEOUT ?= 15m
 # Each fuzz target's time: short in `make test`, longer in `make fuzz`.
-TEST_FUZZTIME ?= 10s
+TEST_FUZZTIME ?= 5s
 FUZZTIME      ?= 60s
 # Benchmark repetitions; compare two runs with benchstat (see `make bench`).
 BENCHCOUNT ?= 5
