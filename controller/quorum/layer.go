@@ -45,11 +45,11 @@ type Layer struct {
 	// Allow, if set, decides whether a diverted connection's principal
 	// (its verified certificate's name, "" without one) may speak Raft
 	// with this candidate; an error says why not.
-	Allow   func(principal string) error
-	logger  hclog.Logger
-	conns   chan net.Conn
-	done    chan struct{}
-	once    sync.Once
+	Allow  func(principal string) error
+	logger hclog.Logger
+	conns  chan net.Conn
+	done   chan struct{}
+	once   sync.Once
 
 	mu          sync.Mutex
 	lastRefusal time.Time
