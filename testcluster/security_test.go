@@ -247,6 +247,13 @@ func TestSecureRefusals(t *testing.T) {
 		assert.NotContains(t, log, "http: TLS handshake error", "node %d", n.ID)
 	}
 	assert.Equal(t, 1, strings.Count(c.Node(1).LogTail(2000), "HTTPS handshake failed"))
+	unauthenticated := 0
+	for _, n := range c.Nodes {
+		k := strings.Count(n.LogTail(2000), "a request without authentication was refused")
+		assert.LessOrEqual(t, k, 1, "node %d: once a minute per source", n.ID)
+		unauthenticated += k
+	}
+	assert.GreaterOrEqual(t, unauthenticated, 1, "the request without a token is in a node's log")
 	assert.Contains(t, c.Node(1).LogTail(2000), "TLS handshake failed")
 
 	// And the cluster serves everyone else.

@@ -519,6 +519,8 @@ func (c *serverConn) read(br *bufio.Reader, r *deadlineReader, maxBody int, log 
 	}
 	if c.s.cfg.RequireAuth && c.principal == "" {
 		c.s.cfg.OnAuthFailure("unauthenticated")
+		c.s.authLog.Warn("unauthenticated:"+addrKey(c.raw0().RemoteAddr()), "a request without authentication was refused",
+			"peer", req.RemoteAddr, "api", API(f.API).String())
 		return req, Immediate(nil, fmt.Errorf("%w: %s needs an authenticated connection: send a token (gostream-ctl --token-file) or a client certificate (--tls-cert, --tls-key)",
 			ErrUnauthenticated, API(f.API))), nil
 	}
