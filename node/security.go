@@ -167,8 +167,8 @@ func (n *Node) loadSecurity() error {
 	return nil
 }
 
-// reloadSecurity reads the files again (SIGHUP). What fails to load keeps
-// what was loaded before; each failure is logged.
+// reloadSecurity reads the files again (SIGHUP). Each file that fails to
+// load keeps what was loaded of it before; the failures are logged.
 func (n *Node) reloadSecurity() {
 	s := n.sec
 	var errs []error
@@ -189,7 +189,7 @@ func (n *Node) reloadSecurity() {
 	}
 	if err := errors.Join(errs...); err != nil {
 		s.reloads.WithLabelValues("failed").Inc()
-		n.logger.Error("reload of the security files failed; the node keeps what it had loaded", "err", err)
+		n.logger.Error("reload of the security files failed; each file that did not load keeps what it had, the others are new", "err", err)
 		return
 	}
 	s.reloads.WithLabelValues("ok").Inc()
