@@ -6,7 +6,28 @@ import (
 	"slices"
 
 	"gostream/metadata"
+	"gostream/transport"
 )
+
+// describeACL says what an ACL allows, for the audit trail:
+// `alice may write topic "orders"`.
+func describeACL(a metadata.ACL) string {
+	who := a.Principal
+	if who == metadata.AnyPrincipal {
+		who = "every principal"
+	}
+	what := "the cluster"
+	switch {
+	case a.Resource == metadata.ResourceCluster:
+	case a.Pattern == metadata.PatternPrefix:
+		what = fmt.Sprintf("every %s whose name begins with %q", a.Resource, a.Name)
+	case a.Name == metadata.AnyName:
+		what = fmt.Sprintf("every %s", a.Resource)
+	default:
+		what = fmt.Sprintf("%s %q", a.Resource, a.Name)
+	}
+	return fmt.Sprintf("%s may %s %s", who, a.Operation, what)
+}
 
 // ChangeACLs adds acls to the cluster's ACLs (or removes them, with add
 // false), in one change, and returns those it changed: the new ones, or
@@ -43,6 +64,15 @@ func (c *Controller) ChangeACLs(ctx context.Context, add bool, acls []metadata.A
 	epoch := c.Metadata().Epoch
 	if len(changed) > 0 {
 		c.logger.Info("ACLs changed", "op", verb, "entries", len(changed), "requester", requester, "metadata_epoch", epoch)
+		action := transport.ActionACLAdd
+		if !add {
+			action = transport.ActionACLRemove
+		}
+		evs := make([]transport.ChangeResult, len(changed))
+		for i, a := range changed {
+			evs[i] = transport.ChangeResult{Partition: -1, Action: action, Note: describeACL(a)}
+		}
+		c.record(requester, evs...)
 	}
 	return changed, epoch, nil
 }

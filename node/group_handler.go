@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"gostream/groups"
 	"gostream/metadata"
@@ -86,7 +87,13 @@ func (h *rpcHandler) offsetFetch(req *transport.Request) transport.Reply {
 	return serveWith(req, &r, allowing(func() error {
 		return h.allow(req, metadata.OpDescribe, metadata.ResourceGroup, r.Group)
 	}, h.coordinatorOf(&r.Group)), func(ctx context.Context, c *groups.Coordinator) (transport.Message, error) {
-		return c.Committed(ctx, &r)
+		resp, err := c.Committed(ctx, &r)
+		if resp != nil && h.n.sec.authz != nil {
+			resp.Offsets = slices.DeleteFunc(resp.Offsets, func(o transport.CommittedOffset) bool {
+				return !h.canSee(req, metadata.ResourceTopic, o.Topic)
+			})
+		}
+		return resp, err
 	})
 }
 
@@ -142,9 +149,27 @@ func (h *rpcHandler) describeGroup(req *transport.Request) transport.Reply {
 		resp, err := c.Describe(ctx, r.Group)
 		if resp != nil {
 			resp.Coordinator = h.n.cfg.ID
+			h.hideTopics(req, resp)
 		}
 		return resp, err
 	})
+}
+
+// hideTopics leaves out of a group's description the topics the
+// principal may not describe: their names, subscriptions, assignments and
+// committed offsets.
+func (h *rpcHandler) hideTopics(req *transport.Request, resp *transport.DescribeGroupResponse) {
+	if h.n.sec.authz == nil {
+		return
+	}
+	see := func(topic string) bool { return h.canSee(req, metadata.ResourceTopic, topic) }
+	resp.Offsets = slices.DeleteFunc(resp.Offsets, func(o transport.CommittedOffset) bool { return !see(o.Topic) })
+	for i := range resp.Members {
+		m := &resp.Members[i]
+		m.Topics = slices.DeleteFunc(m.Topics, func(t string) bool { return !see(t) })
+		m.Owned = slices.DeleteFunc(m.Owned, func(tp transport.TopicPartitions) bool { return !see(tp.Topic) })
+		m.Target = slices.DeleteFunc(m.Target, func(tp transport.TopicPartitions) bool { return !see(tp.Topic) })
+	}
 }
 
 func (h *rpcHandler) deleteGroup(req *transport.Request) transport.Reply {

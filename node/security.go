@@ -173,7 +173,16 @@ func (n *Node) reloadSecurity() {
 	s := n.sec
 	var errs []error
 	if s.tls != nil {
-		if err := s.tls.Reload(); err != nil {
+		var check func(string) error
+		if s.authz != nil {
+			check = func(name string) error {
+				if !s.authz.Superuser(name) {
+					return fmt.Errorf("the new certificate names %q, which --superusers does not list (every node's certificate name must be a superuser)", name)
+				}
+				return nil
+			}
+		}
+		if err := s.tls.ReloadChecked(check); err != nil {
 			errs = append(errs, err)
 		}
 	}

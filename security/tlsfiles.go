@@ -66,10 +66,19 @@ func LoadTLSFiles(certFile, keyFile, caFile string, auth ClientAuth) (*TLSFiles,
 }
 
 // Reload reads the files again. On an error it keeps what it had.
-func (f *TLSFiles) Reload() error {
+func (f *TLSFiles) Reload() error { return f.ReloadChecked(nil) }
+
+// ReloadChecked is Reload that also keeps what it had when check, given
+// the new certificate's name, refuses it.
+func (f *TLSFiles) ReloadChecked(check func(name string) error) error {
 	l, err := loadTLS(f.CertFile, f.KeyFile, f.CAFile, time.Now())
 	if err != nil {
 		return err
+	}
+	if check != nil && l.leaf != nil {
+		if err := check(l.leaf.Subject.CommonName); err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrTLSFiles, f.CertFile, err)
+		}
 	}
 	f.cur.Store(l)
 	return nil

@@ -330,6 +330,15 @@ func TestAuthorization(t *testing.T) {
 	assert.Equal(t, 0, res.Exit, res.Stderr)
 	r = ctlWith(t, c, alice, "group", "list")
 	assert.Contains(t, r.Stdout, "billing")
+	// The group's description leaves out a topic alice may not describe.
+	ctlOK(t, c, "topic", "create", "hidden", "--partitions", "1", "--replication-factor", "3")
+	ctlOKIn(t, c, "h\n", "produce", "hidden")
+	ctlOK(t, c, "consume", "hidden", "--group", "billing", "--partition", "0", "--from-beginning")
+	assert.Contains(t, ctlOK(t, c, "group", "describe", "billing", "-o", "json").Stdout, `"topic":"hidden"`)
+	r = ctlWith(t, c, alice, "group", "describe", "billing", "-o", "json")
+	assert.Equal(t, 0, r.Exit, r.Stderr)
+	assert.Contains(t, r.Stdout, `"topic":"orders"`)
+	assert.NotContains(t, r.Stdout, "hidden")
 
 	// Create on the cluster creates any topic; the creator need not see it.
 	bob := as(c, addToken(t, c, "bob"))
@@ -367,6 +376,11 @@ func TestAuthorization(t *testing.T) {
 	list := ctlOK(t, c, "acl", "list", "--principal", "alice", "-o", "json").Stdout
 	assert.Contains(t, list, `"operation":"operate"`)
 	assert.Contains(t, list, `"operation":"read"`)
+	// Who granted what is in the audit trail.
+	hist := ctlOK(t, c, "cluster", "history", "-o", "json").Stdout
+	assert.Contains(t, hist, `"action":"acl-add"`)
+	assert.Contains(t, hist, `alice may operate the cluster`)
+	assert.Contains(t, hist, `alice may read topic \"orders\"`)
 
 	// A burst of denials: every one counted, one log line.
 	n1 := c.Node(1)
@@ -545,6 +559,20 @@ func TestCertificatesReloadOnSIGHUP(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond)
 	assert.Equal(t, second, serial())
 	assert.True(t, n1.Running())
+
+	// A certificate whose name is no superuser would lock this node out
+	// of its peers: refused, the old one kept.
+	require.NoError(t, c.Secure.Issue("intruder", secureHosts(), time.Now().Add(48*time.Hour)))
+	for _, ext := range []string{".crt", ".key"} {
+		data, err := os.ReadFile(c.Secure.File("intruder" + ext))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(c.Secure.File("node1"+ext), data, 0o600))
+	}
+	require.NoError(t, n1.signal(syscall.SIGHUP))
+	require.Eventually(t, func() bool {
+		return strings.Contains(n1.LogTail(500), `the new certificate names \"intruder\", which --superusers does not list`)
+	}, 10*time.Second, 50*time.Millisecond)
+	assert.Equal(t, second, serial())
 	cl := newClient(t, c)
 	createTopic(t, cl, "still", 1, 3)
 	require.NoError(t, c.Secure.Issue("node1", secureHosts(), time.Now().Add(48*time.Hour)))

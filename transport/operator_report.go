@@ -82,6 +82,10 @@ const (
 	ActionControllerTransfer Action = "controller-transfer"
 	ActionControllerAdd      Action = "controller-add"
 	ActionControllerRemove   Action = "controller-remove"
+	// The audit trail's events of ACL changes (Topic empty, Partition
+	// -1), one per entry, its Note saying what the entry allows.
+	ActionACLAdd    Action = "acl-add"
+	ActionACLRemove Action = "acl-remove"
 )
 
 // ChangeResult is what an operator change did to one partition (or, for a

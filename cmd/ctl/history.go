@@ -51,15 +51,19 @@ func printHistory(w io.Writer, evs []client.HistoryEvent) error {
 		return err
 	}
 	tw := newTable(w)
-	fmt.Fprintln(tw, "TIME\tREQUESTER\tACTION\tPARTITION\tLEADER\tEPOCH\tACTIVE")
+	fmt.Fprintln(tw, "TIME\tREQUESTER\tACTION\tPARTITION\tLEADER\tEPOCH\tACTIVE\tNOTE")
 	for _, ev := range evs {
 		who := ev.Requester
 		if who == "" {
 			who = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", formatTime(ev), who, ev.Action,
+		note := ev.Note
+		if note == "" {
+			note = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", formatTime(ev), who, ev.Action,
 			partitionName(ev.Topic, ev.Partition), change(ev.OldLeader, ev.NewLeader),
-			change(ev.OldEpoch, ev.NewEpoch), changeIDs(ev.OldActive, ev.NewActive))
+			change(ev.OldEpoch, ev.NewEpoch), changeIDs(ev.OldActive, ev.NewActive), note)
 	}
 	return tw.Flush()
 }
