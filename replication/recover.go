@@ -155,12 +155,14 @@ search:
 			prefix = start
 		}
 	}
-	if prefix == start && rs.LogStartOffset < start && rs.LogEndOffset > rs.LogStartOffset {
+	if prefix == start && rs.LogStartOffset < start {
 		// Nothing it holds at or after this leader's log start is known to
 		// match, and what it holds below the start cannot be compared
 		// (retention deleted it here): it ends before the start, or its
 		// batches from there differ, or it ends exactly at the start with
-		// a last batch nothing can check. It is rebuilt from the start.
+		// a last batch nothing can check, or it is an empty log that
+		// begins before the start (a rebuild whose copy retention here
+		// overtook). It is rebuilt from the start.
 		if rs, err = rebuild(fmt.Sprintf("it holds offsets from %d to %d, none of them known to match the leader's log, which starts at %d", rs.LogStartOffset, rs.LogEndOffset, start), nil); err != nil {
 			return res, err
 		}
@@ -174,6 +176,16 @@ search:
 	}
 	target := p.log.DurableEndOffset()
 	copied, err := copyBatches(ctx, p, peer, epoch, prefix, target)
+	for try := 0; err != nil && try < maxRebuildsOvertaken && p.log.LogStartOffset() > copied; try++ {
+		// Retention here deleted what the copy was to send next: the
+		// replica is rebuilt from the new log start and copied again.
+		start = p.log.LogStartOffset()
+		if rs, err = rebuild(fmt.Sprintf("retention on the leader moved its log start to %d, past the copy at %d", start, copied), err); err != nil {
+			return res, err
+		}
+		res.CommonPrefix = start
+		copied, err = copyBatches(ctx, p, peer, epoch, start, p.log.DurableEndOffset())
+	}
 	res.CopiedTo = copied
 	if err != nil {
 		return res, fmt.Errorf("copy to broker %d: %w", broker, err)
@@ -187,6 +199,10 @@ search:
 	}
 	return res, nil
 }
+
+// maxRebuildsOvertaken bounds how many times one recovery rebuilds a
+// replica whose copy retention on the leader overtook.
+const maxRebuildsOvertaken = 3
 
 // sameRange compares the digests of [from, to) on this replica and a peer.
 func (p *Partition) sameRange(ctx context.Context, rp RecoveryPeer, from, to int64) (bool, error) {

@@ -255,6 +255,47 @@ func TestRecoverWhenTheLeaderDeletedWhatTheReplicaHeld(t *testing.T) {
 	assert.ElementsMatch(t, []int32{1, 2, 3}, ack.Replicas, "broker 3 takes writes again")
 }
 
+// TestRecoverAnEmptyReplicaBelowTheLeadersStart: a returning replica
+// that is an empty log beginning below the leader's log start (what a
+// rebuild leaves when retention on the leader overtakes its copy) is
+// rebuilt again from the leader's start and filled; it was left as it
+// was, and every recover then failed with "batch at S, log ends at E".
+func TestRecoverAnEmptyReplicaBelowTheLeadersStart(t *testing.T) {
+	c := startClusterWith(t, Config{Nodes: 3, NodeArgs: fastRetention})
+	leader := c.Nodes[0].RPC
+	checkCtl(t, c, "topic created", 60*time.Second, exitZero, "topic", "create", "e", "--partitions", "1", "--replication-factor", "3",
+		"--config", "segment.bytes=1048576", "--config", "retention.bytes=1048576")
+	produceBig(t, leader, "e", 4)
+	require.NoError(t, c.Node(3).Kill())
+	checkCtl(t, c, "broker 3 dropped", 60*time.Second, exitZero, "failover", "--broker", "3")
+	produceBig(t, leader, "e", 36)
+	require.Eventually(t, func() bool {
+		var lo transport.ListOffsetsResponse
+		err := call(t, leader, transport.APIListOffsets, &transport.ListOffsetsRequest{Topic: "e", Partition: 0}, &lo)
+		return err == nil && lo.LogStartOffset > 4
+	}, 60*time.Second, 100*time.Millisecond, "retention on the leader moves its log start past offset 4")
+
+	// Broker 3's replica: an empty log whose one segment begins at 4.
+	dir := c.Node(3).ReplicaDir("e", 0)
+	segs, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	require.NoError(t, err)
+	idx, err := filepath.Glob(filepath.Join(dir, "*.index"))
+	require.NoError(t, err)
+	for _, f := range append(segs, idx...) {
+		require.NoError(t, os.Remove(f))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "00000000000000000004.log"), nil, 0o644))
+
+	require.NoError(t, c.StartNode(3))
+	res := checkCtl(t, c, "a recovery of broker 3", 60*time.Second, exitZero, "recover", "--broker", "3", "-o", "json")
+	var rec ctlChangeReport
+	require.NoError(t, json.Unmarshal([]byte(res.Stdout), &rec), res.Stdout)
+	require.Len(t, rec.Results, 1)
+	assert.Empty(t, rec.Results[0].Error)
+	assert.Equal(t, int64(40), rec.Results[0].CopiedTo)
+	checkCtl(t, c, "verify succeeding", 60*time.Second, exitZero, "verify", "--topic", "e")
+}
+
 // TestRetentionNeverPassesTheHighWatermark: with a follower paused, the
 // leader appends records that not every active replica holds (above the
 // high watermark), in segments retention would delete by size. Retention
