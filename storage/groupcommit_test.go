@@ -220,3 +220,41 @@ func TestTruncatedAppendIsNotRevived(t *testing.T) {
 	require.Len(t, got, 2)
 	assert.Equal(t, replacement, got[1])
 }
+
+// TestAbandonedWaitStillBecomesDurable: a write that lands while an fsync
+// runs, and whose waiter gives up (its client hung up), still becomes
+// durable though no one waits for it and nothing is written after it.
+// Group commit is driven by waiters: without a finisher the write stayed
+// unsynced, and a leader's high watermark, which waits for the durable
+// end, stopped below it for good.
+func TestAbandonedWaitStillBecomesDurable(t *testing.T) {
+	l := openLog(t, t.TempDir(), storage.Options{})
+	entered, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int64
+	restore := storage.SetGroupCommitSync(func(f storage.File) error {
+		if calls.Add(1) == 1 {
+			close(entered)
+			<-release
+		}
+		return f.Sync()
+	})
+	defer restore()
+
+	ctx := ctxFor(t)
+	_, durA, err := l.Write(sizedBatch(t, 100, 1), 0)
+	require.NoError(t, err)
+	errA := make(chan error, 1)
+	go func() { errA <- durA(ctx) }() // drives the first fsync, which holds
+	<-entered
+
+	resB, durB, err := l.Write(sizedBatch(t, 100, 2), 0)
+	require.NoError(t, err)
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	require.ErrorIs(t, durB(gone), context.Canceled, "B's waiter gives up while A's fsync runs")
+	close(release)
+	require.NoError(t, <-errA)
+	require.Eventually(t, func() bool { return l.DurableEndOffset() == resB.NextOffset }, 5*time.Second, time.Millisecond,
+		"B became durable with no one waiting for it and nothing written after it")
+	assert.Equal(t, int64(2), calls.Load(), "a second fsync, for B")
+}

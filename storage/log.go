@@ -133,7 +133,15 @@ type Log struct {
 		sync.Mutex
 		syncing bool
 		done    chan struct{} // closed when the running fsync finishes
+		// finishing is the highest target a finisher (see finish) makes
+		// durable in the background; 0 when none runs.
+		finishing int64
+		// closing is set by Close: no finisher starts after it.
+		closing bool
 	}
+	// finishers are the background waits of abandoned waiters; Close
+	// waits for them.
+	finishers sync.WaitGroup
 
 	mu struct {
 		sync.RWMutex
@@ -711,6 +719,7 @@ func (l *Log) waitDurable(ctx context.Context, target int64, gen uint64) error {
 		select {
 		case <-done:
 		case <-ctx.Done():
+			l.finish(target, gen)
 			return ctx.Err()
 		}
 	}
@@ -727,6 +736,32 @@ var groupCommitSync = File.Sync
 
 // syncOnce fsyncs the active segment and publishes everything written
 // before it started as durable. Older segments were fsync'd when they rolled.
+// finish makes target durable in the background, for a waiter that gave
+// up while an fsync it may not be covered by ran: group commit is driven
+// by waiters, so without it a write whose waiter went away (a client that
+// hung up) could stay unsynced until the next write, and a leader's high
+// watermark, which waits for the leader's durable end, would stop below
+// it. One finisher runs for the highest target at a time.
+func (l *Log) finish(target int64, gen uint64) {
+	l.syncMu.Lock()
+	if l.syncMu.finishing >= target || l.syncMu.closing {
+		l.syncMu.Unlock()
+		return
+	}
+	l.syncMu.finishing = target
+	l.finishers.Add(1)
+	l.syncMu.Unlock()
+	go func() {
+		defer l.finishers.Done()
+		l.waitDurable(context.Background(), target, gen)
+		l.syncMu.Lock()
+		if l.syncMu.finishing == target {
+			l.syncMu.finishing = 0
+		}
+		l.syncMu.Unlock()
+	}()
+}
+
 func (l *Log) syncOnce() {
 	if syncHook != nil {
 		syncHook()
@@ -972,5 +1007,9 @@ func (l *Log) Close() error {
 			errs = append(errs, err)
 		}
 	}
+	l.syncMu.Lock()
+	l.syncMu.closing = true
+	l.syncMu.Unlock()
+	l.finishers.Wait() // they see the log closed and return
 	return markNoSpace(errors.Join(errs...))
 }

@@ -31,3 +31,11 @@ func SkipGroupCommitFsync() (restore func()) {
 	groupCommitSync = func(File) error { return nil }
 	return func() { groupCommitSync = File.Sync }
 }
+
+// SetGroupCommitSync makes f do every group-commit fsync (it is given the
+// active segment's file) until the returned function is called. Tests that
+// use it must not run in parallel with other tests of the package.
+func SetGroupCommitSync(f func(File) error) (restore func()) {
+	groupCommitSync = f
+	return func() { groupCommitSync = File.Sync }
+}
