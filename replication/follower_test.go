@@ -414,3 +414,65 @@ func TestLeaderRefusesWritesUntilItHasReachedItsFollowers(t *testing.T) {
 	_, err = tryProduce(pr.leader, "later", 1)
 	require.ErrorIs(t, err, replication.ErrReplicationFailed, "a follower reached once and lost since is a replication failure")
 }
+
+// slowDurableLog holds the leader's own fsync of each write until the
+// test releases it, so that a follower can acknowledge first.
+type slowDurableLog struct {
+	*storage.Log
+	release chan struct{}
+}
+
+func (l *slowDurableLog) Write(b record.Batch, epoch int32) (storage.AppendResult, storage.Durable, error) {
+	res, durable, err := l.Log.Write(b, epoch)
+	if err != nil {
+		return res, durable, err
+	}
+	return res, func(ctx context.Context) error {
+		<-l.release
+		return durable(ctx)
+	}, nil
+}
+
+// TestHWPassesABatchWhoseProducerGaveUp: the follower acknowledges a
+// batch before the leader's own copy is durable, and the producer gives
+// up waiting. Once the leader's copy is durable the HW passes the batch,
+// with no write after it: the follower's round ended before and could not
+// move it, and the producer, gone, did not. Before, the HW stayed below a
+// batch every replica held until the next write (a Durable Streams
+// producer's retries of it, duplicates, waited for it in vain).
+func TestHWPassesABatchWhoseProducerGaveUp(t *testing.T) {
+	leaderLog := &slowDurableLog{Log: openLog(t, t.TempDir()), release: make(chan struct{})}
+	followerLog := openLog(t, t.TempDir())
+	follower := replication.NewPartition("orders", 0, 2, followerLog, testLogger(t))
+	t.Cleanup(follower.Close)
+	peer := &localPeer{p: follower}
+	leader := replication.NewPartition("orders", 0, self, leaderLog, testLogger(t),
+		replication.Options{Peers: func(int32) (replication.Peer, error) { return peer, nil }, ReplicationTimeout: 5 * time.Second})
+	t.Cleanup(leader.Close)
+	s := replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self, 2}}
+	require.NoError(t, follower.SetState(s))
+	require.NoError(t, leader.SetState(s))
+	require.Eventually(t, func() bool {
+		fs := leader.Followers()
+		return len(fs) == 1 && fs[0].State == transport.FollowerInSync
+	}, 10*time.Second, 5*time.Millisecond)
+
+	// Each round the producer gives up before its wait can end: its wait
+	// returns an error, one way or the other (the follower's answer and
+	// the cancellation race), and the HW must pass the batch regardless.
+	for i := range 16 {
+		wait, err := leader.Produce(batch(t, fmt.Sprint("g", i), 1))
+		require.NoError(t, err)
+		end := leaderLog.LogEndOffset()
+		require.Eventually(t, func() bool { return followerLog.DurableEndOffset() == end }, 10*time.Second, time.Millisecond,
+			"round %d: the follower holds the batch", i)
+		gone, cancel := context.WithCancel(context.Background())
+		cancel()
+		done := make(chan struct{})
+		go func() { wait(gone); close(done) }()
+		leaderLog.release <- struct{}{}
+		<-done
+		require.Eventually(t, func() bool { return leader.HighWatermark() == end }, 5*time.Second, time.Millisecond,
+			"round %d: the HW passes the batch both replicas hold (HW %d, log end %d)", i, leader.HighWatermark(), end)
+	}
+}

@@ -110,6 +110,9 @@ type Partition struct {
 	// produceMu orders a leader's log writes with the queues of its
 	// followers, so every follower receives batches in log order.
 	produceMu sync.Mutex
+	// settling are the produces whose callers gave up, seen through to
+	// their batches' durability here (see Produce); Close waits for them.
+	settling sync.WaitGroup
 	// epochMu serializes persisting the fenced epoch.
 	epochMu sync.Mutex
 
@@ -338,6 +341,7 @@ func (p *Partition) Close() {
 	for _, f := range fs {
 		f.stop()
 	}
+	p.settling.Wait()
 }
 
 func (p *Partition) advanceHWLocked(hw int64) {
@@ -505,7 +509,25 @@ func (p *Partition) Produce(batch record.Batch) (func(ctx context.Context) (Ack,
 	p.produceMu.Unlock()
 
 	return func(ctx context.Context) (Ack, error) {
+		// The HW is what every active replica holds durably. The
+		// followers' rounds recompute it as they end, but a round that
+		// ended before this copy was durable could not pass it: so it is
+		// recomputed once it is, whether or not this caller waits on for
+		// the followers (a caller that gave up would otherwise leave the
+		// HW below a batch every replica holds, until the next write).
 		derr := durable(ctx)
+		switch {
+		case derr == nil:
+			p.recomputeHW()
+		case ctx.Err() != nil:
+			p.settling.Add(1)
+			go func() {
+				defer p.settling.Done()
+				if durable(context.WithoutCancel(ctx)) == nil {
+					p.recomputeHW()
+				}
+			}()
+		}
 		var rerr *ReplicationError
 		for i, it := range items {
 			var err error

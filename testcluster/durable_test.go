@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"gostream/durable"
+	"gostream/transport"
 )
 
 // These tests speak the Durable Streams protocol over HTTP to three real
@@ -198,7 +199,11 @@ func TestDSFollowerAnswersWhilePausedLeader(t *testing.T) {
 		if r.Status == http.StatusOK || r.Status == http.StatusNoContent {
 			break
 		}
-		require.True(t, time.Now().Before(deadline), "the retry never succeeded: %d %s", r.Status, r.Body)
+		if time.Now().After(deadline) {
+			st, err := leader.HTTPGet(transport.StatusPath)
+			t.Logf("the leader's status: %s (%v)", st, err)
+			t.Fatalf("the retry never succeeded: %d %s", r.Status, r.Body)
+		}
 		time.Sleep(100 * time.Millisecond) // retry interval under the deadline above
 	}
 	r := dsDo(t, follower, http.MethodGet, path+"?offset=-1", "")
