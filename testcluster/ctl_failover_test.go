@@ -267,8 +267,8 @@ func TestCtlFailoverRecoverVerifyHistory(t *testing.T) {
 	require.Equal(t, 0, out.Exit, out.Stderr)
 	rows := tableRowsAfter(out.Stdout, "TIME")
 	require.Len(t, rows, 2, out.Stdout)
-	assert.Equal(t, []string{"failover", "orders/1", "2", "->", "1", "0", "->", strconv.Itoa(int(f.NewEpoch)), "2,3,1", "->", "1,3"}, rows[0][2:])
-	assert.Equal(t, []string{"recover", "orders/1", "1", strconv.Itoa(int(f.NewEpoch)), "1,3", "->", "1,2,3"}, rows[1][2:])
+	assert.Equal(t, []string{"failover", "orders/1", "2", "->", "1", "0", "->", strconv.Itoa(int(f.NewEpoch)), "2,3,1", "->", "1,3", "-"}, rows[0][2:])
+	assert.Equal(t, []string{"recover", "orders/1", "1", strconv.Itoa(int(f.NewEpoch)), "1,3", "->", "1,2,3", "-"}, rows[1][2:])
 
 	// Broker 3 answers: failing it over is refused for every partition,
 	// each result is printed, and nothing changes.
