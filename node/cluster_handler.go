@@ -278,10 +278,24 @@ func (n *Node) audit(ctx context.Context, ev transport.HistoryEvent) {
 	if err != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+	// Right after a transfer of the controller group no candidate may
+	// call itself active yet: the new leader first catches up on the
+	// log. Ask again, a little later, until one does or time is up.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if _, err := n.callController(ctx, transport.APIAudit, &transport.JSONMessage{Data: data}, nil); err != nil {
-		n.logger.Warn("could not add an event to the controller's audit trail", "action", ev.Action, "err", err)
+	for {
+		_, err = n.callController(ctx, transport.APIAudit, &transport.JSONMessage{Data: data}, nil)
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil || !errors.Is(err, transport.ErrNotController) && !errors.Is(err, transport.ErrNotSent) {
+			n.logger.Warn("could not add an event to the controller's audit trail", "action", ev.Action, "err", err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -66,4 +67,30 @@ func TestControllerRequestsFindTheActiveCandidate(t *testing.T) {
 	require.ErrorIs(t, err, transport.ErrInvalidRequest)
 	assert.Equal(t, int32(4), got.ID)
 	assert.Equal(t, int32(2), asked[3].Load())
+}
+
+// TestAuditEventWaitsForTheNextActiveController: just after a transfer of
+// the controller group, every candidate may still answer NotController
+// (the new leader catches up before it calls itself active). The audit
+// event of the transfer is sent again until one takes it, not dropped
+// after one round (the event went missing from cluster history).
+func TestAuditEventWaitsForTheNextActiveController(t *testing.T) {
+	var asked, recorded atomic.Int32
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := transport.NewServer(transport.ServerConfig{}, transport.HandlerFunc(func(_ context.Context, req *transport.Request) transport.Reply {
+		if asked.Add(1) <= 6 {
+			return transport.Immediate(nil, transport.ErrNotController)
+		}
+		recorded.Add(1)
+		return transport.Immediate(nil, nil)
+	}))
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+
+	n := &Node{cfg: Config{ID: 9, Controllers: []ControllerAddr{{ID: 2, Addr: ln.Addr().String()}}},
+		pool: transport.NewPool(transport.ConnConfig{}), broker: &broker{}, logger: hclog.NewNullLogger()}
+	defer n.pool.Close()
+	n.audit(context.Background(), transport.HistoryEvent{ChangeResult: transport.ChangeResult{Partition: -1, Action: transport.ActionControllerTransfer}})
+	assert.Equal(t, int32(1), recorded.Load(), "the event was recorded once, after %d refusals", asked.Load()-1)
 }
