@@ -269,10 +269,17 @@ func (h *rpcHandler) resetReplica(req *transport.Request) transport.Reply {
 // it records is already done, so a failure is logged, not returned.
 func (n *Node) audit(ctx context.Context, ev transport.HistoryEvent) {
 	if c := n.activeController(); c != nil {
-		if err := c.Record(ev); err != nil {
-			n.logger.Error("write audit trail", "err", err)
+		// A candidate that has just handed the group over may still call
+		// itself active; the group refuses the entry before it is sent
+		// (NotController), so it goes to the new active controller below.
+		err := c.Record(ev)
+		if err == nil {
+			return
 		}
-		return
+		if !errors.Is(err, controller.ErrNotController) {
+			n.logger.Error("write audit trail", "err", err)
+			return
+		}
 	}
 	data, err := json.Marshal(ev)
 	if err != nil {
