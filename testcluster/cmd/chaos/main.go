@@ -47,7 +47,11 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	fmt.Printf("chaos: scenarios %s, %s each, seed %d\n", strings.Join(names, ","), *duration, *seed)
+	mode := ""
+	if *secure {
+		mode = ", with TLS, mutual TLS, gossip encryption and authentication"
+	}
+	fmt.Printf("chaos: scenarios %s, %s each, seed %d%s\n", strings.Join(names, ","), *duration, *seed, mode)
 	if err := testcluster.Netns(); err != nil {
 		fmt.Printf("chaos: no network faults on this machine: %v\n", err)
 	}
