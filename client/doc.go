@@ -26,12 +26,14 @@
 //
 //   - What is retried: an error whose code transport's table marks
 //     retriable (NotLeader, NotReady, BrokerNotAvailable, ShuttingDown,
-//     Busy, Timeout, UnknownTopicID, ...), and, for a partition request, a
-//     broker that does not know the topic or partition yet (UnknownTopic,
-//     UnknownPartition) while fresh metadata says it exists. A request
-//     that changes something is retried only when the error proves it was
-//     not carried out (below). Anything else, and the client's own final
-//     errors (ErrClosed, ErrTopicRecreated), return at once.
+//     Busy, Timeout, UnknownTopicID, ...; a broker that does not take the
+//     connection within the dial timeout is BrokerNotAvailable), and, for
+//     a partition request, a broker that does not know the topic or
+//     partition yet (UnknownTopic, UnknownPartition) while fresh metadata
+//     says it exists. A request that changes something is retried only
+//     when the error proves it was not carried out (below). Anything else,
+//     and the client's own final errors (ErrClosed, ErrTopicRecreated),
+//     return at once.
 //   - Between attempts: the metadata is refreshed first when the error
 //     says the route may be stale (the leader moved, the broker is gone or
 //     does not know the topic); not after Busy. The wait before retry n is

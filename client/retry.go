@@ -87,10 +87,7 @@ func newRetrier(ctx context.Context, p retryPolicy) *retrier {
 // how long, and it matches the context's error when the context ended.
 func (r *retrier) again(ctx context.Context, err error) error {
 	r.attempts++
-	// A dial or read cut off by the deadline may return a moment before
-	// the context says it ended: past the deadline counts as ended.
-	dl, ok := ctx.Deadline()
-	ended := ctx.Err() != nil || ok && !time.Now().Before(dl)
+	ended := ctxEnded(ctx)
 	if !ended || r.last == nil {
 		r.last = err
 	}
@@ -133,9 +130,12 @@ func (r *retrier) giveUp(why error) error {
 // has a retriable code in transport's table (NotLeader, NotReady,
 // BrokerNotAvailable, ShuttingDown, Busy, Timeout, UnknownTopicID, ...).
 // The client's own final errors (ErrClosed, ErrTopicRecreated) and the
-// caller's context ending are not.
+// caller's context ending are not. The transport's code decides first: a
+// dial that timed out is BrokerNotAvailable even though Go's dial timeout
+// also matches context.DeadlineExceeded; if it was the caller's deadline
+// that cut it, the retrier's again sees that and gives up.
 func retriable(err error) bool {
-	if err == nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrTopicRecreated) || isContextErr(err) {
+	if err == nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrTopicRecreated) {
 		return false
 	}
 	var te *transport.Error
@@ -160,7 +160,18 @@ func retriableRoute(err error) bool {
 // retriable by ok, or the caller's context ended during the attempt (then
 // again gives up with the error before it).
 func retryOn(ctx context.Context, err error, ok func(error) bool) bool {
-	return ok(err) || ctx.Err() != nil && isContextErr(err)
+	return ok(err) || ctxEnded(ctx) && isContextErr(err)
+}
+
+// ctxEnded reports whether ctx has ended. A dial or read cut off by the
+// deadline may return a moment before the context says it ended (its
+// timer has not fired yet): past the deadline counts as ended.
+func ctxEnded(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // refreshRetrying is RefreshMetadata retried, within ctx's deadline (or

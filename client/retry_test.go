@@ -436,3 +436,32 @@ func TestRetrierKeepsTheAnswerOverTheDeadlinesCut(t *testing.T) {
 	assert.NotContains(t, err.Error(), "i/o timeout")
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 }
+
+// TestADialTimeoutIsRetriable: a broker that did not take a connection
+// within the dial timeout (a partitioned or stopped host) is
+// BrokerNotAvailable, worth another attempt while the caller's deadline
+// lasts, although Go's dial timeout also matches context.DeadlineExceeded.
+// Only the caller's own context ending stops the retries. A client that
+// took the dial's timeout for the caller's gave up at once with the dial
+// error, hiding the answer before it.
+func TestADialTimeoutIsRetriable(t *testing.T) {
+	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	_, err := transport.Dial(expired, "127.0.0.1:1", transport.ConnConfig{})
+	require.ErrorIs(t, err, transport.ErrBrokerNotAvailable)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "Go's dial timeout matches the context's error")
+	assert.True(t, retriable(err), "%v", err)
+	assert.True(t, retriableRoute(err), "%v", err)
+
+	// The caller's own context ending is still final.
+	assert.False(t, retriable(context.DeadlineExceeded))
+	assert.False(t, retriable(fmt.Errorf("list offsets: %w", context.Canceled)))
+
+	// And within a call: the retrier hands it to again, which gives up
+	// at the caller's deadline with the answer before it.
+	live, cancelLive := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelLive()
+	assert.True(t, retryOn(live, err, retriableRoute))
+	late := deadlineOnly{Context: context.Background(), d: time.Now().Add(-time.Millisecond)}
+	assert.True(t, retryOn(late, err, retriableRoute))
+}
