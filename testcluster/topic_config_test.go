@@ -212,33 +212,13 @@ func TestTopicConfigOnThreeNodes(t *testing.T) {
 func TestRecoverWhenTheLeaderDeletedWhatTheReplicaHeld(t *testing.T) {
 	c := startClusterWith(t, Config{Nodes: 3, NodeArgs: fastRetention})
 	leader := c.Nodes[0].RPC
-	checkCtl(t, c, "topic created", 60*time.Second, exitZero, "topic", "create", "r", "--partitions", "1", "--replication-factor", "3",
-		"--config", "segment.bytes=1048576", "--config", "retention.bytes=1048576")
-	produceBig(t, leader, "r", 4)
-
-	require.NoError(t, c.Node(3).Kill())
-	checkCtl(t, c, "broker 3 dropped", 60*time.Second, exitZero, "failover", "--broker", "3")
-	ack := produceBig(t, leader, "r", 36)
-	assert.ElementsMatch(t, []int32{1, 2}, ack.Replicas)
-	var start int64
-	require.Eventually(t, func() bool {
-		var lo transport.ListOffsetsResponse
-		if err := call(t, leader, transport.APIListOffsets, &transport.ListOffsetsRequest{Topic: "r", Partition: 0}, &lo); err != nil {
-			return false
-		}
-		start = lo.LogStartOffset
-		return start > 4
-	}, 60*time.Second, 100*time.Millisecond, "retention on the leader moves its log start past broker 3's log end")
+	start := loseBroker3PastRetention(t, c, "r")
 	assert.Equal(t, []int64{0}, segmentBases(t, c.Node(3), "r"), "broker 3, stopped, still holds offsets 0 to 4")
 
 	require.NoError(t, c.StartNode(3))
-	res := checkCtl(t, c, "a recovery of broker 3", 60*time.Second, exitZero, "recover", "--broker", "3", "-o", "json")
-	var rec ctlChangeReport
-	require.NoError(t, json.Unmarshal([]byte(res.Stdout), &rec), res.Stdout)
-	require.Len(t, rec.Results, 1)
-	assert.Empty(t, rec.Results[0].Error)
-	assert.Equal(t, int64(40), rec.Results[0].CopiedTo)
-	assert.Equal(t, []int32{1, 2, 3}, rec.Results[0].NewActive)
+	rec := recoverBroker3(t, c)
+	assert.Equal(t, int64(40), rec.CopiedTo)
+	assert.Equal(t, []int32{1, 2, 3}, rec.NewActive)
 
 	bases := segmentBases(t, c.Node(3), "r")
 	require.NotEmpty(t, bases)
@@ -251,8 +231,48 @@ func TestRecoverWhenTheLeaderDeletedWhatTheReplicaHeld(t *testing.T) {
 	assert.Greater(t, fi.Size(), int64(4*128<<10), "with the four records it held")
 
 	checkCtl(t, c, "verify succeeding", 60*time.Second, exitZero, "verify", "--topic", "r")
-	ack = produceBig(t, leader, "r", 1)
+	ack := produceBig(t, leader, "r", 1)
 	assert.ElementsMatch(t, []int32{1, 2, 3}, ack.Replicas, "broker 3 takes writes again")
+}
+
+// loseBroker3PastRetention creates topic (one partition on brokers 1 to
+// 3, 1 MiB segments and retention), writes four big records, kills broker
+// 3 and fails it over, then writes 36 more until retention on the leader
+// has deleted every offset broker 3 held. It returns the leader's log
+// start then.
+func loseBroker3PastRetention(t *testing.T, c *Cluster, topic string) int64 {
+	t.Helper()
+	leader := c.Nodes[0].RPC
+	checkCtl(t, c, "topic created", 60*time.Second, exitZero, "topic", "create", topic, "--partitions", "1", "--replication-factor", "3",
+		"--config", "segment.bytes=1048576", "--config", "retention.bytes=1048576")
+	produceBig(t, leader, topic, 4)
+
+	require.NoError(t, c.Node(3).Kill())
+	checkCtl(t, c, "broker 3 dropped", 60*time.Second, exitZero, "failover", "--broker", "3")
+	ack := produceBig(t, leader, topic, 36)
+	assert.ElementsMatch(t, []int32{1, 2}, ack.Replicas)
+	var start int64
+	require.Eventually(t, func() bool {
+		var lo transport.ListOffsetsResponse
+		if err := call(t, leader, transport.APIListOffsets, &transport.ListOffsetsRequest{Topic: topic, Partition: 0}, &lo); err != nil {
+			return false
+		}
+		start = lo.LogStartOffset
+		return start > 4
+	}, 60*time.Second, 100*time.Millisecond, "retention on the leader moves its log start past broker 3's log end")
+	return start
+}
+
+// recoverBroker3 runs recover --broker 3 and returns its one change,
+// which must have succeeded.
+func recoverBroker3(t *testing.T, c *Cluster) ctlChange {
+	t.Helper()
+	res := checkCtl(t, c, "a recovery of broker 3", 60*time.Second, exitZero, "recover", "--broker", "3", "-o", "json")
+	var rec ctlChangeReport
+	require.NoError(t, json.Unmarshal([]byte(res.Stdout), &rec), res.Stdout)
+	require.Len(t, rec.Results, 1)
+	assert.Empty(t, rec.Results[0].Error)
+	return rec.Results[0]
 }
 
 // TestRecoverAnEmptyReplicaBelowTheLeadersStart: a returning replica
@@ -262,18 +282,7 @@ func TestRecoverWhenTheLeaderDeletedWhatTheReplicaHeld(t *testing.T) {
 // was, and every recover then failed with "batch at S, log ends at E".
 func TestRecoverAnEmptyReplicaBelowTheLeadersStart(t *testing.T) {
 	c := startClusterWith(t, Config{Nodes: 3, NodeArgs: fastRetention})
-	leader := c.Nodes[0].RPC
-	checkCtl(t, c, "topic created", 60*time.Second, exitZero, "topic", "create", "e", "--partitions", "1", "--replication-factor", "3",
-		"--config", "segment.bytes=1048576", "--config", "retention.bytes=1048576")
-	produceBig(t, leader, "e", 4)
-	require.NoError(t, c.Node(3).Kill())
-	checkCtl(t, c, "broker 3 dropped", 60*time.Second, exitZero, "failover", "--broker", "3")
-	produceBig(t, leader, "e", 36)
-	require.Eventually(t, func() bool {
-		var lo transport.ListOffsetsResponse
-		err := call(t, leader, transport.APIListOffsets, &transport.ListOffsetsRequest{Topic: "e", Partition: 0}, &lo)
-		return err == nil && lo.LogStartOffset > 4
-	}, 60*time.Second, 100*time.Millisecond, "retention on the leader moves its log start past offset 4")
+	loseBroker3PastRetention(t, c, "e")
 
 	// Broker 3's replica: an empty log whose one segment begins at 4.
 	dir := c.Node(3).ReplicaDir("e", 0)
@@ -287,12 +296,7 @@ func TestRecoverAnEmptyReplicaBelowTheLeadersStart(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "00000000000000000004.log"), nil, 0o644))
 
 	require.NoError(t, c.StartNode(3))
-	res := checkCtl(t, c, "a recovery of broker 3", 60*time.Second, exitZero, "recover", "--broker", "3", "-o", "json")
-	var rec ctlChangeReport
-	require.NoError(t, json.Unmarshal([]byte(res.Stdout), &rec), res.Stdout)
-	require.Len(t, rec.Results, 1)
-	assert.Empty(t, rec.Results[0].Error)
-	assert.Equal(t, int64(40), rec.Results[0].CopiedTo)
+	assert.Equal(t, int64(40), recoverBroker3(t, c).CopiedTo)
 	checkCtl(t, c, "verify succeeding", 60*time.Second, exitZero, "verify", "--topic", "e")
 }
 
