@@ -476,3 +476,51 @@ func TestHWPassesABatchWhoseProducerGaveUp(t *testing.T) {
 			"round %d: the HW passes the batch both replicas hold (HW %d, log end %d)", i, leader.HighWatermark(), end)
 	}
 }
+
+// retentionDuringRead applies retention below limit before its first
+// Read past the first, as a retention pass running beside a reader would.
+type retentionDuringRead struct {
+	*storage.Log
+	limit int64
+	reads int
+}
+
+func (l *retentionDuringRead) Read(ctx context.Context, offset int64, maxBytes int, limit int64, buf []byte) ([]byte, error) {
+	if l.reads++; l.reads == 2 {
+		if _, err := l.Log.DeleteBelow(ctx, l.limit); err != nil {
+			return nil, err
+		}
+	}
+	return l.Log.Read(ctx, offset, maxBytes, limit, buf)
+}
+
+// TestVerifyDuringRetentionIsNoDamage: retention deletes segments while a
+// deep check (verify --deep, a recovery's digest) walks them. The check
+// fails with OffsetOutOfRange, and the replica is not marked damaged: it
+// keeps taking writes. Before, the read below the new log start was
+// taken for damage, and a leader stopped taking writes until an operator
+// failed it over.
+func TestVerifyDuringRetentionIsNoDamage(t *testing.T) {
+	l, err := storage.Open(t.TempDir(), storage.Options{Logger: testLogger(t), SegmentBytes: 4 << 10})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	log := &retentionDuringRead{Log: l}
+	p := replication.NewPartition("orders", 0, self, log, testLogger(t))
+	t.Cleanup(p.Close)
+	require.NoError(t, p.SetState(replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self}}))
+	for i := range 40 {
+		produce(t, p, fmt.Sprint("v", i), 20)
+	}
+	end := l.LogEndOffset()
+	log.limit = end / 2
+	// Verify reads 1 MiB at a time but one segment per read: the second
+	// read comes after retention deleted what it was to read.
+	err = p.Verify(context.Background(), 0, end)
+	require.Error(t, err)
+	require.Greater(t, l.LogStartOffset(), int64(0), "retention deleted segments during the check")
+	assert.ErrorIs(t, err, storage.ErrOffsetOutOfRange)
+	assert.NotErrorIs(t, err, storage.ErrCorrupt)
+	assert.NoError(t, p.Problem(), "the replica is not damaged")
+	_, err = tryProduce(p, "after", 1)
+	assert.NoError(t, err, "it takes writes")
+}
