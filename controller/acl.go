@@ -41,22 +41,24 @@ func (c *Controller) ChangeACLs(ctx context.Context, add bool, acls []metadata.A
 		}
 	}
 	var changed []metadata.ACL
-	verb := "remove"
+	verb, action := "remove", transport.ActionACLRemove
 	if add {
-		verb = "add"
+		verb, action = "add", transport.ActionACLAdd
 	}
-	err := c.change(ctx, fmt.Sprintf("%s %d ACLs", verb, len(acls)), func(m *metadata.Cluster) error {
+	err := c.changeAudited(ctx, fmt.Sprintf("%s %d ACLs", verb, len(acls)), requester, func(m *metadata.Cluster) ([]transport.ChangeResult, error) {
 		changed = changed[:0]
+		var evs []transport.ChangeResult
 		for _, a := range acls {
 			has := slices.Contains(m.ACLs, a)
 			if add && !has && m.AddACLs([]metadata.ACL{a}) == 1 || !add && has && m.RemoveACLs([]metadata.ACL{a}) == 1 {
 				changed = append(changed, a)
+				evs = append(evs, transport.ChangeResult{Partition: -1, Action: action, Note: describeACL(a)})
 			}
 		}
 		if len(changed) == 0 {
-			return errNoChange
+			return nil, errNoChange
 		}
-		return nil
+		return evs, nil
 	})
 	if err != nil {
 		return nil, 0, err
@@ -64,15 +66,6 @@ func (c *Controller) ChangeACLs(ctx context.Context, add bool, acls []metadata.A
 	epoch := c.Metadata().Epoch
 	if len(changed) > 0 {
 		c.logger.Info("ACLs changed", "op", verb, "entries", len(changed), "requester", requester, "metadata_epoch", epoch)
-		action := transport.ActionACLAdd
-		if !add {
-			action = transport.ActionACLRemove
-		}
-		evs := make([]transport.ChangeResult, len(changed))
-		for i, a := range changed {
-			evs[i] = transport.ChangeResult{Partition: -1, Action: action, Note: describeACL(a)}
-		}
-		c.record(requester, evs...)
 	}
 	return changed, epoch, nil
 }

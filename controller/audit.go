@@ -9,7 +9,8 @@ import (
 )
 
 // report gives each step's result, in order, and records in the audit
-// trail, in one append, those that changed something.
+// trail, in one append, those that succeeded and are not there yet (a
+// step's change is recorded with it: commitSteps).
 func (c *Controller) report(requester string, dry bool, steps []*step) transport.ChangeReport {
 	rep := transport.ChangeReport{Results: []transport.ChangeResult{}}
 	var done []transport.ChangeResult
@@ -17,22 +18,12 @@ func (c *Controller) report(requester string, dry bool, steps []*step) transport
 		s.res.DryRun = dry
 		res := c.result(s.res, s.err)
 		rep.Results = append(rep.Results, res)
-		if s.err == nil && !dry {
+		if s.err == nil && !dry && !s.recorded {
 			done = append(done, res)
 		}
 	}
 	c.record(requester, done...)
 	return rep
-}
-
-// reportOne adds one result to a report, and records it in the audit
-// trail when it changed something.
-func (c *Controller) reportOne(rep *transport.ChangeReport, requester string, dry bool, res transport.ChangeResult, err error) {
-	res = c.result(res, err)
-	if err == nil && !dry {
-		c.record(requester, res)
-	}
-	rep.Results = append(rep.Results, res)
 }
 
 // result is res with err and the name of its wire code, if it failed.
@@ -48,17 +39,26 @@ func (c *Controller) result(res transport.ChangeResult, err error) transport.Cha
 	return res
 }
 
-// record appends events to the audit trail. The trail is kept beside the
-// metadata; a failure to write it is logged, not fatal to a change that
-// is already persisted.
-func (c *Controller) record(requester string, results ...transport.ChangeResult) {
+// events are the audit events of results, asked for by requester, now.
+func events(requester string, results []transport.ChangeResult) []transport.HistoryEvent {
 	if len(results) == 0 {
-		return
+		return nil
 	}
 	now := time.Now().UTC()
 	evs := make([]transport.HistoryEvent, len(results))
 	for i, res := range results {
 		evs[i] = transport.HistoryEvent{Time: now, Requester: requester, ChangeResult: res}
+	}
+	return evs
+}
+
+// record appends events of what changed nothing in the metadata to the
+// audit trail (a change's own go with it: commitAudited). A failure to
+// write it is logged.
+func (c *Controller) record(requester string, results ...transport.ChangeResult) {
+	evs := events(requester, results)
+	if len(evs) == 0 {
+		return
 	}
 	if err := c.journal.record(context.Background(), evs); err != nil {
 		c.logger.Error("write audit trail", "err", err)

@@ -133,6 +133,9 @@ func SingleState(dir string) (*metadata.Cluster, []transport.HistoryEvent, error
 		return nil, nil, err
 	}
 	h := &history{path: filepath.Join(dir, historyFile)}
+	if _, _, err := h.resolvePending(meta.Epoch); err != nil {
+		return nil, nil, err
+	}
 	evs, err := h.read()
 	if err != nil {
 		return nil, nil, err

@@ -117,7 +117,8 @@ func Open(cfg Config) (*Controller, error) {
 		store:   metadata.NewStore(filepath.Join(cfg.Dir, metadataFile)),
 		history: &history{path: filepath.Join(cfg.Dir, historyFile)},
 	}
-	c.journal = &fileJournal{store: c.store, hist: c.history}
+	files := &fileJournal{store: c.store, hist: c.history, logger: cfg.Logger}
+	c.journal = files
 	c.mu.seen = map[int32]string{}
 	self := cfg.Self
 	meta, err := c.store.Load()
@@ -129,6 +130,11 @@ func Open(cfg Config) (*Controller, error) {
 			"nothing is created in its place. Put a backup of the file back and restart this node, or adopt the newest copy the brokers hold: "+
 			"gostream-ctl cluster restore-metadata --dry-run, then gostream-ctl cluster restore-metadata", ErrStaleMetadata, c.store.Path(), cfg.RootCluster)
 		c.logger.Error("controller metadata is missing; refusing every change until it is restored", "metadata", c.store.Path(), "cluster", cfg.RootCluster)
+		// Whether a change whose events are pending was made cannot be
+		// told without the file: they stay out of the trail, kept aside.
+		if err := os.Rename(c.history.pendingPath(), c.history.pendingPath()+".unresolved"); err == nil {
+			c.logger.Warn("audit events of a change that may not have been made are kept out of the trail", "file", c.history.pendingPath()+".unresolved")
+		}
 		c.mu.meta = &metadata.Cluster{Version: metadata.FormatVersion, ClusterID: cfg.RootCluster, ControllerID: self.ID, Brokers: []metadata.Broker{self}}
 		return c, nil
 	case errors.Is(err, metadata.ErrNotFound):
@@ -144,6 +150,9 @@ func Open(cfg Config) (*Controller, error) {
 	if meta.ControllerID != self.ID {
 		return nil, fmt.Errorf("controller metadata %s names controller %d, but this is broker %d", c.store.Path(), meta.ControllerID, self.ID)
 	}
+	if err := files.settle(meta.Epoch); err != nil {
+		return nil, err
+	}
 	// Topics created before topics had ids get theirs now, once.
 	changed := meta.AssignTopicIDs()
 	if old, ok := meta.Broker(self.ID); !ok || old != self {
@@ -152,7 +161,7 @@ func Open(cfg Config) (*Controller, error) {
 	}
 	if changed {
 		meta.Epoch++
-		if err := c.persist(context.Background(), meta.Epoch-1, meta); err != nil {
+		if err := c.persist(context.Background(), meta.Epoch-1, meta, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -189,9 +198,9 @@ func (c *Controller) SetGossipPeers(fn func() map[int32]string) {
 }
 
 // persist makes meta, computed from the metadata of epoch base, the
-// controller's durable metadata.
-func (c *Controller) persist(ctx context.Context, base int64, meta *metadata.Cluster) error {
-	if err := c.journal.commit(ctx, base, meta); err != nil {
+// controller's durable metadata, with evs, the change's audit events.
+func (c *Controller) persist(ctx context.Context, base int64, meta *metadata.Cluster, evs []transport.HistoryEvent) error {
+	if err := c.journal.commit(ctx, base, meta, evs); err != nil {
 		return fmt.Errorf("persist metadata: %w", err)
 	}
 	return nil
@@ -229,7 +238,14 @@ func PushTimeout(meta *metadata.Cluster) time.Duration {
 // It returns once this node has applied it and the brokers have answered
 // the push or its timeout passed.
 func (c *Controller) change(ctx context.Context, what string, fn func(*metadata.Cluster) error) error {
-	next, err := c.commit(ctx, what, fn)
+	return c.changeAudited(ctx, what, "", noAudit(fn))
+}
+
+// changeAudited is change for an operator's change: fn also returns the
+// results to record in the audit trail, which are committed with it
+// (commitAudited).
+func (c *Controller) changeAudited(ctx context.Context, what, requester string, fn auditedChange) error {
+	next, err := c.commitAudited(ctx, what, requester, fn)
 	if err != nil || next == nil {
 		return err
 	}
@@ -275,6 +291,24 @@ func (c *Controller) applyHere(what string, next *metadata.Cluster) error {
 // commit persists one change and returns the new metadata, or nil when fn
 // found nothing to change.
 func (c *Controller) commit(ctx context.Context, what string, fn func(*metadata.Cluster) error) (*metadata.Cluster, error) {
+	return c.commitAudited(ctx, what, "", noAudit(fn))
+}
+
+// auditedChange makes a change to the metadata it is given and returns
+// what the audit trail is to record of it: the results of the change
+// that fn made, each recorded as an event asked for by the requester.
+type auditedChange func(*metadata.Cluster) ([]transport.ChangeResult, error)
+
+func noAudit(fn func(*metadata.Cluster) error) auditedChange {
+	return func(m *metadata.Cluster) ([]transport.ChangeResult, error) { return nil, fn(m) }
+}
+
+// commitAudited is commit for a change whose results go to the audit
+// trail: they are committed with the change, in the same Raft entry, or
+// for a single controller through the trail's pending file, so that the
+// trail holds every change made, whoever finishes the command, and no
+// change that was not.
+func (c *Controller) commitAudited(ctx context.Context, what, requester string, fn auditedChange) (*metadata.Cluster, error) {
 	c.changeMu.Lock()
 	defer c.changeMu.Unlock()
 	if err := ctx.Err(); err != nil {
@@ -285,14 +319,15 @@ func (c *Controller) commit(ctx context.Context, what string, fn func(*metadata.
 	}
 	next := c.Metadata().Clone()
 	base := next.Epoch
-	if err := fn(next); err != nil {
+	results, err := fn(next)
+	if err != nil {
 		if errors.Is(err, errNoChange) {
 			return nil, nil
 		}
 		return nil, err
 	}
 	next.Epoch++
-	if err := c.persist(ctx, base, next); err != nil {
+	if err := c.persist(ctx, base, next, events(requester, results)); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()

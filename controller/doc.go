@@ -41,8 +41,11 @@
 //   - Metadata older than a broker's, or missing, is never acted on: the
 //     controller refuses every change (ErrStaleMetadata) until the
 //     operator restores it (RestoreMetadata).
-//   - Every change an operator asked for is appended to the audit trail
-//     (history.jsonl beside the metadata), fsync'd.
+//   - Every change an operator asked for is in the audit trail, committed
+//     with the change itself (commitAudited): in its Raft entry, or for a
+//     single controller through history.jsonl.pending before the metadata
+//     file. A change made is in the trail whoever finishes the command; a
+//     change not made is not.
 //
 // Errors are the package's sentinels (errors.go), which node maps to wire
 // codes; errors of the brokers it calls keep the codes they came with.

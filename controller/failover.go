@@ -35,6 +35,8 @@ type step struct {
 	newEpoch  int32
 	res       transport.ChangeResult
 	err       error
+	// recorded says res is in the audit trail, committed with the change.
+	recorded bool
 	// apply is the step's part of the command's last change, set once the
 	// step is decided; it refuses a partition that changed meanwhile.
 	apply func(p *metadata.Partition) error
@@ -81,10 +83,11 @@ func each(steps []*step, fn func(*step)) {
 	wg.Wait()
 }
 
-// commitSteps persists every decided step of a command in one change and
-// pushes it. A step whose partition changed meanwhile fails alone; a
-// change that cannot be persisted fails them all.
-func (c *Controller) commitSteps(ctx context.Context, what string, steps []*step) {
+// commitSteps persists every decided step of a command in one change,
+// with the audit events of those it makes, and pushes it. A step whose
+// partition changed meanwhile fails alone; a change that cannot be
+// persisted fails them all.
+func (c *Controller) commitSteps(ctx context.Context, what, requester string, steps []*step) {
 	var decided []*step
 	for _, s := range steps {
 		if s.err == nil && s.apply != nil {
@@ -96,9 +99,9 @@ func (c *Controller) commitSteps(ctx context.Context, what string, steps []*step
 	}
 	failed := map[*step]error{}
 	what = fmt.Sprintf("%s: %d partitions", what, len(decided))
-	next, err := c.commit(ctx, what, func(m *metadata.Cluster) error {
+	next, err := c.commitAudited(ctx, what, requester, func(m *metadata.Cluster) ([]transport.ChangeResult, error) {
 		clear(failed)
-		n := 0
+		var made []transport.ChangeResult
 		for _, s := range decided {
 			t := m.Topic(s.topic)
 			if t == nil || t.ID != s.topicID || int(s.partition) >= len(t.Partitions) {
@@ -109,14 +112,17 @@ func (c *Controller) commitSteps(ctx context.Context, what string, steps []*step
 				failed[s] = err
 				continue
 			}
-			n++
+			made = append(made, s.res)
 		}
-		if n == 0 {
-			return errNoChange
+		if len(made) == 0 {
+			return nil, errNoChange
 		}
-		return nil
+		return made, nil
 	})
 	if err == nil && next != nil {
+		for _, s := range decided {
+			s.recorded = failed[s] == nil
+		}
 		if hasAction(decided, transport.ActionFailover, transport.ActionElectLeader) {
 			crashpoint("failover-after-commit")
 		}
@@ -171,7 +177,7 @@ func (c *Controller) Failover(ctx context.Context, req transport.FailoverRequest
 	default:
 		return transport.ChangeReport{}, fmt.Errorf("%w: name --topic and --partition, or --broker", ErrInvalidRequest)
 	}
-	c.moveOff(ctx, req.DryRun, steps)
+	c.moveOff(ctx, req.Requester, req.DryRun, steps)
 	rep := c.report(req.Requester, req.DryRun, steps)
 	if req.Topic != "" && !req.DryRun && steps[0].err != nil {
 		return rep, steps[0].err
@@ -206,7 +212,7 @@ func dropStep(meta *metadata.Cluster, topic string, partition, broker int32) *st
 // moveOff carries out failovers, leadership moves and drops, each step
 // its own: the checks, the epochs reserved (one change), the fences and
 // choices, and the new leaders and active sets (one change).
-func (c *Controller) moveOff(ctx context.Context, dry bool, steps []*step) {
+func (c *Controller) moveOff(ctx context.Context, requester string, dry bool, steps []*step) {
 	quiet := &silence{}
 	c.findSilent(ctx, quiet, steps)
 	// 1. Refuse a failover while the leader answers and its replica is
@@ -239,7 +245,7 @@ func (c *Controller) moveOff(ctx context.Context, dry bool, steps []*step) {
 	}
 	// 6. Persist every new leader, epoch and active set, and every drop,
 	// then tell the replicas (change pushes the metadata).
-	c.commitSteps(ctx, "failover", steps)
+	c.commitSteps(ctx, "failover", requester, steps)
 }
 
 func hasAction(steps []*step, actions ...transport.Action) bool {
@@ -472,7 +478,7 @@ func (c *Controller) ElectLeaders(ctx context.Context, req transport.ElectLeader
 			moves = append(moves, s)
 		}
 	}
-	c.moveOff(ctx, req.DryRun, moves)
+	c.moveOff(ctx, req.Requester, req.DryRun, moves)
 	// The replicas a move left out are recovered, from the metadata the
 	// moves made.
 	after := c.Metadata()
@@ -490,7 +496,7 @@ func (c *Controller) ElectLeaders(ctx context.Context, req transport.ElectLeader
 			}
 		}
 	}
-	c.recoverSteps(ctx, recovers)
+	c.recoverSteps(ctx, req.Requester, recovers)
 	var ordered []*step
 	for _, m := range moves {
 		ordered = append(ordered, m)

@@ -43,7 +43,7 @@ func (c *Controller) Recover(ctx context.Context, req transport.RecoverRequest) 
 			}
 		}
 	}
-	c.recoverSteps(ctx, steps)
+	c.recoverSteps(ctx, req.Requester, steps)
 	rep := c.report(req.Requester, false, steps)
 	if req.Topic != "" && steps[0].err != nil {
 		return rep, steps[0].err
@@ -70,7 +70,7 @@ func recoverStep(meta *metadata.Cluster, topic string, partition, broker int32) 
 
 // recoverSteps has each replica recovered by its leader, at once, and
 // then puts every one recovered back in its active set, in one change.
-func (c *Controller) recoverSteps(ctx context.Context, steps []*step) {
+func (c *Controller) recoverSteps(ctx context.Context, requester string, steps []*step) {
 	waited := map[int32]error{}
 	for _, s := range steps {
 		if s.err != nil {
@@ -84,7 +84,7 @@ func (c *Controller) recoverSteps(ctx context.Context, steps []*step) {
 		s.err = err
 	}
 	each(steps, func(s *step) { c.recoverOne(ctx, s) })
-	c.commitSteps(ctx, "recover", steps)
+	c.commitSteps(ctx, "recover", requester, steps)
 }
 
 // recoverOne asks the partition's leader to recover the step's replica

@@ -50,14 +50,14 @@ func (c *Controller) ReplaceBroker(ctx context.Context, req transport.FailoverRe
 			"Bring the disk back, or delete those topics, then run replace again", ErrNoEligibleReplica, b.ID, alone)
 	}
 	steps := brokerSteps(meta, b.ID)
-	c.moveOff(ctx, req.DryRun, steps)
+	c.moveOff(ctx, req.Requester, req.DryRun, steps)
 	rep := c.report(req.Requester, req.DryRun, steps)
 	// Not a partition's change: OldLeader and NewLeader name the broker.
 	res := transport.ChangeResult{Action: transport.ActionReplaceBroker, Partition: -1, OldLeader: b.ID, NewLeader: b.ID}
 	for _, s := range steps {
 		if s.err != nil {
 			err := fmt.Errorf("%w: broker %d is still active in %s/%d (%s); it keeps its storage root until every partition is moved: run replace again", ErrNoEligibleReplica, b.ID, s.topic, s.partition, s.err)
-			c.reportOne(&rep, req.Requester, req.DryRun, res, err)
+			rep.Results = append(rep.Results, c.result(res, err))
 			return rep, nil
 		}
 	}
@@ -65,20 +65,21 @@ func (c *Controller) ReplaceBroker(ctx context.Context, req transport.FailoverRe
 		rep.Results = append(rep.Results, res)
 		return rep, nil
 	}
-	err = c.change(ctx, fmt.Sprintf("replace broker %d: unbind storage root %s", b.ID, b.RootID), func(m *metadata.Cluster) error {
+	err = c.changeAudited(ctx, fmt.Sprintf("replace broker %d: unbind storage root %s", b.ID, b.RootID), req.Requester, func(m *metadata.Cluster) ([]transport.ChangeResult, error) {
 		for _, t := range m.Topics {
 			for p, part := range t.Partitions {
 				if slices.Contains(part.Active, b.ID) {
-					return fmt.Errorf("%w: broker %d became active in %s/%d meanwhile", ErrInvalidRequest, b.ID, t.Name, p)
+					return nil, fmt.Errorf("%w: broker %d became active in %s/%d meanwhile", ErrInvalidRequest, b.ID, t.Name, p)
 				}
 			}
 		}
 		nb, _ := m.Broker(b.ID)
 		nb.RootID = ""
 		m.PutBroker(nb)
-		return nil
+		return []transport.ChangeResult{res}, nil
 	})
-	c.reportOne(&rep, req.Requester, req.DryRun, res, err)
+	// Recorded with the change when it was made.
+	rep.Results = append(rep.Results, c.result(res, err))
 	if err == nil {
 		c.logger.Warn("broker replaced: its id is free for a new storage root; rebuild its replicas with gostream-ctl recover", "peer", b.ID, "old_root", b.RootID)
 	}

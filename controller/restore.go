@@ -292,8 +292,9 @@ func (c *Controller) RestoreMetadata(ctx context.Context, req transport.RestoreR
 	if req.DryRun {
 		return rep, nil
 	}
+	restored := transport.ChangeResult{Action: transport.ActionRestoreMetadata, Partition: -1, OldLeader: chosen.src.Broker, NewLeader: chosen.src.Broker}
 	c.changeMu.Lock()
-	if err := c.persist(ctx, c.Metadata().Epoch, next); err != nil {
+	if err := c.persist(ctx, c.Metadata().Epoch, next, events(req.Requester, []transport.ChangeResult{restored})); err != nil {
 		c.changeMu.Unlock()
 		return rep, err
 	}
@@ -303,7 +304,6 @@ func (c *Controller) RestoreMetadata(ctx context.Context, req transport.RestoreR
 	c.changeMu.Unlock()
 	rep.Restored = true
 	c.logger.Warn("controller metadata restored from a broker's copy", "peer", chosen.src.Broker, "peer_epoch", chosen.src.Epoch, "metadata_epoch", next.Epoch)
-	c.record(req.Requester, transport.ChangeResult{Action: transport.ActionRestoreMetadata, Partition: -1, OldLeader: chosen.src.Broker, NewLeader: chosen.src.Broker})
 	var errs []error
 	if err := c.cfg.Apply(next); err != nil {
 		errs = append(errs, fmt.Errorf("restored and persisted, but not yet applied on this node: %w", err))
