@@ -47,7 +47,7 @@ func startCandidates(t *testing.T) *candidates {
 			}})
 		require.NoError(t, err)
 		self := metadata.Broker{ID: c.ID, Addr: c.Addr, RootID: fmt.Sprintf("%032d", c.ID)}
-		ctrl.Store(OpenCandidate(Config{Self: self, Apply: func(*metadata.Cluster) error { return nil }, Push: func(context.Context, *metadata.Cluster) {}}, g))
+		ctrl.Store(OpenCandidate(Config{Self: self, Pool: &fakeBrokers{}, Apply: func(*metadata.Cluster) error { return nil }, Push: func(context.Context, *metadata.Cluster) {}}, g))
 		cs.groups[c.ID], cs.ctrls[c.ID] = g, ctrl.Load()
 	}
 	t.Cleanup(func() {

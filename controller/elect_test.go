@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -23,20 +24,28 @@ type replicaView struct {
 
 // fakeBrokers answers the controller's replica calls from fixed views:
 // ReplicaState (recording fences), ReplicaDigest (every replica holds the
-// same batches on shared offsets) and RecoverReplica.
+// same batches on shared offsets) and RecoverReplica; and DescribeCluster
+// as the broker at the address, with the root id openWith gives it,
+// unless silent names it.
 type fakeBrokers struct {
 	mu        sync.Mutex
 	byAddr    map[string]int32
 	views     map[int32]replicaView
 	recovered []int32
+	silent    map[int32]bool
 }
 
 func (f *fakeBrokers) Call(_ context.Context, addr string, api transport.API, req, resp transport.Message) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	b := f.byAddr[addr]
+	b, ok := f.byAddr[addr]
+	if !ok || f.silent[b] {
+		return fmt.Errorf("%w: dial %s: connection refused", transport.ErrBrokerNotAvailable, addr)
+	}
 	v := f.views[b]
 	switch api {
+	case transport.APIDescribeCluster:
+		*resp.(*transport.DescribeClusterResponse) = transport.DescribeClusterResponse{NodeID: b, RootID: rootOf(b)}
 	case transport.APIReplicaState:
 		*resp.(*transport.ReplicaStateResponse) = transport.ReplicaStateResponse{LogEndOffset: v.logEnd, HighWatermark: v.hw, LastEpoch: 1}
 	case transport.APIReplicaDigest:
@@ -51,6 +60,8 @@ func (f *fakeBrokers) Call(_ context.Context, addr string, api transport.API, re
 	return nil
 }
 
+func rootOf(b int32) string { return strings.Repeat(string(rune('0'+b)), 32) }
+
 // openWith opens a controller on metadata of three brokers and one
 // partition led by broker 1, preferred replica 3, all three active.
 func openWith(t *testing.T, f *fakeBrokers) *Controller {
@@ -61,7 +72,7 @@ func openWith(t *testing.T, f *fakeBrokers) *Controller {
 	for id := int32(1); id <= 3; id++ {
 		addr := "broker-" + string(rune('0'+id))
 		f.byAddr[addr] = id
-		meta.PutBroker(metadata.Broker{ID: id, Addr: addr, RootID: strings.Repeat(string(rune('0'+id)), 32)})
+		meta.PutBroker(metadata.Broker{ID: id, Addr: addr, RootID: rootOf(id)})
 	}
 	meta.Topics = []metadata.Topic{{Name: "t", ID: "0123456789abcdef0123456789abcdef", ReplicationFactor: 3,
 		Partitions: []metadata.Partition{{Replicas: []int32{3, 1, 2}, Active: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 1, ReservedEpoch: 1}}}}

@@ -55,6 +55,20 @@ func (c *Controller) CreateStream(ctx context.Context, topic string, rf int, s *
 	if !strings.HasPrefix(topic, StreamPrefix) || s == nil || s.Path == "" {
 		return nil, fmt.Errorf("%w: %q is not the topic of a stream", ErrInvalidRequest, topic)
 	}
+	if rf <= 0 {
+		rf = 3
+	}
+	rf = max(1, min(rf, len(c.Metadata().Brokers)))
+	var brokers []int32
+	if c.Metadata().Topic(topic) == nil {
+		if err := c.Refusal(); err != nil {
+			return nil, err
+		}
+		var err error
+		if brokers, err = c.placeable(ctx, "stream "+s.Path, rf, notAnswering); err != nil {
+			return nil, err
+		}
+	}
 	var res StreamResult
 	err := c.change(ctx, "create stream "+s.Path, func(m *metadata.Cluster) error {
 		if t := m.Topic(topic); t != nil {
@@ -76,14 +90,14 @@ func (c *Controller) CreateStream(ctx context.Context, topic string, rf int, s *
 			}
 			src.Stream.Forks++
 		}
-		if rf <= 0 {
-			rf = 3
+		if brokers == nil {
+			return fmt.Errorf("%w: stream %s was deleted meanwhile; create it again", notAnswering, s.Path)
 		}
-		t, err := m.AddTopic(topic, 1, max(1, min(rf, len(m.Brokers))))
+		t, err := m.AddTopicOn(topic, 1, rf, brokers)
 		if err != nil {
 			return err
 		}
-		placeStream(m, t)
+		placeStream(m, t, brokers)
 		t.Config = metadata.TopicConfig{metadata.ConfigRetentionMs: -1, metadata.ConfigRetentionBytes: -1, metadata.ConfigSegmentBytes: StreamSegmentBytes}
 		t.Stream = s.Clone()
 		t.Stream.Forks, t.Stream.Deleted = 0, false
@@ -167,8 +181,8 @@ func streamTopicOf(_ *metadata.Cluster, path string) string {
 // fewest streams (the lowest id among equals), with the next brokers in id
 // order as its followers: a topic of one partition would otherwise always
 // begin at the lowest broker id, and one broker would lead every stream.
-func placeStream(m *metadata.Cluster, t *metadata.Topic) {
-	ids := m.BrokerIDs()
+func placeStream(m *metadata.Cluster, t *metadata.Topic, brokers []int32) {
+	ids := slices.Clone(brokers)
 	if len(ids) == 0 {
 		return
 	}

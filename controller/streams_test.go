@@ -17,14 +17,14 @@ import (
 func TestPlaceStreamSpreadsLeaders(t *testing.T) {
 	m := &metadata.Cluster{}
 	for _, id := range []int32{3, 1, 2} {
-		m.Brokers = append(m.Brokers, metadata.Broker{ID: id})
+		m.PutBroker(metadata.Broker{ID: id})
 	}
 	add := func(name string, rf int, stream bool) *metadata.Topic {
 		tp, err := m.AddTopic(name, 1, rf)
 		require.NoError(t, err)
 		if stream {
 			tp.Stream = &metadata.Stream{Path: name}
-			placeStream(m, tp)
+			placeStream(m, tp, m.BrokerIDs())
 		}
 		return m.Topic(name)
 	}

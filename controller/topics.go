@@ -12,7 +12,9 @@ import (
 )
 
 // CreateTopic adds a topic, its partitions placed on the registered
-// brokers.
+// brokers that answer (placement.go); with fewer of them than its
+// replication factor it is refused (ErrNotEnoughBrokers) and nothing is
+// created.
 func (c *Controller) CreateTopic(ctx context.Context, req *transport.CreateTopicRequest) (*metadata.Topic, error) {
 	if strings.HasPrefix(req.Name, InternalPrefix) {
 		return nil, fmt.Errorf("%w: %q: names that begin with %q are kept for the cluster's internal topics", storage.ErrInvalidTopicName, req.Name, InternalPrefix)
@@ -27,9 +29,19 @@ func (c *Controller) CreateTopic(ctx context.Context, req *transport.CreateTopic
 	if err != nil {
 		return nil, err
 	}
+	if err := c.Refusal(); err != nil {
+		return nil, err
+	}
+	if c.Metadata().Topic(req.Name) != nil {
+		return nil, fmt.Errorf("%w: %q", metadata.ErrTopicExists, req.Name)
+	}
+	brokers, err := c.placeable(ctx, fmt.Sprintf("topic %s with replication factor %d", req.Name, req.ReplicationFactor), int(req.ReplicationFactor), metadata.ErrNotEnoughBrokers)
+	if err != nil {
+		return nil, err
+	}
 	var created metadata.Topic
 	err = c.change(ctx, "create topic "+req.Name, func(m *metadata.Cluster) error {
-		t, err := m.AddTopic(req.Name, int(req.Partitions), int(req.ReplicationFactor))
+		t, err := m.AddTopicOn(req.Name, int(req.Partitions), int(req.ReplicationFactor), brokers)
 		if err != nil {
 			return err
 		}
@@ -68,13 +80,21 @@ func (c *Controller) EnsureOffsetsTopic(ctx context.Context, partitions int) (*m
 	if t := c.Metadata().Topic(transport.OffsetsTopic); t != nil {
 		return t, nil
 	}
+	if err := c.Refusal(); err != nil {
+		return nil, err
+	}
+	rf := min(3, len(c.Metadata().Brokers))
+	brokers, err := c.placeable(ctx, transport.OffsetsTopic, rf, notAnswering)
+	if err != nil {
+		return nil, err
+	}
 	var created metadata.Topic
-	err := c.change(ctx, "create topic "+transport.OffsetsTopic, func(m *metadata.Cluster) error {
+	err = c.change(ctx, "create topic "+transport.OffsetsTopic, func(m *metadata.Cluster) error {
 		if t := m.Topic(transport.OffsetsTopic); t != nil {
 			created = *t
 			return errNoChange
 		}
-		t, err := m.AddTopic(transport.OffsetsTopic, partitions, min(3, len(m.Brokers)))
+		t, err := m.AddTopicOn(transport.OffsetsTopic, partitions, rf, brokers)
 		if err != nil {
 			return err
 		}

@@ -158,13 +158,24 @@ func (c *Cluster) PutBroker(b Broker) {
 // AddTopic adds a topic with replicas placed by Place over the registered
 // brokers. Leader epochs start at 0 and every assigned replica is active.
 func (c *Cluster) AddTopic(name string, partitions, replicationFactor int) (*Topic, error) {
+	return c.AddTopicOn(name, partitions, replicationFactor, c.BrokerIDs())
+}
+
+// AddTopicOn is AddTopic with the replicas placed over brokers only (the
+// controller gives those that answer), each of them registered.
+func (c *Cluster) AddTopicOn(name string, partitions, replicationFactor int, brokers []int32) (*Topic, error) {
 	if err := storage.ValidateTopicName(name); err != nil {
 		return nil, err
 	}
 	if c.Topic(name) != nil {
 		return nil, fmt.Errorf("%w: %q", ErrTopicExists, name)
 	}
-	placement, err := Place(c.BrokerIDs(), partitions, replicationFactor)
+	for _, b := range brokers {
+		if _, ok := c.Broker(b); !ok {
+			return nil, fmt.Errorf("%w: broker %d is not registered", ErrInvalid, b)
+		}
+	}
+	placement, err := Place(brokers, partitions, replicationFactor)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +234,7 @@ func Place(brokers []int32, partitions, replicationFactor int) ([][]int32, error
 		return nil, fmt.Errorf("%w: replication factor %d below 1", ErrInvalid, replicationFactor)
 	}
 	if replicationFactor > len(brokers) {
-		return nil, fmt.Errorf("%w: replication factor %d needs %d brokers, %d registered", ErrNotEnoughBrokers, replicationFactor, replicationFactor, len(brokers))
+		return nil, fmt.Errorf("%w: replication factor %d needs %d brokers, %d available", ErrNotEnoughBrokers, replicationFactor, replicationFactor, len(brokers))
 	}
 	ids := slices.Clone(brokers)
 	slices.Sort(ids)

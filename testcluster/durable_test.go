@@ -211,35 +211,46 @@ func TestDSFollowerAnswersWhilePausedLeader(t *testing.T) {
 }
 
 // TestDSCreateIsAcknowledgedOnlyWhenReplicated: a PUT whose creation
-// reached the leader's log but not a paused follower gets 503, and so
-// does its retry while the follower is still paused; HEAD says 404 until
-// then. Before the fix the retry got 200 at once, the stream "created"
-// on the leader's word alone, and a kill of the leader then would have
-// lost it. Once the follower runs again, the retry succeeds and the
-// initial body is there once.
+// reached the leader's log but not a follower cut off from it gets 503,
+// and so does its retry while the follower is still cut off; HEAD says
+// 404 until then. Before the fix the retry got 200 at once, the stream
+// "created" on the leader's word alone, and a kill of the leader then
+// would have lost it. Once the link heals, the retry succeeds and the
+// initial body is there once. The follower is cut off from the leader
+// only: the controller, which places a stream's replicas on the brokers
+// that answer it, still reaches it.
 func TestDSCreateIsAcknowledgedOnlyWhenReplicated(t *testing.T) {
-	c := startClusterWith(t, Config{Nodes: 3})
+	if err := Netns(); err != nil {
+		if os.Getenv("GOSTREAM_REQUIRE_NETNS") == "1" {
+			t.Fatalf("GOSTREAM_REQUIRE_NETNS=1 but there are no network faults here: %v", err)
+		}
+		t.Skipf("no network faults here: %v", err)
+	}
+	c := startClusterWith(t, Config{Nodes: 3, Netns: true})
+	// Streams are led in turn by the broker leading the fewest, each
+	// followed by the next ones: the second is led by broker 2,
+	// followed by 3 and 1.
+	require.Equal(t, http.StatusCreated, dsDo(t, c.Node(1), http.MethodPut, "first", "", "Content-Type", "text/plain").Status)
 	const path = "created/once"
-	follower := c.Node(3) // the first stream is led by broker 1, followed by 2 and 3
-	require.NoError(t, follower.Pause())
-	resumed := false
+	require.NoError(t, c.Partition([]int32{2}, []int32{3}))
+	healed := false
 	defer func() {
-		if !resumed {
-			_ = follower.Resume()
+		if !healed {
+			_ = c.HealNetwork()
 		}
 	}()
 	put := func() dsReply {
 		return dsDo(t, c.Node(1), http.MethodPut, path, "hello", "Content-Type", "text/plain")
 	}
 	r := put()
-	require.Equal(t, http.StatusServiceUnavailable, r.Status, "created with a follower paused: %s", r.Body)
-	require.Equal(t, int32(1), streamLeader(t, c, path))
+	require.Equal(t, http.StatusServiceUnavailable, r.Status, "created with a follower cut off: %s", r.Body)
+	require.Equal(t, int32(2), streamLeader(t, c, path))
 	r = put()
-	assert.Equal(t, http.StatusServiceUnavailable, r.Status, "retry with the follower still paused: %s", r.Body)
+	assert.Equal(t, http.StatusServiceUnavailable, r.Status, "retry with the follower still cut off: %s", r.Body)
 	assert.Equal(t, http.StatusNotFound, dsDo(t, c.Node(1), http.MethodHead, path, "").Status, "HEAD before the creation is on every replica")
 
-	require.NoError(t, follower.Resume())
-	resumed = true
+	require.NoError(t, c.HealNetwork())
+	healed = true
 	deadline := time.Now().Add(30 * time.Second)
 	for r = put(); r.Status != http.StatusCreated && r.Status != http.StatusOK; r = put() {
 		require.True(t, time.Now().Before(deadline), "the retry never succeeded: %d %s", r.Status, r.Body)
@@ -250,6 +261,42 @@ func TestDSCreateIsAcknowledgedOnlyWhenReplicated(t *testing.T) {
 		assert.Equal(t, http.StatusOK, r.Status, "node %d", n.ID)
 		assert.Equal(t, "hello", r.Body, "node %d: the initial body once", n.ID)
 	}
+}
+
+// TestDSCreateDuringAnOutageCreatesNothing: with a broker paused, a
+// stream of replication factor 3 on three brokers cannot be placed: the
+// PUT gets 503 and nothing is created (no topic), where before the
+// stream's topic was made with a replica on the paused broker. Once it
+// runs again the same PUT creates the stream.
+func TestDSCreateDuringAnOutageCreatesNothing(t *testing.T) {
+	c := startClusterWith(t, Config{Nodes: 3})
+	const path = "made/in/an/outage"
+	paused := c.Node(3)
+	require.NoError(t, paused.Pause())
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = paused.Resume()
+		}
+	}()
+	put := func() dsReply {
+		return dsDo(t, c.Node(1), http.MethodPut, path, "hello", "Content-Type", "text/plain")
+	}
+	r := put()
+	require.Equal(t, http.StatusServiceUnavailable, r.Status, "created with a broker paused: %s", r.Body)
+	assert.Contains(t, r.Body, "broker 3 does not answer")
+	res, err := c.Ctl(context.Background(), "", "topic", "describe", mustTopic(t, path))
+	require.NoError(t, err)
+	assert.Contains(t, res.Stderr, "UnknownTopic", "nothing was created")
+
+	require.NoError(t, paused.Resume())
+	resumed = true
+	deadline := time.Now().Add(30 * time.Second)
+	for r = put(); r.Status != http.StatusCreated; r = put() {
+		require.True(t, time.Now().Before(deadline), "the PUT never succeeded: %d %s", r.Status, r.Body)
+		time.Sleep(100 * time.Millisecond) // retry interval under the deadline above
+	}
+	assert.Equal(t, "hello", dsDo(t, c.Node(2), http.MethodGet, path+"?offset=-1", "").Body)
 }
 
 // TestDSNodeBehindAsksTheController: a node that missed the push of a
