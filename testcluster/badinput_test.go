@@ -29,6 +29,14 @@ func startCluster(t *testing.T, nodes int) *Cluster {
 // the race detector when the tests have it, logging to t.
 func startClusterWith(t *testing.T, cfg Config) *Cluster {
 	t.Helper()
+	c := newClusterWith(t, cfg)
+	require.NoError(t, c.Start())
+	return c
+}
+
+// newClusterWith is startClusterWith but for the start: no node runs yet.
+func newClusterWith(t *testing.T, cfg Config) *Cluster {
+	t.Helper()
 	cfg.Dir, cfg.Race, cfg.Logf = t.TempDir(), raceEnabledOrNot(), t.Logf
 	c, err := New(cfg)
 	require.NoError(t, err)
@@ -40,7 +48,6 @@ func startClusterWith(t *testing.T, cfg Config) *Cluster {
 			}
 		}
 	})
-	require.NoError(t, c.Start())
 	return c
 }
 

@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +13,14 @@ import (
 // candidate is down. limitedLogger passes each such message (by its text)
 // on at most once per logEvery, with the count of those it held back;
 // INFO messages (state changes) pass untouched.
+//
+// It also gives Raft's messages the levels of our logs (Error: an
+// operator must act; Warn: a handled anomaly). A candidate Raft cannot
+// reach is retried by Raft, and `cluster status` tells the operator
+// when one stays lost: Warn, not Error. And while the group comes up
+// (startGrace from the process's start), the candidates not yet
+// listening, the first elections and a new member's catch-up are how
+// every start goes, not anomalies: Debug and Info.
 type limitedLogger struct {
 	hclog.Logger
 	lim *limiter
@@ -19,14 +28,53 @@ type limitedLogger struct {
 
 const logEvery = 30 * time.Second
 
+// startGrace is how long after its start a candidate takes the others'
+// absence for their start: make run's own start timeout.
+const startGrace = 30 * time.Second
+
 type limiter struct {
-	mu   sync.Mutex
-	last map[string]time.Time
-	held map[string]int
+	start time.Time
+	mu    sync.Mutex
+	last  map[string]time.Time
+	held  map[string]int
 }
 
 func newLimitedLogger(l hclog.Logger) hclog.Logger {
-	return limitedLogger{Logger: l, lim: &limiter{last: map[string]time.Time{}, held: map[string]int{}}}
+	return limitedLogger{Logger: l, lim: &limiter{start: time.Now(), last: map[string]time.Time{}, held: map[string]int{}}}
+}
+
+// Raft's messages about a candidate it cannot reach, and about elections
+// and a member's catch-up, by their beginnings.
+var (
+	unreachable = []string{"failed to make requestVote RPC", "failed to appendEntries to", "failed to heartbeat to",
+		"failed to contact", "failed to send snapshot to", "failed to pipeline appendEntries", "failed to start pipeline replication to"}
+	startingUp = []string{"heartbeat timeout reached, starting election", "Election timeout reached, restarting election",
+		"no known peers, aborting election", "failed to get previous log", "appendEntries rejected, sending older logs"}
+)
+
+func hasPrefix(msg string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// level is the level msg is logged at, Raft's own being level.
+func (l *limiter) level(level hclog.Level, msg string) hclog.Level {
+	starting := time.Since(l.start) < startGrace
+	switch {
+	case level < hclog.Warn:
+		return level
+	case hasPrefix(msg, unreachable) && starting:
+		return hclog.Debug
+	case hasPrefix(msg, unreachable):
+		return hclog.Warn
+	case hasPrefix(msg, startingUp) && starting:
+		return hclog.Info
+	}
+	return level
 }
 
 // allow reports whether msg may be logged now, and how many were held
@@ -54,13 +102,13 @@ func (l limitedLogger) limited(log func(string, ...interface{}), msg string, arg
 	log(msg, args...)
 }
 
-func (l limitedLogger) Error(msg string, args ...interface{}) { l.limited(l.Logger.Error, msg, args) }
-func (l limitedLogger) Warn(msg string, args ...interface{})  { l.limited(l.Logger.Warn, msg, args) }
-func (l limitedLogger) Debug(msg string, args ...interface{}) { l.limited(l.Logger.Debug, msg, args) }
+func (l limitedLogger) Error(msg string, args ...interface{}) { l.Log(hclog.Error, msg, args...) }
+func (l limitedLogger) Warn(msg string, args ...interface{})  { l.Log(hclog.Warn, msg, args...) }
+func (l limitedLogger) Debug(msg string, args ...interface{}) { l.Log(hclog.Debug, msg, args...) }
 func (l limitedLogger) Trace(msg string, args ...interface{}) {}
 
 func (l limitedLogger) Log(level hclog.Level, msg string, args ...interface{}) {
-	switch level {
+	switch level = l.lim.level(level, msg); level {
 	case hclog.Info:
 		l.Logger.Log(level, msg, args...)
 	case hclog.Trace, hclog.NoLevel:
