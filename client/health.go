@@ -479,14 +479,18 @@ func (pc *partitionCheck) warnings() []Warning {
 		out = append(out, pc.offlineWarn)
 	}
 	// Replicas outside the active set: inactiveWarnings, per broker.
+	unusable := map[int32]bool{}
 	for _, u := range pc.unusable {
+		unusable[u.broker] = true
 		// Each fix names this one replica: failover --broker would also
 		// act on the broker's healthy replicas (and refuse them).
 		what := fmt.Sprintf("partition %s: its follower on broker %d cannot serve (%s)", pc.name(), u.broker, u.why)
 		if diskFull(u.why) {
-			out = append(out, noCommand(what, fmt.Sprintf("writes to the partition fail until space is freed on broker %d, "+
-				"then the replica resumes by itself; to take writes meanwhile, drop it with: %s", u.broker, pc.fix("failover", u.broker)),
-				NoCommandResumes, ""))
+			out = append(out, fixedBy(what, fmt.Sprintf("writes to the partition fail until space is freed on broker %d (then the replica resumes by itself) "+
+				"or it is dropped from the active set; the fix drops it, so that writes go on with the other replicas "+
+				"(gostream-ctl failover --broker %d drops each replica of broker %d that reports a full disk), "+
+				"and once space is back gostream-ctl recover --broker %d brings it back", u.broker, u.broker, u.broker, u.broker),
+				pc.fix("failover", u.broker)))
 			continue
 		}
 		out = append(out, fixedBy(what, "writes to the partition fail until it is dropped; the fix drops it and rebuilds it from the leader",
@@ -500,6 +504,8 @@ func (pc *partitionCheck) warnings() []Warning {
 	for _, l := range pc.lags {
 		var what string
 		switch {
+		case unusable[l.follower]:
+			continue // its own node's word, above, says why and what fixes it
 		case l.judge && (l.lag == nil || *l.lag == 0):
 			continue // in sync, or unknown both ways: nothing to act on
 		case l.lag == nil:

@@ -293,24 +293,30 @@ func TestClusterReport(t *testing.T) {
 		{
 			// Each fix names the one replica: failover --broker 3 would act
 			// on broker 3's healthy replicas too, and refuse them.
+			// The leader's word on the full follower (lagging, NoSpace) adds
+			// no second warning.
 			name: "a follower's replica is damaged, another's disk is full",
 			survey: func() *survey {
-				v1, v2, v3 := view(1, allAlive(), inSync(2, 3)...), view(2, allAlive(), inSync(3, 1)...), view(3, allAlive(), inSync(1, 2)...)
+				v1, v3 := view(1, allAlive(), inSync(2, 3)...), view(3, allAlive(), inSync(1, 2)...)
+				v2 := view(2, allAlive(), transport.FollowerStatus{Broker: 3, State: transport.FollowerInSync},
+					transport.FollowerStatus{Broker: 1, State: transport.FollowerLagging, LogEndOffset: -1, Error: "NoSpace: no space left on device"})
 				v3.status.Partitions = append(v3.status.Partitions, transport.PartitionStatus{Topic: "orders", Partition: 0, Leader: 1, LeaderEpoch: 1,
 					Offline: "open replica orders/0: storage: corrupt: batch at offset 259"})
 				v1.status.Partitions = append(v1.status.Partitions, transport.PartitionStatus{Topic: "orders", Partition: 1, Leader: 2, LeaderEpoch: 1,
 					Problem: "NoSpace: no space left on device"})
 				return surveyOf(testMeta(), v1, v2, v3)
 			}(),
-			counts: PartitionCounts{Total: 3},
+			counts: PartitionCounts{Total: 3, UnderReplicated: 1},
 			warnings: []said{
 				{Message: "partition orders/0: its follower on broker 3 cannot serve (open replica orders/0: storage: corrupt: batch at offset 259) — " +
 					"writes to the partition fail until it is dropped; the fix drops it and rebuilds it from the leader",
 					Command: "gostream-ctl failover --topic orders --partition 0 --broker 3 && gostream-ctl recover --topic orders --partition 0 --broker 3"},
-				{Message: "partition orders/1: its follower on broker 1 cannot serve (NoSpace: no space left on device) — writes to the partition fail until space is freed on broker 1, " +
-					"then the replica resumes by itself; to take writes meanwhile, drop it with: gostream-ctl failover --topic orders --partition 1 --broker 1"},
+				{Message: "partition orders/1: its follower on broker 1 cannot serve (NoSpace: no space left on device) — writes to the partition fail until space is freed on broker 1 " +
+					"(then the replica resumes by itself) or it is dropped from the active set; the fix drops it, so that writes go on with the other replicas " +
+					"(gostream-ctl failover --broker 1 drops each replica of broker 1 that reports a full disk), and once space is back gostream-ctl recover --broker 1 brings it back",
+					Command: "gostream-ctl failover --topic orders --partition 1 --broker 1"},
 			},
-			reasons: []NoCommandReason{"", NoCommandResumes},
+			reasons: []NoCommandReason{"", ""},
 			check: func(t *testing.T, r ClusterReport) {
 				assert.Equal(t, FollowerReport{Broker: 3, State: transport.FollowerInSync, Unusable: "open replica orders/0: storage: corrupt: batch at offset 259"},
 					r.Partitions[0].Followers[1])
