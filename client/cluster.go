@@ -43,6 +43,10 @@ type ReplicaState struct {
 	HighWatermark  int64 // as far as the replica knows it
 	LastEpoch      int32 // leader epoch of its last batch, -1 when empty
 	FencedEpoch    int32 // the highest leader epoch it has seen
+	// Problem is why the replica cannot be trusted, in its own broker's
+	// words (damaged, its storage failed, a full disk, behind an active
+	// follower); empty when it is healthy.
+	Problem string
 }
 
 // CatchUpResult is what catch-up copied: the follower's log end before and
@@ -90,7 +94,7 @@ func (c *Client) ReplicaState(ctx context.Context, broker int32, topic string, p
 	}
 	return ReplicaState{
 		LogStartOffset: resp.LogStartOffset, LogEndOffset: resp.LogEndOffset, HighWatermark: resp.HighWatermark,
-		LastEpoch: resp.LastEpoch, FencedEpoch: resp.FencedEpoch,
+		LastEpoch: resp.LastEpoch, FencedEpoch: resp.FencedEpoch, Problem: resp.Problem,
 	}, nil
 }
 

@@ -124,10 +124,11 @@ func TestDescribedPartition(t *testing.T) {
 	p := client.PartitionMetadata{Partition: 1, Leader: 2, LeaderEpoch: 4, Replicas: []int32{2, 1, 3, 4}, Active: []int32{2, 1, 3}}
 	offs := client.PartitionOffsets{LogStartOffset: 5, HighWatermark: 40, LogEndOffset: 42}
 	tests := []struct {
-		name   string
-		offs   *client.PartitionOffsets
-		ends   map[int32]int64
-		status string // replica_status
+		name     string
+		offs     *client.PartitionOffsets
+		ends     map[int32]int64
+		problems map[int32]string
+		status   string // replica_status
 	}{
 		{
 			name: "every replica answered",
@@ -135,6 +136,17 @@ func TestDescribedPartition(t *testing.T) {
 			status: `[{"broker":2,"log_end_offset":42,"lag":0,"state":"leader"},
 				{"broker":1,"log_end_offset":42,"lag":0,"state":"in-sync"},
 				{"broker":3,"log_end_offset":40,"lag":2,"state":"lagging"},
+				{"broker":4,"log_end_offset":17,"lag":25,"state":"inactive"}]`,
+		},
+		{
+			// A full disk or damage, as the follower's own broker says;
+			// out of the active set nothing waits for it.
+			name: "a replica that reports a problem has failed",
+			offs: &offs, ends: map[int32]int64{1: 41, 3: 42, 4: 17},
+			problems: map[int32]string{1: "replication: replica unhealthy: the disk of broker 1 is full", 4: "the log is damaged"},
+			status: `[{"broker":2,"log_end_offset":42,"lag":0,"state":"leader"},
+				{"broker":1,"log_end_offset":41,"lag":1,"state":"failed","problem":"replication: replica unhealthy: the disk of broker 1 is full"},
+				{"broker":3,"log_end_offset":42,"lag":0,"state":"in-sync"},
 				{"broker":4,"log_end_offset":17,"lag":25,"state":"inactive"}]`,
 		},
 		{
@@ -156,7 +168,7 @@ func TestDescribedPartition(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := json.Marshal(describedPartitionOf(p, tt.offs, tt.ends))
+			out, err := json.Marshal(describedPartitionOf(p, tt.offs, tt.ends, tt.problems))
 			require.NoError(t, err)
 			hw, start := "null", "null"
 			if tt.offs != nil {
@@ -167,7 +179,7 @@ func TestDescribedPartition(t *testing.T) {
 		})
 	}
 	t.Run("no leader", func(t *testing.T) {
-		out, err := json.Marshal(describedPartitionOf(client.PartitionMetadata{Partition: 0, Leader: -1}, nil, nil))
+		out, err := json.Marshal(describedPartitionOf(client.PartitionMetadata{Partition: 0, Leader: -1}, nil, nil, nil))
 		require.NoError(t, err)
 		assert.JSONEq(t, `{"partition":0,"leader":-1,"leader_epoch":0,"replicas":[],"active":[],
 			"high_watermark":null,"log_start_offset":null,"replica_status":[]}`, string(out))

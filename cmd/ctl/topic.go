@@ -96,6 +96,8 @@ type replicaStatus struct {
 	LogEndOffset *int64 `json:"log_end_offset"`
 	Lag          *int64 `json:"lag"`
 	State        string `json:"state"`
+	// Problem is why a failed replica cannot serve, as its broker says.
+	Problem string `json:"problem,omitempty"`
 }
 
 // Replica states in topic describe.
@@ -112,6 +114,11 @@ const (
 	// replicaDiverged is a replica whose log passes the leader's: it is not
 	// a prefix of the leader's log, and only recovery repairs it.
 	replicaDiverged = string(transport.FollowerDiverged)
+	// replicaFailed is an active follower whose own broker says it cannot
+	// serve (damaged, its storage failed, a full disk): writes to the
+	// partition fail until it is dropped, or until it resumes (a full
+	// disk freed). cluster status gives the fix.
+	replicaFailed = "failed"
 	// replicaUnknown is a replica whose broker did not report its log end,
 	// or whose leader did not report its own.
 	replicaUnknown = string(transport.FollowerUnknown)
@@ -263,20 +270,24 @@ func describe(ctx context.Context, prober *client.Prober, t client.TopicMetadata
 			// Followers first, then the leader: the leader appends before it
 			// replicates, so a follower in sync never seems ahead of it.
 			ends := make(map[int32]int64, len(p.Replicas))
+			problems := map[int32]string{}
 			for _, r := range p.Replicas {
 				if r == p.Leader {
 					continue
 				}
 				if st, err := prober.ReplicaState(ctx, r, t.Name, p.Partition); err == nil {
 					ends[r] = st.LogEndOffset
+					if st.Problem != "" {
+						problems[r] = st.Problem
+					}
 				}
 			}
 			offs, err := prober.LeaderOffsets(ctx, p.Leader, t.Name, p.Partition)
 			if err != nil {
-				d.Partitions[i] = describedPartitionOf(p, nil, ends)
+				d.Partitions[i] = describedPartitionOf(p, nil, ends, problems)
 				return
 			}
-			d.Partitions[i] = describedPartitionOf(p, &offs, ends)
+			d.Partitions[i] = describedPartitionOf(p, &offs, ends, problems)
 		}()
 	}
 	wg.Wait()
@@ -284,16 +295,18 @@ func describe(ctx context.Context, prober *client.Prober, t client.TopicMetadata
 }
 
 // describedPartitionOf joins a partition's metadata, its leader's offsets
-// (nil when the leader did not answer) and the log ends its other replicas
-// reported (a replica that did not answer is missing from ends).
+// (nil when the leader did not answer), the log ends its other replicas
+// reported (a replica that did not answer is missing from ends) and the
+// problems they reported.
 //
 // The leader is listed with its own log end and a lag of 0. Another
 // replica's lag is the leader's log end minus its own; its state is
-// inactive outside the active set, else in-sync at lag 0, lagging above
-// and diverged below. A replica that did not answer is unknown, with null
-// log end and lag; so is every replica when the leader did not answer,
-// since there is nothing to measure the lag against.
-func describedPartitionOf(p client.PartitionMetadata, offs *client.PartitionOffsets, ends map[int32]int64) describedPartition {
+// diverged below 0, else inactive outside the active set, else failed
+// when it reported a problem, else in-sync at lag 0 and lagging above. A
+// replica that did not answer is unknown, with null log end and lag; so
+// is every replica when the leader did not answer, since there is nothing
+// to measure the lag against.
+func describedPartitionOf(p client.PartitionMetadata, offs *client.PartitionOffsets, ends map[int32]int64, problems map[int32]string) describedPartition {
 	dp := describedPartition{partitionJSON: newPartitionJSON(p), ReplicaStatus: make([]replicaStatus, 0, len(p.Replicas))}
 	if offs != nil {
 		dp.HighWatermark, dp.LogStartOffset = &offs.HighWatermark, &offs.LogStartOffset
@@ -314,6 +327,8 @@ func describedPartitionOf(p client.PartitionMetadata, offs *client.PartitionOffs
 				rs.State = replicaDiverged
 			case !slices.Contains(p.Active, r):
 				rs.State = replicaInactive
+			case problems[r] != "":
+				rs.State, rs.Problem = replicaFailed, problems[r]
 			case lag == 0:
 				rs.State = replicaInSync
 			default:
