@@ -14,4 +14,10 @@
 //     awaited concurrently.
 //   - Only the leader of the current epoch accepts produce requests; a
 //     replica asked to act for an older epoch refuses (ErrStaleEpoch).
+//   - A replica that leads or is an active follower reports a full disk
+//     as its Problem from the first append that fails for want of space
+//     (its own as leader, of its leader's batches as follower) until an
+//     append succeeds. It still takes every append, so it resumes by
+//     itself once space is freed; recovery does not rebuild it, since a
+//     full disk leaves its log whole.
 package replication

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -523,4 +524,68 @@ func TestVerifyDuringRetentionIsNoDamage(t *testing.T) {
 	assert.NoError(t, p.Problem(), "the replica is not damaged")
 	_, err = tryProduce(p, "after", 1)
 	assert.NoError(t, err, "it takes writes")
+}
+
+// fullDiskLog is a log whose leader-stamped appends (a follower's) fail
+// for want of space while full is set, as on a full disk: the append does
+// not happen and the log goes on.
+type fullDiskLog struct {
+	*storage.Log
+	full atomic.Bool
+}
+
+func (l *fullDiskLog) WriteExact(b record.Batch) (storage.AppendResult, storage.Durable, error) {
+	if l.full.Load() {
+		return storage.AppendResult{}, nil, fmt.Errorf("write segment 0: %w", storage.ErrNoSpace)
+	}
+	return l.Log.WriteExact(b)
+}
+
+// A follower whose disk is full holds up every write to its partition: it
+// reports that as its problem, with the command that drops it, from the
+// first append it fails until one succeeds; and only while it is an
+// active follower, since outside the active set nothing waits for it.
+func TestFollowerWithAFullDiskHasAProblemUntilAnAppendSucceeds(t *testing.T) {
+	leaderLog := openLog(t, t.TempDir())
+	followerLog := &fullDiskLog{Log: openLog(t, t.TempDir())}
+	follower := replication.NewPartition("orders", 0, 2, followerLog, testLogger(t))
+	t.Cleanup(follower.Close)
+	peer := &localPeer{p: follower}
+	leader := replication.NewPartition("orders", 0, self, leaderLog, testLogger(t), replication.Options{
+		Peers:              func(int32) (replication.Peer, error) { return peer, nil },
+		ReplicationTimeout: 5 * time.Second,
+	})
+	t.Cleanup(leader.Close)
+	both := replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self, 2}}
+	require.NoError(t, follower.SetState(both))
+	require.NoError(t, leader.SetState(both))
+	produce(t, leader, "before", 2)
+	require.NoError(t, follower.Problem())
+
+	followerLog.full.Store(true)
+	_, err := tryProduce(leader, "full", 1)
+	require.ErrorIs(t, err, replication.ErrReplicationFailed)
+	assert.Contains(t, err.Error(), "broker 2: write segment 0: storage: no space left on device")
+	problem := follower.Problem()
+	require.ErrorIs(t, problem, replication.ErrReplicaUnhealthy, "one failed append is enough")
+	assert.ErrorIs(t, problem, storage.ErrNoSpace)
+	assert.Contains(t, problem.Error(), "the disk of broker 2 is full")
+	assert.Contains(t, problem.Error(), "gostream-ctl failover --topic orders --partition 0 --broker 2")
+	st, err := follower.ReplicaState(&transport.ReplicaStateRequest{Topic: "orders", Partition: 0})
+	require.NoError(t, err)
+	assert.Equal(t, problem.Error(), st.Problem, "the controller and recovery read the problem in ReplicaState")
+	assert.NoError(t, leader.Problem(), "the leader's own disk has space")
+
+	// Dropped from the active set, nothing waits for it.
+	dropped := replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self}}
+	require.NoError(t, follower.SetState(dropped))
+	assert.NoError(t, follower.Problem())
+	require.NoError(t, follower.SetState(both))
+	assert.Error(t, follower.Problem(), "active again before an append succeeded")
+
+	// Space back: the leader's catch-up appends, and the problem is gone.
+	followerLog.full.Store(false)
+	require.Eventually(t, func() bool { return follower.Problem() == nil }, 10*time.Second, 5*time.Millisecond)
+	produce(t, leader, "after", 1)
+	assert.Equal(t, leaderLog.LogEndOffset(), followerLog.LogEndOffset())
 }

@@ -131,8 +131,9 @@ type Partition struct {
 		// more than this replica while it leads (cleared by a new epoch).
 		damaged error
 		behind  error
-		// noSpace is the error of the last append when it failed for want
-		// of space (a full disk), until an append succeeds again.
+		// noSpace is the error of the last append, the leader's own or a
+		// follower's of its leader's batches, when it failed for want of
+		// space (a full disk), until an append succeeds again.
 		noSpace error
 	}
 }
@@ -204,18 +205,53 @@ func (p *Partition) fenceTo(epoch int32) error {
 // damaged, or (as leader) an active follower holds more than it; nil when
 // healthy. A replica with a problem takes no writes.
 //
-// A leader whose appends fail for want of space has a problem too, until
-// an append succeeds: it still tries every write, to find the space back.
+// A replica whose last append failed for want of space has a problem too,
+// from that one failed append until an append succeeds, while it leads or
+// is an active follower: every write to the partition waits for it. It
+// still takes every write (a leader tries its own, a follower stores what
+// its leader sends), to find the space back. A replica outside the active
+// set is sent nothing, so its full disk is no problem of the partition's:
+// recovery finds it out by its own appends.
 func (p *Partition) Problem() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.problemLocked(); err != nil {
 		return err
 	}
-	if p.mu.noSpace != nil && p.mu.state.Leader == p.brokerID {
-		return fmt.Errorf("%w: the disk of broker %d is full: %w; free space on it and writes go on by themselves", ErrReplicaUnhealthy, p.brokerID, p.mu.noSpace)
+	st := p.mu.state
+	switch {
+	case p.mu.noSpace == nil:
+	case st.Leader == p.brokerID:
+		return fmt.Errorf("%w: %s: %w; free space on it and writes go on by themselves", ErrReplicaUnhealthy, diskFull(p.brokerID), p.mu.noSpace)
+	case slices.Contains(st.Active, p.brokerID):
+		return fmt.Errorf("%w: %s: %w; it cannot store what its leader, broker %d, sends, and writes to %s/%d fail until "+
+			"space is freed on it (then it resumes by itself) or it is dropped: gostream-ctl failover --topic %s --partition %d --broker %d",
+			ErrReplicaUnhealthy, diskFull(p.brokerID), p.mu.noSpace, st.Leader, p.Topic, p.Index, p.Topic, p.Index, p.brokerID)
 	}
 	return nil
+}
+
+// diskFull is what a replica's Problem says of a full disk on broker. A
+// problem crosses the wire as text, and recovery looks for this in it: a
+// full disk leaves a replica's log whole (an append that finds no space
+// does not happen), so the replica is recovered as usual, not rebuilt as
+// a damaged one is.
+func diskFull(broker int32) string { return fmt.Sprintf("the disk of broker %d is full", broker) }
+
+// noteAppend records the outcome of an append for Problem: one that failed
+// for want of space is the replica's problem until one succeeds. Other
+// failures change nothing here.
+func (p *Partition) noteAppend(err error) {
+	noSpace := errors.Is(err, storage.ErrNoSpace)
+	if err != nil && !noSpace {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mu.noSpace = nil
+	if noSpace {
+		p.mu.noSpace = err
+	}
 }
 
 // problemLocked is a problem that keeps the replica from taking writes.
@@ -490,14 +526,7 @@ func (p *Partition) Produce(batch record.Batch) (func(ctx context.Context) (Ack,
 		}
 	}
 	res, durable, err := p.log.Write(batch, st.LeaderEpoch)
-	if noSpace := errors.Is(err, storage.ErrNoSpace); noSpace || err == nil {
-		p.mu.Lock()
-		p.mu.noSpace = nil
-		if noSpace {
-			p.mu.noSpace = err
-		}
-		p.mu.Unlock()
-	}
+	p.noteAppend(err)
 	if err != nil {
 		p.produceMu.Unlock()
 		return nil, err
@@ -723,6 +752,7 @@ func (p *Partition) Replicate(req *transport.ReplicateRequest) (func(ctx context
 	var werr error
 	err := record.Batches(req.Batch, func(b record.Batch) bool {
 		last, durable, werr = p.log.WriteExact(b)
+		p.noteAppend(werr)
 		return werr == nil
 	})
 	if err == nil {

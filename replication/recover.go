@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"gostream/record"
 	"gostream/storage"
@@ -71,7 +72,15 @@ func (p *Partition) RecoverFollower(ctx context.Context, broker int32) (RecoverR
 	}
 	epoch := st.LeaderEpoch
 	rs, err := rp.ReplicaState(ctx, &transport.ReplicaStateRequest{Topic: p.Topic, TopicID: p.TopicID, Partition: p.Index, LeaderEpoch: epoch})
-	if err == nil && rs.Problem != "" {
+	switch {
+	case err != nil || rs.Problem == "":
+	case strings.Contains(rs.Problem, diskFull(broker)):
+		// Its last append found its disk full, and it may not know yet that
+		// it was dropped (a full disk keeps a node from caching new
+		// metadata). Its log is whole: it is recovered as usual, and the
+		// copy's appends find out whether space is back.
+		p.logger.Info("recovering a replica whose disk was full", "peer", broker, "problem", rs.Problem)
+	default:
 		// Open, but damaged (a check found a bad batch), behind, or its
 		// storage failed: its batch identities cannot be trusted to find a
 		// common prefix. Rebuilt whole, like one that could not be opened.
