@@ -223,8 +223,10 @@ func TestFollowersFullDiskIsReportedAndDropped(t *testing.T) {
 	for part := range int32(2) {
 		require.NoError(t, send(part, fmt.Sprintf("after-%d", part)))
 	}
-	res = ctlRun(t, c, "cluster", "status")
-	assert.Contains(t, res.Stdout, "No warnings.", res.Stdout)
+	require.Eventually(t, func() bool {
+		res = ctlRun(t, c, "cluster", "status")
+		return strings.Contains(res.Stdout, "No warnings.")
+	}, 30*time.Second, 200*time.Millisecond, "cluster status once broker 3 is back:\n%s", res.Stdout)
 	res = ctlRun(t, c, "verify")
 	require.Equal(t, 0, res.Exit, "%s%s", res.Stdout, res.Stderr)
 	for part := range int32(2) {
