@@ -2,10 +2,13 @@
 // they are and to decide what a principal may do (docs/security.md):
 //
 //   - TLSFiles: a certificate, its key and the cluster's CA read from PEM
-//     files, reloaded on demand (SIGHUP), and the server and client
-//     tls.Configs built from whatever was loaded last;
+//     files, reloaded on demand (SIGHUP), the server and client
+//     tls.Configs built from whatever was loaded last, and the check,
+//     again, of an open connection's client certificate against it;
 //   - Tokens: the bearer tokens file (principals and the SHA-256 of each
-//     token), and the making of a new token;
+//     token), the lookup of a token or of its hash (what a node asks
+//     again, after a reload, about its open connections), and the making
+//     of a new token;
 //   - GossipKeys: the gossip encryption keys file;
 //   - Authorizer: superusers and the ACLs of the cluster metadata, the
 //     one place that says whether a principal may do an operation on a

@@ -37,8 +37,9 @@ func ParseClientAuth(s string) (ClientAuth, error) {
 // TLSFiles are a node's certificate, key and CA, as PEM files, and what
 // was loaded from them last. Reload reads them again; the configs it
 // hands out read the latest load at each handshake, so new connections
-// use reloaded files and open ones keep what they negotiated. Safe for
-// concurrent use.
+// use reloaded files; VerifyClient checks an open connection's client
+// certificate against the latest load (the node ends those that no
+// longer verify). Safe for concurrent use.
 type TLSFiles struct {
 	CertFile, KeyFile, CAFile string
 	ClientAuth                ClientAuth
@@ -136,6 +137,33 @@ func (f *TLSFiles) NotAfter() time.Time {
 		return l.leaf.NotAfter
 	}
 	return time.Time{}
+}
+
+// ErrCertificate is matched by the errors of VerifyClient.
+var ErrCertificate = errors.New("security: client certificate")
+
+// VerifyClient checks a client certificate chain as a TLS handshake
+// verified it (leaf first, the CA that was trusted last), against the CA
+// loaded last, at now: what a node
+// asks again about its open connections after a reload. An error says
+// why it no longer verifies (expired, or no longer signed by a CA the
+// file holds); nil without a CA, where no client certificate is
+// verified in the first place.
+func (f *TLSFiles) VerifyClient(chain []*x509.Certificate, now time.Time) error {
+	l := f.cur.Load()
+	if l == nil || l.pool == nil || len(chain) == 0 {
+		return nil
+	}
+	inter := x509.NewCertPool()
+	for i := 1; i < len(chain)-1; i++ {
+		inter.AddCert(chain[i])
+	}
+	_, err := chain[0].Verify(x509.VerifyOptions{Roots: l.pool, Intermediates: inter, CurrentTime: now,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrCertificate, err)
+	}
+	return nil
 }
 
 // HasCA reports whether a CA was loaded.

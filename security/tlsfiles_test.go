@@ -472,3 +472,42 @@ func TestHandshakeAfterReload(t *testing.T) {
 	res = handshake(t, serverCfg, client(next.caFile, oldAdminCert, oldAdminKey))
 	assert.Error(t, res.serverErr, "a client certificate of the CA that was replaced")
 }
+
+// VerifyClient verifies again, against the CA loaded last, a client
+// chain that a handshake verified: it stands while its CA is in the file
+// and it has not expired; a reload that drops its CA, or a moment past
+// its NotAfter, and it no longer does. Without a CA there is nothing to
+// verify against, and nothing is refused.
+func TestVerifyClientAfterReload(t *testing.T) {
+	dir := t.TempDir()
+	ca := newTestCA(t, dir, "ca")
+	other := newTestCA(t, dir, "other-ca")
+	nodeCert, nodeKey := ca.issue(t, "node1", "node1")
+	outCert, outKey := other.issue(t, "outsider", "outsider")
+	bundle := filepath.Join(dir, "bundle.crt")
+	require.NoError(t, os.WriteFile(bundle, append(append([]byte{}, ca.PEM...), other.PEM...), 0o644))
+	files, err := LoadTLSFiles(nodeCert, nodeKey, bundle, ClientAuthRequest)
+	require.NoError(t, err)
+
+	client, err := ClientTLS(bundle, outCert, outKey)
+	require.NoError(t, err)
+	client.ServerName = "127.0.0.1"
+	res := handshake(t, files.ServerConfig(), client)
+	require.NoError(t, res.serverErr)
+	require.NotEmpty(t, res.server.VerifiedChains)
+	chain := res.server.VerifiedChains[0]
+	require.NoError(t, files.VerifyClient(chain, time.Now()))
+	err = files.VerifyClient(chain, chain[0].NotAfter.Add(time.Second))
+	assert.ErrorIs(t, err, ErrCertificate, "past its NotAfter")
+	t.Log(err)
+
+	copyFile(t, ca.caFile, bundle) // the other CA leaves the file
+	require.NoError(t, files.Reload())
+	err = files.VerifyClient(chain, time.Now())
+	assert.ErrorIs(t, err, ErrCertificate, "its CA is no longer trusted")
+	t.Log(err)
+
+	noCA, err := LoadTLSFiles(nodeCert, nodeKey, "", ClientAuthNone)
+	require.NoError(t, err)
+	assert.NoError(t, noCA.VerifyClient(chain, time.Now()))
+}

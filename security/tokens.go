@@ -123,14 +123,24 @@ func parseTokens(data []byte) ([]tokenEntry, error) {
 // ErrUnknownToken. Every entry is compared, in constant time, so the time
 // it takes says nothing about which hashes are close.
 func (t *Tokens) Authenticate(token string) (string, error) {
-	h := sha256.Sum256([]byte(token))
+	if token == "" {
+		return "", ErrUnknownToken
+	}
+	return t.PrincipalOf(sha256.Sum256([]byte(token)))
+}
+
+// PrincipalOf returns the principal of the token whose SHA-256 is sum, as
+// the file said when it was last loaded, or ErrUnknownToken: what a node
+// asks again, after a reload, about the tokens its open connections
+// authenticated with (it keeps their hashes, never the tokens).
+func (t *Tokens) PrincipalOf(sum [sha256.Size]byte) (string, error) {
 	principal := ""
 	for _, e := range *t.cur.Load() {
-		if subtle.ConstantTimeCompare(h[:], e.hash[:]) == 1 {
+		if subtle.ConstantTimeCompare(sum[:], e.hash[:]) == 1 {
 			principal = e.principal
 		}
 	}
-	if principal == "" || token == "" {
+	if principal == "" {
 		return "", ErrUnknownToken
 	}
 	return principal, nil

@@ -394,3 +394,27 @@ func TestFuzzSeedCorpus(t *testing.T) {
 		}
 	}
 }
+
+// PrincipalOf answers for the hash of a token what Authenticate answers
+// for the token, as the file says after each reload: a token removed is
+// unknown, a token moved to another line names its new principal.
+func TestPrincipalOfAfterReload(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "tokens", "alice sha256:"+hashOf("a-1")+"\nbob sha256:"+hashOf("b-1")+"\n")
+	tokens, err := LoadTokens(path)
+	require.NoError(t, err)
+	a, b := sha256.Sum256([]byte("a-1")), sha256.Sum256([]byte("b-1"))
+	got, err := tokens.PrincipalOf(a)
+	require.NoError(t, err)
+	assert.Equal(t, "alice", got)
+
+	writeFile(t, dir, "tokens", "carol sha256:"+hashOf("b-1")+"\n")
+	require.NoError(t, tokens.Reload())
+	_, err = tokens.PrincipalOf(a)
+	assert.ErrorIs(t, err, ErrUnknownToken, "removed from the file")
+	got, err = tokens.PrincipalOf(b)
+	require.NoError(t, err)
+	assert.Equal(t, "carol", got, "the same token on another principal's line")
+	_, err = tokens.PrincipalOf([sha256.Size]byte{})
+	assert.ErrorIs(t, err, ErrUnknownToken)
+}
