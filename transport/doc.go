@@ -160,6 +160,17 @@
 //     connection with nothing in flight is closed after IdleTimeout
 //     (DefaultIdleTimeout, two minutes; a long poll in flight is not idle).
 //
+// A connection that proved a principal (a verified client certificate, an
+// accepted token) keeps the Credential it proved it with, in Sessions: one
+// opened when it authenticates and closed when it ends, nothing per
+// request. Server.Recheck asks ServerConfig.Recheck again about each (a
+// node does after it reloads its tokens file or CA) and closes, at once,
+// those whose credential no longer stands; one a certificate proved is
+// closed at the certificate's NotAfter. A request in flight on it is not
+// answered, as when the server closes; the client, dialing again, is
+// refused when it authenticates. A node's HTTP front end keeps the
+// Credentials of its long-lived responses in Sessions too.
+//
 // Bad input closes that connection with a logged reason; it never stops the
 // server. A panic in a handler is a bug of ours: it is logged with its stack
 // and answered Unknown, and the server goes on. Close is idempotent and

@@ -140,6 +140,14 @@ type ServerConfig struct {
 	// refused token ("token") and unauthenticated request
 	// ("unauthenticated").
 	OnAuthFailure func(kind string)
+	// Recheck, if set, says whether the credential a connection proved
+	// its principal with still stands: nil, or an error wrapping
+	// ErrUnauthenticated that says why not. Server.Recheck asks it about
+	// every open connection (after the node reloads its tokens file or
+	// its CA). Without it only expiry ends a connection: one whose
+	// principal is a client certificate's is closed at the certificate's
+	// NotAfter either way.
+	Recheck func(Credential) error
 }
 
 // DefaultMemoryBytes is ServerConfig.MemoryBytes unless configured: room
@@ -206,7 +214,8 @@ type Server struct {
 	limiter    *ConnLimiter
 	mem        *memory
 	busyLog    *refusalLog
-	authLog    *RateLog // failed handshakes and tokens, per source IP
+	authLog    *RateLog  // failed handshakes and tokens, per source IP
+	sessions   *Sessions // the authenticated connections' credentials
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -225,7 +234,8 @@ type Server struct {
 func NewServer(cfg ServerConfig, h Handler) *Server {
 	cfg.setDefaults()
 	s := &Server{cfg: cfg, handler: h, logger: cfg.Logger, frameLimit: FrameLimit(cfg.MaxBatchBytes),
-		mem: newMemory(cfg.MemoryBytes, cfg.MemoryBytes/8), busyLog: newRefusalLog(cfg.Logger), authLog: NewRateLog(cfg.Logger, 0)}
+		mem: newMemory(cfg.MemoryBytes, cfg.MemoryBytes/8), busyLog: newRefusalLog(cfg.Logger), authLog: NewRateLog(cfg.Logger, 0),
+		sessions: NewSessions(cfg.Recheck, cfg.Logger)}
 	s.limiter = NewConnLimiter(ConnLimits{MaxConns: cfg.MaxConns, MaxConnsPerAddr: cfg.MaxConnsPerAddr,
 		Logger: cfg.Logger, OnRefused: cfg.OnRefused})
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -316,6 +326,16 @@ func (s *Server) startConn(nc net.Conn, release func()) {
 // Conns is the number of open connections.
 func (s *Server) Conns() int { return int(s.conns.Load()) }
 
+// Recheck asks ServerConfig.Recheck about the credential of every open
+// connection that proved a principal, and closes, at once, each whose
+// credential no longer stands: as Close does, so a request in flight on
+// it is not answered (its outcome is unknown to its client, as when a
+// node stops), and its client, dialing again, is refused when it
+// authenticates. It returns the connections it ended, for the caller to
+// log in one line. Requests are not slowed: nothing is checked per
+// request.
+func (s *Server) Recheck() []Ended { return s.sessions.Recheck() }
+
 // MemoryInUse is the number of bytes of request memory charged (see
 // ServerConfig).
 func (s *Server) MemoryInUse() int64 { return s.mem.inUse() }
@@ -356,9 +376,11 @@ type serverConn struct {
 	nc  net.Conn
 	raw *peekedConn // under nc when the server speaks TLS; nil otherwise
 	// principal is who the connection proved to be ("" none yet): its
-	// verified client certificate's name, or an accepted token's. Only
-	// the reading goroutine touches it.
+	// verified client certificate's name, or an accepted token's; session
+	// is the credential it proved it with, rechecked by Server.Recheck.
+	// Only the reading goroutine touches them.
 	principal string
+	session   *Session
 	ctx       context.Context
 	cancel    context.CancelFunc
 	sem       chan struct{} // one slot per request in flight
@@ -401,6 +423,7 @@ func (c *serverConn) serve() {
 		c.nc.Close() // before cancel: see Server.Close
 		c.cancel()
 		c.wg.Wait()
+		c.session.Close()
 	}()
 	if c.raw != nil && !c.handshake(log) {
 		return

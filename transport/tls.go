@@ -54,14 +54,27 @@ func (c *serverConn) handshake(log hclog.Logger) bool {
 	ctx, cancel := context.WithDeadline(c.ctx, deadline)
 	defer cancel()
 	tc := c.nc.(*tls.Conn)
+	gen := c.s.sessions.Gen() // before the handshake reads the CA: see Sessions.Gen
 	if err := tc.HandshakeContext(ctx); err != nil {
 		c.s.cfg.OnAuthFailure("tls")
 		c.s.authLog.Warn("tls:"+ip, "TLS handshake failed; connection closed", "peer", peer, "err", err)
 		return false
 	}
 	c.raw.SetDeadline(time.Time{})
-	c.principal = CertPrincipal(tc.ConnectionState())
+	if cred, ok := CertCredential(tc.ConnectionState()); ok {
+		c.principal = cred.Principal
+		c.session = c.s.sessions.Open(gen, cred, c.end)
+	}
 	return true
+}
+
+// end closes a connection whose credential no longer stands (see
+// Server.Recheck). It closes the socket under TLS, which never blocks: a
+// close_notify could wait on a peer that reads nothing.
+func (c *serverConn) end(err error) {
+	c.s.logger.Debug("closing connection: its credential no longer stands", "peer", c.raw0().RemoteAddr().String(), "err", err)
+	c.raw0().Close()
+	c.cancel()
 }
 
 // plaintextAnswer is what a plaintext listener writes to a TLS client:
@@ -98,6 +111,7 @@ func (c *serverConn) authenticate(req *Request) Reply {
 		// No token: the client asks who it is (after its handshake).
 		return Immediate(&AuthenticateResponse{Principal: c.principal}, nil)
 	}
+	gen := c.s.sessions.Gen() // before the tokens are read: see Sessions.Gen
 	principal, err := c.s.cfg.Authenticate(r.Token)
 	if err != nil {
 		c.s.cfg.OnAuthFailure("token")
@@ -108,6 +122,9 @@ func (c *serverConn) authenticate(req *Request) Reply {
 		return Immediate(nil, err)
 	}
 	c.principal = principal
+	prev := c.session
+	c.session = c.s.sessions.Open(gen, TokenCredential(principal, r.Token), c.end)
+	prev.Close()
 	return Immediate(&AuthenticateResponse{Principal: principal}, nil)
 }
 
