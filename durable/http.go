@@ -71,6 +71,41 @@ type Handler struct {
 	obs       Observer
 	live      atomic.Int64
 	authorize AuthorizeFunc
+	watch     WatchFunc
+}
+
+// WatchFunc is called as a live read (a long-poll, an SSE stream) begins.
+// The context it returns is the request's, ended early, with a cause,
+// when the request's credential stops standing (its token revoked, its
+// certificate expired); done is called when the read ends.
+type WatchFunc func(r *http.Request) (ctx context.Context, done func())
+
+// SetWatch makes the handler end each live read whose credential f says
+// has stopped standing: a long-poll that has not answered yet answers 401
+// with the cause, and an SSE stream ends (its client, reconnecting, is
+// refused). Without it a live read runs to its end (LongPoll,
+// SSEReconnect).
+func (h *Handler) SetWatch(f WatchFunc) { h.watch = f }
+
+// watched is the context of a live read (see SetWatch), and its done.
+func (h *Handler) watched(r *http.Request) (context.Context, func()) {
+	if h.watch == nil {
+		return r.Context(), func() {}
+	}
+	return h.watch(r)
+}
+
+// cut answers a live read whose watch ended it, before it wrote anything:
+// 401 with the cause. It reports whether it did (false while the
+// request's own context stands, or once it has ended as well: a client
+// that went away needs no answer).
+func cut(ctx context.Context, w http.ResponseWriter, r *http.Request) bool {
+	if ctx.Err() == nil || r.Context().Err() != nil {
+		return false
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="gostream"`)
+	plain(w, http.StatusUnauthorized, context.Cause(ctx).Error())
+	return true
 }
 
 // AuthorizeFunc decides whether a request may do op ("create", "write",
@@ -583,6 +618,7 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request, path string) {
 		return
 	}
 	req := &ReadRequest{Path: path, Offset: offset, MaxBytes: h.limits.ReadChunk}
+	ctx := r.Context()
 	if live == "long-poll" {
 		if !h.beginLive(w) {
 			return
@@ -591,8 +627,14 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request, path string) {
 		req.Wait = h.limits.LongPoll
 		rc := http.NewResponseController(w)
 		rc.SetWriteDeadline(time.Now().Add(h.limits.LongPoll + 30*time.Second))
+		var done func()
+		ctx, done = h.watched(r)
+		defer done()
 	}
-	res, err := h.backend.Read(r.Context(), req)
+	res, err := h.backend.Read(ctx, req)
+	if cut(ctx, w, r) {
+		return // what it read, it read for a credential that no longer stands
+	}
 	if err != nil {
 		h.fail(w, err)
 		return
@@ -659,11 +701,16 @@ func formatBody(ct string, msgs []Message) []byte {
 // sse serves live=sse: a data event per message, each followed by a
 // control event with the offset after it, then waits (long-polls of the
 // backend) and goes on, until the stream is closed at its tail, the
-// client goes, or the reconnect interval ends the connection.
+// client goes, the reconnect interval ends the connection, or the
+// request's credential stops standing (SetWatch).
 func (h *Handler) sse(w http.ResponseWriter, r *http.Request, path, offset, cursor string) {
-	ctx := r.Context()
+	ctx, done := h.watched(r)
+	defer done()
 	// The first read says whether the stream exists, before any header.
 	first, err := h.backend.Read(ctx, &ReadRequest{Path: path, Offset: offset, MaxBytes: h.limits.ReadChunk})
+	if cut(ctx, w, r) {
+		return
+	}
 	if err != nil {
 		h.fail(w, err)
 		return
@@ -711,8 +758,9 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, path, offset, curs
 			req.Wait = min(h.limits.LongPoll, time.Until(deadline))
 		}
 		res, err = h.backend.Read(ctx, req)
-		if err != nil {
-			// The client resumes from the last control event's offset.
+		if err != nil || ctx.Err() != nil {
+			// The client resumes from the last control event's offset
+			// (refused, if the watch ended the stream).
 			return
 		}
 	}

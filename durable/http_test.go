@@ -773,3 +773,93 @@ func TestHandlerBackendErrors(t *testing.T) {
 		}
 	}
 }
+
+// A live read whose watch (SetWatch) ends it while it waits is cut at
+// once: a long-poll is answered 401 with the cause, an SSE stream ends
+// after what it sent, and one whose credential fell before its first
+// read is answered 401. Each tells the watch when it is done.
+func TestHandlerWatchEndsLiveReads(t *testing.T) {
+	b := newFake()
+	b.put("s", "text/plain", "a")
+	b.hold, b.held = make(chan struct{}), make(chan struct{}, 1)
+	limits := testLimits
+	limits.LongPoll, limits.SSEReconnect = time.Minute, time.Minute // only the watch ends them
+	h := NewHandler(b, limits, nil)
+	var (
+		mu     sync.Mutex
+		cancel context.CancelCauseFunc
+		dones  int
+	)
+	h.SetWatch(func(r *http.Request) (context.Context, func()) {
+		ctx, c := context.WithCancelCause(r.Context())
+		mu.Lock()
+		cancel = c
+		mu.Unlock()
+		return ctx, func() {
+			mu.Lock()
+			dones++
+			mu.Unlock()
+		}
+	})
+	revoke := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		require.NotNil(t, cancel, "the live read asked its watch")
+		cancel(errors.New("the token of \"reader\" was revoked"))
+	}
+	run := func(target string) (*httptest.ResponseRecorder, chan struct{}) {
+		w := httptest.NewRecorder()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			h.ServeHTTP(w, request(http.MethodGet, target, ""))
+		}()
+		select {
+		case <-b.held:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s never waited", target)
+		}
+		return w, done
+	}
+	ended := func(target string, done chan struct{}) {
+		t.Helper()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s still runs after its watch ended it", target)
+		}
+	}
+
+	poll := "/v1/stream/s?live=long-poll&offset=" + token(1)
+	w, done := run(poll)
+	revoke()
+	ended(poll, done)
+	assert.Equal(t, http.StatusUnauthorized, w.Code)
+	assert.Contains(t, w.Body.String(), "revoked")
+	assert.Contains(t, w.Header().Get("WWW-Authenticate"), "Bearer")
+
+	sse := "/v1/stream/s?live=sse&offset=-1"
+	w, done = run(sse)
+	revoke()
+	ended(sse, done)
+	assert.Equal(t, http.StatusOK, w.Code, "the stream had begun")
+	assert.Contains(t, w.Body.String(), "data:a", "what it sent before stays sent")
+	assert.Zero(t, h.live.Load())
+
+	// A credential that fell before the first read: 401, nothing read.
+	h.SetWatch(func(r *http.Request) (context.Context, func()) {
+		ctx, c := context.WithCancelCause(r.Context())
+		c(errors.New("the token of \"reader\" was revoked"))
+		return ctx, func() {
+			mu.Lock()
+			dones++
+			mu.Unlock()
+		}
+	})
+	w = serve(h, request(http.MethodGet, sse, ""))
+	assert.Equal(t, http.StatusUnauthorized, w.Code)
+	assert.NotContains(t, w.Body.String(), "data:")
+	mu.Lock()
+	assert.Equal(t, 3, dones, "each live read told its watch it was done")
+	mu.Unlock()
+}
