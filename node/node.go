@@ -481,6 +481,9 @@ func (n *Node) serve(ctx context.Context) error {
 	if n.sec.tokens != nil {
 		scfg.Authenticate = n.sec.authenticate
 	}
+	if n.sec.tls != nil {
+		scfg.Recheck = n.sec.stands
+	}
 	if cd := n.candidacy; cd != nil {
 		// The candidates' Raft traffic shares the RPC address.
 		scfg.DivertByte, scfg.Divert = quorum.Marker, cd.layer.Divert
@@ -527,6 +530,9 @@ func (n *Node) serve(ctx context.Context) error {
 		}
 		streams.SetAuthorize(n.sec.streamAuthorize)
 	}
+	if n.sec.tls != nil {
+		streams.SetWatch(n.sec.watchLive)
+	}
 	srv := &http.Server{
 		Handler: httpapi.New(hcfg),
 		// These suit health, metrics and status, which answer at once
@@ -539,6 +545,7 @@ func (n *Node) serve(ctx context.Context) error {
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          stdlog.New(n.sec.httpErrorLog(httpLog), "", 0),
+		ConnContext:       n.sec.connContext,
 	}
 
 	stamp := n.root.Stamp()
@@ -593,7 +600,7 @@ func (n *Node) serve(ctx context.Context) error {
 			for {
 				select {
 				case <-reload:
-					n.reloadSecurity()
+					n.reloadSecurity(rpc)
 				case <-ctx.Done():
 					return nil
 				}

@@ -1,12 +1,17 @@
 package node
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"slices"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
@@ -107,10 +112,17 @@ type nodeSecurity struct {
 	tokens *security.Tokens     // nil without tokens
 	authz  *security.Authorizer // nil while authorization is off
 	denied *transport.RateLog
+	// live holds the credentials of the Durable Streams live reads in
+	// progress (long-polls, SSE streams), ended as the RPC server ends
+	// connections (endStale); reloads counts the reloads done, for the
+	// HTTP connections' certificates (httpConn).
+	live    *transport.Sessions
+	reloads atomic.Uint64
 
 	deniedTotal  *prometheus.CounterVec
 	authFailures *prometheus.CounterVec
-	reloads      *prometheus.CounterVec
+	reloadsTotal *prometheus.CounterVec
+	endedTotal   *prometheus.CounterVec
 }
 
 // ErrSecurityFiles is matched by the errors of loading the TLS, tokens and
@@ -128,10 +140,14 @@ func (n *Node) loadSecurity() error {
 	s.authFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gostream_authentication_failures_total", Help: "Connections and requests refused before authentication: failed TLS handshakes, plaintext on a TLS listener, refused tokens, requests without a principal.",
 	}, []string{"kind"})
-	s.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+	s.reloadsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gostream_security_reloads_total", Help: "Reloads of the TLS, tokens and gossip key files (SIGHUP), by result.",
 	}, []string{"result"})
-	n.metrics.registry.MustRegister(s.deniedTotal, s.authFailures, s.reloads)
+	s.endedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gostream_credential_ended_total", Help: "Connections (rpc) and live HTTP reads (http) ended at a reload because the token or certificate they authenticated with no longer stands.",
+	}, []string{"listener"})
+	n.metrics.registry.MustRegister(s.deniedTotal, s.authFailures, s.reloadsTotal, s.endedTotal)
+	s.live = transport.NewSessions(s.stands, n.logger.Named("http"))
 	n.sec = s
 	if cfg.TLSCert != "" {
 		f, err := security.LoadTLSFiles(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA, cfg.clientAuth())
@@ -168,8 +184,17 @@ func (n *Node) loadSecurity() error {
 }
 
 // reloadSecurity reads the files again (SIGHUP). Each file that fails to
-// load keeps what was loaded of it before; the failures are logged.
-func (n *Node) reloadSecurity() {
+// load keeps what was loaded of it before; the failures are logged. Then
+// the connections of rpc, and the live HTTP reads, whose credentials no
+// longer stand are ended (endStale).
+func (n *Node) reloadSecurity(rpc *transport.Server) {
+	n.loadAgain()
+	n.sec.reloads.Add(1) // after the files: see httpConn
+	n.sec.endStale(n.logger, rpc)
+}
+
+// loadAgain reads the security files again.
+func (n *Node) loadAgain() {
 	s := n.sec
 	var errs []error
 	if s.tls != nil {
@@ -197,11 +222,11 @@ func (n *Node) reloadSecurity() {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		s.reloads.WithLabelValues("failed").Inc()
+		s.reloadsTotal.WithLabelValues("failed").Inc()
 		n.logger.Error("reload of the security files failed; each file that did not load keeps what it had, the others are new", "err", err)
 		return
 	}
-	s.reloads.WithLabelValues("ok").Inc()
+	s.reloadsTotal.WithLabelValues("ok").Inc()
 	args := []any{}
 	if s.tls != nil {
 		args = append(args, "certificate", s.tls.Name(), "expires", s.tls.NotAfter().UTC())
@@ -210,6 +235,112 @@ func (n *Node) reloadSecurity() {
 		args = append(args, "tokens", s.tokens.Len())
 	}
 	n.logger.Info("security files reloaded", args...)
+}
+
+// endStale ends the RPC connections and the live HTTP reads whose
+// credentials no longer stand after a reload (a token no longer in the
+// file, or naming another principal; a certificate that no longer
+// verifies against the CA), and says so in one line: how many, and whose.
+func (s *nodeSecurity) endStale(log hclog.Logger, rpc *transport.Server) {
+	var conns []transport.Ended
+	if rpc != nil {
+		conns = rpc.Recheck()
+	}
+	reads := s.live.Recheck()
+	s.endedTotal.WithLabelValues("rpc").Add(float64(len(conns)))
+	s.endedTotal.WithLabelValues("http").Add(float64(len(reads)))
+	if len(conns)+len(reads) == 0 {
+		return
+	}
+	// One line for the reload, whatever the number of connections: each
+	// principal once, with one reason.
+	why := map[string]string{}
+	var names []string
+	for _, e := range append(conns, reads...) {
+		if _, ok := why[e.Principal]; !ok {
+			names = append(names, e.Principal)
+			why[e.Principal] = e.Err.Error()
+		}
+	}
+	slices.Sort(names)
+	reasons := make([]string, len(names))
+	for i, p := range names {
+		reasons[i] = why[p]
+	}
+	log.Warn("ended the connections whose credentials no longer stand", "rpc_connections", len(conns), "live_http_reads", len(reads),
+		"principals", strings.Join(names, ","), "reasons", strings.Join(reasons, "; "))
+}
+
+// stands says whether a credential an open connection or a live read
+// proved its principal with still stands: a certificate that verifies
+// against the CA loaded last, at this moment; a token still in the file,
+// for the same principal. Its error wraps transport.ErrUnauthenticated
+// and says why not.
+func (s *nodeSecurity) stands(c transport.Credential) error {
+	switch {
+	case c.Chain != nil:
+		if s.tls == nil {
+			return nil
+		}
+		if err := s.tls.VerifyClient(c.Chain, time.Now()); err != nil {
+			return fmt.Errorf("%w: the client certificate of %q no longer verifies against the cluster's CA (%v); present one that does",
+				transport.ErrUnauthenticated, c.Principal, err)
+		}
+	case c.IsToken():
+		if s.tokens == nil {
+			return nil
+		}
+		p, err := s.tokens.PrincipalOf(c.TokenSHA256)
+		if err != nil {
+			return fmt.Errorf("%w: the token of %q was revoked (it is no longer in the tokens file)", transport.ErrUnauthenticated, c.Principal)
+		}
+		if p != c.Principal {
+			return fmt.Errorf("%w: the token of %q names %q now; authenticate again", transport.ErrUnauthenticated, c.Principal, p)
+		}
+	}
+	return nil
+}
+
+// watchLive is the Durable Streams handler's watch (durable.SetWatch): a
+// live read's context ends, with the reason as its cause, when its
+// credential stops standing (at a reload, or at its certificate's
+// NotAfter).
+func (s *nodeSecurity) watchLive(r *http.Request) (context.Context, func()) {
+	gen := s.live.Gen() // before the credential is checked: see transport.Sessions.Gen
+	cred, err := s.httpCredential(r)
+	if err == nil && cred.Principal == "" {
+		return r.Context(), func() {} // nobody to watch: authentication is off
+	}
+	ctx, cancel := context.WithCancelCause(r.Context())
+	if err == nil {
+		err = s.stands(cred)
+	}
+	if err != nil {
+		cancel(err) // it fell between the request's authentication and now
+		return ctx, func() { cancel(nil) }
+	}
+	sess := s.live.Open(gen, cred, cancel)
+	return ctx, func() {
+		sess.Close()
+		cancel(nil)
+	}
+}
+
+// httpConn is what a node remembers of one HTTP connection: the reload
+// its client certificate was last verified at (see httpCredential).
+type httpConn struct {
+	verifiedAt atomic.Uint64
+}
+
+type httpConnKey struct{}
+
+// connContext is the HTTP server's ConnContext: each connection gets its
+// httpConn, marked verified at the reloads done before its handshake
+// (which verified it against the CA loaded by then, or a newer one).
+func (s *nodeSecurity) connContext(ctx context.Context, _ net.Conn) context.Context {
+	hc := &httpConn{}
+	hc.verifiedAt.Store(s.reloads.Load())
+	return context.WithValue(ctx, httpConnKey{}, hc)
 }
 
 // serverTLS is the RPC listener's TLS configuration, nil without TLS.
@@ -306,34 +437,70 @@ func (s *nodeSecurity) raftAllowed(principal string) error {
 // httpPrincipal is the principal of an HTTP request: its bearer token's,
 // or its verified client certificate's. It is an error wrapping
 // ErrUnauthenticated when authentication is on and the request proves
-// nothing, or its token is refused.
+// nothing, its token is refused, or its certificate no longer stands.
 func (s *nodeSecurity) httpPrincipal(r *http.Request) (string, error) {
+	c, err := s.httpCredential(r)
+	return c.Principal, err
+}
+
+// httpCredential is what an HTTP request proves its principal with (see
+// httpPrincipal). A token is looked up at each request. A client
+// certificate was verified by the connection's handshake; a request on a
+// connection kept open is refused once the certificate has expired, and
+// after a reload the certificate is verified again, once per connection,
+// against the CA loaded then.
+func (s *nodeSecurity) httpCredential(r *http.Request) (transport.Credential, error) {
 	if auth := r.Header.Get("Authorization"); auth != "" && s.tokens != nil {
 		scheme, token, ok := strings.Cut(auth, " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") {
-			return "", fmt.Errorf("%w: the Authorization header must be Bearer TOKEN", transport.ErrUnauthenticated)
+			return transport.Credential{}, fmt.Errorf("%w: the Authorization header must be Bearer TOKEN", transport.ErrUnauthenticated)
 		}
 		token = strings.TrimSpace(token)
 		if len(token) > transport.MaxTokenBytes {
-			return "", fmt.Errorf("%w: a token of %d bytes; tokens are at most %d", transport.ErrUnauthenticated, len(token), transport.MaxTokenBytes)
+			return transport.Credential{}, fmt.Errorf("%w: a token of %d bytes; tokens are at most %d", transport.ErrUnauthenticated, len(token), transport.MaxTokenBytes)
 		}
 		p, err := s.authenticate(token)
 		if err != nil {
 			s.authFailures.WithLabelValues("token").Inc()
 			s.denied.Warn("http-token:"+hostOfAddr(r.RemoteAddr), "an HTTP request's token was refused", "peer", r.RemoteAddr)
+			return transport.Credential{}, err
 		}
-		return p, err
+		return transport.TokenCredential(p, token), nil
 	}
 	if r.TLS != nil {
-		if p := transport.CertPrincipal(*r.TLS); p != "" {
-			return p, nil
+		if c, ok := transport.CertCredential(*r.TLS); ok {
+			return c, s.certStands(r, c)
 		}
 	}
 	if s.cfg.authOn() {
 		s.authFailures.WithLabelValues("unauthenticated").Inc()
-		return "", fmt.Errorf("%w: send Authorization: Bearer TOKEN, or a client certificate signed by the cluster's CA", transport.ErrUnauthenticated)
+		return transport.Credential{}, fmt.Errorf("%w: send Authorization: Bearer TOKEN, or a client certificate signed by the cluster's CA", transport.ErrUnauthenticated)
 	}
-	return "", nil
+	return transport.Credential{}, nil
+}
+
+// certStands checks the client certificate of a request on a connection
+// kept open: its expiry at each request (a comparison), and, after a
+// reload, its chain against the CA (once per connection and reload).
+func (s *nodeSecurity) certStands(r *http.Request, c transport.Credential) error {
+	if exp := c.Expires(); time.Now().After(exp) {
+		s.authFailures.WithLabelValues("expired").Inc()
+		return fmt.Errorf("%w: the client certificate of %q expired at %s; renew it", transport.ErrUnauthenticated, c.Principal, exp.UTC().Format(time.RFC3339))
+	}
+	hc, _ := r.Context().Value(httpConnKey{}).(*httpConn)
+	if hc == nil {
+		return nil
+	}
+	reloads := s.reloads.Load()
+	if hc.verifiedAt.Load() == reloads {
+		return nil
+	}
+	if err := s.stands(c); err != nil {
+		s.authFailures.WithLabelValues("certificate").Inc()
+		return err
+	}
+	hc.verifiedAt.Store(reloads)
+	return nil
 }
 
 // streamAuthorize is the Durable Streams handler's authorizer: op on the
