@@ -362,17 +362,26 @@ func (s *nodeSecurity) clientTLS() func() *tls.Config {
 
 // authenticate checks a bearer token, for the transport and HTTP.
 func (s *nodeSecurity) authenticate(token string) (string, error) {
+	c, err := s.tokenCredential(token)
+	return c.Principal, err
+}
+
+// tokenCredential is the credential of a bearer token the node accepts,
+// the token hashed once (an HTTP request authenticates at each request).
+func (s *nodeSecurity) tokenCredential(token string) (transport.Credential, error) {
 	if s.tokens == nil {
-		return "", fmt.Errorf("%w: this node takes no tokens (it runs without --auth-tokens-file); authenticate with a client certificate", transport.ErrUnauthenticated)
+		return transport.Credential{}, fmt.Errorf("%w: this node takes no tokens (it runs without --auth-tokens-file); authenticate with a client certificate", transport.ErrUnauthenticated)
 	}
-	p, err := s.tokens.Authenticate(token)
-	if errors.Is(err, security.ErrUnknownToken) {
-		return "", fmt.Errorf("%w: the token is not recognized", transport.ErrUnauthenticated)
+	c := transport.TokenCredential("", token)
+	p, err := s.tokens.PrincipalOf(c.TokenSHA256)
+	if token == "" || errors.Is(err, security.ErrUnknownToken) {
+		return transport.Credential{}, fmt.Errorf("%w: the token is not recognized", transport.ErrUnauthenticated)
 	}
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", transport.ErrUnauthenticated, err)
+		return transport.Credential{}, fmt.Errorf("%w: %v", transport.ErrUnauthenticated, err)
 	}
-	return p, nil
+	c.Principal = p
+	return c, nil
 }
 
 // authorize refuses, with ErrUnauthorized, what principal may not do; it
@@ -459,13 +468,12 @@ func (s *nodeSecurity) httpCredential(r *http.Request) (transport.Credential, er
 		if len(token) > transport.MaxTokenBytes {
 			return transport.Credential{}, fmt.Errorf("%w: a token of %d bytes; tokens are at most %d", transport.ErrUnauthenticated, len(token), transport.MaxTokenBytes)
 		}
-		p, err := s.authenticate(token)
+		c, err := s.tokenCredential(token)
 		if err != nil {
 			s.authFailures.WithLabelValues("token").Inc()
 			s.denied.Warn("http-token:"+hostOfAddr(r.RemoteAddr), "an HTTP request's token was refused", "peer", r.RemoteAddr)
-			return transport.Credential{}, err
 		}
-		return transport.TokenCredential(p, token), nil
+		return c, err
 	}
 	if r.TLS != nil {
 		if c, ok := transport.CertCredential(*r.TLS); ok {
