@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
@@ -30,8 +31,9 @@ only while the group has no member (GroupNotEmpty otherwise). This is the
 one way to move a committed offset back.
 
 New offsets are kept between each partition's log start and its high
-watermark: --to-offset and --shift-by beyond them stop at them. --shift-by
-moves from the committed offset; a partition never committed is left out.`
+watermark: --to-offset and --shift-by beyond them stop at them, however
+large N is. --shift-by moves from the committed offset; a partition never
+committed is left out.`
 	return parent("group", "consumer groups: members, assignment, committed offsets and lag",
 		leaf("list", "list consumer groups", "", args(0, 0), groupListAction),
 		leaf("describe", "a group's state, members and their partitions, committed offsets and lag", "G", args(1, 1), groupDescribeAction),
@@ -357,7 +359,7 @@ func groupResetAction(c *cli.Context) error {
 					rows = append(rows, row)
 					continue
 				}
-				to = cur + target.offset
+				to = shifted(cur, target.offset)
 			case "datetime":
 				if to, err = cl.OffsetForTime(ctx, topic, p.Partition, target.at); err != nil {
 					return err
@@ -381,6 +383,19 @@ func groupResetAction(c *cli.Context) error {
 		}
 		return printReset(c.App.Writer, g.output, group, execute, rows)
 	})
+}
+
+// shifted is offset moved by n, saturating at the ends of int64 rather
+// than wrapping around: a shift past either end lands on that end, which
+// the clamp to the log start or the high watermark then brings in.
+func shifted(offset, n int64) int64 {
+	switch {
+	case n > 0 && offset > math.MaxInt64-n:
+		return math.MaxInt64
+	case n < 0 && offset < math.MinInt64-n:
+		return math.MinInt64
+	}
+	return offset + n
 }
 
 func printReset(w io.Writer, format, group string, executed bool, rows []resetRowJSON) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 
@@ -143,4 +144,78 @@ func TestConsumeGroupPartition(t *testing.T) {
 	ctlFails(t, c, 2, "InvalidGroupName: ", "", "consume", "t", "--partition", "0", "--group", "../g")
 	ctlFails(t, c, 1, "InvalidFlag: ", "", "consume", "t", "--partition", "0", "--group", "g", "--instance-id", "a")
 	ctlFails(t, c, 2, "UnknownTopic: ", "", "consume", "nope", "--group", "g")
+}
+
+func TestShiftedSaturates(t *testing.T) {
+	tests := []struct {
+		offset, n, want int64
+	}{
+		{4, 3, 7},
+		{4, -3, 1},
+		{4, -9, -5},
+		{4, math.MaxInt64, math.MaxInt64},
+		{math.MaxInt64, 1, math.MaxInt64},
+		{-4, math.MinInt64, math.MinInt64},
+		{math.MinInt64, -1, math.MinInt64},
+		{4, math.MinInt64, 4 + math.MinInt64},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, shifted(tt.offset, tt.n), "%d shifted by %d", tt.offset, tt.n)
+	}
+}
+
+// A shift far past the high watermark stops at it, and one far below the
+// log start stops there: the offset saturates, it never wraps around (a
+// shift by the largest int64 moved a committed 4 to 0).
+func TestResetOffsetsShiftSaturates(t *testing.T) {
+	c := startCluster(t)
+	ctlOK(t, c, "", "topic", "create", "t", "--partitions", "1")
+	ctlOK(t, c, "", "produce", "t", "v0", "v1", "v2", "v3", "v4", "v5")
+	ctlOK(t, c, "", "consume", "t", "--partition", "0", "--group", "g", "--max", "4")
+	require.Equal(t, int64(4), committedOf(t, describeGroupJSON(t, c, "g"), 0))
+
+	type plan struct {
+		Executed bool `json:"executed"`
+		Offsets  []struct {
+			Committed *int64 `json:"committed"`
+			New       *int64 `json:"new"`
+			Note      string `json:"note"`
+		} `json:"offsets"`
+	}
+	reset := func(shift string, execute bool) plan {
+		t.Helper()
+		args := []string{"-o", "json", "group", "reset-offsets", "g", "--topic", "t", "--shift-by", shift}
+		if execute {
+			args = append(args, "--execute")
+		}
+		var p plan
+		require.NoError(t, json.Unmarshal([]byte(ctlOK(t, c, "", args...)), &p))
+		require.Len(t, p.Offsets, 1)
+		require.NotNil(t, p.Offsets[0].New)
+		return p
+	}
+	for _, tt := range []struct {
+		shift string
+		want  int64
+		note  string
+	}{
+		{"9223372036854775807", 6, "kept at the high watermark"},
+		{"-9223372036854775808", 0, "kept at the log start"},
+	} {
+		dry := reset(tt.shift, false)
+		assert.False(t, dry.Executed)
+		assert.Equal(t, int64(4), *dry.Offsets[0].Committed)
+		assert.Equal(t, tt.want, *dry.Offsets[0].New, "--shift-by %s, dry run", tt.shift)
+		assert.Equal(t, tt.note, dry.Offsets[0].Note)
+		assert.Equal(t, int64(4), committedOf(t, describeGroupJSON(t, c, "g"), 0), "a dry run writes nothing")
+
+		done := reset(tt.shift, true)
+		assert.True(t, done.Executed)
+		assert.Equal(t, tt.want, *done.Offsets[0].New, "--shift-by %s --execute", tt.shift)
+		assert.Equal(t, tt.want, committedOf(t, describeGroupJSON(t, c, "g"), 0), "--shift-by %s --execute", tt.shift)
+		// Back to 4 for the next case.
+		ctlOK(t, c, "", "group", "reset-offsets", "g", "--topic", "t", "--to-offset", "4", "--execute")
+	}
+	assert.Regexp(t, `t\s+0\s+4\s+6\s+kept at the high watermark`,
+		ctlOK(t, c, "", "group", "reset-offsets", "g", "--topic", "t", "--shift-by", "9223372036854775807"))
 }
