@@ -41,10 +41,17 @@ func (e *namedError) Unwrap() error { return e.err }
 // keeps the name of its wire code (its message already starts with it:
 // "TopicExists: ..."); the client's own errors get names of the same kind.
 // The client's markers that say more than the code come first: NoLeader
-// rather than the BrokerNotAvailable it also matches.
+// rather than the BrokerNotAvailable it also matches, and UnknownOutcome
+// rather than the closed connection (BrokerNotAvailable), the deadline
+// (Timeout) or the Ctrl-C (Interrupted) that left a request unanswered.
+// A request the cluster answered with an error keeps that error's name
+// even when the client marks its outcome unknown: a produce refused with
+// ReplicationFailed or NoSpace is named so.
 func errorName(err error) string {
 	var te *transport.Error
 	switch {
+	case errors.Is(err, client.ErrUnknownOutcome) && !answered(err):
+		return "UnknownOutcome"
 	case errors.Is(err, client.ErrNoLeader):
 		return "NoLeader"
 	case errors.Is(err, client.ErrCorruptBatch):
@@ -61,14 +68,22 @@ func errorName(err error) string {
 		return "Interrupted"
 	case errors.Is(err, client.ErrClosed):
 		return "Closed"
-	case errors.Is(err, client.ErrUnknownOutcome):
-		return "UnknownOutcome"
 	case errors.Is(err, client.ErrNotAppended):
 		return "NotAppended"
 	case errors.Is(err, client.ErrInvalidConfig):
 		return "InvalidConfig"
 	}
 	return "Error"
+}
+
+// answered reports whether err carries an answer of the cluster that says
+// what went wrong: an error code other than BrokerNotAvailable and
+// Timeout, which say only that no answer came in time (the client makes
+// them when the connection closes or the deadline passes, and a node
+// answers Timeout when its own wait for the request ran out).
+func answered(err error) bool {
+	var te *transport.Error
+	return errors.As(err, &te) && te.Code != transport.CodeBrokerNotAvailable && te.Code != transport.CodeTimeout
 }
 
 // interrupted reports whether err only says that the command's context

@@ -103,7 +103,28 @@ func TestErrorNames(t *testing.T) {
 		{err: fmt.Errorf("p: %w", client.ErrNoLeader), name: "NoLeader"},
 		{err: fmt.Errorf("p: %w: %w", client.ErrCorruptBatch, transport.ErrInvalidBatch), name: "CorruptBatch"},
 		{err: fmt.Errorf("p: %w: %w", client.ErrBufferFull, context.DeadlineExceeded), name: "BufferFull"},
-		{err: fmt.Errorf("p: %w: %w", client.ErrUnknownOutcome, context.DeadlineExceeded), name: "Timeout"},
+		// Sent and never answered: the outcome is the news, whatever ended
+		// the wait (the --timeout, a closed connection, a deadline, Ctrl-C).
+		{err: fmt.Errorf("p: %w: %w", client.ErrUnknownOutcome, context.DeadlineExceeded), name: "UnknownOutcome"},
+		{err: fmt.Errorf("p: %w: %w", client.ErrUnknownOutcome, context.Canceled), name: "UnknownOutcome"},
+		{err: fmt.Errorf("p: %w: %w", client.ErrUnknownOutcome, transport.ErrTimeout), name: "UnknownOutcome"},
+		{
+			err: fmt.Errorf("create topic %q: %w: the controller (%s) did not answer within 3s; the change may have been made: %w",
+				"late", client.ErrUnknownOutcome, "127.0.0.1:9400", transport.ErrConnClosed),
+			name:     "UnknownOutcome",
+			wantLine: `UnknownOutcome: create topic "late": client: outcome unknown: the controller (127.0.0.1:9400) did not answer within 3s; the change may have been made: BrokerNotAvailable: connection closed`,
+		},
+		// An answer that names what went wrong keeps its name.
+		{
+			err: fmt.Errorf("produce to t/0: %w: %w", client.ErrUnknownOutcome, &transport.Error{Code: transport.CodeReplicationFailed,
+				Message: "ReplicationFailed: broker 3 did not store the batch"}),
+			name:     "ReplicationFailed",
+			wantLine: "ReplicationFailed: produce to t/0: client: outcome unknown: broker 3 did not store the batch",
+		},
+		{err: fmt.Errorf("p: %w: %w", client.ErrUnknownOutcome, transport.ErrNoSpace), name: "NoSpace"},
+		{err: fmt.Errorf("p: %w", context.DeadlineExceeded), name: "Timeout"},
+		{err: fmt.Errorf("p: %w", transport.ErrBrokerNotAvailable), name: "BrokerNotAvailable"},
+		{err: fmt.Errorf("p: %w", context.Canceled), name: "Interrupted"},
 		{err: client.ErrClosed, name: "Closed"},
 		{err: fmt.Errorf("nothing known"), name: "Error"},
 	}

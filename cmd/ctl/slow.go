@@ -36,7 +36,7 @@ func watchedChange(ctx context.Context, cl *client.Client, stderr io.Writer, che
 		// news about the controller either way.
 		if err != nil && ctx.Err() == nil {
 			deadline, _ := ctx.Deadline()
-			fmt.Fprintf(stderr, "gostream-ctl: the controller at %s has not answered for %s, nor a ping: it may be paused or cut off; waiting until the --timeout (%s left)\n",
+			fmt.Fprintf(stderr, "gostream-ctl: the controller at %s has not answered for %s, nor a ping: it may be paused or cut off; waiting at most until the --timeout (%s left)\n",
 				addr, slowAfter, time.Until(deadline).Round(time.Second))
 		}
 	}()
