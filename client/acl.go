@@ -18,7 +18,7 @@ type ACL = transport.ACLEntry
 // cluster.
 func (c *Client) ListACLs(ctx context.Context, principal string) ([]ACL, error) {
 	var resp transport.ACLResponse
-	if err := c.operatorCall(ctx, transport.APIACL, transport.ACLRequest{Op: transport.ACLList, Principal: principal}, &resp); err != nil {
+	if err := c.operatorJSON(ctx, transport.APIACL, true, transport.ACLRequest{Op: transport.ACLList, Principal: principal}, &resp); err != nil {
 		return nil, fmt.Errorf("acl list: %w", err)
 	}
 	return resp.Entries, nil

@@ -217,6 +217,13 @@ func (c *Client) ListOffsets(ctx context.Context, topic string, partition int32)
 // deadline (or RetryTimeout). Each attempt is bounded by timeout, or by
 // ctx alone when timeout is 0.
 func (c *Client) callController(ctx context.Context, api transport.API, req, resp transport.Message, timeout time.Duration) error {
+	return c.controllerCall(ctx, api, transport.Idempotent(api), req, resp, timeout)
+}
+
+// controllerCall is callController for a request that only reads when
+// reads is set, whatever its api (an acl list shares APIACL with the
+// changes of the ACLs).
+func (c *Client) controllerCall(ctx context.Context, api transport.API, reads bool, req, resp transport.Message, timeout time.Duration) error {
 	retry := newRetrier(ctx, c.retryPolicy())
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
@@ -227,8 +234,8 @@ func (c *Client) callController(ctx context.Context, api transport.API, req, res
 				c.log.Debug("metadata refresh failed", "err", rerr)
 			}
 		}
-		err := c.controllerAttempt(ctx, api, req, resp, timeout)
-		if err == nil || errors.Is(err, ErrUnknownOutcome) || !retryOn(ctx, err, func(err error) bool { return retriableAdmin(api, err) }) {
+		err := c.controllerAttempt(ctx, api, reads, req, resp, timeout)
+		if err == nil || errors.Is(err, ErrUnknownOutcome) || !retryOn(ctx, err, func(err error) bool { return retriableAdmin(reads, err) }) {
 			return err
 		}
 		c.log.Debug("admin request not taken; retrying", "api", api.String(), "err", err)
@@ -239,10 +246,10 @@ func (c *Client) callController(ctx context.Context, api transport.API, req, res
 }
 
 // retriableAdmin reports whether an admin request that failed with err may
-// be sent again: any retriable error when api only reads; otherwise only
+// be sent again: any retriable error when it only reads; otherwise only
 // an error that proves nothing was done.
-func retriableAdmin(api transport.API, err error) bool {
-	if transport.Idempotent(api) {
+func retriableAdmin(reads bool, err error) bool {
+	if reads {
 		return retriable(err)
 	}
 	return errors.Is(err, transport.ErrNotSent) ||
@@ -255,7 +262,7 @@ func retriableAdmin(api transport.API, err error) bool {
 // controllerAttempt sends the request to the controller candidates in
 // turn, passing over those that answer NotController or cannot be
 // reached.
-func (c *Client) controllerAttempt(ctx context.Context, api transport.API, req, resp transport.Message, timeout time.Duration) error {
+func (c *Client) controllerAttempt(ctx context.Context, api transport.API, reads bool, req, resp transport.Message, timeout time.Duration) error {
 	var err, unreachable error
 	for _, addr := range c.controllerCandidates() {
 		var conn *transport.Conn
@@ -277,7 +284,7 @@ func (c *Client) controllerAttempt(ctx context.Context, api transport.API, req, 
 		start := time.Now()
 		err = conn.Call(cctx, api, req, resp)
 		cancel()
-		if err != nil && !transport.Idempotent(api) && unanswered(err) {
+		if err != nil && !reads && unanswered(err) {
 			// Sent, and no answer: the change may have been made.
 			return fmt.Errorf("%w: the controller (%s) did not answer within %s; the change may have been made: %w",
 				ErrUnknownOutcome, addr, time.Since(start).Round(time.Millisecond), err)

@@ -65,7 +65,9 @@
 // request was never written, or the broker answered NotController, Busy,
 // ControllerUnavailable or NotReady, which it answers before acting. A
 // change sent and not answered (a timeout, a connection cut) ends at once
-// with ErrUnknownOutcome: it may have been made.
+// with ErrUnknownOutcome: it may have been made. What the controller only
+// reads (History, ListACLs, an operator change with DryRun) is retried as
+// reads are, and never ends with ErrUnknownOutcome.
 //
 // CreateTopic returns once every partition's leader answers ListOffsets,
 // each retried as above (UnknownTopic too: the topic exists), so that a

@@ -65,14 +65,14 @@ type ReplicaDigest struct {
 // provably did nothing: the connection could not be opened, or the broker
 // answered NotController. It is bounded by ctx, not by
 // Config.RequestTimeout: a failover of many partitions takes as long as it
-// takes.
+// takes. A dry run, which changes nothing, is retried as reads are.
 func (c *Client) Failover(ctx context.Context, req FailoverRequest) (ChangeReport, error) {
 	what := fmt.Sprintf("%s/%d", req.Topic, req.Partition)
 	if req.Topic == "" {
 		what = fmt.Sprintf("broker %d", req.Broker)
 	}
 	var rep ChangeReport
-	if err := c.operatorCall(ctx, transport.APIFailover, req, &rep); err != nil {
+	if err := c.operatorJSON(ctx, transport.APIFailover, req.DryRun, req, &rep); err != nil {
 		return ChangeReport{}, fmt.Errorf("failover of %s: %w", what, err)
 	}
 	return rep, nil
@@ -118,7 +118,7 @@ func (c *Client) Recover(ctx context.Context, req RecoverRequest) (ChangeReport,
 func (c *Client) ReplaceBroker(ctx context.Context, broker int32, dryRun bool, requester string) (ChangeReport, error) {
 	var rep ChangeReport
 	req := FailoverRequest{Broker: broker, DryRun: dryRun, Requester: requester}
-	if err := c.operatorCall(ctx, transport.APIReplaceBroker, req, &rep); err != nil {
+	if err := c.operatorJSON(ctx, transport.APIReplaceBroker, dryRun, req, &rep); err != nil {
 		return ChangeReport{}, fmt.Errorf("replace broker %d: %w", broker, err)
 	}
 	return rep, nil
@@ -133,7 +133,7 @@ func (c *Client) ReplaceBroker(ctx context.Context, broker int32, dryRun bool, r
 // Failover is.
 func (c *Client) RestoreMetadata(ctx context.Context, req RestoreRequest) (RestoreReport, error) {
 	var rep RestoreReport
-	if err := c.operatorCall(ctx, transport.APIRestoreMetadata, req, &rep); err != nil {
+	if err := c.operatorJSON(ctx, transport.APIRestoreMetadata, req.DryRun, req, &rep); err != nil {
 		return RestoreReport{}, fmt.Errorf("restore metadata: %w", err)
 	}
 	return rep, nil
@@ -151,7 +151,7 @@ func (c *Client) RestoreMetadata(ctx context.Context, req RestoreRequest) (Resto
 // It is sent and bounded as Failover is.
 func (c *Client) ElectLeaders(ctx context.Context, req ElectLeadersRequest) (ChangeReport, error) {
 	var rep ChangeReport
-	if err := c.operatorCall(ctx, transport.APIElectLeaders, req, &rep); err != nil {
+	if err := c.operatorJSON(ctx, transport.APIElectLeaders, req.DryRun, req, &rep); err != nil {
 		return ChangeReport{}, fmt.Errorf("elect leaders: %w", err)
 	}
 	return rep, nil
@@ -216,12 +216,19 @@ func (c *Client) replicaDigest(ctx context.Context, broker int32, topic string, 
 // operatorCall sends req as JSON to the controller and decodes its JSON
 // answer into resp, bounded by ctx alone.
 func (c *Client) operatorCall(ctx context.Context, api transport.API, req, resp any) error {
+	return c.operatorJSON(ctx, api, transport.Idempotent(api), req, resp)
+}
+
+// operatorJSON is operatorCall for a request that only reads when reads
+// is set, whatever its api (a dry run, an acl list): it is retried like
+// any read, and an answer lost leaves no outcome unknown.
+func (c *Client) operatorJSON(ctx context.Context, api transport.API, reads bool, req, resp any) error {
 	data, err := json.Marshal(req)
 	if err != nil {
 		return err
 	}
 	var m transport.JSONMessage
-	if err := c.callController(ctx, api, &transport.JSONMessage{Data: data}, &m, 0); err != nil {
+	if err := c.controllerCall(ctx, api, reads, &transport.JSONMessage{Data: data}, &m, 0); err != nil {
 		return err
 	}
 	if err := json.Unmarshal(m.Data, resp); err != nil {

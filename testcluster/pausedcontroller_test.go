@@ -53,6 +53,16 @@ func TestChangeAgainstPausedControllerSaysOutcomeUnknown(t *testing.T) {
 	assert.Equal(t, 2, res.Exit)
 	assert.True(t, strings.HasPrefix(res.Stderr, "UnknownOutcome: "), "stderr: %q", res.Stderr)
 	assert.Contains(t, res.Stderr, "check with gostream-ctl topic describe late")
+	// What only reads leaves no outcome unknown: a dry run, an acl list.
+	for _, args := range [][]string{
+		{"failover", "--broker", "2", "--dry-run"},
+		{"acl", "list"},
+	} {
+		res := ctlRun(t, c, append([]string{"--timeout", "1500ms"}, args...)...)
+		assert.Equal(t, 2, res.Exit, "%v", args)
+		assert.False(t, strings.HasPrefix(res.Stderr, "UnknownOutcome: "), "%v: stderr %q", args, res.Stderr)
+		assert.NotContains(t, res.Stderr, "may have been made", "%v", args)
+	}
 
 	require.NoError(t, c.Node(1).Resume())
 	res = ctlRun(t, c, "topic", "describe", "late")
