@@ -12,9 +12,16 @@ import (
 )
 
 func catchUpCommand() *cli.Command {
-	return leaf("catch-up", "bring a lagging active follower up to the leader", "", args(0, 0), catchUpAction,
-		topicFlag(), intFlag("partition", "partition `P`"), intFlag("broker", "the follower, broker `B`"),
-	)
+	return described(leaf("catch-up", "bring a lagging active follower up to the leader", "", args(0, 0), catchUpAction,
+		topicFlag(), intFlag("partition", "partition `P` (required)", "none, required"),
+		intFlag("broker", "the follower, broker `B` (required)", "none, required"),
+	),
+		`Asks the partition's leader to bring its active follower B up to its log
+end now (the leader also does so by itself before its next write is
+acknowledged). All three flags are required. Refused (InvalidRequest)
+when B leads the partition or is not an active replica, and
+(ReplicaDivergence) when B's log is not a prefix of the leader's: that
+takes recover.`)
 }
 
 // caughtUp is what catch-up -o json prints.

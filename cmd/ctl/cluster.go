@@ -55,15 +55,32 @@ func withClient(c *cli.Context, fn func(ctx context.Context, cl *client.Client, 
 
 func clusterCommand() *cli.Command {
 	return parent("cluster", "the cluster as a whole",
-		leaf("status", "controller, brokers, partition health, and warnings with the command that fixes each",
+		described(leaf("status", "controller, brokers, partition health, and warnings with the command that fixes each",
 			"", args(0, 0), clusterStatusAction),
-		leaf("history", "the audit trail of failovers and recoveries, oldest first",
+			`Asks every broker at once (each under 2 s) what it sees, and judges the
+cluster from the answers: a dead or paused broker shows as such instead of
+holding the command up. Prints the controller (and its group, when it is
+replicated), the brokers with their registered, gossip and RPC states,
+the partition counts (total, under-replicated, offline), and one warning
+per problem with the gostream-ctl command that fixes it, meant to be run
+as it is. Exit 0 whatever the cluster's state, once the survey ran.`),
+		described(leaf("history", "the audit trail of failovers and recoveries, oldest first",
 			"", args(0, 0), clusterHistoryAction),
-		leaf("restore-metadata", "make the controller adopt the newest copy of the metadata the brokers hold, when its own is missing or older than theirs",
+			`The controller's audit trail, oldest first: failovers, dropped followers,
+recoveries, leadership moves, catch-ups, replaced brokers, metadata
+restores, changes of the controller group, ACLs added and removed (topic
+changes are not in it), each with when, who asked (user@host) and what
+changed.`),
+		described(leaf("restore-metadata", "make the controller adopt the newest copy of the metadata the brokers hold, when its own is missing or older than theirs",
 			"", args(0, 0), restoreMetadataAction,
-			intFlag("from-broker", "adopt broker `B`'s copy instead of the newest"),
+			intFlag("from-broker", "adopt broker `B`'s copy instead of the newest", "none: the newest copy"),
 			&cli.BoolFlag{Name: "dry-run", Usage: "print every copy and what would change, and change nothing"},
 		),
+			`For a controller that refuses every change (StaleMetadata) because its
+metadata file is missing or older than a broker's copy: it adopts the
+newest copy the brokers hold (or broker B's with --from-broker), with an
+epoch above every one seen. Prints every copy found and the topics gained
+and lost. With --dry-run it prints the same and changes nothing.`),
 	)
 }
 
@@ -130,11 +147,21 @@ func printRestore(w io.Writer, rep client.RestoreReport) error {
 
 func brokerCommand() *cli.Command {
 	return parent("broker", "brokers",
-		leaf("list", "brokers with addresses and states", "", args(0, 0), brokerListAction),
-		leaf("replace", "accept a new storage root for broker ID, whose disk is lost: fail over what it leads, drop it everywhere; then start the new node and run recover --broker ID",
+		described(leaf("list", "brokers with addresses and states", "", args(0, 0), brokerListAction),
+			`The brokers part of cluster status: each broker's id, RPC address,
+whether the controller has it registered, its gossip state (alive,
+suspect, dead, left) and whether it answers RPC, and its role.`),
+		described(leaf("replace", "accept a new storage root for broker ID, whose disk is lost: fail over what it leads, drop it everywhere; then start the new node and run recover --broker ID",
 			"ID", args(1, 1), brokerReplaceAction,
 			&cli.BoolFlag{Name: "dry-run", Usage: "print what would change, and change nothing"},
 		),
+			`For a broker whose disk is lost for good: fails over every partition it
+leads, drops it from every active set, then unbinds its storage root, so
+that a node started with --id ID on an empty --data-dir is accepted. Then
+start that node and run gostream-ctl recover --broker ID. Refused while
+the broker answers (BrokerAlive) and when a partition it leads has no
+other active replica (NoEligibleReplica). With --dry-run it prints what
+would change and changes nothing.`),
 	)
 }
 

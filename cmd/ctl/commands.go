@@ -67,8 +67,18 @@ func leaf(name, usage, argsUsage string, spec argSpec, action cli.ActionFunc, fl
 	}
 }
 
-func intFlag(name, usage string) *cli.IntFlag {
-	return &cli.IntFlag{Name: name, Usage: usage}
+// described gives c the text --help prints under DESCRIPTION: what the
+// command does, in a few lines; docs/cli.md has the rest.
+func described(c *cli.Command, description string) *cli.Command {
+	c.Description = description
+	return c
+}
+
+// intFlag is a flag of a number with no default value, such as a broker
+// id: unset says what without means (none says it for --help, which
+// would otherwise show "default: 0").
+func intFlag(name, usage, unset string) *cli.IntFlag {
+	return &cli.IntFlag{Name: name, Usage: usage, DefaultText: unset}
 }
 
 func topicFlag() *cli.StringFlag {

@@ -19,18 +19,34 @@ import (
 
 func controllerCommand() *cli.Command {
 	return parent("controller", "the replicated controller's group of candidates",
-		leaf("status", "each candidate's Raft state, term, last and applied index, and which one is active",
+		described(leaf("status", "each candidate's Raft state, term, last and applied index, and which one is active",
 			"", args(0, 0), controllerStatusAction),
-		leaf("transfer", "make another candidate the active controller",
+			`Asks every broker, and every candidate a candidate names, for its part in
+the controller group: its Raft state, term, last, commit and applied
+index and metadata epoch (unreachable when it does not answer); then the
+active candidate and the quorum. It needs no active controller. With a
+single controller it says so.`),
+		described(leaf("transfer", "make another candidate the active controller",
 			"", args(0, 0), controllerTransferAction,
-			intFlag("to", "candidate `N`")),
-		leaf("add", "add a candidate to the group (a Raft membership change); list it in every node's --controller first",
+			intFlag("to", "candidate `N` (required)", "none, required")),
+			`Hands the active role to candidate N (a Raft leadership transfer) and
+returns once the old active one sees N lead. Partition leaders do not
+move. An id that is not a member is refused (InvalidRequest).`),
+		described(leaf("add", "add a candidate to the group (a Raft membership change); list it in every node's --controller first",
 			"", args(0, 0), controllerAddAction,
-			intFlag("id", "candidate `N`, its broker id"),
+			intFlag("id", "candidate `N`, its broker id (required)", "none, required"),
 			&cli.StringFlag{Name: "addr", Usage: "its RPC address `HOST:PORT`, as --controller lists it"}),
-		leaf("remove", "remove a candidate from the group, refused when the others would have no quorum",
+			`A Raft membership change, made by the active controller. It takes only a
+candidate that the active controller's own --controller lists at that
+address: list it in every node's --controller first (restarting them one
+at a time), then add it; it catches up by itself.`),
+		described(leaf("remove", "remove a candidate from the group, refused when the others would have no quorum",
 			"", args(0, 0), controllerRemoveAction,
-			intFlag("id", "candidate `N`")),
+			intFlag("id", "candidate `N` (required)", "none, required")),
+			`A Raft membership change, made by the active controller. Refused
+(InvalidRequest, nothing changed) when the voters left that answer now
+would be fewer than a quorum of the group without it. Take the removed
+candidate out of every node's --controller afterwards.`),
 	)
 }
 

@@ -23,28 +23,60 @@ import (
 // when it refused or any partition failed.
 
 func failoverCommand() *cli.Command {
-	return leaf("failover", "replace a failed leader (--topic --partition) or drop a lost replica (--broker, or --topic --partition --broker)",
+	return described(leaf("failover", "replace a failed leader (--topic --partition) or drop a lost replica (--broker, or --topic --partition --broker)",
 		"", args(0, 0), failoverAction,
-		topicFlag(), intFlag("partition", "partition `P`"),
-		intFlag("broker", "the lost broker `B`: fail over every partition it leads, drop it from those it follows; with --topic and --partition, only its replica of that partition"),
+		topicFlag(), intFlag("partition", "partition `P`, with --topic", "none"),
+		intFlag("broker", "the lost broker `B`: fail over every partition it leads, drop it from those it follows; with --topic and --partition, only its replica of that partition",
+			"none: with --topic and --partition, the partition's leader"),
 		&cli.BoolFlag{Name: "dry-run", Usage: "print what would change, per candidate, and change nothing"},
-	)
+	),
+		`   gostream-ctl failover --topic T --partition P [--broker B] [--dry-run]
+   gostream-ctl failover --broker B [--dry-run]
+
+With --topic and --partition: replaces the partition's failed leader by
+the active follower with the most history, after fencing the followers
+with a new epoch and checking by digest that they agree; with --broker B
+as well, takes only B's replica out (failed over when it leads, dropped
+when it follows). With --broker alone: every partition B leads is failed
+over, and B is dropped from the active set of those it follows.
+
+Refused while the leader (or B) answers with a healthy replica
+(LeaderStillAvailable); no follower answering is NoEligibleReplica,
+candidates that disagree ReplicaDivergence. It prints one line per
+partition. --dry-run prints what would change, with every candidate and
+the offset from which records held only by the old leader would be lost,
+and changes nothing. Every change is in gostream-ctl cluster history.`)
 }
 
 func recoverCommand() *cli.Command {
-	return leaf("recover", "bring a returning replica (or all of a broker's) back as a follower",
+	return described(leaf("recover", "bring a returning replica (or all of a broker's) back as a follower",
 		"", args(0, 0), recoverAction,
-		topicFlag(), intFlag("partition", "partition `P`"),
-		intFlag("broker", "the returning broker `B`; alone, every replica of it outside the active set"),
-	)
+		topicFlag(), intFlag("partition", "partition `P`, with --topic", "none"),
+		intFlag("broker", "the returning broker `B` (required); alone, every replica of it outside the active set", "none, required"),
+	),
+		`   gostream-ctl recover --topic T --partition P --broker B
+   gostream-ctl recover --broker B
+
+Brings broker B's replica of one partition (or, with --broker alone,
+every replica of B outside its partition's active set) back as an active
+follower: it is cut back to its longest common prefix with the leader
+(the cut kept in quarantine/), filled from the leader, checked identical
+by digest, and only then made active again.`)
 }
 
 func electLeadersCommand() *cli.Command {
-	return leaf("elect-leaders", "move leadership back to each partition's preferred replica (the first of its replicas)",
+	return described(leaf("elect-leaders", "move leadership back to each partition's preferred replica (the first of its replicas)",
 		"", args(0, 0), electLeadersAction,
 		&cli.StringFlag{Name: "topic", Usage: "only the partitions of topic `T` (default: every topic)"},
 		&cli.BoolFlag{Name: "dry-run", Usage: "print what would change, per candidate, and change nothing"},
-	)
+	),
+		`Moves the leadership of every partition (of --topic T, or of every topic)
+whose leader is not its preferred replica, the first of its replicas,
+back to it when that replica is active: after failovers, leadership
+gathers on the brokers that survived, and stays there. A replica left
+out by a move (it held a write that was never acknowledged) is recovered
+in the same request. --dry-run prints what would change and changes
+nothing.`)
 }
 
 func electLeadersAction(c *cli.Context) error {

@@ -20,8 +20,8 @@ func groupCommand() *cli.Command {
 		&cli.IntFlag{Name: "partition", Usage: "move partition `P` only", DefaultText: "every partition"},
 		&cli.BoolFlag{Name: "to-earliest", Usage: "to each partition's log start"},
 		&cli.BoolFlag{Name: "to-latest", Usage: "to each partition's high watermark"},
-		&cli.Int64Flag{Name: "to-offset", Usage: "to offset `N`"},
-		&cli.Int64Flag{Name: "shift-by", Usage: "by `N` from the committed offset (negative: back)"},
+		&cli.Int64Flag{Name: "to-offset", Usage: "to offset `N`", DefaultText: "none"},
+		&cli.Int64Flag{Name: "shift-by", Usage: "by `N` from the committed offset (negative: back)", DefaultText: "none"},
 		&cli.StringFlag{Name: "to-datetime", Usage: "to the first record appended at or after `TIME` (RFC 3339)"},
 		&cli.BoolFlag{Name: "execute", Usage: "write the new offsets; without it, only print them"},
 	)
@@ -35,10 +35,20 @@ watermark: --to-offset and --shift-by beyond them stop at them, however
 large N is. --shift-by moves from the committed offset; a partition never
 committed is left out.`
 	return parent("group", "consumer groups: members, assignment, committed offsets and lag",
-		leaf("list", "list consumer groups", "", args(0, 0), groupListAction),
-		leaf("describe", "a group's state, members and their partitions, committed offsets and lag", "G", args(1, 1), groupDescribeAction),
+		described(leaf("list", "list consumer groups", "", args(0, 0), groupListAction),
+			`Every group of every coordinator, sorted by name, with its state
+(stable, rebalancing or empty), members and generation. A coordinator
+that does not answer is a warning on stderr; its groups are missing.`),
+		described(leaf("describe", "a group's state, members and their partitions, committed offsets and lag", "G", args(1, 1), groupDescribeAction),
+			`Group G's state, generation and coordinator; its members, each with what
+it owns and what the assignment gives it; and per partition the
+committed offset (none when never committed), the log end and the lag
+(unknown, with a warning on stderr, when the leader does not answer). A
+group that holds nothing is UnknownGroup.`),
 		reset,
-		leaf("delete", "delete a group with no members, and its committed offsets", "G", args(1, 1), groupDeleteAction),
+		described(leaf("delete", "delete a group with no members, and its committed offsets", "G", args(1, 1), groupDeleteAction),
+			`Deletes group G and its committed offsets. Refused while it has members
+(GroupNotEmpty); a group that holds nothing is UnknownGroup.`),
 	)
 }
 

@@ -25,10 +25,16 @@ type healthResult struct {
 }
 
 func healthCommand() *cli.Command {
-	return leaf("health", "ask one node's HTTP surface whether it is alive and serving everyone (GET /api/health); a degraded node's problems are printed and the exit status is 2",
+	return described(leaf("health", "ask one node's HTTP surface whether it is alive and serving everyone (GET /api/health); a degraded node's problems are printed and the exit status is 2",
 		"", args(0, 0), healthAction,
 		&cli.StringFlag{Name: "http", Usage: "the node's HTTP address `HOST:PORT`", Value: "127.0.0.1:9402"},
-	)
+	),
+		`GET /api/health on one node's HTTP address (--http; --bootstrap plays no
+part). It says whether the process serves everyone, not whether its
+partitions are healthy (that is cluster status). Exit 0 when ok; 2 when
+degraded (Degraded: it refused connections or requests over its limits
+in the last 30 s), when it does not answer (Unreachable, Timeout), or
+answers something else (Unhealthy, BadResponse).`)
 }
 
 func healthAction(c *cli.Context) error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/urfave/cli/v2"
 
 	"gostream/httpapi"
 )
@@ -403,4 +405,36 @@ func TestNoCommandShowsHelp(t *testing.T) {
 		assert.Contains(t, stdout, "USAGE:")
 		assert.Empty(t, stderr)
 	}
+}
+
+// TestEveryCommandHasHelp walks the command tree: every command has a
+// one-line usage, every command that runs something (a leaf) a
+// description in its --help, and no flag shows a default of 0 it does
+// not have (an id such as --broker B has none: "default: 0" read as
+// broker 0).
+func TestEveryCommandHasHelp(t *testing.T) {
+	app := newApp(strings.NewReader(""), io.Discard, io.Discard)
+	var walk func(path []string, cmds []*cli.Command)
+	leaves := 0
+	walk = func(path []string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			p := append(append([]string(nil), path...), c.Name)
+			name := strings.Join(p, " ")
+			assert.NotEmpty(t, c.Usage, "%s has no usage line", name)
+			if len(c.Subcommands) > 0 {
+				walk(p, c.Subcommands)
+				continue
+			}
+			leaves++
+			var stdout, stderr bytes.Buffer
+			code := run(append(append([]string{"gostream-ctl"}, p...), "--help"), strings.NewReader(""), &stdout, &stderr)
+			require.Equal(t, 0, code, "%s --help: %s", name, stderr.String())
+			help := stdout.String()
+			assert.NotEmpty(t, strings.TrimSpace(c.Description), "%s has no description", name)
+			assert.Contains(t, help, "DESCRIPTION:", "%s --help", name)
+			assert.NotContains(t, help, "(default: 0)", "%s --help shows a default of 0:\n%s", name, help)
+		}
+	}
+	walk(nil, app.Commands)
+	assert.Greater(t, leaves, 30, "the walk found the commands")
 }

@@ -22,13 +22,19 @@ import (
 
 func certCommand() *cli.Command {
 	return parent("cert", "certificates for a development cluster",
-		leaf("init", "write a development CA, one certificate per node (node1, node2, ...) and one for the operator (admin) into DIR",
+		described(leaf("init", "write a development CA, one certificate per node (node1, node2, ...) and one for the operator (admin) into DIR",
 			"DIR", args(1, 1), certInitAction,
 			&cli.IntFlag{Name: "nodes", Usage: "how many node certificates, `N`", Value: 3},
 			&cli.StringSliceFlag{Name: "host", Usage: "a `HOST` or IP the node certificates are valid for, besides localhost, 127.0.0.1 and ::1 (repeat it)"},
 			&cli.StringSliceFlag{Name: "user", Usage: "another client certificate `NAME` to write besides admin (repeat it)"},
 			&cli.DurationFlag{Name: "valid-for", Usage: "how long the certificates are valid, `DURATION`", Value: 365 * 24 * time.Hour},
 		),
+			`Writes into DIR (made if missing) ca.crt and ca.key, nodeN.crt and
+nodeN.key for each node (Common Name nodeN, the principal to list in
+--superusers), and admin.crt, admin.key and one pair per --user (client
+certificates whose Common Name is the principal); keys mode 0600. It
+talks to no cluster, and prints the node flags and the exports for
+gostream-ctl. A DIR that holds a CA already is refused (Exists).`),
 	)
 }
 
@@ -108,12 +114,16 @@ func certInitAction(c *cli.Context) error {
 
 func tokenCommand() *cli.Command {
 	return parent("token", "bearer tokens",
-		leaf("create", "make a token for a principal: print it, and the line of the nodes' --auth-tokens-file that accepts it",
+		described(leaf("create", "make a token for a principal: print it, and the line of the nodes' --auth-tokens-file that accepts it",
 			"", args(0, 0), tokenCreateAction,
 			&cli.StringFlag{Name: "principal", Usage: "the principal `NAME` the token authenticates (required)"},
 			&cli.StringFlag{Name: "tokens-file", Usage: "append the line to the tokens `FILE` too (then SIGHUP the nodes)"},
 			&cli.StringFlag{Name: "out", Usage: "write the token to `FILE` (mode 0600), for --token-file, instead of printing it"},
 		),
+			`Makes a token, 32 random bytes in URL-safe base64, and prints it with the
+line of the nodes' tokens file that accepts it, NAME sha256:HEX (the
+nodes never hold the token itself). Removing that line, and SIGHUP to
+the nodes, revokes the token. It talks to no cluster.`),
 	)
 }
 
@@ -164,10 +174,21 @@ func aclCommand() *cli.Command {
 		}
 	}
 	return parent("acl", "access control entries (once authorization is on, what no entry allows is denied)",
-		leaf("add", "allow a principal operations on a resource", "", args(0, 0), aclChangeAction(true), selectors()...),
-		leaf("remove", "take back entries added with acl add", "", args(0, 0), aclChangeAction(false), selectors()...),
-		leaf("list", "the entries, of one principal with --principal", "", args(0, 0), aclListAction,
+		described(leaf("add", "allow a principal operations on a resource", "", args(0, 0), aclChangeAction(true), selectors()...),
+			`Adds one entry per --operation: --principal may do that operation on the
+resource (exactly one of --cluster, --topic, --group, --stream; with
+--prefix, every resource of that type whose name begins with NAME).
+Prints the entries that were not there already. Needs alter on the
+cluster.`),
+		described(leaf("remove", "take back entries added with acl add", "", args(0, 0), aclChangeAction(false), selectors()...),
+			`Removes the entries the flags name, as acl add takes them, and prints
+those that were there. Needs alter on the cluster.`),
+		described(leaf("list", "the entries, of one principal with --principal", "", args(0, 0), aclListAction,
 			&cli.StringFlag{Name: "principal", Usage: "only the entries of principal `NAME`"}),
+			`The cluster's ACLs as the active controller holds them, sorted by
+principal, resource, name, pattern and operation; with --principal,
+only that principal's entries (an entry for * is not its). Needs
+describe on the cluster.`),
 	)
 }
 

@@ -19,17 +19,38 @@ import (
 
 func topicCommand() *cli.Command {
 	return parent("topic", "create, inspect, configure, seal and delete topics",
-		leaf("create", "create a topic; it returns once every partition serves", "NAME", args(1, 1), topicCreateAction,
+		described(leaf("create", "create a topic; it returns once every partition serves", "NAME", args(1, 1), topicCreateAction,
 			&cli.IntFlag{Name: "partitions", Usage: "the topic's number of partitions, `N`", DefaultText: "none, required"},
 			&cli.IntFlag{Name: "replication-factor", Usage: "replicas per partition, `R`", Value: 1},
 			configFlag(),
 		),
+			`Creates topic NAME ([A-Za-z0-9._-], 1 to 249 characters, not . or ..;
+names beginning with __ are the cluster's own) with --partitions
+partitions of --replication-factor replicas each, at most the number of
+registered brokers. It returns once every partition's leader answers, so
+that a produce or consume right after it works; when --timeout ends
+first the topic exists all the same, and it exits 2 with NotReady naming
+the partitions that cannot serve yet.`),
 		topicAlterCommand(),
-		leaf("list", "list topics", "", args(0, 0), topicListAction),
-		leaf("describe", "partitions, leaders, replicas, offsets, replica lag and configuration", "NAME", args(1, 1), topicDescribeAction),
-		leaf("delete", "delete a topic and its records", "NAME", args(1, 1), topicDeleteAction),
-		leaf("seal", "refuse further appends; reads go on (a sealed topic stays sealed)",
+		described(leaf("list", "list topics", "", args(0, 0), topicListAction),
+			`Every topic with its partition count, replication factor, whether it is
+sealed, and the Durable Streams stream (path and content type) it holds,
+if any.`),
+		described(leaf("describe", "partitions, leaders, replicas, offsets, replica lag and configuration", "NAME", args(1, 1), topicDescribeAction),
+			`The topic's metadata and configuration (each key's value, and whether
+the topic sets it or takes the node's default), each partition's leader,
+epoch, replicas, active set, log start and high watermark as its leader
+reports them, and each replica's log end, lag and state as its own broker
+reports it (? or null for what did not answer).`),
+		described(leaf("delete", "delete a topic and its records", "NAME", args(1, 1), topicDeleteAction),
+			`Deletes topic NAME and its records on every broker. A topic created
+again under the same name is a new topic (a new id): producers and
+consumers of the old one never write to or read from it.`),
+		described(leaf("seal", "refuse further appends; reads go on (a sealed topic stays sealed)",
 			"NAME", args(1, 1), topicSealAction),
+			`Makes topic NAME refuse every further append (TopicSealed) while reads
+go on; a sealed topic stays sealed. A consume --follow of it ends once
+it has printed every partition to its end.`),
 	)
 }
 

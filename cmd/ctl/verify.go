@@ -20,10 +20,17 @@ import (
 // batch of the range whole and checked it.
 
 func verifyCommand() *cli.Command {
-	return leaf("verify", "read every active replica up to the high watermark, check every batch, and compare it with its leader",
+	return described(leaf("verify", "read every active replica up to the high watermark, check every batch, and compare it with its leader",
 		"", args(0, 0), verifyAction,
 		&cli.StringFlag{Name: "topic", Usage: "topic `T` (default every topic)"},
-	)
+	),
+		`For every partition (of --topic T, or of every topic), each active
+replica's own broker reads its log whole up to the high watermark and
+checks every batch (checksum, records, offsets without a gap); then the
+replicas' digests are compared with the leader's. It reads everything:
+it costs what reading the whole cluster's data costs. Exit 2 when a
+replica is damaged (StorageFailed, with the command that fixes it),
+differs (ReplicaDivergence) or could not be compared (Unverified).`)
 }
 
 func verifyAction(c *cli.Context) error {
