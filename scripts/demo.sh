@@ -79,7 +79,7 @@ heading "Creating topic $TOPIC with 4 partitions"
 ctl topic create "$TOPIC" --partitions 4 | indent
 
 heading "Producing 20 events of 5 users, keyed by user id"
-note "gostream-ctl produce $TOPIC --key USER VALUE  ->  topic/partition@offset"
+note "gostream-ctl produce $TOPIC --key USER VALUE  ->  topic/partition@offset (value 1)"
 for n in $(seq 1 20); do
 	user="user-$(((n - 1) % 5 + 1))"
 	where="$(ctl produce "$TOPIC" --key "$user" "{\"user\":\"$user\",\"event\":$n}")"

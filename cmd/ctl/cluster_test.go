@@ -26,7 +26,14 @@ func startCluster(t *testing.T) *testcluster.Cluster { return startClusterOf(t, 
 // kills, showing the tail of each node's log if the test failed.
 func startClusterOf(t *testing.T, nodes int) *testcluster.Cluster {
 	t.Helper()
-	c, err := testcluster.New(testcluster.Config{Nodes: nodes, Dir: t.TempDir(), Race: raceEnabled, Logf: t.Logf})
+	return startClusterWith(t, testcluster.Config{Nodes: nodes})
+}
+
+// startClusterWith starts the cluster cfg describes, as startClusterOf.
+func startClusterWith(t *testing.T, cfg testcluster.Config) *testcluster.Cluster {
+	t.Helper()
+	cfg.Dir, cfg.Race, cfg.Logf = t.TempDir(), raceEnabled, t.Logf
+	c, err := testcluster.New(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		c.Close()

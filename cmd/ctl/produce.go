@@ -34,14 +34,21 @@ Records without --key go round robin across the partitions. With --key
 all go to the partition the client's Partition function picks for that
 key, so records of one key keep their order. --partition overrides both.
 
-Output: one line topic/partition@offset per record for VALUE arguments,
-one summary line for stdin; with -o json one object per record per line,
-in input order:
-   {"topic","partition","offset","leader","leader_epoch"}
+Output: for VALUE arguments one line per record acknowledged,
+topic/partition@offset (value N), N the VALUE's place among them from 1;
+for stdin one summary line. With -o json one object per record
+acknowledged, a line each, in input order, line being the number of the
+stdin line (or of the VALUE) from 1:
+   {"topic","partition","offset","leader","leader_epoch","line"}
 
---timeout bounds each request, not the whole stream. If a record fails,
-no more are read; the command waits for those in flight, prints what was
-acknowledged and exits 2 with the first failure.`
+--timeout bounds each request, not the whole stream. Records are sent
+while earlier ones wait for their answers, so when one fails, others sent
+after it may be stored. Once one has failed no more are read: the command
+waits for those in flight, prints every one acknowledged, and exits 2
+with the first failure, naming the lines (or VALUEs) sent and not
+acknowledged (past 20 ranges, how many more), and the last one sent:
+   NoSpace: line 7: ... (7 of 9 records acknowledged; not acknowledged:
+   lines 7, 9; no line after line 9 was sent)`
 	return cmd
 }
 
@@ -57,6 +64,9 @@ type ackJSON struct {
 	Offset      int64  `json:"offset"`
 	Leader      int32  `json:"leader"`
 	LeaderEpoch int32  `json:"leader_epoch"`
+	// Line is the number, from 1, of the stdin line or the VALUE argument
+	// the record was made of.
+	Line int `json:"line"`
 }
 
 func produceAction(c *cli.Context) error {
@@ -101,7 +111,9 @@ func produceAction(c *cli.Context) error {
 
 	var next func() ([]byte, error)
 	fromStdin := len(values) == 0
+	total := len(values) // -1: stdin's lines are not counted ahead
 	if fromStdin {
+		total = -1
 		lines := newLineReader(c.App.Reader)
 		defer lines.stop()
 		next = func() ([]byte, error) { return lines.next(c.Context) }
@@ -143,8 +155,7 @@ func produceAction(c *cli.Context) error {
 	}
 	switch {
 	case out.firstErr != nil:
-		return failed(fmt.Errorf("record %d: %w (%d of %s acknowledged)",
-			out.firstErr.seq+1, out.firstErr.err, out.acked, plural(sent, "record")))
+		return failed(fmt.Errorf("%s %d: %w (%s)", out.noun(), out.firstErr.seq+1, out.firstErr.err, out.outcomes(sent, total)))
 	case readErr != nil && !interrupted(c.Context, readErr):
 		return exitcode.Fail("ReadFailed", fmt.Errorf("read stdin after %s: %w", plural(sent, "record"), readErr))
 	}
@@ -168,7 +179,7 @@ type produceResult struct {
 type ackPrinter struct {
 	w         io.Writer
 	format    string
-	perRecord bool // table lines per record, rather than a summary
+	perRecord bool // VALUE arguments: table lines per record, rather than a summary
 
 	slots   chan struct{}
 	results chan produceResult
@@ -178,6 +189,7 @@ type ackPrinter struct {
 	// Written by the printer goroutine, read after finish.
 	firstErr   *produceResult
 	acked      int
+	unacked    []int // the seq of every record that failed, in input order
 	partitions map[int32]int
 	writeErr   error
 	finishOnce sync.Once
@@ -246,6 +258,7 @@ func (p *ackPrinter) print(w io.Writer, r *produceResult) {
 		if p.firstErr == nil {
 			p.firstErr = r
 		}
+		p.unacked = append(p.unacked, r.seq)
 		return
 	}
 	p.acked++
@@ -256,10 +269,74 @@ func (p *ackPrinter) print(w io.Writer, r *produceResult) {
 	switch {
 	case p.format == outputJSON:
 		p.writeErr = writeJSON(w, ackJSON{Topic: r.ack.Topic, Partition: r.ack.Partition, Offset: r.ack.Offset,
-			Leader: r.ack.LeaderID, LeaderEpoch: r.ack.LeaderEpoch})
+			Leader: r.ack.LeaderID, LeaderEpoch: r.ack.LeaderEpoch, Line: r.seq + 1})
 	case p.perRecord:
-		_, p.writeErr = fmt.Fprintf(w, "%s/%d@%d\n", r.ack.Topic, r.ack.Partition, r.ack.Offset)
+		_, p.writeErr = fmt.Fprintf(w, "%s/%d@%d (value %d)\n", r.ack.Topic, r.ack.Partition, r.ack.Offset, r.seq+1)
 	}
+}
+
+// noun is what the input's records are called: stdin lines, or VALUE
+// arguments.
+func (p *ackPrinter) noun() string {
+	if p.perRecord {
+		return "value"
+	}
+	return "line"
+}
+
+// maxRangesNamed bounds the ranges of numbers a failure names.
+const maxRangesNamed = 20
+
+// outcomes says, after a failure, which of the sent records were
+// acknowledged and which were not, by their numbers in the input: of the
+// sent records those not named were acknowledged. total is the number of
+// VALUE arguments, or -1 for stdin, where nothing after the last record
+// sent was read. Call it after finish.
+func (p *ackPrinter) outcomes(sent, total int) string {
+	noun := p.noun()
+	var b strings.Builder
+	if len(p.unacked) > 1 {
+		noun += "s"
+	}
+	fmt.Fprintf(&b, "%d of %s acknowledged; not acknowledged: %s %s", p.acked, plural(sent, "record"), noun, numberRanges(p.unacked, maxRangesNamed))
+	switch {
+	case total < 0:
+		fmt.Fprintf(&b, "; no line after line %d was sent", sent)
+	case sent == total-1:
+		fmt.Fprintf(&b, "; value %d was not sent", total)
+	case sent < total:
+		fmt.Fprintf(&b, "; values %d to %d were not sent", sent+1, total)
+	}
+	return b.String()
+}
+
+// numberRanges writes the seqs (0-based, ascending) as the 1-based
+// numbers they are, consecutive ones as a range: "7, 9-12, 15". Past
+// limit ranges it says how many numbers it left out.
+func numberRanges(seqs []int, limit int) string {
+	var b strings.Builder
+	ranges := 0
+	for i := 0; i < len(seqs); {
+		j := i
+		for j+1 < len(seqs) && seqs[j+1] == seqs[j]+1 {
+			j++
+		}
+		if ranges == limit {
+			fmt.Fprintf(&b, " and %d more", len(seqs)-i)
+			break
+		}
+		if ranges > 0 {
+			b.WriteString(", ")
+		}
+		if i == j {
+			fmt.Fprintf(&b, "%d", seqs[i]+1)
+		} else {
+			fmt.Fprintf(&b, "%d-%d", seqs[i]+1, seqs[j]+1)
+		}
+		ranges++
+		i = j + 1
+	}
+	return b.String()
 }
 
 // finish waits until every outcome is printed. Call it once every

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"gostream/client"
+	"gostream/testcluster"
 )
 
 // produced is one line of produce -o json.
@@ -21,6 +23,7 @@ type produced struct {
 	Offset      int64  `json:"offset"`
 	Leader      int32  `json:"leader"`
 	LeaderEpoch int32  `json:"leader_epoch"`
+	Line        int    `json:"line"`
 }
 
 // consumed is one line of consume -o json.
@@ -54,7 +57,7 @@ func byPosition(t *testing.T, out string) map[partitionOffset]consumed {
 	return all
 }
 
-var ackLine = regexp.MustCompile(`^([a-z-]+)/(\d+)@(\d+)$`)
+var ackLine = regexp.MustCompile(`^([a-z-]+)/(\d+)@(\d+) \(value (\d+)\)$`)
 
 func TestProduceFromArguments(t *testing.T) {
 	c := startCluster(t)
@@ -64,11 +67,12 @@ func TestProduceFromArguments(t *testing.T) {
 	out := ctlOK(t, c, "", "produce", "t", "a", "b", "c")
 	require.Len(t, lines(out), 3, out)
 	seen := map[string]bool{}
-	for _, l := range lines(out) {
+	for i, l := range lines(out) {
 		m := ackLine.FindStringSubmatch(l)
 		require.NotNil(t, m, "line %q", l)
 		assert.Equal(t, "t", m[1])
 		assert.Equal(t, "0", m[3], "the first record of each partition")
+		assert.Equal(t, strconv.Itoa(i+1), m[4], "the VALUE's number")
 		seen[m[2]] = true
 	}
 	assert.Len(t, seen, 3, "round robin across the partitions: %s", out)
@@ -77,12 +81,13 @@ func TestProduceFromArguments(t *testing.T) {
 	out = ctlOK(t, c, "", "produce", "t", "--partition", "1", "x", "y", "-o", "json")
 	require.Len(t, lines(out), 2)
 	for i, l := range lines(out) {
-		m := requireKeys(t, json.RawMessage(l), "topic", "partition", "offset", "leader", "leader_epoch")
+		m := requireKeys(t, json.RawMessage(l), "topic", "partition", "offset", "leader", "leader_epoch", "line")
 		assert.JSONEq(t, `"t"`, string(m["topic"]))
 		assert.JSONEq(t, `1`, string(m["partition"]))
 		assert.JSONEq(t, strconv.Itoa(1+i), string(m["offset"]))
 		assert.JSONEq(t, `1`, string(m["leader"]))
 		assert.JSONEq(t, `0`, string(m["leader_epoch"]))
+		assert.JSONEq(t, strconv.Itoa(1+i), string(m["line"]), "the VALUE's number")
 	}
 
 	// Headers, with a comma and an empty value; a key given empty is a key.
@@ -148,6 +153,7 @@ func TestProduceFromStdin(t *testing.T) {
 		r, ok := all[partitionOffset{acks[i].Partition, acks[i].Offset}]
 		require.True(t, ok, "ack %+v", acks[i])
 		assert.Equal(t, want, r.Value, "record %d of the JSON produce", i)
+		assert.Equal(t, i+1, acks[i].Line, "the stdin line of record %d", i)
 	}
 
 	// A line of 1 MiB.
@@ -240,4 +246,139 @@ func TestUnknownTopicExitsTwo(t *testing.T) {
 			assert.Empty(t, res.Stdout)
 		})
 	}
+}
+
+// produceFailure is the stderr line of a produce that failed: its name,
+// the first line not acknowledged, the counts, the lines named as not
+// acknowledged (with how many more it left out) and the last line sent.
+type produceFailure struct {
+	name          string
+	first         int
+	acked, sent   int
+	unacked       []int
+	more, lastOne int
+}
+
+var produceFailureLine = regexp.MustCompile(`^(\w+): line (\d+): .* \((\d+) of (\d+) records? acknowledged; not acknowledged: lines? ([0-9, -]+?)(?: and (\d+) more)?; no line after line (\d+) was sent\)\n$`)
+
+func parseProduceFailure(t *testing.T, stderr string) produceFailure {
+	t.Helper()
+	m := produceFailureLine.FindStringSubmatch(stderr)
+	require.NotNil(t, m, "stderr %q", stderr)
+	atoi := func(s string) int {
+		if s == "" {
+			return 0
+		}
+		n, err := strconv.Atoi(s)
+		require.NoError(t, err)
+		return n
+	}
+	f := produceFailure{name: m[1], first: atoi(m[2]), acked: atoi(m[3]), sent: atoi(m[4]), more: atoi(m[6]), lastOne: atoi(m[7])}
+	for _, r := range strings.Split(m[5], ", ") {
+		lo, hi, isRange := strings.Cut(r, "-")
+		if !isRange {
+			hi = lo
+		}
+		for n := atoi(lo); n <= atoi(hi); n++ {
+			f.unacked = append(f.unacked, n)
+		}
+	}
+	return f
+}
+
+// checkProducedLines checks a failed produce -o json of the lines
+// "v1", "v2", ... against what the partitions read hold: every
+// acknowledgment's line is the record stored at its partition and
+// offset, every line sent is either acknowledged or named on stderr as
+// not, and no line named is stored. It returns the acknowledgments and
+// the failure.
+func checkProducedLines(t *testing.T, c *testcluster.Cluster, topic string, readable []int32, res testcluster.CtlResult) ([]produced, produceFailure) {
+	t.Helper()
+	require.Equal(t, 2, res.Exit, "stderr: %s", res.Stderr)
+	f := parseProduceFailure(t, res.Stderr)
+	acks := decodeLines[produced](t, res.Stdout)
+	assert.Equal(t, f.sent, f.lastOne, "the last line sent")
+	assert.Equal(t, f.acked, len(acks), "acknowledgments printed")
+	assert.Equal(t, f.sent, len(acks)+len(f.unacked)+f.more, "every line sent is acknowledged or not")
+
+	stored := map[partitionOffset]string{}
+	storedLines := map[string]bool{}
+	for _, p := range readable {
+		for _, r := range decodeLines[consumed](t, ctlOK(t, c, "", "consume", topic, "--partition", strconv.Itoa(int(p)), "-o", "json")) {
+			stored[partitionOffset{r.Partition, r.Offset}] = r.Value
+			storedLines[r.Value] = true
+		}
+	}
+	acked := map[int]bool{}
+	last := 0
+	for _, a := range acks {
+		assert.Greater(t, a.Line, last, "acknowledgments in input order")
+		last = a.Line
+		acked[a.Line] = true
+		assert.LessOrEqual(t, a.Line, f.sent)
+		if slices.Contains(readable, a.Partition) {
+			assert.Equal(t, fmt.Sprintf("v%d", a.Line), stored[partitionOffset{a.Partition, a.Offset}],
+				"line %d acknowledged at %s/%d@%d", a.Line, topic, a.Partition, a.Offset)
+		}
+	}
+	assert.Equal(t, f.first, f.unacked[0], "the failure's line is the first not acknowledged")
+	for _, n := range f.unacked {
+		assert.False(t, acked[n], "line %d both acknowledged and not", n)
+		assert.False(t, storedLines[fmt.Sprintf("v%d", n)], "line %d, not acknowledged and not appended, is stored", n)
+	}
+	for v := range storedLines {
+		n, err := strconv.Atoi(strings.TrimPrefix(v, "v"))
+		require.NoError(t, err, "stored %q", v)
+		assert.True(t, acked[n], "line %d is stored but was not acknowledged", n)
+	}
+	return acks, f
+}
+
+// A produce from stdin that fails mid-stream says which lines were
+// stored: each acknowledgment carries its stdin line, and the error names
+// the lines sent and not acknowledged, so that the two together account
+// for every line sent. Records are pipelined, so acknowledgments of lines
+// after the failed one (to other partitions) are printed too.
+func TestProduceNamesTheLinesStoredAfterAFailure(t *testing.T) {
+	c := startClusterOf(t, 3)
+	// One replica each: partition p is led by broker p+1 alone.
+	ctlOK(t, c, "", "topic", "create", "big", "--partitions", "3")
+	ctlOK(t, c, "", "topic", "create", "dead", "--partitions", "3")
+	lines := func(n int, line func(i int) string) string {
+		var b strings.Builder
+		for i := 1; i <= n; i++ {
+			b.WriteString(line(i) + "\n")
+		}
+		return b.String()
+	}
+
+	t.Run("a record too large", func(t *testing.T) {
+		in := lines(2000, func(i int) string {
+			if i == 1000 {
+				return strings.Repeat("x", 4<<20) // over the 4 MiB batch limit
+			}
+			return fmt.Sprintf("v%d", i)
+		})
+		res := ctl(t, c, in, "produce", "big", "-o", "json")
+		acks, f := checkProducedLines(t, c, "big", []int32{0, 1, 2}, res)
+		assert.Equal(t, "MessageTooLarge", f.name)
+		assert.Equal(t, 1000, f.first)
+		assert.Equal(t, []int{1000}, f.unacked)
+		assert.Equal(t, 1000, f.sent, "nothing is read after the failure")
+		assert.Len(t, acks, 999)
+	})
+
+	t.Run("a leader that does not answer", func(t *testing.T) {
+		require.NoError(t, c.Node(3).Kill())
+		in := lines(3000, func(i int) string { return fmt.Sprintf("v%d", i) })
+		res := ctl(t, c, in, "--timeout", "5s", "produce", "dead", "-o", "json")
+		acks, f := checkProducedLines(t, c, "dead", []int32{0, 1}, res)
+		assert.Equal(t, 3000, f.sent, "every line was sent before the first failure came back")
+		assert.Len(t, acks, 2000, "partitions 0 and 1 took theirs")
+		assert.NotZero(t, f.more, "a thousand lines are not all named")
+		for _, a := range acks {
+			assert.NotEqual(t, int32(2), a.Partition)
+		}
+		assert.Greater(t, acks[len(acks)-1].Line, f.first, "lines after the failed one were acknowledged")
+	})
 }

@@ -95,7 +95,7 @@ func TestFullRestartServesAtOnce(t *testing.T) {
 				res := ctl(t, c, "", "produce", topic, "--partition", strconv.Itoa(p), "--timeout", "30s", value)
 				want[topic]++
 				if res.Exit == 0 {
-					assert.Regexp(t, fmt.Sprintf(`^%s/%d@\d+\n$`, topic, p), res.Stdout)
+					assert.Regexp(t, fmt.Sprintf(`^%s/%d@\d+ \(value 1\)\n$`, topic, p), res.Stdout)
 					break
 				}
 				require.Equal(t, "rf3", topic, "a write to one replica cannot fail for want of followers: %s", res.Stderr)
