@@ -83,6 +83,7 @@ note "gostream-ctl produce $TOPIC --key USER VALUE  ->  topic/partition@offset (
 for n in $(seq 1 20); do
 	user="user-$(((n - 1) % 5 + 1))"
 	where="$(ctl produce "$TOPIC" --key "$user" "{\"user\":\"$user\",\"event\":$n}")"
+	where="${where% (value *}" # one VALUE: its number says nothing here
 	printf '%-7s event %2d  ->  %s\n' "$user" "$n" "$where" | indent
 	if [ "$user" = user-1 ]; then
 		replay="${where#*/}" # demo-events/3@0 -> 3@0
