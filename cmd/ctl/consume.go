@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,6 +43,15 @@ partition 0 first. With --follow it prints records as they arrive, from all
 partitions merged, until Ctrl-C or --max, or, on a sealed topic (sealed
 before or while it reads), until it has printed every partition to its
 end; each of these is a normal end (exit 0).
+
+A partition that cannot be read (its leader down and not failed over, or
+no leader) does not hold up the others; its leader is waited for at most
+3s at the start. Without --follow, consume prints what it can read and
+then names each partition it could not on stderr, one line each
+(BrokerNotAvailable: orders/1: its leader, broker 2, does not answer:
+...), and exits 2. With --follow it tails the others, says so once on
+stderr, and reads the partition once it can (gostream-ctl: orders/1 can
+be read again ...); at the end it exits 2 if one still cannot be read.
 
 Table output, one record per line, tab-separated, under a header line
 (printed with the first record; nothing at all when there is none):
@@ -161,15 +172,52 @@ func consumeOptionsOf(c *cli.Context) (consumeOptions, error) {
 	return o, nil
 }
 
-// partitionReader reads one partition from start to stop (-1 with
-// --follow: no end) and hands what it reads to the printer.
+// unreadableAfter is how long consume waits for a partition's leader to
+// answer its first request before it names the partition on stderr and
+// goes on with the others (--timeout instead, when shorter). A leader
+// that is restarting answers within it; one that is down, with no
+// failover yet, never does, and waiting the whole --timeout for it would
+// hold up what can be read.
+const unreadableAfter = 3 * time.Second
+
+// retryUnreadable is how long a reader of --follow waits before it tries
+// a partition that cannot be read again.
+const retryUnreadable = time.Second
+
+// partitionReader reads one partition from its start to stop (-1 with
+// --follow: no end) and hands what it reads to the printer. A partition
+// whose leader does not answer is not read: without --follow the reader
+// ends and says why (unreadable); with it, it says so once on stderr and
+// tries again until it can read the partition.
 type partitionReader struct {
 	cl        *client.Client
+	o         consumeOptions
 	topic     string
 	partition int32
+	leader    int32 // the leader the metadata named at the start, for messages
 	cons      *client.Consumer
 	stop      int64
 	out       chan fetched
+	timeout   time.Duration // --timeout
+	notes     *lockedWriter // stderr, with --follow; nil without
+	started   bool          // the start offset is set; owned by run
+
+	mu struct {
+		sync.Mutex
+		err error // why the partition cannot be read now; nil when it can
+	}
+}
+
+// lockedWriter is a writer that readers of several partitions share.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) printf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.w, format, args...)
 }
 
 // fetched is records of one partition, in offset order.
@@ -195,7 +243,7 @@ func consumeAction(c *cli.Context) error {
 		cancelSetup()
 		return groupConsume(c, cl, g, o)
 	}
-	readers, merged, err := newPartitionReaders(setup, cl, o)
+	readers, merged, err := newPartitionReaders(setup, cl, o, g.timeout)
 	if err != nil {
 		if interrupted(c.Context, err) {
 			return nil
@@ -203,6 +251,12 @@ func consumeAction(c *cli.Context) error {
 		return failed(err)
 	}
 	cancelSetup()
+	if o.follow {
+		notes := &lockedWriter{w: c.App.ErrWriter}
+		for _, r := range readers {
+			r.notes = notes
+		}
+	}
 
 	ctx, cancel := context.WithCancel(c.Context)
 	defer cancel()
@@ -239,7 +293,7 @@ func consumeAction(c *cli.Context) error {
 	if o.group != "" {
 		commits = &explicitCommits{cl: cl, group: o.group, timeout: g.timeout, offs: printedOffsets{topic: o.topic}}
 	}
-	printErr := printConsumed(ctx, c.App.Writer, g.output, o, sources, cancel, commits)
+	drained, printErr := printConsumed(ctx, c.App.Writer, g.output, o, sources, cancel, commits)
 	cancel()
 	wg.Wait()
 	var commitErr error
@@ -254,13 +308,32 @@ func consumeAction(c *cli.Context) error {
 	case firstErr != nil:
 		return failed(firstErr)
 	}
-	return nil
+	// The partitions that could not be read: without --follow those the
+	// printer passed over (all, unless --max ended it first), with it
+	// those that still cannot be read at the end. One line each; the
+	// last is the command's error.
+	if !o.follow {
+		readers = readers[:drained]
+	}
+	var unread []error
+	for _, r := range readers {
+		if err := r.unreadable(); err != nil {
+			unread = append(unread, err)
+		}
+	}
+	if len(unread) == 0 {
+		return nil
+	}
+	for _, err := range unread[:len(unread)-1] {
+		exitcode.Report(c.App.ErrWriter, err)
+	}
+	return unread[len(unread)-1]
 }
 
-// newPartitionReaders sets every partition to read at its starting
-// position. With --follow the readers share one channel, which it returns;
-// otherwise each has its own.
-func newPartitionReaders(ctx context.Context, cl *client.Client, o consumeOptions) ([]*partitionReader, chan fetched, error) {
+// newPartitionReaders makes a reader of every partition to read; each
+// finds its starting position when it runs. With --follow the readers
+// share one channel, which it returns; otherwise each has its own.
+func newPartitionReaders(ctx context.Context, cl *client.Client, o consumeOptions, timeout time.Duration) ([]*partitionReader, chan fetched, error) {
 	t, err := describeTopic(ctx, cl, o.topic)
 	if err != nil {
 		return nil, nil, err
@@ -286,44 +359,62 @@ func newPartitionReaders(ctx context.Context, cl *client.Client, o consumeOption
 		if err != nil {
 			return nil, nil, err
 		}
-		offs, err := cl.ListOffsets(ctx, o.topic, p)
-		if err != nil {
-			return nil, nil, err
-		}
-		r := &partitionReader{cl: cl, topic: o.topic, partition: p, cons: cons, stop: offs.HighWatermark, out: merged}
-		if o.follow {
-			r.stop = -1
-		} else {
+		r := &partitionReader{cl: cl, o: o, topic: o.topic, partition: p, leader: t.Partitions[p].Leader,
+			cons: cons, stop: -1, out: merged, timeout: timeout}
+		if !o.follow {
 			r.out = make(chan fetched, partitionBuffer)
-		}
-		start := o.start
-		if o.group != "" {
-			if start, err = groupStart(ctx, cl, o, p, cons); err != nil {
-				return nil, nil, err
-			}
-		}
-		switch start {
-		case startCommitted:
-		case startBeginning:
-			cons.SeekTo(offs.LogStartOffset)
-		case startEnd:
-			cons.SeekTo(offs.HighWatermark)
-		case startOffset:
-			// Past the high watermark is a place to wait: nothing to
-			// print without --follow, what arrives there with it.
-			if o.offset < offs.LogStartOffset {
-				return nil, nil, fmt.Errorf("%w: partition %s/%d starts at offset %d, not %d (older records are gone)",
-					transport.ErrOffsetOutOfRange, o.topic, p, offs.LogStartOffset, o.offset)
-			}
-			cons.SeekTo(o.offset)
 		}
 		readers = append(readers, r)
 	}
 	return readers, merged, nil
 }
 
-// run reads until the stop offset (or, following, until ctx ends) and
-// closes its own channel when it has one.
+// setup sets the reader at its starting position and, without --follow,
+// its stop at the high watermark. It waits for the leader's offsets at
+// most unreadableAfter (or --timeout, if shorter).
+func (r *partitionReader) setup(ctx context.Context) error {
+	octx, cancel := context.WithTimeout(ctx, min(r.timeout, unreadableAfter))
+	offs, err := r.cl.ListOffsets(octx, r.topic, r.partition)
+	cancel()
+	if err != nil {
+		return err
+	}
+	if !r.o.follow {
+		r.stop = offs.HighWatermark
+	}
+	start := r.o.start
+	if r.o.group != "" {
+		gctx, cancel := context.WithTimeout(ctx, r.timeout)
+		start, err = groupStart(gctx, r.cl, r.o, r.partition, r.cons)
+		cancel()
+		if err != nil {
+			return final{err} // the group's, not the partition's
+		}
+	}
+	switch start {
+	case startCommitted:
+	case startBeginning:
+		r.cons.SeekTo(offs.LogStartOffset)
+	case startEnd:
+		r.cons.SeekTo(offs.HighWatermark)
+	case startOffset:
+		// Past the high watermark is a place to wait: nothing to
+		// print without --follow, what arrives there with it.
+		if r.o.offset < offs.LogStartOffset {
+			return fmt.Errorf("%w: partition %s/%d starts at offset %d, not %d (older records are gone)",
+				transport.ErrOffsetOutOfRange, r.topic, r.partition, offs.LogStartOffset, r.o.offset)
+		}
+		r.cons.SeekTo(r.o.offset)
+	}
+	return nil
+}
+
+// run finds the reader's start, then reads until the stop offset (or,
+// following, until ctx ends), and closes its own channel when it has
+// one. An error that a moment may cure (a leader that does not answer)
+// makes the partition unreadable, not the command fail: run returns nil
+// without --follow, and tries again with it. Any other error is
+// returned.
 func (r *partitionReader) run(ctx context.Context, follow, ownChannel bool) error {
 	if ownChannel {
 		defer close(r.out)
@@ -332,11 +423,28 @@ func (r *partitionReader) run(ctx context.Context, follow, ownChannel bool) erro
 	if follow {
 		wait = followWait
 	}
-	for follow || r.cons.Position() < r.stop {
+	for {
+		if !r.started {
+			if err := r.setup(ctx); err != nil {
+				if again, err := r.failed(ctx, err); !again {
+					return err
+				}
+				continue
+			}
+			r.started = true
+			r.readable()
+		}
+		if !follow && r.cons.Position() >= r.stop {
+			return nil
+		}
 		recs, err := r.cons.Poll(ctx, wait)
 		if err != nil {
-			return err
+			if again, err := r.failed(ctx, err); !again {
+				return err
+			}
+			continue
 		}
+		r.readable()
 		if !follow {
 			// The stop is the high watermark at start; records appended
 			// since are for a later run.
@@ -356,7 +464,94 @@ func (r *partitionReader) run(ctx context.Context, follow, ownChannel bool) erro
 			return ctx.Err()
 		}
 	}
-	return nil
+}
+
+// failed handles an error of the reader's setup or poll, and reports
+// whether to try again. An error that a moment may cure makes the
+// partition unreadable: without --follow the reader ends (nil); with it,
+// stderr hears of it the first time, and the reader tries again after a
+// pause. Any other error, and ctx's end, is returned as it is.
+func (r *partitionReader) failed(ctx context.Context, err error) (bool, error) {
+	if ctx.Err() != nil || !leaderUnavailable(err) {
+		return false, err
+	}
+	why := r.why(ctx, err)
+	r.mu.Lock()
+	was := r.mu.err
+	r.mu.err = why
+	r.mu.Unlock()
+	if !r.o.follow {
+		return false, nil
+	}
+	if was == nil {
+		var b strings.Builder
+		exitcode.Report(&b, why)
+		r.notes.printf("%s; consume goes on with the other partitions, and reads this one once it can\n", strings.TrimSuffix(b.String(), "\n"))
+	}
+	select {
+	case <-time.After(retryUnreadable):
+		return true, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+// readable notes that the partition could be read, on stderr when it
+// could not before (with --follow).
+func (r *partitionReader) readable() {
+	r.mu.Lock()
+	was := r.mu.err
+	r.mu.err = nil
+	r.mu.Unlock()
+	if was != nil && r.notes != nil {
+		r.notes.printf("gostream-ctl: %s/%d can be read again; reading it from offset %d\n", r.topic, r.partition, r.cons.Position())
+	}
+}
+
+// unreadable is why the partition cannot be read now, as the error to
+// report, or nil when it can.
+func (r *partitionReader) unreadable() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.err
+}
+
+// leaderUnavailable reports whether err may pass in a moment: a leader
+// that does not answer (also within the wait of setup: a deadline), or
+// answers that it cannot serve yet, or no leader at all.
+func leaderUnavailable(err error) bool {
+	var f final
+	if errors.As(err, &f) || errors.Is(err, client.ErrTopicRecreated) || errors.Is(err, client.ErrClosed) {
+		return false
+	}
+	return passing(err) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// final marks an error of a reader that no retry cures.
+type final struct{ err error }
+
+func (f final) Error() string { return f.err.Error() }
+func (f final) Unwrap() error { return f.err }
+
+// why is the error that names the partition and says why it cannot be
+// read, under the name of err.
+func (r *partitionReader) why(ctx context.Context, err error) error {
+	leader := r.leader
+	mctx, cancel := context.WithTimeout(ctx, time.Second)
+	if t, derr := r.cl.DescribeTopic(mctx, r.topic); derr == nil && int(r.partition) < len(t.Partitions) {
+		leader = t.Partitions[r.partition].Leader
+	}
+	cancel()
+	var what string
+	switch {
+	case errors.Is(err, client.ErrNoLeader) || leader < 0:
+		what = "it has no leader"
+	case errors.Is(err, transport.ErrBrokerNotAvailable), errors.Is(err, transport.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		what = fmt.Sprintf("its leader, broker %d, does not answer", leader)
+	default:
+		what = fmt.Sprintf("its leader, broker %d, cannot serve it", leader)
+	}
+	return failed(fmt.Errorf("%s/%d: %s: %w", r.topic, r.partition, what, err))
 }
 
 // sealedAndRead reports whether, following, the reader has read its whole
@@ -380,11 +575,12 @@ const consumeHeader = "PARTITION\tOFFSET\tKEY\tVALUE\n"
 
 // printConsumed prints what arrives on sources, each drained in turn,
 // until they are closed, --max records are printed or ctx ends. It calls
-// stop once it wants no more.
-func printConsumed(ctx context.Context, w io.Writer, format string, o consumeOptions, sources []<-chan fetched, stop func(), commits *explicitCommits) error {
+// stop once it wants no more. It returns how many sources it drained to
+// their close.
+func printConsumed(ctx context.Context, w io.Writer, format string, o consumeOptions, sources []<-chan fetched, stop func(), commits *explicitCommits) (int, error) {
 	bw := bufio.NewWriter(w)
 	var printed int64
-	for _, src := range sources {
+	for i, src := range sources {
 		for {
 			var f fetched
 			var ok bool
@@ -395,36 +591,39 @@ func printConsumed(ctx context.Context, w io.Writer, format string, o consumeOpt
 			if !ok {
 				break
 			}
-			for i := range f.recs {
+			for j := range f.recs {
 				if printed == 0 && format == outputTable {
 					// With the first record, so that a read that finds
 					// nothing prints nothing.
 					bw.WriteString(consumeHeader)
 				}
-				if err := printRecord(bw, format, o.topic, f.partition, &f.recs[i]); err != nil {
+				if err := printRecord(bw, format, o.topic, f.partition, &f.recs[j]); err != nil {
 					stop()
-					return exitcode.Fail("WriteFailed", fmt.Errorf("write output: %w", err))
+					return i, exitcode.Fail("WriteFailed", fmt.Errorf("write output: %w", err))
 				}
 				printed++
-				commits.printed(f.partition, f.recs[i].Offset+1)
+				commits.printed(f.partition, f.recs[j].Offset+1)
 				if o.max > 0 && printed >= o.max {
 					stop()
-					return flushOutput(bw)
+					return i, flushOutput(bw)
 				}
 			}
 			// Flush per batch, so that a reader of --follow sees records
 			// as they arrive; then what is printed may be committed.
 			if err := flushOutput(bw); err != nil {
 				stop()
-				return err
+				return i, err
 			}
 			if err := commits.maybe(ctx); err != nil {
 				stop()
-				return failed(err)
+				return i, failed(err)
 			}
 		}
+		if ctx.Err() != nil {
+			return i, flushOutput(bw)
+		}
 	}
-	return flushOutput(bw)
+	return len(sources), flushOutput(bw)
 }
 
 func flushOutput(bw *bufio.Writer) error {

@@ -6,9 +6,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -239,5 +243,169 @@ func TestConsumeFollow(t *testing.T) {
 			assert.Equal(t, "new", r.Value, "--from-end skips what was there")
 		}
 		assert.Equal(t, 0, f.wait(t), "--max ends it")
+	})
+}
+
+// stderrLines collects a process's stderr lines as they come.
+type stderrLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (s *stderrLines) read(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		s.mu.Lock()
+		s.lines = append(s.lines, sc.Text())
+		s.mu.Unlock()
+	}
+}
+
+func (s *stderrLines) all() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.lines)
+}
+
+// count is how many lines start with prefix.
+func (s *stderrLines) count(prefix string) int {
+	n := 0
+	for _, l := range s.all() {
+		if strings.HasPrefix(l, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// startFollowerLogging is startFollower with its stderr lines collected
+// as they come.
+func startFollowerLogging(t *testing.T, c *testcluster.Cluster, args ...string) (*follower, *stderrLines) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), ctlTimeout)
+	cmd := c.CtlCommand(ctx, append([]string{"consume", "--follow"}, args...)...)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	f := &follower{cmd: cmd, lines: make(chan string, 100)}
+	errs := &stderrLines{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		errs.read(stderr)
+	}()
+	go func() {
+		defer close(f.lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			f.lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		for range f.lines {
+		}
+		<-done
+		cmd.Wait()
+		t.Logf("consume --follow %s stderr:\n%s", strings.Join(args, " "), strings.Join(errs.all(), "\n"))
+	})
+	return f, errs
+}
+
+// nextRecords reads n records of consume --follow -o json.
+func (f *follower) nextRecords(t *testing.T, n int) []consumed {
+	t.Helper()
+	var out []consumed
+	for len(out) < n {
+		out = append(out, decodeLines[consumed](t, f.next(t))...)
+	}
+	return out
+}
+
+// values are the values of recs, sorted.
+func values(recs []consumed) []string {
+	var out []string
+	for _, r := range recs {
+		out = append(out, r.Value)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// With one node down and no failover, consume prints every partition it
+// can read, names the one it cannot on stderr, and exits 2, well within
+// its --timeout; with --follow it tails the others, says once that it
+// cannot read that one, and reads it when its leader is back.
+func TestConsumeDuringAnOutage(t *testing.T) {
+	c := startClusterOf(t, 3)
+	// One replica each: partition p is led by broker p+1 alone.
+	ctlOK(t, c, "", "topic", "create", "o", "--partitions", "3")
+	for p, prefix := range []string{"a", "b", "c"} {
+		ctlOK(t, c, "", "produce", "o", "--partition", strconv.Itoa(p), prefix+"0", prefix+"1", prefix+"2")
+	}
+	live := []string{"a0", "a1", "a2", "c0", "c1", "c2"}
+	require.NoError(t, c.Node(2).Kill())
+
+	t.Run("without --follow", func(t *testing.T) {
+		start := time.Now()
+		res := ctl(t, c, "", "consume", "o", "--from-beginning", "--timeout", "10s", "-o", "json")
+		took := time.Since(start)
+		assert.Equal(t, 2, res.Exit)
+		recs := decodeLines[consumed](t, res.Stdout)
+		assert.Equal(t, live, values(recs), "every record of the partitions that can be read")
+		for _, r := range recs {
+			assert.NotEqual(t, int32(1), r.Partition)
+		}
+		errLines := lines(res.Stderr)
+		require.Len(t, errLines, 1, "one line per partition that cannot be read")
+		assert.True(t, strings.HasPrefix(errLines[0], "BrokerNotAvailable: o/1: its leader, broker 2, does not answer: "), "stderr: %s", res.Stderr)
+		assert.Contains(t, errLines[0], c.Node(2).Addr())
+		assert.Less(t, took, 8*time.Second, "well within its --timeout of 10s")
+
+		// The table: the partitions in order, the one that cannot be read
+		// passed over.
+		res = ctl(t, c, "", "consume", "o")
+		assert.Equal(t, 2, res.Exit)
+		assert.Equal(t, withHeader("0\t0\t(null)\ta0", "0\t1\t(null)\ta1", "0\t2\t(null)\ta2",
+			"2\t0\t(null)\tc0", "2\t1\t(null)\tc1", "2\t2\t(null)\tc2"), lines(res.Stdout))
+		assert.True(t, strings.HasPrefix(res.Stderr, "BrokerNotAvailable: o/1: "), "stderr: %s", res.Stderr)
+
+		// A partition named alone that cannot be read is the same error.
+		res = ctlFails(t, c, 2, "BrokerNotAvailable: o/1: its leader, broker 2, does not answer: ", "", "consume", "o", "--partition", "1")
+		assert.Empty(t, res.Stdout)
+		// --max met before the partition that cannot be read: done.
+		assert.Len(t, lines(ctlOK(t, c, "", "consume", "o", "--max", "2")), 3, "the header and two records")
+	})
+
+	t.Run("--follow, ended while a partition cannot be read", func(t *testing.T) {
+		f, errs := startFollowerLogging(t, c, "o", "-o", "json")
+		assert.Equal(t, live, values(f.nextRecords(t, len(live))))
+		require.Eventually(t, func() bool { return errs.count("BrokerNotAvailable: o/1: ") == 1 }, 30*time.Second, 50*time.Millisecond)
+		ctlOK(t, c, "", "produce", "o", "--partition", "2", "c3")
+		assert.Equal(t, []string{"c3"}, values(f.nextRecords(t, 1)), "the others are tailed")
+		require.NoError(t, f.cmd.Process.Signal(os.Interrupt))
+		assert.Equal(t, 2, f.wait(t), "a partition could not be read")
+		all := errs.all()
+		require.NotEmpty(t, all)
+		assert.True(t, strings.HasPrefix(all[len(all)-1], "BrokerNotAvailable: o/1: "), "the last line names it: %q", all)
+	})
+
+	t.Run("--follow picks the partition up when its leader is back", func(t *testing.T) {
+		f, errs := startFollowerLogging(t, c, "o", "-o", "json")
+		assert.Equal(t, append(slices.Clone(live), "c3"), values(f.nextRecords(t, len(live)+1)))
+		require.Eventually(t, func() bool { return errs.count("BrokerNotAvailable: o/1: ") == 1 }, 30*time.Second, 50*time.Millisecond)
+		// It keeps trying, without a line each time.
+		ctlOK(t, c, "", "produce", "o", "--partition", "0", "a3")
+		assert.Equal(t, []string{"a3"}, values(f.nextRecords(t, 1)))
+		require.NoError(t, c.StartNode(2))
+		assert.Equal(t, []string{"b0", "b1", "b2"}, values(f.nextRecords(t, 3)), "partition 1, once its leader is back")
+		ctlOK(t, c, "", "produce", "o", "--partition", "1", "b3")
+		assert.Equal(t, []string{"b3"}, values(f.nextRecords(t, 1)))
+		assert.Equal(t, 1, errs.count("BrokerNotAvailable: o/1: "), "said once, not once per attempt")
+		assert.Equal(t, 1, errs.count("gostream-ctl: o/1 can be read again"))
+		require.NoError(t, f.cmd.Process.Signal(os.Interrupt))
+		assert.Equal(t, 0, f.wait(t), "every partition could be read at the end")
 	})
 }
