@@ -316,3 +316,24 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 		t.Logf("idle HTTP keep-alive connection closed after %s", took.Round(time.Millisecond))
 	})
 }
+
+// TestSmallBatchLimitStillServesFetches: a node whose batch limit is
+// small (256 KiB) has a small memory share per connection (two frames),
+// less than the 1 MiB read buffer a fetch reserves. The fetch still
+// reads, alone on its connection: before, it waited for room that could
+// never be, until its deadline, and consume never printed a record.
+func TestSmallBatchLimitStillServesFetches(t *testing.T) {
+	c := startClusterWith(t, Config{Nodes: 1, NodeArgs: []string{"--max-batch-bytes", "256KiB"}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := c.Ctl(ctx, "", "topic", "create", "small", "--partitions", "1")
+	require.NoError(t, err)
+	require.Equal(t, 0, res.Exit, res.Stderr)
+	res, err = c.Ctl(ctx, "", "produce", "small", "a", "b", "c")
+	require.NoError(t, err)
+	require.Equal(t, 0, res.Exit, res.Stderr)
+	res, err = c.Ctl(ctx, "", "consume", "small", "--from-beginning", "--timeout", "5s", "-o", "json")
+	require.NoError(t, err)
+	require.Equal(t, 0, res.Exit, res.Stderr)
+	assert.Equal(t, 3, strings.Count(res.Stdout, `"value"`), res.Stdout)
+}

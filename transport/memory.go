@@ -39,20 +39,24 @@ func newMemory(capacity, headroom int64) *memory {
 // errMemoryWait means a charge did not fit before its wait was over.
 var errMemoryWait = errors.New("transport: memory wait over")
 
-func (m *memory) fitsLocked(n int64) bool {
+// fitsLocked reports whether n more bytes fit for a charge that holds
+// own already. What holds nothing else may take any amount: one request
+// larger than the whole memory (a fetch reserving a read buffer above a
+// small connection's share) waits until it is alone, not for ever.
+func (m *memory) fitsLocked(n, own int64) bool {
 	limit := m.capacity
 	if n <= smallCharge {
 		limit += m.headroom
 	}
-	return m.mu.used == 0 || m.mu.used+n <= limit
+	return m.mu.used == own || m.mu.used+n <= limit
 }
 
-// take charges n bytes, waiting while they do not fit until ctx ends
-// (its error) or expired fires (errMemoryWait); a nil expired waits on ctx
-// alone.
-func (m *memory) take(ctx context.Context, n int64, expired <-chan time.Time) error {
+// take charges n bytes for a charge that holds own already, waiting while
+// they do not fit until ctx ends (its error) or expired fires
+// (errMemoryWait); a nil expired waits on ctx alone.
+func (m *memory) take(ctx context.Context, n, own int64, expired <-chan time.Time) error {
 	m.mu.Lock()
-	for !m.fitsLocked(n) {
+	for !m.fitsLocked(n, own) {
 		ch := m.mu.changed
 		m.mu.waiters++
 		m.mu.Unlock()
@@ -128,12 +132,12 @@ type charge struct {
 // then to the server, waiting up to c.wait. It returns an error matching
 // ErrBusy if the server's memory stays spent, or ctx's error.
 func (c *charge) take(ctx context.Context, n int64) error {
-	if err := c.conn.take(ctx, n, nil); err != nil {
+	if err := c.conn.take(ctx, n, c.held, nil); err != nil {
 		return err
 	}
 	t := time.NewTimer(c.wait)
 	defer t.Stop()
-	if err := c.server.take(ctx, n, t.C); err != nil {
+	if err := c.server.take(ctx, n, c.held, t.C); err != nil {
 		c.conn.give(n)
 		if errors.Is(err, errMemoryWait) {
 			return c.busy()
