@@ -149,18 +149,22 @@ func startLive(t *testing.T, c *Cluster, n *Node, path string, cfg *tls.Config, 
 	return l
 }
 
-// reloadSecurity signals this test's nodes (SIGHUP, by their process
-// ids) and waits until each has logged its reload.
+// reloadSecurity signals this test's running nodes (SIGHUP, by their
+// process ids) and waits until each has logged a reload since.
 func reloadSecurity(t *testing.T, c *Cluster) {
 	t.Helper()
 	before := map[int32]int{}
+	var running []*Node
 	for _, n := range c.Nodes {
-		before[n.ID] = strings.Count(n.LogTail(100000), "security files reloaded")
+		if n.Running() {
+			running = append(running, n)
+			before[n.ID] = strings.Count(n.LogTail(100000), "security files reloaded")
+		}
 	}
-	for _, n := range c.Nodes {
+	for _, n := range running {
 		require.NoError(t, n.signal(syscall.SIGHUP))
 	}
-	for _, n := range c.Nodes {
+	for _, n := range running {
 		require.Eventually(t, func() bool {
 			return strings.Count(n.LogTail(100000), "security files reloaded") > before[n.ID]
 		}, 10*time.Second, 20*time.Millisecond, "node %d reloaded", n.ID)

@@ -59,19 +59,8 @@ func addToken(t *testing.T, c *Cluster, principal string) string {
 	require.NoError(t, f.Close())
 	file := filepath.Join(t.TempDir(), principal+".token")
 	require.NoError(t, os.WriteFile(file, []byte(token), 0o600))
-	for _, n := range c.Nodes {
-		if n.Running() {
-			require.NoError(t, n.signal(syscall.SIGHUP))
-		}
-	}
 	// Each node says so in its log once it has read the file again.
-	for _, n := range c.Nodes {
-		if n.Running() {
-			n := n
-			require.Eventually(t, func() bool { return strings.Contains(n.LogTail(400), "security files reloaded") },
-				10*time.Second, 20*time.Millisecond, "node %d reloaded", n.ID)
-		}
-	}
+	reloadSecurity(t, c)
 	return file
 }
 
