@@ -102,9 +102,12 @@ func TestRecreatedTopicNeverGetsTheOldProducersRecords(t *testing.T) {
 	require.ErrorIs(t, err, client.ErrTopicRecreated)
 }
 
-// A broker that was down while a topic was deleted and created again comes
-// back with the old topic's replica on disk: it removes it and rejoins the
-// new topic as an empty follower, never mixing the two.
+// A broker comes back with a deleted topic's replica on disk where the
+// topic created again under the same name has one (its disk restored from
+// a backup taken before the delete): it removes it and rejoins the new
+// topic as an empty follower, never mixing the two. (A broker down while
+// the topic is created again gets no replica of it: placement goes to the
+// brokers that answer.)
 func TestReplicaOfDeletedIncarnationIsRemoved(t *testing.T) {
 	c := startCluster(t, 3)
 	cl := newClient(t, c)
@@ -121,10 +124,19 @@ func TestReplicaOfDeletedIncarnationIsRemoved(t *testing.T) {
 	oldID, err := os.ReadFile(filepath.Join(c.Node(3).ReplicaDir("e", 0), "topic-id"))
 	require.NoError(t, err)
 
+	// The backup of broker 3's replica, taken while it was stopped.
+	backup := filepath.Join(t.TempDir(), "e-0")
 	require.NoError(t, c.Node(3).Stop(10*time.Second))
+	require.NoError(t, copyTree(c.Node(3).ReplicaDir("e", 0), backup))
+	require.NoError(t, c.StartNode(3))
 	require.NoError(t, cl.DeleteTopic(ctx, "e"))
 	tm := createTopic(t, cl, "e", 1, 3)
 	require.NotEqual(t, strings.TrimSpace(string(oldID)), tm.ID)
+	require.Contains(t, tm.Partitions[0].Replicas, int32(3))
+	// Restored: the old incarnation's replica where the new one's is.
+	require.NoError(t, c.Node(3).Stop(10*time.Second))
+	require.NoError(t, os.RemoveAll(c.Node(3).ReplicaDir("e", 0)))
+	require.NoError(t, copyTree(backup, c.Node(3).ReplicaDir("e", 0)))
 	require.NoError(t, c.StartNode(3))
 	require.NoError(t, c.Node(3).WaitHealthy(30*time.Second))
 
