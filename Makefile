@@ -16,7 +16,7 @@ FUZZTIME      ?= 60s
 BENCHCOUNT ?= 5
 BENCHTIME  ?= 1s
 
-.PHONY: all build test fuzz run node demo bench fmt lint clean chaos conformance
+.PHONY: all build test fuzz run node kill reload demo bench fmt lint clean chaos conformance
 
 all: build
 
@@ -51,10 +51,13 @@ conformance: build
 	BIN=$(BIN) scripts/conformance.sh
 
 # Three nodes on loopback with the ports of docs/cli.md (node 1 the controller),
-# data in ./data/node{1,2,3}, in the foreground; Ctrl-C stops them. SECURE=1
-# runs them with TLS, mutual TLS, gossip encryption and an admin token.
+# data in ./data/node{1,2,3}, in the foreground; Ctrl-C stops them (and a node
+# `make node` started again). SECURE=1 runs them with TLS, mutual TLS, gossip
+# encryption and an admin token. PORT_BASE=19400 moves node N to PORT_BASE +
+# 10(N-1) (RPC), +1 (gossip), +2 (HTTP), with its data in ./data-19400, beside
+# a cluster on other ports; give the same PORT_BASE to node, kill and reload.
 run: build
-	BIN=$(BIN) SECURE=$(SECURE) scripts/run-cluster.sh
+	BIN=$(BIN) SECURE=$(SECURE) PORT_BASE=$(PORT_BASE) scripts/run-cluster.sh
 
 # One node of `make run` by itself, in the foreground, with the flags and
 # data `make run` gave it (N=1, 2 or 3): to start again a node that died
@@ -62,10 +65,24 @@ run: build
 # left to do.
 N ?=
 # SECURE=1: the same cluster with TLS, mutual TLS, gossip encryption and an
-# admin token (docs/security.md); the files go to ./data/secure.
+# admin token (docs/security.md); the files go to ./data/secure (with
+# PORT_BASE=19400, ./data-19400/secure).
 SECURE ?=
+# The port base of the cluster (scripts/local-cluster.sh); empty is 9400.
+PORT_BASE ?=
 node: build
-	BIN=$(BIN) SECURE=$(SECURE) scripts/run-node.sh $(N)
+	BIN=$(BIN) SECURE=$(SECURE) PORT_BASE=$(PORT_BASE) scripts/run-node.sh $(N)
+
+# kill -9 of node N of `make run` (the failure drill of the README), found by
+# the PID file its script wrote (./data/nodeN.pid), never by name: the nodes
+# of other clusters on the machine are left alone.
+kill:
+	PORT_BASE=$(PORT_BASE) scripts/signal-node.sh KILL $(N)
+
+# SIGHUP to each node of `make run` that runs, found as kill finds it: the
+# nodes read their certificates, tokens and gossip keys again.
+reload:
+	PORT_BASE=$(PORT_BASE) scripts/signal-node.sh HUP
 
 # A one-minute tour: one node on a temporary directory, a topic, keyed
 # events produced and consumed, a partition replayed; then everything is

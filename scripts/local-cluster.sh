@@ -1,6 +1,8 @@
 # The local three-node cluster of `make run` and `make node`, sourced by
-# scripts/run-cluster.sh and scripts/run-node.sh so that a node started
-# again by itself gets exactly the flags and data it had:
+# scripts/run-cluster.sh, scripts/run-node.sh and scripts/signal-node.sh,
+# so that a node started again by itself gets exactly the flags and data
+# it had. Node N listens on PORT_BASE + 10(N-1) for RPC, +1 for gossip
+# and +2 for HTTP; with the default PORT_BASE, 9400:
 #
 #   node 1: RPC 9400, gossip 9401, HTTP 9402
 #   node 2: RPC 9410, gossip 9411, HTTP 9412
@@ -10,7 +12,15 @@
 # (docs/controller-raft.md): one of them is the active controller, and
 # another takes over by itself if it dies.
 #
-# Data lives under $DATA/node1, node2, node3 (./data by default).
+# Data lives under $DATA/node1, node2, node3: ./data for the default port
+# base, ./data-PORT_BASE for another (./data-19400), so that two clusters
+# on two port bases never share a storage root, and a port base always
+# comes back to its own data. DATA=DIR overrides it.
+#
+# Whichever script starts a node writes its PID to $DATA/nodeN.pid and
+# removes the file once the node has ended: `make kill N=2`, `make reload`
+# and the stop of `make run` find the nodes of this cluster by these files,
+# never by name (other clusters may run on the same machine).
 #
 # SECURE=1 runs the same cluster with TLS on every link, mutual TLS
 # between the nodes, gossip encryption and authentication (docs/security.md),
@@ -19,10 +29,50 @@
 # for the principal admin.
 
 BIN="${BIN:-./bin}"
-DATA="${DATA:-./data}"
+DEFAULT_PORT_BASE=9400
+PORT_BASE="${PORT_BASE:-$DEFAULT_PORT_BASE}"
 NODES=(1 2 3)
 SECURE="${SECURE:-}"
+
+# port_base_valid PREFIX: whether PORT_BASE is a number that leaves room
+# for the nine ports (the last is PORT_BASE+22); says why not after PREFIX.
+port_base_valid() {
+	case "$PORT_BASE" in
+	"" | *[!0-9]*) ;;
+	*)
+		if [ "${#PORT_BASE}" -le 5 ] && [ "$PORT_BASE" -ge 1 ] && [ "$PORT_BASE" -le 65513 ]; then
+			return 0
+		fi
+		;;
+	esac
+	echo "$1: PORT_BASE=$PORT_BASE: want a port number from 1 to 65513 (node N uses PORT_BASE+10(N-1) to +2)" >&2
+	return 1
+}
+
+# default_data: the data directory of PORT_BASE when DATA is not given.
+default_data() {
+	if [ "$PORT_BASE" = "$DEFAULT_PORT_BASE" ]; then
+		echo ./data
+	else
+		echo "./data-$PORT_BASE"
+	fi
+}
+DATA="${DATA:-$(default_data)}"
 SECURE_DIR="$DATA/secure"
+
+# make_vars: the make variables that name this cluster (PORT_BASE, DATA)
+# where they are not the defaults, each with a space before it, for the
+# make commands the scripts print: `make node N=2$(make_vars)`.
+make_vars() {
+	local vars=""
+	if [ "$PORT_BASE" != "$DEFAULT_PORT_BASE" ]; then
+		vars+=" PORT_BASE=$PORT_BASE"
+	fi
+	if [ "$DATA" != "$(default_data)" ]; then
+		vars+=" DATA=$DATA"
+	fi
+	echo "$vars"
+}
 
 # secure: whether SECURE asks for the secure cluster.
 secure() { case "$SECURE" in "" | 0 | no | false) return 1 ;; esac; }
@@ -42,9 +92,9 @@ secure_setup() {
 	export GOSTREAM_TLS_CA="$SECURE_DIR/ca.crt" GOSTREAM_TOKEN_FILE="$SECURE_DIR/admin.token"
 }
 
-# node_port ID OFFSET: the port of node ID (9400 + 10*(ID-1) + OFFSET),
-# OFFSET 0 for RPC, 1 for gossip, 2 for HTTP.
-node_port() { echo $((9400 + 10 * ($1 - 1) + $2)); }
+# node_port ID OFFSET: the port of node ID (PORT_BASE + 10*(ID-1) +
+# OFFSET), OFFSET 0 for RPC, 1 for gossip, 2 for HTTP.
+node_port() { echo $((PORT_BASE + 10 * ($1 - 1) + $2)); }
 port_name() { case $1 in 0) echo RPC ;; 1) echo gossip ;; 2) echo HTTP ;; esac; }
 
 # port_taken PORT: something listens on TCP port PORT of 127.0.0.1. (A
@@ -67,6 +117,123 @@ ports_free() {
 		done
 	done
 	return "$taken"
+}
+
+# free_port_base: prints a port base other than PORT_BASE whose nine
+# ports are all free, for a refusal to suggest (19400, 29400, ... first,
+# then steps of 1000); returns 1 when it finds none.
+free_port_base() {
+	local base id off free
+	for base in $(seq $((PORT_BASE + 10000)) 10000 65513) $(seq $((PORT_BASE + 1000)) 1000 65513); do
+		free=1
+		for id in "${NODES[@]}"; do
+			for off in 0 1 2; do
+				if port_taken $((base + 10 * (id - 1) + off)); then
+					free=0
+				fi
+			done
+		done
+		if [ "$free" = 1 ]; then
+			echo "$base"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# bootstrap: the RPC addresses of the three nodes, as GOSTREAM_BOOTSTRAP
+# (gostream-ctl's default is those of the default PORT_BASE).
+bootstrap() {
+	local id list=()
+	for id in "${NODES[@]}"; do
+		list+=("127.0.0.1:$(node_port "$id" 0)")
+	done
+	(IFS=,; echo "${list[*]}")
+}
+
+# pid_file ID: the file that holds the PID of node ID while it runs.
+pid_file() { echo "$DATA/node$1.pid"; }
+
+# write_pid ID PID: records PID as node ID's (atomically: a reader sees
+# the old PID or the new one).
+write_pid() {
+	local f
+	f=$(pid_file "$1")
+	printf '%s\n' "$2" >"$f.$$"
+	mv -f "$f.$$" "$f"
+}
+
+# remove_pid ID PID: removes node ID's PID file if it still names PID (a
+# `make node` may have written its own node's since).
+remove_pid() {
+	local f pid=""
+	f=$(pid_file "$1")
+	{ read -r pid <"$f"; } 2>/dev/null || true
+	if [ "$pid" = "$2" ]; then
+		rm -f "$f"
+	fi
+}
+
+# is_node PID ID: whether process PID runs node ID of this cluster: a
+# gostream-node with this cluster's --id, --listen and --data-dir. A PID
+# file can outlive its node (when the script that wrote it was killed with
+# -9) and its PID be another process's since; and a node that has ended
+# but is not reaped yet has no command line, so it is not running either.
+is_node() {
+	local pid=$1 id=$2 args=() i found=0 listen
+	case "$pid" in "" | *[!0-9]*) return 1 ;; esac
+	listen="--listen 127.0.0.1:$((PORT_BASE + 10 * (id - 1)))"
+	if [ -d /proc/self ]; then
+		{ mapfile -d '' args <"/proc/$pid/cmdline"; } 2>/dev/null || return 1
+	else
+		# No /proc (macOS): ps's command line, split at spaces.
+		read -ra args <<<"$(ps -p "$pid" -o args= 2>/dev/null)" || return 1
+	fi
+	if [ "${#args[@]}" = 0 ] || [ "${args[0]##*/}" != gostream-node ]; then
+		return 1
+	fi
+	for ((i = 1; i + 1 < ${#args[@]}; i++)); do
+		case "${args[$i]} ${args[$((i + 1))]}" in
+		"--id $id" | "$listen" | "--data-dir $DATA/node$id") found=$((found + 1)) ;;
+		esac
+	done
+	[ "$found" = 3 ]
+}
+
+# node_pid ID: prints the PID of node ID if its PID file names a process
+# that is node ID; returns 1 when node ID is not running (for all this
+# cluster knows: a node started by hand writes no PID file).
+node_pid() {
+	local pid=""
+	{ read -r pid <"$(pid_file "$1")"; } 2>/dev/null || return 1
+	is_node "$pid" "$1" || return 1
+	echo "$pid"
+}
+
+# end_nodes PREFIX TIMEOUT ID:PID...: waits until each node ID (process
+# PID), sent SIGTERM by the caller, has ended; SIGKILL, saying so after
+# PREFIX, to any left after TIMEOUT seconds, and a wait of up to 5 s more
+# for it to go. Each wait is a poll, which a signal trap that runs
+# meanwhile cannot cut short.
+end_nodes() {
+	local prefix=$1 timeout=$2 entry id pid deadline killed
+	shift 2
+	deadline=$((SECONDS + timeout))
+	for entry in "$@"; do
+		id=${entry%%:*} pid=${entry#*:} killed=""
+		while is_node "$pid" "$id"; do
+			if [ -z "$killed" ] && [ "$SECONDS" -ge "$deadline" ]; then
+				echo "$prefix: node $id did not stop within ${timeout}s; killing it" >&2
+				kill -KILL "$pid" 2>/dev/null || true
+				killed=$((SECONDS + 5))
+			elif [ -n "$killed" ] && [ "$SECONDS" -ge "$killed" ]; then
+				echo "$prefix: node $id (pid $pid) still runs 5s after SIGKILL; giving up on it" >&2
+				break
+			fi
+			# A signal to the process group ends this sleep early: not an error.
+			sleep 0.1 || true
+		done
+	done
 }
 
 # node_args ID: sets NODE_ARGS to the gostream-node flags of node ID.

@@ -1,33 +1,46 @@
 #!/usr/bin/env bash
-# Starts a local three-node gostream cluster on loopback, in the foreground,
-# with the addresses of docs/cli.md, so that gostream-ctl with no flags talks to
-# it. `make run` builds the binaries and runs this. The nodes, their ports
-# and flags are in scripts/local-cluster.sh:
+# Starts a local three-node gostream cluster on loopback, in the foreground.
+# `make run` builds the binaries and runs this. The nodes, their ports
+# and flags are in scripts/local-cluster.sh; with the default PORT_BASE,
+# 9400, they have the addresses of docs/cli.md, so that gostream-ctl with
+# no flags talks to them:
 #
 #   node 1: RPC 9400, gossip 9401, HTTP 9402
 #   node 2: RPC 9410, gossip 9411, HTTP 9412
 #   node 3: RPC 9420, gossip 9421, HTTP 9422
 #
+# PORT_BASE=19400 (make run PORT_BASE=19400) moves them to 19400-19422,
+# with their data in ./data-19400, beside a cluster on other ports; the
+# banner then prints the GOSTREAM_BOOTSTRAP to export for gostream-ctl.
+#
 # All three are candidates of the replicated controller
 # (docs/controller-raft.md): one of them is the active controller, and
 # another takes over by itself if it dies.
 #
-# Data lives under $DATA/node1, node2, node3 (./data by default) and is kept:
-# running it again brings back the same cluster. Logs of all three go to the
-# terminal, each line prefixed with [node1], [node2] or [node3]. A node that
-# fails to start stops the others. Once all are up, a node that dies (kill
-# -9, a crash) is reported with how it ended, and the others keep running:
-# `make node N=<id>` starts it again with the same flags and data. Ctrl-C
-# sends SIGTERM to each node still running here, waits for them to stop,
-# and exits 0.
+# Data lives under $DATA/node1, node2, node3 and is kept: running it again
+# brings back the same cluster. Each node's PID is in $DATA/nodeN.pid
+# while it runs. Logs of all three go to the terminal, each line prefixed
+# with [node1], [node2] or [node3]. A node that fails to start stops the
+# others. Once all are up, a node that dies (`make kill N=2`, a crash) is
+# reported with how it ended, and the others keep running: `make node
+# N=<id>` starts it again with the same flags and data. Ctrl-C (or
+# SIGTERM, or SIGHUP) sends SIGTERM to each node still running, this
+# script's and any `make node` started since, waits for them to stop
+# (SIGKILL after STOP_TIMEOUT seconds), removes its run directory and
+# exits 0; a second signal meanwhile changes nothing.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/local-cluster.sh
 . scripts/local-cluster.sh
+port_base_valid run-cluster || exit 1
 # How long the nodes get to answer /api/health, and to stop after Ctrl-C.
 START_TIMEOUT="${START_TIMEOUT:-30}"
 STOP_TIMEOUT="${STOP_TIMEOUT:-30}"
+# This script's own gostream-ctl calls go to its nodes, whatever the
+# caller's environment names.
+export GOSTREAM_BOOTSTRAP
+GOSTREAM_BOOTSTRAP=$(bootstrap)
 
 for b in gostream-node gostream-ctl; do
 	if [ ! -x "$BIN/$b" ]; then
@@ -43,10 +56,20 @@ fi
 # Every port must be free before anything starts, so that a taken port is
 # named rather than found as one node dying among the logs of the others.
 if ! ports_free run-cluster "${NODES[@]}"; then
-	echo "run-cluster: is another 'make run' or gostream-node running? Stop it, or free the port(s) above." >&2
+	for id in "${NODES[@]}"; do
+		if pid=$(node_pid "$id"); then
+			echo "run-cluster: node $id of this cluster runs already (pid $pid, in $(pid_file "$id"))" >&2
+		fi
+	done
+	echo "run-cluster: is another 'make run' or gostream-node running on these ports? Stop it, or free the port(s) above." >&2
+	if other=$(free_port_base); then
+		echo "run-cluster: or run a cluster on other ports, which are free: make run PORT_BASE=$other" >&2
+	else
+		echo "run-cluster: or run this cluster on other ports: make run PORT_BASE=N (ports N to N+22)" >&2
+	fi
 	if command -v ss >/dev/null 2>&1; then
-		echo "run-cluster: listeners on ports 9400-9422:" >&2
-		ss -Hltnp 'sport >= :9400 and sport <= :9422' >&2 || true
+		echo "run-cluster: listeners on ports $PORT_BASE-$((PORT_BASE + 22)):" >&2
+		ss -Hltnp "sport >= :$PORT_BASE and sport <= :$((PORT_BASE + 22))" >&2 || true
 	fi
 	exit 1
 fi
@@ -60,37 +83,64 @@ fi
 run_dir="$(mktemp -d "${TMPDIR:-/tmp}/gostream-run.XXXXXX")"
 pids=()
 prefixers=()
+down=() # down[I] is set once node I, started here, has exited
 
-# stop: SIGTERM to each node still running, wait for them (SIGKILL after
-# STOP_TIMEOUT seconds), then for the prefixers to print their last lines.
-stopping=0
+# stop: SIGTERM to every node of the cluster still running, those this
+# script started and those a `make node` started since (found by their
+# PID files), and a wait until each has ended (SIGKILL after STOP_TIMEOUT
+# seconds); then a wait for the prefixers to print their last lines, and
+# the run directory removed. It runs once: called again while it runs
+# or after, it does nothing and leaves the first call to finish.
+stop_state=""
 stop() {
-	if [ "$stopping" = 1 ]; then return; fi
-	stopping=1
-	for pid in "${pids[@]}"; do
-		kill -TERM "$pid" 2>/dev/null || true
-	done
-	local deadline=$((SECONDS + STOP_TIMEOUT))
+	if [ -z "$stop_state" ]; then
+		stop_state=stopping
+		stop_nodes
+		stop_state=stopped
+	fi
+}
+stop_nodes() {
+	local i id pid nodes=()
+	# Exactly one SIGTERM each: a node that gets a second signal while it
+	# stops is killed by it instead of stopping cleanly.
 	for i in "${!pids[@]}"; do
-		while kill -0 "${pids[$i]}" 2>/dev/null; do
-			if [ "$SECONDS" -ge "$deadline" ]; then
-				echo "run-cluster: node ${NODES[$i]} did not stop within ${STOP_TIMEOUT}s; killing it" >&2
-				kill -KILL "${pids[$i]}" 2>/dev/null || true
-				break
-			fi
-			sleep 0.1
+		if [ -z "${down[$i]:-}" ]; then
+			kill -TERM "${pids[$i]}" 2>/dev/null || true
+			nodes+=("${NODES[$i]}:${pids[$i]}")
+		fi
+	done
+	for id in "${NODES[@]}"; do
+		if pid=$(node_pid "$id") && [[ " ${pids[*]} " != *" $pid "* ]]; then
+			kill -TERM "$pid" 2>/dev/null || true
+			nodes+=("$id:$pid")
+		fi
+	done
+	end_nodes run-cluster "$STOP_TIMEOUT" ${nodes[@]+"${nodes[@]}"}
+	# Reap this script's own processes. A signal's trap cuts a wait short,
+	# so wait again until each is gone.
+	for pid in ${pids[@]+"${pids[@]}"} ${prefixers[@]+"${prefixers[@]}"}; do
+		while kill -0 "$pid" 2>/dev/null; do
+			wait "$pid" 2>/dev/null || true
 		done
 	done
-	for pid in "${pids[@]}" "${prefixers[@]}"; do
-		wait "$pid" 2>/dev/null || true
+	for i in "${!pids[@]}"; do
+		remove_pid "${NODES[$i]}" "${pids[$i]}"
 	done
 	rm -rf "$run_dir"
 }
+# on_signal: the trap of INT, TERM and HUP. A second signal while the
+# first one's stop runs does nothing: this returns into that stop, which
+# goes on and exits once every node has ended. (No `return` in it: when
+# the signal has also killed a foreground command, the sleep of a poll,
+# bash 5.2 abandons what the trap interrupted if the trap's function runs
+# `return`: the stop would end half done.)
 on_signal() {
-	echo "run-cluster: stopping the nodes"
-	stop
-	echo "run-cluster: stopped"
-	exit 0
+	if [ -z "$stop_state" ]; then
+		echo "run-cluster: stopping the nodes"
+		stop
+		echo "run-cluster: stopped"
+		exit 0
+	fi
 }
 # HUP too: closing the terminal stops the nodes rather than orphaning them.
 trap on_signal INT TERM HUP
@@ -118,13 +168,16 @@ for i in "${!NODES[@]}"; do
 	# in a process group of its own: Ctrl-C then reaches this script only,
 	# and each node gets exactly one signal, the SIGTERM of stop(). (A node
 	# that got the terminal's SIGINT and then SIGTERM would be killed by the
-	# second signal instead of stopping cleanly.)
+	# second signal instead of stopping cleanly.) The node starts first: a
+	# stop between the two then ends a node blocked opening its FIFO, where
+	# a prefixer without its node would wait for it for ever.
 	set -m
-	prefix_lines "$prefix" <"$fifo" &
-	prefixers+=("$!")
 	"$BIN/gostream-node" "${NODE_ARGS[@]}" >"$fifo" 2>&1 </dev/null &
 	pids+=("$!")
+	prefix_lines "$prefix" <"$fifo" &
+	prefixers+=("$!")
 	set +m
+	write_pid "$id" "${pids[$i]}"
 done
 
 # start_failed I: node I exited while the cluster started; report how
@@ -138,21 +191,28 @@ start_failed() {
 	exit "$(( status == 0 ? 1 : status ))"
 }
 
+# starting WHAT: one more try of the wait for WHAT, the nodes up so far:
+# gives up when a node has exited or START_TIMEOUT has passed.
 deadline=$((SECONDS + START_TIMEOUT))
+starting() {
+	local j
+	for j in "${!pids[@]}"; do
+		if ! kill -0 "${pids[$j]}" 2>/dev/null; then
+			start_failed "$j"
+		fi
+	done
+	if [ "$SECONDS" -ge "$deadline" ]; then
+		echo "run-cluster: $1 within ${START_TIMEOUT}s; stopping (see the [node] lines above)" >&2
+		stop
+		exit 1
+	fi
+	sleep 0.2
+}
+
 for i in "${!NODES[@]}"; do
 	http="127.0.0.1:$(node_port "${NODES[$i]}" 2)"
 	until "$BIN/gostream-ctl" health --http "$http" --timeout 1s >/dev/null 2>&1; do
-		for j in "${!pids[@]}"; do
-			if ! kill -0 "${pids[$j]}" 2>/dev/null; then
-				start_failed "$j"
-			fi
-		done
-		if [ "$SECONDS" -ge "$deadline" ]; then
-			echo "run-cluster: node ${NODES[$i]} did not answer http://$http/api/health within ${START_TIMEOUT}s; stopping" >&2
-			stop
-			exit 1
-		fi
-		sleep 0.2
+		starting "node ${NODES[$i]} did not answer http://$http/api/health"
 	done
 done
 
@@ -160,80 +220,89 @@ done
 # controller registers a moment later, and until then a topic of
 # replication factor 3 cannot be created.
 until [ "$("$BIN/gostream-ctl" broker list -o json --timeout 1s 2>/dev/null | grep -o '"registered":"registered"' | wc -l)" -ge "${#NODES[@]}" ]; do
-	for j in "${!pids[@]}"; do
-		if ! kill -0 "${pids[$j]}" 2>/dev/null; then
-			start_failed "$j"
-		fi
-	done
-	if [ "$SECONDS" -ge "$deadline" ]; then
-		echo "run-cluster: not every node registered with the controller within ${START_TIMEOUT}s; stopping (see the [node] lines above)" >&2
-		stop
-		exit 1
-	fi
-	sleep 0.2
+	starting "not every node registered with the controller"
 done
 
 ctl="$BIN/gostream-ctl"
+vars=$(make_vars)
+exports=""
+if [ "$PORT_BASE" != "$DEFAULT_PORT_BASE" ]; then
+	exports="GOSTREAM_BOOTSTRAP=$GOSTREAM_BOOTSTRAP"
+fi
+nodes_table() {
+	local id http=HTTP
+	if secure; then http=HTTPS; fi
+	for id in "${NODES[@]}"; do
+		echo "  node $id  RPC 127.0.0.1:$(node_port "$id" 0)  gossip 127.0.0.1:$(node_port "$id" 1)  $http 127.0.0.1:$(node_port "$id" 2)"
+	done
+}
 if secure; then
 	cat <<MSG
 
 gostream: three nodes are up with TLS on every link, mutual TLS between the nodes,
 gossip encryption and authentication (SECURE=1; docs/security.md). The files are in $SECURE_DIR:
 a development CA (ca.crt), node1..3.crt, admin.crt, gossip.key, the tokens file and admin.token.
-  node 1  RPC 127.0.0.1:9400  gossip 127.0.0.1:9401  HTTPS 127.0.0.1:9402
-  node 2  RPC 127.0.0.1:9410  gossip 127.0.0.1:9411  HTTPS 127.0.0.1:9412
-  node 3  RPC 127.0.0.1:9420  gossip 127.0.0.1:9421  HTTPS 127.0.0.1:9422
+$(nodes_table)
 In another terminal, make gostream-ctl use them (as admin, a superuser):
-  export GOSTREAM_TLS_CA=$SECURE_DIR/ca.crt GOSTREAM_TOKEN_FILE=$SECURE_DIR/admin.token
+  export ${exports:+$exports }GOSTREAM_TLS_CA=$SECURE_DIR/ca.crt GOSTREAM_TOKEN_FILE=$SECURE_DIR/admin.token
   $ctl cluster status
   $ctl topic create orders --partitions 3 --replication-factor 3
-  $ctl token create --principal alice --tokens-file $SECURE_DIR/tokens --out alice.token   # then: pkill -HUP gostream-node
+  $ctl token create --principal alice --tokens-file $SECURE_DIR/tokens --out alice.token   # then: make reload$vars
   $ctl acl add --principal alice --topic orders --operation write --operation read
-  curl -s --cacert $SECURE_DIR/ca.crt -H "Authorization: Bearer \$(cat $SECURE_DIR/admin.token)" https://127.0.0.1:9412/api/status
-Ctrl-C stops all three; 'make run SECURE=1' again brings the same cluster back.
-If a node dies, the others keep running; 'make node N=<id> SECURE=1' starts it again.
+  curl -s --cacert $SECURE_DIR/ca.crt -H "Authorization: Bearer \$(cat $SECURE_DIR/admin.token)" https://127.0.0.1:$(node_port 2 2)/api/status
+'make reload$vars' makes the three read their certificates, tokens and gossip keys again (SIGHUP).
+Ctrl-C stops all three; 'make run SECURE=1$vars' again brings the same cluster back.
+If a node dies, the others keep running; 'make node N=<id> SECURE=1$vars' starts it again.
+'make kill N=<id>$vars' kills one (kill -9), for the failure drill of the README.
 ready
 MSG
 else
+	if [ -n "$exports" ]; then
+		talk="make gostream-ctl talk to these three nodes:
+  export $exports"
+	else
+		talk="(gostream-ctl talks to these three nodes by default):"
+	fi
 	cat <<MSG
 
 gostream: three nodes are up, each a controller candidate; one is active (gostream-ctl controller status). Data in $DATA/node{1,2,3}.
-  node 1  RPC 127.0.0.1:9400  gossip 127.0.0.1:9401  HTTP 127.0.0.1:9402
-  node 2  RPC 127.0.0.1:9410  gossip 127.0.0.1:9411  HTTP 127.0.0.1:9412
-  node 3  RPC 127.0.0.1:9420  gossip 127.0.0.1:9421  HTTP 127.0.0.1:9422
-In another terminal (gostream-ctl talks to these three nodes by default):
+$(nodes_table)
+In another terminal, $talk
   $ctl cluster status
   $ctl topic create orders --partitions 3 --replication-factor 3
   $ctl produce orders --key user-1 'hello'
   $ctl consume orders --from-beginning
-  curl -s http://127.0.0.1:9412/api/health
-Ctrl-C stops all three; 'make run' again brings the same cluster back.
-If a node dies, the others keep running; 'make node N=<id>' starts it again.
+  curl -s http://127.0.0.1:$(node_port 2 2)/api/health
+Ctrl-C stops all three; 'make run$vars' again brings the same cluster back.
+If a node dies, the others keep running; 'make node N=<id>$vars' starts it again.
+'make kill N=<id>$vars' kills one (kill -9), for the failure drill of the README.
 ready
 MSG
 fi
 
 # Stay in the foreground until Ctrl-C (handled by on_signal). A node that
 # exits on its own is reported, once, and the others keep running; when
-# none is left, the script exits 1.
-down=()
+# no node of the cluster is left (neither this script's nor one a `make
+# node` started again), the script exits 1.
 while :; do
-	alive=0
 	for j in "${!pids[@]}"; do
-		if [ -n "${down[$j]:-}" ]; then
-			continue
-		fi
-		if kill -0 "${pids[$j]}" 2>/dev/null; then
-			alive=$((alive + 1))
+		if [ -n "${down[$j]:-}" ] || kill -0 "${pids[$j]}" 2>/dev/null; then
 			continue
 		fi
 		status=0
 		wait "${pids[$j]}" || status=$?
 		down[$j]=1
 		id=${NODES[$j]}
+		remove_pid "$id" "${pids[$j]}"
 		echo "run-cluster: node $id exited: $(exit_reason "$status"); the other nodes keep running." >&2
 		echo "run-cluster: see what that means with: $ctl cluster status" >&2
-		echo "run-cluster: start node $id again, with its flags and data, in another terminal: make node N=$id" >&2
+		echo "run-cluster: start node $id again, with its flags and data, in another terminal: make node N=$id$vars" >&2
+	done
+	alive=0
+	for j in "${!pids[@]}"; do
+		if [ -z "${down[$j]:-}" ] || node_pid "${NODES[$j]}" >/dev/null; then
+			alive=$((alive + 1))
+		fi
 	done
 	if [ "$alive" = 0 ]; then
 		echo "run-cluster: every node has exited; stopping" >&2
