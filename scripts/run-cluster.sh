@@ -15,7 +15,8 @@
 #
 # All three are candidates of the replicated controller
 # (docs/controller-raft.md): one of them is the active controller, and
-# another takes over by itself if it dies.
+# another takes over by itself if it dies. `ready` is printed once the
+# three answer, are registered, and a candidate is active.
 #
 # Data lives under $DATA/node1, node2, node3 and is kept: running it again
 # brings back the same cluster. Each node's PID is in $DATA/nodeN.pid
@@ -223,6 +224,16 @@ until [ "$("$BIN/gostream-ctl" broker list -o json --timeout 1s 2>/dev/null | gr
 	starting "not every node registered with the controller"
 done
 
+# Nor is being registered: after a restart the nodes answer from the
+# metadata they cached, before the candidates have elected an active
+# controller, and until one is active no admin change (topic create)
+# can be made. controller status -o json names it ("active":N, 0 for
+# none).
+active=""
+until active=$("$BIN/gostream-ctl" controller status -o json --timeout 1s 2>/dev/null | grep -o '"active":[1-9][0-9]*' | cut -d: -f2) && [ -n "$active" ]; do
+	starting "no controller candidate became active (gostream-ctl controller status)"
+done
+
 ctl="$BIN/gostream-ctl"
 vars=$(make_vars)
 exports=""
@@ -240,8 +251,8 @@ if secure; then
 	cat <<MSG
 
 gostream: three nodes are up with TLS on every link, mutual TLS between the nodes,
-gossip encryption and authentication (SECURE=1; docs/security.md). The files are in $SECURE_DIR:
-a development CA (ca.crt), node1..3.crt, admin.crt, gossip.key, the tokens file and admin.token.
+gossip encryption and authentication (SECURE=1; docs/security.md); candidate $active is the active controller.
+The files are in $SECURE_DIR: a development CA (ca.crt), node1..3.crt, admin.crt, gossip.key, the tokens file and admin.token.
 $(nodes_table)
 In another terminal, make gostream-ctl use them (as admin, a superuser):
   export ${exports:+$exports }GOSTREAM_TLS_CA=$SECURE_DIR/ca.crt GOSTREAM_TOKEN_FILE=$SECURE_DIR/admin.token
@@ -265,7 +276,7 @@ else
 	fi
 	cat <<MSG
 
-gostream: three nodes are up, each a controller candidate; one is active (gostream-ctl controller status). Data in $DATA/node{1,2,3}.
+gostream: three nodes are up, each a controller candidate; candidate $active is active (gostream-ctl controller status). Data in $DATA/node{1,2,3}.
 $(nodes_table)
 In another terminal, $talk
   $ctl cluster status

@@ -676,6 +676,37 @@ func TestMakeRunSideBySide(t *testing.T) {
 	assert.NotContains(t, a.run.out.String(), "security files reloaded", "make reload of B reached A")
 }
 
+// TestMakeRunReadyMeansAnActiveController starts `make run` and restarts
+// it three times on the same data: after a restart the nodes answer and
+// are registered (from the metadata they cached) before the candidates
+// have elected an active controller; each time, when `ready` is printed
+// a candidate is active.
+func TestMakeRunReadyMeansAnActiveController(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts make run's cluster")
+	}
+	bins, err := Build(raceEnabledOrNot())
+	require.NoError(t, err)
+	data := t.TempDir()
+	base := freePortBase(t)
+	bootstrap := []string{"GOSTREAM_BOOTSTRAP=" + bootstrapOf(base)}
+	for round := 0; round < 4; round++ {
+		run := startMake(t, bins, data, nil, "run", fmt.Sprintf("PORT_BASE=%d", base))
+		// Closer than waitOutput: the first moment ready is there.
+		require.Eventually(t, func() bool { return strings.Contains(run.out.String(), "\nready\n") }, 90*time.Second, 5*time.Millisecond)
+		res := ctlAt(t, bins, bootstrap, "controller", "status", "-o", "json")
+		require.Equal(t, 0, res.Exit)
+		var cs struct {
+			Active int32 `json:"active"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(res.Stdout), &cs))
+		require.NotZero(t, cs.Active, "start %d: ready was printed while no controller candidate was active", round+1)
+		assert.Contains(t, run.out.String(), " is active (gostream-ctl controller status)")
+		run.signalGroup(t, syscall.SIGINT)
+		run.waitExit(t, 60*time.Second)
+	}
+}
+
 // TestMakeRunPortBase checks what a port base changes before any node
 // starts: the default data directory (./data, ./data-PORT_BASE for
 // another port base, DATA when given), the refusal of a port base that
