@@ -31,6 +31,13 @@ func loadCompose(t *testing.T, root string, profiles ...string) *types.Project {
 // relative paths are relative to root, the first file's directory.
 func loadComposeFiles(t *testing.T, root string, files []string, profiles ...string) *types.Project {
 	t.Helper()
+	return loadComposeEnv(t, root, files, nil, profiles...)
+}
+
+// loadComposeEnv is loadComposeFiles with env (NAME=value) as the
+// environment of docker compose, for the variables the files interpolate.
+func loadComposeEnv(t *testing.T, root string, files, env []string, profiles ...string) *types.Project {
+	t.Helper()
 	var paths []string
 	for _, f := range files {
 		paths = append(paths, filepath.Join(root, f))
@@ -39,6 +46,7 @@ func loadComposeFiles(t *testing.T, root string, files []string, profiles ...str
 		paths,
 		cli.WithWorkingDirectory(root),
 		cli.WithProfiles(profiles),
+		cli.WithEnv(env),
 	)
 	require.NoError(t, err)
 	p, err := opts.LoadProject(context.Background())
@@ -291,6 +299,43 @@ func TestComposeFile(t *testing.T) {
 				assert.Equal(t, uint32(nodes[name].http.port), p.Target,
 					"service %s publishes container port %d: only the HTTP port is useful outside, the RPC addresses are service names", name, p.Target)
 			}
+		}
+	})
+
+	// Node N's HTTP port is published on the host's loopback at
+	// NODEN_HTTP_PORT, by default the HTTP port of make run's node N
+	// (9402, 9412, 9422), as the README says.
+	published := func(t *testing.T, p *types.Project) map[int]types.ServicePortConfig {
+		t.Helper()
+		byID := map[int]types.ServicePortConfig{}
+		for id, n := range nodeByID {
+			svc, err := p.GetService(n.service)
+			require.NoError(t, err)
+			require.Len(t, svc.Ports, 1, "service %s publishes its HTTP port only", n.service)
+			byID[id] = svc.Ports[0]
+		}
+		return byID
+	}
+	t.Run("published ports default to make run's", func(t *testing.T) {
+		for id, p := range published(t, project) {
+			assert.Equal(t, "127.0.0.1", p.HostIP, "node %d publishes on the host's loopback only", id)
+			assert.Equal(t, strconv.Itoa(9402+10*(id-1)), p.Published, "node %d's HTTP port on the host", id)
+		}
+	})
+	t.Run("published ports follow NODEn_HTTP_PORT", func(t *testing.T) {
+		var env []string
+		for id := range nodeByID {
+			env = append(env, fmt.Sprintf("NODE%d_HTTP_PORT=%d", id, 19402+10*(id-1)))
+		}
+		moved := loadComposeEnv(t, root, []string{"docker-compose.yml"}, env, "tools")
+		for id, p := range published(t, moved) {
+			assert.Equal(t, "127.0.0.1", p.HostIP, "node %d publishes on the host's loopback only", id)
+			assert.Equal(t, strconv.Itoa(19402+10*(id-1)), p.Published, "node %d: NODE%d_HTTP_PORT sets its HTTP port on the host", id, id)
+			assert.Equal(t, uint32(nodeByID[id].http.port), p.Target, "node %d: the container port stays its GOSTREAM_HTTP port", id)
+		}
+		secure := loadComposeEnv(t, root, []string{"docker-compose.yml", secureFile}, env, "tools")
+		for id, p := range published(t, secure) {
+			assert.Equal(t, strconv.Itoa(19402+10*(id-1)), p.Published, "node %d with %s", id, secureFile)
 		}
 	})
 
