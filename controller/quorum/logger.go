@@ -1,6 +1,8 @@
 package quorum
 
 import (
+	"errors"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -52,6 +54,17 @@ var (
 		"no known peers, aborting election", "failed to get previous log", "appendEntries rejected, sending older logs"}
 )
 
+// closing reports whether an error among args is that of a connection
+// closed under its reader.
+func closing(args []interface{}) bool {
+	for _, a := range args {
+		if err, ok := a.(error); ok && errors.Is(err, net.ErrClosed) {
+			return true
+		}
+	}
+	return false
+}
+
 func hasPrefix(msg string, prefixes []string) bool {
 	for _, p := range prefixes {
 		if strings.HasPrefix(msg, p) {
@@ -61,12 +74,17 @@ func hasPrefix(msg string, prefixes []string) bool {
 	return false
 }
 
-// level is the level msg is logged at, Raft's own being level.
-func (l *limiter) level(level hclog.Level, msg string) hclog.Level {
+// level is the level msg, with args, is logged at, Raft's own being
+// level.
+func (l *limiter) level(level hclog.Level, msg string, args []interface{}) hclog.Level {
 	starting := time.Since(l.start) < startGrace
 	switch {
 	case level < hclog.Warn:
 		return level
+	case closing(args):
+		// A connection of ours closed as the node stops (Raft's stream
+		// layer reads on until then): how every stop goes.
+		return hclog.Debug
 	case hasPrefix(msg, unreachable) && starting:
 		return hclog.Debug
 	case hasPrefix(msg, unreachable):
@@ -108,7 +126,7 @@ func (l limitedLogger) Debug(msg string, args ...interface{}) { l.Log(hclog.Debu
 func (l limitedLogger) Trace(msg string, args ...interface{}) {}
 
 func (l limitedLogger) Log(level hclog.Level, msg string, args ...interface{}) {
-	switch level = l.lim.level(level, msg); level {
+	switch level = l.lim.level(level, msg, args); level {
 	case hclog.Info:
 		l.Logger.Log(level, msg, args...)
 	case hclog.Trace, hclog.NoLevel:

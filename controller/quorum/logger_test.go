@@ -2,6 +2,8 @@ package quorum
 
 import (
 	"bytes"
+	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -34,10 +36,19 @@ func TestRaftMessagesGetOurLevels(t *testing.T) {
 		t.Run(tc.msg, func(t *testing.T) {
 			starting := &limiter{start: time.Now()}
 			later := &limiter{start: time.Now().Add(-startGrace - time.Second)}
-			assert.Equal(t, tc.starting, starting.level(tc.raft, tc.msg), "while the group comes up")
-			assert.Equal(t, tc.later, later.level(tc.raft, tc.msg), "after")
+			assert.Equal(t, tc.starting, starting.level(tc.raft, tc.msg, nil), "while the group comes up")
+			assert.Equal(t, tc.later, later.level(tc.raft, tc.msg, nil), "after")
 		})
 	}
+}
+
+// A connection closed under Raft's reader as the node stops is how every
+// stop goes: Debug, not Error.
+func TestAStopLogsNoError(t *testing.T) {
+	l := &limiter{start: time.Now().Add(-time.Hour)}
+	closed := &net.OpError{Op: "read", Net: "tcp", Err: net.ErrClosed}
+	assert.Equal(t, hclog.Debug, l.level(hclog.Error, "failed to decode incoming command", []interface{}{"error", closed}))
+	assert.Equal(t, hclog.Error, l.level(hclog.Error, "failed to decode incoming command", []interface{}{"error", errors.New("unexpected EOF")}))
 }
 
 // What a clean start logs has no ERROR line.
