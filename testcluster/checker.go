@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"gostream/record"
@@ -17,10 +18,13 @@ const maxReported = 20
 
 // CheckStats are figures of a checked history.
 type CheckStats struct {
-	Ops      int // operations recorded
+	Ops      int // operations recorded, the final read's left out
 	Produces int
 	Acked    int // acknowledged produces
 	Reads    int // records read
+	// Final counts the records of the final read (OpFinal), Kept the
+	// records read before that it found at their offsets.
+	Final, Kept int
 }
 
 type pOff struct {
@@ -37,10 +41,13 @@ type pOff struct {
 //  3. no record is read at or above the high watermark given with it, and
 //     the high watermark a consumer sees of a partition never decreases;
 //  4. for one producer and partition, a produce acknowledged before
-//     another began has a lower offset.
+//     another began has a lower offset;
+//
+// and, of 2 and 3 together, that a record read stays: where the history
+// has the final read (OpFinal), every record read before is at its
+// offset at the end, whatever its produce's result (read-lost).
 func CheckHistory(ops []Op) ([]string, CheckStats) {
 	var st CheckStats
-	st.Ops = len(ops)
 	var v []string
 	counts := map[string]int{}
 	add := func(kind, format string, args ...any) {
@@ -56,6 +63,13 @@ func CheckHistory(ops []Op) ([]string, CheckStats) {
 	readAt := map[string]pOff{} // where a value was read
 	lastHW := map[[2]int64]Op{} // consumer, partition -> last read with a HW
 	for _, op := range ops {
+		if op.Kind == OpFinal {
+			if op.Offset >= 0 {
+				st.Final++
+			}
+			continue
+		}
+		st.Ops++
 		switch op.Kind {
 		case OpProduce:
 			st.Produces++
@@ -126,6 +140,8 @@ func CheckHistory(ops []Op) ([]string, CheckStats) {
 			add("lost", "acknowledged %q at %d/%d (acked %s) but %q was read there", op.Value, op.Partition, op.Offset, op.End.Format(time.RFC3339Nano), got)
 		}
 	}
+	// 2 and 3: every record read is there at the end.
+	st.Kept = checkKept(add, ops, ops, produced)
 	// 4: real-time order per producer and partition.
 	type pp struct {
 		w int
@@ -164,6 +180,132 @@ func CheckHistory(ops []Op) ([]string, CheckStats) {
 	}
 	sort.Strings(v)
 	return v, st
+}
+
+// finalLog is one partition as the final read found it: its log start,
+// its high watermark and the records between.
+type finalLog struct {
+	start, hw int64
+	values    map[int64]string
+}
+
+// finalLogs collects the final read of a history, by partition; a
+// partition it did not read whole (or a history without one) is absent.
+func finalLogs(ops []Op) map[int32]*finalLog {
+	out := map[int32]*finalLog{}
+	for _, op := range ops {
+		if op.Kind == OpFinal && op.Offset < 0 {
+			out[op.Partition] = &finalLog{start: op.LogStart, hw: op.HW, values: map[int64]string{}}
+		}
+	}
+	for _, op := range ops {
+		if f := out[op.Partition]; op.Kind == OpFinal && op.Offset >= 0 && f != nil {
+			f.values[op.Offset] = op.Value
+		}
+	}
+	return out
+}
+
+// checkKept checks that every record reads shows (an OpRead, or a group
+// member's OpGroupRead) is at its offset in the final read of final: a
+// consumer is told only of records below the high watermark, which every
+// active replica holds and no failover or recovery may take back. It
+// holds for every record read, acknowledged or not: a record whose
+// produce failed or timed out that was read must stay, and one that was
+// never read may go. It reports each record once, as read-lost, and
+// returns how many were found in place. Records below the final log
+// start (deleted by retention) and partitions the final read did not read
+// whole are not judged.
+func checkKept(add func(kind, format string, args ...any), reads, final []Op, produced map[string]Op) int {
+	logs := finalLogs(final)
+	if len(logs) == 0 {
+		return 0
+	}
+	type readRec struct {
+		at  pOff
+		val string
+	}
+	seen := map[readRec]bool{}
+	kept := 0
+	for _, op := range reads {
+		read := op.Kind == OpRead && op.Result == ResultOK || op.Kind == OpGroupRead
+		if !read || op.Offset < 0 {
+			continue
+		}
+		k := readRec{pOff{op.Partition, op.Offset}, op.Value}
+		f := logs[op.Partition]
+		if seen[k] || f == nil || op.Offset < f.start {
+			continue
+		}
+		seen[k] = true
+		now, ok := f.values[op.Offset]
+		if ok && now == op.Value {
+			kept++
+			continue
+		}
+		who := fmt.Sprintf("consumer %d read %q at %s (high watermark %d)", op.Worker, op.Value, op.End.Format(time.RFC3339Nano), op.HW)
+		if op.Kind == OpGroupRead {
+			who = fmt.Sprintf("group member %d printed %q at %s", op.Worker, op.Value, op.End.Format(time.RFC3339Nano))
+		}
+		var there string
+		switch {
+		case ok:
+			there = fmt.Sprintf("the log now holds %q there (final read, high watermark %d)", now, f.hw)
+		case op.Offset >= f.hw:
+			there = fmt.Sprintf("the log now ends below it (final read: log start %d, high watermark %d)", f.start, f.hw)
+		default:
+			there = fmt.Sprintf("the final read found no record there (log start %d, high watermark %d)", f.start, f.hw)
+		}
+		add("read-lost", "partition %d offset %d: %s, its produce %s; %s", op.Partition, op.Offset, who, produceOutcome(produced, op.Value), there)
+	}
+	return kept
+}
+
+// produceOutcome says how the produce of value ended, for a message.
+func produceOutcome(produced map[string]Op, value string) string {
+	pr, ok := produced[value]
+	switch {
+	case !ok:
+		return "unknown to the history"
+	case pr.Result == ResultOK:
+		return fmt.Sprintf("acknowledged at %d/%d", pr.Partition, pr.Offset)
+	}
+	err := pr.Err
+	if i := strings.IndexByte(err, '\n'); i >= 0 {
+		err = err[:i]
+	}
+	if len(err) > 160 {
+		err = err[:160] + "..."
+	}
+	if err == "" {
+		return pr.Result
+	}
+	return fmt.Sprintf("%s (%s)", pr.Result, err)
+}
+
+// CheckGroupReads checks that every record a group member printed (the
+// group's history, OpGroupRead) is at its offset in the final read of
+// ops, the workload's history, as CheckHistory checks the consumers'
+// reads (read-lost).
+func CheckGroupReads(group, ops []Op) []string {
+	var v []string
+	n := 0
+	add := func(kind, format string, args ...any) {
+		if n++; n <= maxReported {
+			v = append(v, kind+": "+fmt.Sprintf(format, args...))
+		}
+	}
+	produced := map[string]Op{}
+	for _, op := range ops {
+		if op.Kind == OpProduce {
+			produced[op.Value] = op
+		}
+	}
+	checkKept(add, group, ops, produced)
+	if n > maxReported {
+		v = append(v, fmt.Sprintf("read-lost: %d more printed by group members not listed", n-maxReported))
+	}
+	return v
 }
 
 // segmentBytes is the concatenation of a replica's segment files, in

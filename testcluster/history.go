@@ -12,6 +12,13 @@ import (
 const (
 	OpProduce = "produce"
 	OpRead    = "read"
+	// OpFinal is the final read (Workload.ReadFinal): after the faults
+	// healed, the operator's commands ran and the consumers drained, each
+	// partition read once more from its log start to its high watermark.
+	// One OpFinal per partition has Offset -1, LogStart and HW (the
+	// partition was read whole); one per record has its Offset and Value.
+	// Every record read before must be there at its offset.
+	OpFinal = "final"
 )
 
 // Results of an Op. A produce that failed for a reason that does not
@@ -37,9 +44,12 @@ type Op struct {
 	// record a read returned; -1 when there is none (a failed operation, a
 	// poll that returned nothing).
 	Offset int64 `json:"offset"`
-	// HW is the high watermark the consumer was told with this read.
-	HW  int64  `json:"hw,omitempty"`
-	Err string `json:"err,omitempty"`
+	// HW is the high watermark the consumer was told with this read; of
+	// the final read, the high watermark it read up to.
+	HW int64 `json:"hw,omitempty"`
+	// LogStart is, of the final read, the partition's log start offset.
+	LogStart int64  `json:"log_start,omitempty"`
+	Err      string `json:"err,omitempty"`
 }
 
 // History is the operations of a run, in the order they were recorded.

@@ -38,7 +38,13 @@ import (
 //   - drained, one per consumer and partition, after everything: the
 //     consumer's final position is past every acknowledged offset (after
 //     healing the consumers read to the high watermark, which covers every
-//     acknowledged write).
+//     acknowledged write);
+//   - final, one per partition the final read (OpFinal) read whole, after
+//     everything too: the log is no longer than the high watermark the
+//     final read read to, and at every offset a consumer read it holds
+//     the record the final read found there. A record read is committed
+//     and stays: one that vanished (a leader that served records no
+//     follower held, failed over) or was replaced leaves no order.
 //
 // Four rewritings make the search feasible on histories of hundreds of
 // thousands of operations; each gives the same verdict as the plain
@@ -138,6 +144,7 @@ const (
 	lpRead
 	lpDrained
 	lpSnapshot
+	lpFinal
 )
 
 // lpInput is the input of an operation of the log model.
@@ -160,7 +167,8 @@ type lpOutput struct {
 	minLen int64
 	rank   int32
 	acked  bool
-	// read
+	// read; final: the records the final read found at the offsets the
+	// consumers read, and the high watermark it read to
 	recs []lpRecord
 	hw   int64
 }
@@ -356,6 +364,15 @@ func step(s *logState, in lpInput, out lpOutput) (*logState, bool) {
 		if s.ackedEnd > in.pos {
 			return nil, false
 		}
+	case lpFinal:
+		if n > out.hw {
+			return nil, false
+		}
+		for _, r := range out.recs {
+			if r.off >= n || s.tail.at(r.off).val != r.val {
+				return nil, false
+			}
+		}
 	}
 	return &logState{tail: s.tail, ackedEnd: s.ackedEnd, n: s.n + 1, unread: s.unread}, true
 }
@@ -403,6 +420,8 @@ func (m *logModel) describeOperation(input, output any) string {
 		return b.String()
 	case lpDrained:
 		return fmt.Sprintf("drained: read to %d", in.pos)
+	case lpFinal:
+		return fmt.Sprintf("final read: %d records where consumers read, high watermark %d", len(out.recs), out.hw)
 	}
 	return "?"
 }

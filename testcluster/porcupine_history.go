@@ -59,6 +59,7 @@ type lpPartition struct {
 	maxRead   int64           // the highest offset read, -1 if none
 	pins      map[int64]int32 // offset -> a value pinned there
 	position  map[int]int64   // consumer -> its position after its last poll
+	readOffs  map[int64]bool  // the offsets the consumers read
 }
 
 // lpOptions are for tests.
@@ -78,6 +79,8 @@ type lpBuilder struct {
 	ids     map[string]int32
 	clients map[lpClient]int
 	parts   map[topicPartition]*lpPartition
+	// final is the final read, by partition.
+	final map[int32]*finalLog
 }
 
 func (b *lpBuilder) at(t time.Time) int64 { return int64(t.Sub(b.base)) }
@@ -110,7 +113,7 @@ func (b *lpBuilder) part(topic string, partition int32) *lpPartition {
 	tp := topicPartition{topic, partition}
 	p := b.parts[tp]
 	if p == nil {
-		p = &lpPartition{tp: tp, firstRead: map[int32][2]int64{}, maxRead: -1, pins: map[int64]int32{}, position: map[int]int64{}}
+		p = &lpPartition{tp: tp, firstRead: map[int32][2]int64{}, maxRead: -1, pins: map[int64]int32{}, position: map[int]int64{}, readOffs: map[int64]bool{}}
 		b.parts[tp] = p
 	}
 	return p
@@ -123,7 +126,8 @@ func buildLogHistory(ops []Op, opt lpOptions) *lpHistory {
 	if opt.minStretch <= 0 {
 		opt.minStretch = minStretch
 	}
-	b := &lpBuilder{lpOptions: opt, m: &logModel{}, ids: map[string]int32{}, clients: map[lpClient]int{}, parts: map[topicPartition]*lpPartition{}}
+	b := &lpBuilder{lpOptions: opt, m: &logModel{}, ids: map[string]int32{}, clients: map[lpClient]int{}, parts: map[topicPartition]*lpPartition{},
+		final: finalLogs(ops)}
 	h := &lpHistory{model: b.m}
 	if len(ops) == 0 {
 		return h
@@ -136,6 +140,9 @@ func buildLogHistory(ops []Op, opt lpOptions) *lpHistory {
 	}
 	consumers := map[int]bool{}
 	for _, op := range ops {
+		if op.Kind == OpFinal {
+			continue
+		}
 		b.part(op.Topic, op.Partition)
 		if op.Kind == OpRead {
 			consumers[op.Worker] = true
@@ -218,6 +225,7 @@ func (b *lpBuilder) addPolls(ops []Op) {
 		end := b.at(op.End)
 		for _, r := range pl.recs {
 			p.maxRead = max(p.maxRead, r.off)
+			p.readOffs[r.off] = true
 			if f, ok := p.firstRead[r.val]; !ok || end < f[1] {
 				p.firstRead[r.val] = [2]int64{r.off, end}
 			}
@@ -323,8 +331,8 @@ func narrow(ops []porcupine.Operation) {
 
 // cut cuts a partition's operations into stretches where none is under
 // way, each after the first starting with a snapshot of the log the
-// pinned produces before the cut made, and puts the unread produces and
-// the drained operations in the last.
+// pinned produces before the cut made, and puts the unread produces, the
+// drained operations and the final read in the last.
 func (b *lpBuilder) cut(p *lpPartition, consumers []int) []lpStretch {
 	ops := p.regular
 	if !b.plain {
@@ -428,6 +436,31 @@ func (b *lpBuilder) cut(p *lpPartition, consumers []int) []lpStretch {
 		cur = append(cur, porcupine.Operation{ClientId: in.client, Input: in, Call: end + 1, Output: lpOutput{}, Return: end + 2,
 			Metadata: fmt.Sprintf("consumer %d after the drain", w)})
 	}
+	if f := b.final[p.tp.partition]; f != nil {
+		cur = append(cur, b.finalOp(p, f, end))
+	}
 	flush()
 	return out
+}
+
+// finalOp is the final read of a partition, after every other operation
+// but the unread produces: the records it found at the offsets the
+// consumers read (those below its log start left out: retention deleted
+// them), none for an offset read at or above its high watermark.
+func (b *lpBuilder) finalOp(p *lpPartition, f *finalLog, end int64) porcupine.Operation {
+	var recs []lpRecord
+	for off := range p.readOffs {
+		if off < f.start || off >= f.hw {
+			continue
+		}
+		val := noValue
+		if v, ok := f.values[off]; ok {
+			val = b.intern(v)
+		}
+		recs = append(recs, lpRecord{off, val})
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].off < recs[j].off })
+	in := lpInput{kind: lpFinal, client: b.client(true, 0)}
+	return porcupine.Operation{ClientId: in.client, Input: in, Call: end + 1, Output: lpOutput{recs: recs, hw: f.hw}, Return: end + 2,
+		Metadata: "the final read, after healing"}
 }

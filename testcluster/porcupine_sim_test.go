@@ -32,7 +32,7 @@ type simRecord struct {
 // end or after it; consumers polling every partition from offset 0 with
 // long polls, told a high watermark read at or after the records, or an
 // older one, and failing now and then; then a drain to the high watermark
-// after the producers stopped.
+// after the producers stopped, and the final read of every partition.
 func simulate(seed int64, cfg simConfig) []Op {
 	rng := rand.New(rand.NewSource(seed))
 	us := func(n int64) time.Time { return t0.Add(time.Duration(n) * time.Microsecond) }
@@ -155,6 +155,18 @@ func simulate(seed int64, cfg simConfig) []Op {
 	}
 	// The workload records an operation when it ends.
 	sort.SliceStable(ops, func(i, j int) bool { return ops[i].End.Before(ops[j].End) })
+	// The final read, once every record has been committed.
+	final := drainAt
+	for p := range logs {
+		final = max(final, lastCommit[p])
+	}
+	for p, l := range logs {
+		at := us(final + 1000)
+		ops = append(ops, Op{Kind: OpFinal, Topic: "t", Partition: int32(p), Start: at, End: at, Result: ResultOK, Offset: -1, HW: int64(len(l))})
+		for off, r := range l {
+			ops = append(ops, Op{Kind: OpFinal, Topic: "t", Partition: int32(p), Start: at, End: at, Result: ResultOK, Offset: int64(off), Value: r.value})
+		}
+	}
 	return ops
 }
 
@@ -359,6 +371,41 @@ var mutations = []mutation{
 		}
 		i := x.readsAt[k][0]
 		return append(ops[:i:i], ops[i+1:]...)
+	}},
+	{name: "a record read, then replaced at the end", history: true, plant: func(rng *rand.Rand, ops []Op) []Op {
+		x := indexSim(ops)
+		k, u, ok := x.someAcked(rng, true)
+		if !ok {
+			return nil
+		}
+		for i, op := range ops {
+			if op.Kind == OpFinal && op.Partition == k.p && op.Offset == k.off {
+				ops[i].Value = ops[u].Value
+			}
+		}
+		return ops
+	}},
+	{name: "a record read, then gone at the end", history: true, plant: func(rng *rand.Rand, ops []Op) []Op {
+		x := indexSim(ops)
+		k, _, ok := x.someAcked(rng, false)
+		if !ok {
+			return nil
+		}
+		// The final read ends below a record read: the log was cut back
+		// to it, and nothing was written there again.
+		var out []Op
+		for _, op := range ops {
+			if op.Kind == OpFinal && op.Partition == k.p {
+				if op.Offset >= k.off {
+					continue
+				}
+				if op.Offset < 0 {
+					op.HW = k.off
+				}
+			}
+			out = append(out, op)
+		}
+		return out
 	}},
 	{name: "a high watermark above every record", history: true, plant: func(rng *rand.Rand, ops []Op) []Op {
 		x := indexSim(ops)

@@ -240,9 +240,14 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 		r.say("%v", err)
 		res.Violations = append(res.Violations, "drain (acknowledged writes past what was read may show as lost): "+err.Error())
 	}
+	if err := w.ReadFinal(60 * time.Second); err != nil {
+		r.say("%v", err)
+		res.Violations = append(res.Violations, "final-read (the records read there cannot be checked): "+err.Error())
+	}
 	ops := r.hist.Ops()
 	r.say("waiting for the group's commits to reach the high watermarks")
 	res.Violations = append(res.Violations, r.gw.Finish(r.highWatermarks(), ackedProduces(ops), 90*time.Second)...)
+	res.Violations = append(res.Violations, CheckGroupReads(r.ghist.Ops(), ops)...)
 	v, st := CheckHistory(ops)
 	res.Stats = st
 	res.Violations = append(res.Violations, v...)
@@ -259,8 +264,8 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 		r.say("controller group: %d samples", len(cs))
 		res.Violations = append(res.Violations, CheckControllerSamples(cs)...)
 	}
-	r.say("checked: %d operations, %d produces, %d acknowledged, %d records read, %d violations",
-		st.Ops, st.Produces, st.Acked, st.Reads, len(res.Violations))
+	r.say("checked: %d operations, %d produces, %d acknowledged, %d records read (%d different, found at their offsets by the final read of %d records), %d violations",
+		st.Ops, st.Produces, st.Acked, st.Reads, st.Kept, st.Final, len(res.Violations))
 	return res
 }
 

@@ -2,6 +2,7 @@ package testcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -283,6 +284,88 @@ func (w *Workload) Drain(timeout time.Duration) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// ReadFinal reads every partition once more, from its log start to its
+// high watermark, with a client of its own, and records what it found in
+// the history as OpFinal operations: one per record and one per partition
+// read whole (see OpFinal). Call it after Drain, once the faults have
+// healed and the operator's commands have run: the checkers then hold
+// every record read before to what its offset holds at the end. A
+// partition not read whole within timeout is left out of the history and
+// named in the error.
+func (w *Workload) ReadFinal(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cfg := client.Config{Bootstrap: w.bootstrap, RequestTimeout: 3 * time.Second, DialTimeout: time.Second}
+	if w.cfg.Secured != nil {
+		cfg = w.cfg.Secured(cfg)
+	}
+	cl, err := client.New(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("final read: %w", err)
+	}
+	defer cl.Close()
+	var errs []error
+	for p := range int32(w.cfg.Partitions) {
+		ops, err := w.readFinal(ctx, cl, p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, op := range ops {
+			w.hist.Add(op)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// readFinal reads partition p from its log start to its high watermark.
+func (w *Workload) readFinal(ctx context.Context, cl *client.Client, p int32) ([]Op, error) {
+	start := time.Now()
+	var offs client.PartitionOffsets
+	for {
+		err := cl.RefreshMetadata(ctx, w.cfg.Topic)
+		if err == nil {
+			offs, err = cl.ListOffsets(ctx, w.cfg.Topic, p)
+		}
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("final read of partition %d: list offsets: %w", p, err)
+		}
+		sleepCtx(ctx, 200*time.Millisecond)
+	}
+	c, err := client.NewConsumer(cl, w.cfg.Topic, p, client.ConsumerConfig{MaxBytes: 1 << 20})
+	if err != nil {
+		return nil, err
+	}
+	c.SeekTo(offs.LogStartOffset)
+	var recs []Op
+	for c.Position() < offs.HighWatermark {
+		got, err := c.Poll(ctx, 100*time.Millisecond)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("final read of partition %d: at offset %d of %d: %w", p, c.Position(), offs.HighWatermark, err)
+			}
+			sleepCtx(ctx, 200*time.Millisecond)
+			continue
+		}
+		for _, r := range got {
+			if r.Offset < offs.HighWatermark {
+				recs = append(recs, Op{Kind: OpFinal, Topic: w.cfg.Topic, Partition: p, Result: ResultOK, Offset: r.Offset, Value: string(r.Value)})
+			}
+		}
+	}
+	end := time.Now()
+	out := append(make([]Op, 0, len(recs)+1), Op{Kind: OpFinal, Topic: w.cfg.Topic, Partition: p, Result: ResultOK, Offset: -1,
+		LogStart: offs.LogStartOffset, HW: offs.HighWatermark})
+	out = append(out, recs...)
+	for i := range out {
+		out[i].Start, out[i].End = start, end
+	}
+	return out, nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

@@ -180,8 +180,8 @@ func checkHistory(path string, timeout time.Duration) int {
 	ops := h.Ops()
 	start := time.Now()
 	v, st := testcluster.CheckHistory(ops)
-	fmt.Printf("CheckHistory: %d operations, %d produces, %d acknowledged, %d records read: %d violations in %s\n",
-		st.Ops, st.Produces, st.Acked, st.Reads, len(v), time.Since(start).Round(time.Millisecond))
+	fmt.Printf("CheckHistory: %d operations, %d produces, %d acknowledged, %d records read (%d different, found at their offsets by the final read of %d records): %d violations in %s\n",
+		st.Ops, st.Produces, st.Acked, st.Reads, st.Kept, st.Final, len(v), time.Since(start).Round(time.Millisecond))
 	for _, s := range v {
 		fmt.Printf("  %s\n", s)
 	}
