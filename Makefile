@@ -144,8 +144,9 @@ bench-groups:
 	GOSTREAM_BENCH_GROUPS=1 $(GO) test -count=1 -timeout 20m -run 'TestBenchGroups$$' -v ./testcluster/ | grep -E 'groups_bench_test|^(ok|FAIL|---)'
 
 # The chaos harness (testcluster/, docs/design.md section 10): every scenario
-# on its own 3-node cluster, CHAOS_DURATION of faults each (seventeen scenarios:
-# about 20 minutes in all), then the checker. `make test` runs only a short
+# on its own cluster (3 nodes, 4 for the raft-controller ones), CHAOS_DURATION
+# of faults each (twenty-one scenarios: about 23 minutes in all), then the
+# checkers. `make test` runs only a short
 # smoke of it. Network faults need root (a network namespace and iptables
 # inside it). A run that finds a violation is saved in
 # testcluster/runs/<scenario>-<seed>/ with the command that replays it;
@@ -153,7 +154,7 @@ bench-groups:
 CHAOS_DURATION  ?= 60s
 CHAOS_SEED      ?= 0
 CHAOS_RUNS      ?= 1
-CHAOS_SCENARIOS ?= leader-kill,follower-kill,leader-pause,leader-isolated,controller-isolated,controller-mid-failover,lost-unsynced,slow-network,rolling-restart,duplicate-id,bit-rot,disk-full,topic-recreate,restart-one-down,power-loss,group-members,random,raft-controller-kill,raft-controller-isolated,raft-controller-mid-failover
+CHAOS_SCENARIOS ?= leader-kill,follower-kill,leader-pause,leader-isolated,controller-isolated,controller-mid-failover,lost-unsynced,slow-network,rolling-restart,duplicate-id,bit-rot,disk-full,topic-recreate,restart-one-down,power-loss,unreplicated-tail,group-members,random,raft-controller-kill,raft-controller-isolated,raft-controller-mid-failover
 chaos:
 	$(GO) run ./testcluster/cmd/chaos --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED) --runs $(CHAOS_RUNS) --scenarios $(CHAOS_SCENARIOS)
 

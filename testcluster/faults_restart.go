@@ -3,6 +3,7 @@ package testcluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -291,4 +292,145 @@ func ReplicaLogEnd(dir string) (int64, error) {
 		}
 	}
 	return end, nil
+}
+
+// unreplicatedTail restarts a leader over records no follower holds, lets
+// the consumers read from it, and then fails it over to a follower
+// without them. It needs a partition whose replicas leave out the
+// controller's node: the scenario's topic has replication factor 2, so
+// one of its three partitions lives on brokers 2 and 3 only.
+//
+// That partition's leader is cut off from its follower, both ways; both
+// still reach the controller, and clients reach both. The writes it takes
+// fail with ReplicationFailed at the producer's deadline, an unknown
+// outcome, and it keeps each batch: its log grows a tail that no follower
+// holds and nobody was told of. Once a high-watermark checkpoint has
+// passed (they run every second), it is killed with kill -9 and started
+// again, still cut off: it hears from the controller and leads again,
+// from its checkpointed high watermark, and the consumers poll it. Then
+// it dies again, the operator does what cluster status says for a leader
+// that does not answer (failover --broker N: its follower, which lacks
+// the tail, takes over), the network heals, and it comes back and is
+// recovered, which cuts its tail off.
+//
+// A correct leader restarts from a high watermark no higher than the
+// records its follower holds, so nobody reads the tail. One that
+// checkpointed more (its log end, say) serves the tail as committed, and
+// the records read vanish at the failover: the checkers find them missing
+// from the final read (read-lost).
+func (r *run) unreplicatedTail() error {
+	tm, err := describe(r.c, chaosTopic)
+	if err != nil {
+		return err
+	}
+	var part *client.PartitionMetadata
+	for i, p := range tm.Partitions {
+		if len(p.Replicas) == 2 && !slices.Contains(p.Replicas, 1) {
+			part = &tm.Partitions[i]
+		}
+	}
+	if part == nil {
+		return fmt.Errorf("unreplicated-tail: no partition of %s with two replicas off the controller's node: %+v", chaosTopic, tm.Partitions)
+	}
+	p, leader := part.Partition, part.Leader
+	follower := part.Replicas[0]
+	if follower == leader {
+		follower = part.Replicas[1]
+	}
+	if !slices.Contains(part.Active, follower) || !slices.Contains(part.Active, leader) {
+		return fmt.Errorf("unreplicated-tail: partition %d's active set %v lacks a replica of %v after the last fault was recovered", p, part.Active, part.Replicas)
+	}
+	r.leaderFaults++
+	mark := r.hist.Len()
+	if err := r.c.Partition([]int32{leader}, []int32{follower}); err != nil {
+		return err
+	}
+	r.say("cut node %d, leader of partition %d, off its follower %d, both ways; both still reach the controller", leader, p, follower)
+	// A send to the partition that failed after the cut: the leader kept
+	// its batch.
+	sent, err := r.waitOp(mark, 20*time.Second, func(op Op) bool {
+		return op.Kind == OpProduce && op.Partition == p && op.Result == ResultUnknown
+	})
+	if err != nil {
+		return fmt.Errorf("unreplicated-tail: no send to partition %d failed after the cut: %w", p, err)
+	}
+	r.say("a send to partition %d failed after the cut, its batch kept by the leader: %s", p, sent.Err)
+	r.sleep(1500, 3000) // a checkpoint of the high watermarks passes
+	if err := r.c.Node(leader).Kill(); err != nil {
+		return err
+	}
+	r.say("killed node %d, its log holding a tail that its follower does not", leader)
+	r.sleep(200, 1000)
+	if err := r.c.StartNode(leader); err != nil {
+		return err
+	}
+	mark = r.hist.Len()
+	r.say("node %d restarted, still cut off from node %d", leader, follower)
+	// Every consumer polls the restarted leader, which serves what is
+	// below its high watermark.
+	for _, c := range []int{1, 2} {
+		if _, err := r.waitOp(mark, 30*time.Second, func(op Op) bool {
+			return op.Kind == OpRead && op.Worker == c && op.Partition == p && op.Result == ResultOK
+		}); err != nil {
+			r.note(fmt.Sprintf("unreplicated-tail: consumer %d did not poll partition %d on the restarted node %d within 30s", c, p, leader))
+		}
+	}
+	r.sleep(500, 2000)
+	read := int64(-1)
+	for _, op := range r.hist.From(mark) {
+		if op.Kind == OpRead && op.Partition == p && op.Result == ResultOK {
+			read = max(read, op.Offset)
+		}
+	}
+	if err := r.c.Node(leader).Kill(); err != nil {
+		return err
+	}
+	r.say("killed node %d again; since its restart the consumers read partition %d up to offset %d", leader, p, read)
+	if err := r.followAdvice(fmt.Sprintf("gostream-ctl failover --broker %d", leader), 30*time.Second); err != nil {
+		return err
+	}
+	if err := r.c.HealNetwork(); err != nil {
+		return err
+	}
+	r.say("network healed")
+	r.sleep(500, 2000)
+	return r.restart(leader)
+}
+
+// waitOp waits until an operation recorded from the mark-th on matches,
+// and returns it.
+func (r *run) waitOp(mark int, timeout time.Duration, match func(Op) bool) (Op, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		for _, op := range r.hist.From(mark) {
+			if match(op) {
+				return op, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return Op{}, fmt.Errorf("none within %s", timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// followAdvice waits until gostream-ctl cluster status gives the command
+// want as the fix of a warning, and runs it, as an operator following
+// the runbook does. Advice that does not come within timeout is a
+// violation, and the command is run anyway.
+func (r *run) followAdvice(want string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if slices.Contains(r.statusAdvice(), want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			r.violation("advice: gostream-ctl cluster status did not give %q within %s", want, timeout)
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	r.say("following the advice: %s", want)
+	args := strings.Fields(want)
+	return r.ctl(60*time.Second, args[1:]...)
 }

@@ -65,6 +65,13 @@ func (h *History) Add(op Op) {
 	h.mu.Unlock()
 }
 
+// Len returns the number of operations so far.
+func (h *History) Len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.ops)
+}
+
 // Ops returns a copy of the operations so far.
 func (h *History) Ops() []Op {
 	h.mu.Lock()

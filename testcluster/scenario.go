@@ -20,13 +20,13 @@ import (
 // Scenarios are the chaos scenarios, in the order `make chaos` runs them.
 var Scenarios = []string{"leader-kill", "follower-kill", "leader-pause", "leader-isolated", "controller-isolated",
 	"controller-mid-failover", "lost-unsynced", "slow-network", "rolling-restart",
-	"duplicate-id", "bit-rot", "disk-full", "topic-recreate", "restart-one-down", "power-loss", "group-members", "random",
+	"duplicate-id", "bit-rot", "disk-full", "topic-recreate", "restart-one-down", "power-loss", "unreplicated-tail", "group-members", "random",
 	"raft-controller-kill", "raft-controller-isolated", "raft-controller-mid-failover"}
 
 // needsNetwork lists the scenarios that cut links or slow them down: they
 // run only inside the harness's network namespace.
 var needsNetwork = map[string]bool{"leader-isolated": true, "controller-isolated": true, "slow-network": true, "random": true,
-	"raft-controller-isolated": true}
+	"raft-controller-isolated": true, "unreplicated-tail": true}
 
 // ScenarioConfig is one run of one scenario.
 type ScenarioConfig struct {
@@ -181,7 +181,7 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 		res.Err = err
 		return res
 	}
-	if err := r.createTopic(partitions); err != nil {
+	if err := r.createTopic(partitions, replicationFactor(cfg.Name)); err != nil {
 		res.Err = err
 		return res
 	}
@@ -349,6 +349,8 @@ func scenarioFault(name string) (func(*run) error, int, bool) {
 		return (*run).restartOneDown, 3, true
 	case "power-loss":
 		return (*run).powerLoss, 3, true
+	case "unreplicated-tail":
+		return (*run).unreplicatedTail, 3, true
 	case "group-members":
 		return (*run).groupFault, 3, true
 	case "random":
@@ -361,6 +363,16 @@ func scenarioFault(name string) (func(*run) error, int, bool) {
 		return (*run).raftControllerMidFailover, 4, true
 	}
 	return nil, 0, false
+}
+
+// replicationFactor is the replication factor of a scenario's topic: 3,
+// but 2 in unreplicated-tail, which needs a partition whose replicas
+// leave out the controller's node (brokers 2 and 3 hold partition 1).
+func replicationFactor(name string) int {
+	if name == "unreplicated-tail" {
+		return 2
+	}
+	return 3
 }
 
 func (r *run) sleep(minMs, maxMs int) {
@@ -382,14 +394,14 @@ func describe(c *Cluster, topic string) (client.TopicMetadata, error) {
 	return cl.DescribeTopic(ctx, topic)
 }
 
-func (r *run) createTopic(partitions int) error {
+func (r *run) createTopic(partitions, replicationFactor int) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		cl, err := client.New(ctx, r.c.Secured(client.Config{Bootstrap: strings.Split(r.c.Bootstrap(), ","), RequestTimeout: 5 * time.Second}))
 		if err == nil {
 			// Cluster.Start has waited for every broker to register.
-			_, err = cl.CreateTopic(ctx, chaosTopic, partitions, 3)
+			_, err = cl.CreateTopic(ctx, chaosTopic, partitions, replicationFactor)
 			cl.Close()
 		}
 		cancel()
