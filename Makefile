@@ -159,9 +159,11 @@ chaos:
 	$(GO) run ./testcluster/cmd/chaos --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED) --runs $(CHAOS_RUNS) --scenarios $(CHAOS_SCENARIOS)
 
 # Plants each bug of testcluster/plants/ in a copy of the tree (storage that
-# skips fsync, a follower that acknowledges before its fsync) and runs the
-# power-loss scenario on two seeds against it: every bug must be caught,
-# and the unplanted copy must pass. About 5 minutes. See docs/chaos.md.
+# skips fsync, a follower that acknowledges before its fsync, a
+# high-watermark checkpoint that holds the log end) and runs the scenarios
+# each patch names (power-loss, unreplicated-tail) on two seeds against it:
+# every bug must be caught, and the unplanted copy must pass them all.
+# About 10 minutes. See docs/chaos.md.
 .PHONY: plant-bugs
 plant-bugs:
 	GO=$(GO) scripts/plant-bug.sh

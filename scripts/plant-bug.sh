@@ -6,16 +6,18 @@
 #   scripts/plant-bug.sh testcluster/plants/no-fsync.patch        # one bug
 #   scripts/plant-bug.sh                                          # every bug, then a control run
 #
-# Environment: PLANT_SCENARIOS (default power-loss), PLANT_SEEDS (default
-# "1 2"), PLANT_DURATION (default 30s). A bug counts as caught when a
-# scenario run on one of the seeds reports a violation. With no argument,
-# the same scenarios also run once on the unpatched copy ("control"), which
-# must report none. Exit 1 if a bug is missed or the control run fails.
+# Each patch names the scenarios that must catch it on a line
+# "scenarios: a,b" above its diff (power-loss if it names none).
+# Environment: PLANT_SCENARIOS (instead of every patch's own), PLANT_SEEDS
+# (default "1 2"), PLANT_DURATION (default 30s). A bug counts as caught
+# when a scenario run on one of the seeds reports a violation. With no
+# argument, every scenario the patches name also runs on the unpatched copy
+# ("control"), on every seed, and must report none. Exit 1 if a bug is
+# missed or the control run fails.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 GO="${GO:-go}"
-SCENARIOS="${PLANT_SCENARIOS:-power-loss}"
 SEEDS="${PLANT_SEEDS:-1 2}"
 DURATION="${PLANT_DURATION:-30s}"
 
@@ -36,11 +38,24 @@ copy_tree() {
 	git ls-files -co --exclude-standard -z | tar --null -cf - -T - | tar -xf - -C "$1"
 }
 
-# run_scenarios DIR LABEL: runs every scenario on every seed in DIR; prints
-# one line per run; returns the number of runs with violations.
+# scenarios_of PATCH: the scenarios that must catch it, comma-separated:
+# PLANT_SCENARIOS if set, else those its "scenarios:" line names, else
+# power-loss.
+scenarios_of() {
+	if [ -n "${PLANT_SCENARIOS:-}" ]; then
+		echo "$PLANT_SCENARIOS"
+		return
+	fi
+	local s
+	s=$(sed -n '/^diff /q; s/^scenarios: *//p' "$1" | head -1)
+	echo "${s:-power-loss}"
+}
+
+# run_scenarios DIR LABEL SCENARIOS: runs every scenario on every seed in
+# DIR; prints one line per run; returns the number of runs with violations.
 run_scenarios() {
-	local dir=$1 label=$2 found=0
-	for scenario in ${SCENARIOS//,/ }; do
+	local dir=$1 label=$2 scenarios=$3 found=0
+	for scenario in ${scenarios//,/ }; do
 		for seed in $SEEDS; do
 			local log="$work/$label-$scenario-$seed.log"
 			if (cd "$dir" && "$GO" run ./testcluster/cmd/chaos --scenarios "$scenario" --seed "$seed" --duration "$DURATION") >"$log" 2>&1; then
@@ -60,13 +75,18 @@ run_scenarios() {
 }
 
 missed=0
+all=""
 for patch in "${patches[@]}"; do
 	name=$(basename "$patch" .patch)
+	scenarios=$(scenarios_of "$patch")
+	for s in ${scenarios//,/ }; do
+		case ",$all," in *",$s,"*) ;; *) all="${all:+$all,}$s" ;; esac
+	done
 	dir="$work/$name"
 	copy_tree "$dir"
 	(cd "$dir" && git apply) <"$patch"
-	echo "plant: $name: planted ($(grep -c '^+[^+]' "$patch") line(s) changed); running $SCENARIOS on seeds $SEEDS for $DURATION each"
-	if run_scenarios "$dir" "$name"; then
+	echo "plant: $name: planted ($(grep -c '^+[^+]' "$patch") line(s) changed); running $scenarios on seeds $SEEDS for $DURATION each"
+	if run_scenarios "$dir" "$name" "$scenarios"; then
 		echo "plant: $name: MISSED: no scenario found a violation"
 		missed=$((missed + 1))
 	else
@@ -78,8 +98,8 @@ done
 if [ "$control" = 1 ]; then
 	dir="$work/control"
 	copy_tree "$dir"
-	echo "plant: control: no bug planted; running $SCENARIOS on seeds $SEEDS"
-	if ! run_scenarios "$dir" control; then
+	echo "plant: control: no bug planted; running $all on seeds $SEEDS"
+	if ! run_scenarios "$dir" control "$all"; then
 		echo "plant: control: FAILED: the unpatched code has violations"
 		missed=$((missed + 1))
 	fi
