@@ -63,10 +63,11 @@ run_scenarios() {
 			else
 				found=$((found + 1))
 				echo "plant: $label: $scenario seed $seed: violations:"
-				# The violations the run printed, counted by kind, and the first one.
-				awk '/ seed [0-9]+: [0-9]+ violations:$/ {f = 1; next} f && /^  / {print; next} {f = 0}' "$log" >"$log.v"
+				# The violations the run printed (not where it was saved nor
+				# how to replay it), counted by kind, and the first one.
+				awk '/ seed [0-9]+: [0-9]+ violations:$/ {f = 1; next} f && /^  (saved to |replay: )/ {next} f && /^  / {print; next} {f = 0}' "$log" >"$log.v"
 				sed -E 's/^  //; s/:.*//' "$log.v" | sort | uniq -c | sort -rn | head -6 | sed 's/^/plant:     /'
-				head -1 "$log.v" | cut -c1-220 | sed 's/^ */plant:     first: /'
+				grep -v ': [0-9]* more ' "$log.v" | head -1 | cut -c1-220 | sed 's/^ */plant:     first: /' || true
 				grep -E 'harness error' "$log" | head -2 | cut -c1-200 | sed 's/^/plant:     /' || true
 			fi
 		done
