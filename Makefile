@@ -163,7 +163,7 @@ chaos:
 # high-watermark checkpoint that holds the log end) and runs the scenarios
 # each patch names (power-loss, unreplicated-tail) on two seeds against it:
 # every bug must be caught, and the unplanted copy must pass them all.
-# About 10 minutes. See docs/chaos.md.
+# About 20 minutes. See docs/chaos.md.
 .PHONY: plant-bugs
 plant-bugs:
 	GO=$(GO) scripts/plant-bug.sh

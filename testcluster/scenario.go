@@ -240,7 +240,7 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 		r.say("%v", err)
 		res.Violations = append(res.Violations, "drain (acknowledged writes past what was read may show as lost): "+err.Error())
 	}
-	if err := w.ReadFinal(60 * time.Second); err != nil {
+	if err := w.ReadFinal(30 * time.Second); err != nil {
 		r.say("%v", err)
 		res.Violations = append(res.Violations, "final-read (the records read there cannot be checked): "+err.Error())
 	}
