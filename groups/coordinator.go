@@ -28,6 +28,13 @@ type Log interface {
 	// WaitAcked waits until every record below end is acknowledged (the
 	// partition's high watermark reached end).
 	WaitAcked(ctx context.Context, end int64) error
+	// Confirm returns nil only if this replica still leads the partition,
+	// asked of every active replica now, and an error matching
+	// ErrNotCoordinator when a newer leader exists. What the coordinator
+	// answers from its state is confirmed so: a coordinator cut off while
+	// its partition failed over would otherwise answer from a state that
+	// the new one has passed (committed offsets going back).
+	Confirm(ctx context.Context) error
 }
 
 // Topics is what a coordinator needs to know of the topics its groups
@@ -446,6 +453,9 @@ func (c *Coordinator) Committed(ctx context.Context, req *transport.OffsetFetchR
 	if err := c.cfg.Log.WaitAcked(ctx, end); err != nil {
 		return nil, err
 	}
+	if err := c.cfg.Log.Confirm(ctx); err != nil {
+		return nil, err
+	}
 	return resp, nil
 }
 
@@ -788,7 +798,10 @@ func (c *Coordinator) List(ctx context.Context) (*transport.ListGroupsResponse, 
 	}
 	end := c.end
 	c.mu.Unlock()
-	return resp, c.cfg.Log.WaitAcked(ctx, end)
+	if err := c.cfg.Log.WaitAcked(ctx, end); err != nil {
+		return nil, err
+	}
+	return resp, c.cfg.Log.Confirm(ctx)
 }
 
 // Describe describes a group.

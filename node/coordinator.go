@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"gostream/groups"
 	"gostream/metadata"
 	"gostream/record"
+	"gostream/replication"
 	"gostream/transport"
 )
 
@@ -395,6 +397,20 @@ func (l *offsetsLog) WaitAcked(ctx context.Context, end int64) error {
 		}
 	}
 	return nil
+}
+
+// Confirm implements groups.Log.
+func (l *offsetsLog) Confirm(ctx context.Context) error {
+	err := l.rep.part.ConfirmLeader(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, replication.ErrNotLeader):
+		return fmt.Errorf("%w: %v", transport.ErrNotCoordinator, err)
+	}
+	// A follower that does not answer: nothing can be confirmed, and
+	// commits fail as well until the operator drops it.
+	return fmt.Errorf("%w: cannot confirm this coordinator still leads %s/%d: %v", transport.ErrNotCoordinator, l.rep.part.Topic, l.rep.part.Index, err)
 }
 
 // hwCache answers a coordinator's questions about the topics its groups

@@ -286,6 +286,24 @@ func (f *follower) classify(err error) error {
 	return err
 }
 
+// confirm asks the follower whether it has seen a leader epoch newer than
+// epoch, without fencing it: the leader steps down when it has.
+func (f *follower) confirm(ctx context.Context, epoch int32) error {
+	peer, err := f.peer()
+	if err != nil {
+		return err
+	}
+	st, err := peer.ReplicaState(ctx, &transport.ReplicaStateRequest{Topic: f.p.Topic, TopicID: f.p.TopicID, Partition: f.p.Index})
+	if err != nil {
+		return fmt.Errorf("confirm leadership with broker %d: %w", f.id, f.classify(err))
+	}
+	if st.FencedEpoch > epoch {
+		f.p.stepDown(st.FencedEpoch)
+		return fmt.Errorf("%w: broker %d has seen leader epoch %d, above this leader's %d", ErrNotLeader, f.id, st.FencedEpoch, epoch)
+	}
+	return nil
+}
+
 // catchUpNow runs catch-up on behalf of an operator, outside the sender's
 // loop: it kicks the sender and waits for it to report in sync.
 func (f *follower) catchUpNow(ctx context.Context) (from, to int64, err error) {

@@ -589,3 +589,39 @@ func TestFollowerWithAFullDiskHasAProblemUntilAnAppendSucceeds(t *testing.T) {
 	produce(t, leader, "after", 1)
 	assert.Equal(t, leaderLog.LogEndOffset(), followerLog.LogEndOffset())
 }
+
+// A leader cut off while its partition failed over learns it from its
+// followers, which the controller fenced: ConfirmLeader steps it down
+// (ErrNotLeader) where it would otherwise answer reads of state a new
+// leader has passed. A follower that cannot be asked confirms nothing.
+func TestConfirmLeaderAsksTheFollowers(t *testing.T) {
+	leaderLog, followerLog := openLog(t, t.TempDir()), openLog(t, t.TempDir())
+	follower := replication.NewPartition("orders", 0, 2, followerLog, testLogger(t))
+	t.Cleanup(follower.Close)
+	peer := &localPeer{p: follower}
+	leader := replication.NewPartition("orders", 0, self, leaderLog, testLogger(t), replication.Options{
+		Peers:              func(int32) (replication.Peer, error) { return peer, nil },
+		ReplicationTimeout: 5 * time.Second,
+	})
+	t.Cleanup(leader.Close)
+	both := replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self, 2}}
+	require.NoError(t, follower.SetState(both))
+	require.NoError(t, leader.SetState(both))
+	produce(t, leader, "before", 2)
+	require.NoError(t, leader.ConfirmLeader(context.Background()))
+
+	peer.setDown(fmt.Errorf("%w: connection refused", transport.ErrBrokerNotAvailable))
+	err := leader.ConfirmLeader(context.Background())
+	require.Error(t, err, "a follower that cannot be asked confirms nothing")
+	assert.NotErrorIs(t, err, replication.ErrNotLeader)
+	peer.setDown(nil)
+
+	// The controller fences the follower at epoch 2 and promotes it.
+	_, err = follower.ReplicaState(&transport.ReplicaStateRequest{Topic: "orders", Partition: 0, LeaderEpoch: 2})
+	require.NoError(t, err)
+	err = leader.ConfirmLeader(context.Background())
+	require.ErrorIs(t, err, replication.ErrNotLeader)
+	assert.Contains(t, err.Error(), "has seen leader epoch 2")
+	_, err = tryProduce(leader, "after", 1)
+	assert.ErrorIs(t, err, replication.ErrNotLeader, "it stepped down")
+}

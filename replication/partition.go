@@ -715,6 +715,53 @@ func (p *Partition) Followers() []transport.FollowerStatus {
 	return out
 }
 
+// confirmTimeout bounds ConfirmLeader's round trips: a follower that does
+// not answer within it cannot confirm (the reader retries), rather than
+// being waited for as a write's replication is.
+const confirmTimeout = 2 * time.Second
+
+// ConfirmLeader returns nil only if this replica still leads: it leads
+// in its own view, and no active follower has seen a newer leader epoch,
+// asked now, all at once. A leader cut off while the controller failed
+// the partition over does not know it (the controller fences the
+// followers, not it); its followers do, and every replica a failover can
+// promote is one of them. A leader that learns of a newer epoch here
+// steps down. It returns an error matching ErrNotLeader then, or the
+// error of a follower that could not be asked (nothing is confirmed).
+// For reads of state kept on the leader, beside its log, that a new
+// leader may have passed: what its log serves is bounded by the high
+// watermark already.
+func (p *Partition) ConfirmLeader(ctx context.Context) error {
+	p.mu.Lock()
+	st, stepped := p.mu.state, p.mu.steppedDn
+	followers := make([]*follower, 0, len(p.mu.followers))
+	for _, f := range p.mu.followers {
+		followers = append(followers, f)
+	}
+	p.mu.Unlock()
+	if st.Leader != p.brokerID || stepped {
+		return fmt.Errorf("%w: partition %s/%d is led by broker %d", ErrNotLeader, p.Topic, p.Index, st.Leader)
+	}
+	ctx, cancel := context.WithTimeout(ctx, min(p.opts.ReplicationTimeout, confirmTimeout))
+	defer cancel()
+	errs := make([]error, len(followers))
+	var wg sync.WaitGroup
+	for i, f := range followers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f.confirm(ctx, st.LeaderEpoch)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if errors.Is(err, ErrNotLeader) {
+			return err
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // CatchUp brings one active follower up to the leader's log end now. It
 // returns the follower's log end before and after.
 func (p *Partition) CatchUp(ctx context.Context, broker int32) (from, to int64, err error) {
