@@ -625,3 +625,25 @@ func TestConfirmLeaderAsksTheFollowers(t *testing.T) {
 	_, err = tryProduce(leader, "after", 1)
 	assert.ErrorIs(t, err, replication.ErrNotLeader, "it stepped down")
 }
+
+// A leader asked to recover a replica it still counts in its active set
+// has not applied the metadata that left the replica out yet (a move of
+// elect-leaders just made): that passes, NotReady, not an error of no
+// kind (it reached the operator as "Unknown").
+func TestRecoverOfAReplicaStillActiveHereIsNotReady(t *testing.T) {
+	leaderLog, followerLog := openLog(t, t.TempDir()), openLog(t, t.TempDir())
+	follower := replication.NewPartition("orders", 0, 2, followerLog, testLogger(t))
+	t.Cleanup(follower.Close)
+	peer := &localPeer{p: follower}
+	leader := replication.NewPartition("orders", 0, self, leaderLog, testLogger(t), replication.Options{
+		Peers:              func(int32) (replication.Peer, error) { return peer, nil },
+		ReplicationTimeout: 5 * time.Second,
+	})
+	t.Cleanup(leader.Close)
+	both := replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self, 2}}
+	require.NoError(t, follower.SetState(both))
+	require.NoError(t, leader.SetState(both))
+	_, err := leader.RecoverFollower(context.Background(), 2)
+	require.ErrorIs(t, err, replication.ErrNotReady)
+	assert.Contains(t, err.Error(), "broker 2 is still active for orders/0")
+}

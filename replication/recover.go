@@ -60,7 +60,11 @@ func (p *Partition) RecoverFollower(ctx context.Context, broker int32) (RecoverR
 		return RecoverResult{}, fmt.Errorf("%w: the leader is never recovered", ErrNotLeader)
 	}
 	if slices.Contains(st.Active, broker) {
-		return RecoverResult{}, fmt.Errorf("broker %d is already active for %s/%d; use catch-up", broker, p.Topic, p.Index)
+		// The controller asks to recover only a replica its metadata has
+		// out of the active set: this leader has not applied that
+		// metadata yet (a change just made, its push on the way).
+		return RecoverResult{}, fmt.Errorf("%w: broker %d is still active for %s/%d as this leader (broker %d, epoch %d) knows it; "+
+			"if it was just left out, try again once the leader has the new metadata, else use catch-up", ErrNotReady, broker, p.Topic, p.Index, p.brokerID, st.LeaderEpoch)
 	}
 	peer, err := p.opts.Peers(broker)
 	if err != nil {
