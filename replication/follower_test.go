@@ -526,6 +526,25 @@ func TestVerifyDuringRetentionIsNoDamage(t *testing.T) {
 	assert.NoError(t, err, "it takes writes")
 }
 
+// leaderAndFollower makes broker self the leader of orders/0 at epoch 1
+// on leaderLog, and broker 2 its active follower on followerLog, reached
+// through the returned peer; it returns the state both hold.
+func leaderAndFollower(t *testing.T, leaderLog *storage.Log, followerLog replication.Log) (leader, follower *replication.Partition, peer *localPeer, both replication.State) {
+	t.Helper()
+	follower = replication.NewPartition("orders", 0, 2, followerLog, testLogger(t))
+	t.Cleanup(follower.Close)
+	peer = &localPeer{p: follower}
+	leader = replication.NewPartition("orders", 0, self, leaderLog, testLogger(t), replication.Options{
+		Peers:              func(int32) (replication.Peer, error) { return peer, nil },
+		ReplicationTimeout: 5 * time.Second,
+	})
+	t.Cleanup(leader.Close)
+	both = replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self, 2}}
+	require.NoError(t, follower.SetState(both))
+	require.NoError(t, leader.SetState(both))
+	return leader, follower, peer, both
+}
+
 // fullDiskLog is a log whose leader-stamped appends (a follower's) fail
 // for want of space while full is set, as on a full disk: the append does
 // not happen and the log goes on.
@@ -548,17 +567,7 @@ func (l *fullDiskLog) WriteExact(b record.Batch) (storage.AppendResult, storage.
 func TestFollowerWithAFullDiskHasAProblemUntilAnAppendSucceeds(t *testing.T) {
 	leaderLog := openLog(t, t.TempDir())
 	followerLog := &fullDiskLog{Log: openLog(t, t.TempDir())}
-	follower := replication.NewPartition("orders", 0, 2, followerLog, testLogger(t))
-	t.Cleanup(follower.Close)
-	peer := &localPeer{p: follower}
-	leader := replication.NewPartition("orders", 0, self, leaderLog, testLogger(t), replication.Options{
-		Peers:              func(int32) (replication.Peer, error) { return peer, nil },
-		ReplicationTimeout: 5 * time.Second,
-	})
-	t.Cleanup(leader.Close)
-	both := replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self, 2}}
-	require.NoError(t, follower.SetState(both))
-	require.NoError(t, leader.SetState(both))
+	leader, follower, _, both := leaderAndFollower(t, leaderLog, followerLog)
 	produce(t, leader, "before", 2)
 	require.NoError(t, follower.Problem())
 
@@ -595,18 +604,8 @@ func TestFollowerWithAFullDiskHasAProblemUntilAnAppendSucceeds(t *testing.T) {
 // (ErrNotLeader) where it would otherwise answer reads of state a new
 // leader has passed. A follower that cannot be asked confirms nothing.
 func TestConfirmLeaderAsksTheFollowers(t *testing.T) {
-	leaderLog, followerLog := openLog(t, t.TempDir()), openLog(t, t.TempDir())
-	follower := replication.NewPartition("orders", 0, 2, followerLog, testLogger(t))
-	t.Cleanup(follower.Close)
-	peer := &localPeer{p: follower}
-	leader := replication.NewPartition("orders", 0, self, leaderLog, testLogger(t), replication.Options{
-		Peers:              func(int32) (replication.Peer, error) { return peer, nil },
-		ReplicationTimeout: 5 * time.Second,
-	})
-	t.Cleanup(leader.Close)
-	both := replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self, 2}}
-	require.NoError(t, follower.SetState(both))
-	require.NoError(t, leader.SetState(both))
+	leaderLog := openLog(t, t.TempDir())
+	leader, follower, peer, _ := leaderAndFollower(t, leaderLog, openLog(t, t.TempDir()))
 	produce(t, leader, "before", 2)
 	require.NoError(t, leader.ConfirmLeader(context.Background()))
 
@@ -631,18 +630,8 @@ func TestConfirmLeaderAsksTheFollowers(t *testing.T) {
 // elect-leaders just made): that passes, NotReady, not an error of no
 // kind (it reached the operator as "Unknown").
 func TestRecoverOfAReplicaStillActiveHereIsNotReady(t *testing.T) {
-	leaderLog, followerLog := openLog(t, t.TempDir()), openLog(t, t.TempDir())
-	follower := replication.NewPartition("orders", 0, 2, followerLog, testLogger(t))
-	t.Cleanup(follower.Close)
-	peer := &localPeer{p: follower}
-	leader := replication.NewPartition("orders", 0, self, leaderLog, testLogger(t), replication.Options{
-		Peers:              func(int32) (replication.Peer, error) { return peer, nil },
-		ReplicationTimeout: 5 * time.Second,
-	})
-	t.Cleanup(leader.Close)
-	both := replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self, 2}}
-	require.NoError(t, follower.SetState(both))
-	require.NoError(t, leader.SetState(both))
+	leaderLog := openLog(t, t.TempDir())
+	leader, _, _, _ := leaderAndFollower(t, leaderLog, openLog(t, t.TempDir()))
 	_, err := leader.RecoverFollower(context.Background(), 2)
 	require.ErrorIs(t, err, replication.ErrNotReady)
 	assert.Contains(t, err.Error(), "broker 2 is still active for orders/0")

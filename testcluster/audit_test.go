@@ -39,19 +39,9 @@ func TestAuditTrailHoldsWhatADyingControllerChanged(t *testing.T) {
 
 			// The controller that will die: restarted with the crash
 			// point, and made the active one.
-			k := c.Node(tc.dies)
-			require.NoError(t, k.Stop(10*time.Second))
-			k.Env = []string{"GOSTREAM_CRASHPOINT=failover-after-commit"}
-			require.NoError(t, c.StartNode(tc.dies))
-			k.Env = nil
+			k := restartWithCrashpoint(t, c, tc.dies, "failover-after-commit")
 			if tc.candidates > 0 {
-				require.Eventually(t, func() bool {
-					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-					defer cancel()
-					c.Ctl(ctx, "", "controller", "transfer", "--to", fmt.Sprint(tc.dies))
-					id, err := c.ActiveController(2*time.Second, 0)
-					return err == nil && id == tc.dies
-				}, 30*time.Second, 100*time.Millisecond, "candidate %d active", tc.dies)
+				makeActive(t, c, tc.dies)
 			}
 
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

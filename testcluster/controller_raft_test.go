@@ -329,18 +329,8 @@ func TestActiveControllerKilledMidFailoverIsFinishedOrRedone(t *testing.T) {
 
 	for _, tc := range cases {
 		t.Run(tc.point, func(t *testing.T) {
-			k := c.Node(tc.candidate)
-			require.NoError(t, k.Stop(10*time.Second))
-			k.Env = []string{"GOSTREAM_CRASHPOINT=" + tc.point}
-			require.NoError(t, c.StartNode(tc.candidate))
-			k.Env = nil
-			require.Eventually(t, func() bool {
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				defer cancel()
-				c.Ctl(ctx, "", "controller", "transfer", "--to", fmt.Sprint(tc.candidate))
-				id, err := c.ActiveController(2*time.Second, 0)
-				return err == nil && id == tc.candidate
-			}, 30*time.Second, 100*time.Millisecond, "candidate %d active", tc.candidate)
+			k := restartWithCrashpoint(t, c, tc.candidate, tc.point)
+			makeActive(t, c, tc.candidate)
 
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
@@ -382,6 +372,31 @@ func TestActiveControllerKilledMidFailoverIsFinishedOrRedone(t *testing.T) {
 			require.NoError(t, c.StartNode(tc.candidate))
 		})
 	}
+}
+
+// restartWithCrashpoint restarts node id with GOSTREAM_CRASHPOINT=point
+// (controller/crashpoint.go): it kills itself when it gets there.
+func restartWithCrashpoint(t *testing.T, c *Cluster, id int32, point string) *Node {
+	t.Helper()
+	k := c.Node(id)
+	require.NoError(t, k.Stop(10*time.Second))
+	k.Env = []string{"GOSTREAM_CRASHPOINT=" + point}
+	require.NoError(t, c.StartNode(id))
+	k.Env = nil
+	return k
+}
+
+// makeActive transfers the controller group to candidate id, again until
+// it is the active controller.
+func makeActive(t *testing.T, c *Cluster, id int32) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		c.Ctl(ctx, "", "controller", "transfer", "--to", fmt.Sprint(id))
+		active, err := c.ActiveController(2*time.Second, 0)
+		return err == nil && active == id
+	}, 30*time.Second, 100*time.Millisecond, "candidate %d active", id)
 }
 
 // TestDamagedRaftStoreIsReportedAndRebuilt: a candidate whose Raft store
