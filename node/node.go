@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/singleflight"
 
 	"gostream/controller"
@@ -560,8 +561,11 @@ func (n *Node) serve(ctx context.Context) error {
 		n.controller.SetGossipPeers(gs.rpcAddrs)
 	}
 
-	g := newGroup(ctx)
-	g.run(func(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	// run starts fn in a goroutine of g: the first to return an error
+	// cancels gctx for all of them, and g.Wait returns that error.
+	run := func(fn func(context.Context) error) { g.Go(func() error { return fn(gctx) }) }
+	run(func(ctx context.Context) error {
 		// A broker joins the cluster's gossip once the controller has
 		// accepted it, so that a process the controller refuses (a used
 		// --id) never shows in the others' view; with the controller out
@@ -587,16 +591,16 @@ func (n *Node) serve(ctx context.Context) error {
 		return nil
 	})
 	if !n.isController() {
-		g.run(n.followController)
+		run(n.followController)
 	}
 	if n.candidacy != nil {
-		g.run(n.applyGroupChanges)
-		g.run(n.leadWhenElected)
+		run(n.applyGroupChanges)
+		run(n.leadWhenElected)
 	}
-	g.run(n.coords.run)
-	g.run(n.ds.leader.sweep)
+	run(n.coords.run)
+	run(n.ds.leader.sweep)
 	if reload := cfg.Security.Reload; reload != nil {
-		g.run(func(ctx context.Context) error {
+		run(func(ctx context.Context) error {
 			for {
 				select {
 				case <-reload:
@@ -607,19 +611,19 @@ func (n *Node) serve(ctx context.Context) error {
 			}
 		})
 	}
-	g.run(func(context.Context) error {
+	run(func(context.Context) error {
 		if err := rpc.Serve(rpcLn); err != nil {
 			return fmt.Errorf("rpc server on %s: %w", rpcLn.Addr(), err)
 		}
 		return nil
 	})
-	g.run(func(context.Context) error {
+	run(func(context.Context) error {
 		if err := srv.Serve(httpLn); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("http server on %s: %w", httpLn.Addr(), err)
 		}
 		return nil
 	})
-	g.run(func(ctx context.Context) error {
+	run(func(ctx context.Context) error {
 		t := time.NewTicker(resumeInterval)
 		defer t.Stop()
 		for {
@@ -631,7 +635,7 @@ func (n *Node) serve(ctx context.Context) error {
 			}
 		}
 	})
-	g.run(func(ctx context.Context) error {
+	run(func(ctx context.Context) error {
 		t := time.NewTicker(cfg.HWCheckpointInterval)
 		defer t.Stop()
 		failing := false
@@ -648,7 +652,7 @@ func (n *Node) serve(ctx context.Context) error {
 			}
 		}
 	})
-	g.run(func(ctx context.Context) error {
+	run(func(ctx context.Context) error {
 		t := time.NewTicker(cfg.RetentionInterval)
 		defer t.Stop()
 		for {
@@ -660,7 +664,7 @@ func (n *Node) serve(ctx context.Context) error {
 			}
 		}
 	})
-	g.run(func(ctx context.Context) error {
+	run(func(ctx context.Context) error {
 		<-ctx.Done()
 		log.Info("node stopping", "reason", context.Cause(ctx))
 		gs.leave()
@@ -687,5 +691,5 @@ func (n *Node) serve(ctx context.Context) error {
 		"http", httpLn.Addr().String(),
 		"controller", fmt.Sprint(cfg.Controllers),
 	)
-	return g.wait()
+	return g.Wait()
 }
