@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"gostream/metadata"
-	"gostream/storage"
 	"gostream/transport"
 )
 
@@ -76,7 +75,7 @@ func (c *Client) CreateTopic(ctx context.Context, name string, partitions, repli
 // anything is sent, with an error matching transport.ErrInvalidConfig (and
 // metadata.ErrInvalidConfig) that names the key.
 func (c *Client) CreateTopicWithConfig(ctx context.Context, name string, partitions, replicationFactor int, config metadata.TopicConfig) (TopicMetadata, error) {
-	if err := storage.ValidateTopicName(name); err != nil {
+	if err := metadata.ValidateTopicName(name); err != nil {
 		// Checked here too, so that a bad name is the caller's error,
 		// found before anything is sent.
 		return TopicMetadata{}, fmt.Errorf("%w: %w", transport.ErrInvalidTopicName, err)

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"gostream/metadata"
-	"gostream/storage"
 	"gostream/transport"
 )
 
@@ -17,7 +16,7 @@ import (
 // created.
 func (c *Controller) CreateTopic(ctx context.Context, req *transport.CreateTopicRequest) (*metadata.Topic, error) {
 	if strings.HasPrefix(req.Name, InternalPrefix) {
-		return nil, fmt.Errorf("%w: %q: names that begin with %q are kept for the cluster's internal topics", storage.ErrInvalidTopicName, req.Name, InternalPrefix)
+		return nil, fmt.Errorf("%w: %q: names that begin with %q are kept for the cluster's internal topics", metadata.ErrInvalidTopicName, req.Name, InternalPrefix)
 	}
 	if req.Partitions < 1 || req.Partitions > metadata.MaxPartitions {
 		return nil, fmt.Errorf("%w: partition count %d outside [1, %d]", ErrInvalidPartitions, req.Partitions, metadata.MaxPartitions)

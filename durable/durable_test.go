@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"gostream/storage"
+	"gostream/metadata"
 )
 
 func TestOffsetTokens(t *testing.T) {
@@ -48,7 +48,7 @@ func TestTopicFor(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(a, TopicPrefix))
 	assert.Len(t, a, len(TopicPrefix)+32)
-	require.NoError(t, storage.ValidateTopicName(a))
+	require.NoError(t, metadata.ValidateTopicName(a))
 	b, err := TopicFor("chat/room-2")
 	require.NoError(t, err)
 	assert.NotEqual(t, a, b)
@@ -123,7 +123,7 @@ func FuzzTopicFor(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if err := storage.ValidateTopicName(name); err != nil || len(name) != len(TopicPrefix)+32 || !strings.HasPrefix(name, TopicPrefix) {
+		if err := metadata.ValidateTopicName(name); err != nil || len(name) != len(TopicPrefix)+32 || !strings.HasPrefix(name, TopicPrefix) {
 			t.Fatalf("path %q gave topic %q (%v)", path, name, err)
 		}
 		if again, _ := TopicFor(path); again != name {

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"gostream/storage"
+	"gostream/metadata"
 	"gostream/transport"
 )
 
@@ -306,7 +306,7 @@ const markerSize = 32
 var ErrInvalidGroupName = errors.New("groups: invalid group name")
 
 func validGroup(name string) error {
-	if err := storage.ValidateTopicName(name); err != nil {
+	if err := metadata.ValidateTopicName(name); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidGroupName, err)
 	}
 	return nil
@@ -479,7 +479,7 @@ func checkSubscription(topics []string) ([]string, error) {
 	slices.Sort(out)
 	out = slices.Compact(out)
 	for _, t := range out {
-		if err := storage.ValidateTopicName(t); err != nil {
+		if err := metadata.ValidateTopicName(t); err != nil {
 			return nil, fmt.Errorf("%w: subscription: %v", ErrInvalidRequest, err)
 		}
 		if strings.HasPrefix(t, "__") {

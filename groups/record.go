@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"gostream/storage"
+	"gostream/metadata"
 	"gostream/transport"
 )
 
@@ -442,14 +442,14 @@ func checkKey(k Kind, group string) error {
 
 // checkGroup applies the topic-name rules to a group's name.
 func checkGroup(name string) error {
-	if err := storage.ValidateTopicName(name); err != nil {
+	if err := metadata.ValidateTopicName(name); err != nil {
 		return fmt.Errorf("%w: group name: %v", ErrMalformed, err)
 	}
 	return nil
 }
 
 func checkTopic(name string) error {
-	if err := storage.ValidateTopicName(name); err != nil {
+	if err := metadata.ValidateTopicName(name); err != nil {
 		return fmt.Errorf("topic: %v", err)
 	}
 	return nil

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-
-	"gostream/storage"
 )
 
 // Sentinel errors of package metadata.
@@ -164,7 +162,7 @@ func (c *Cluster) AddTopic(name string, partitions, replicationFactor int) (*Top
 // AddTopicOn is AddTopic with the replicas placed over brokers only (the
 // controller gives those that answer), each of them registered.
 func (c *Cluster) AddTopicOn(name string, partitions, replicationFactor int, brokers []int32) (*Topic, error) {
-	if err := storage.ValidateTopicName(name); err != nil {
+	if err := ValidateTopicName(name); err != nil {
 		return nil, err
 	}
 	if c.Topic(name) != nil {
@@ -281,7 +279,7 @@ func (c *Cluster) Validate() error {
 	}
 	ids := make(map[string]bool, len(c.Topics))
 	for i, t := range c.Topics {
-		if err := storage.ValidateTopicName(t.Name); err != nil {
+		if err := ValidateTopicName(t.Name); err != nil {
 			return fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		if t.ID != "" {

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"gostream/metadata"
-	"gostream/storage"
 )
 
 // validCluster returns a fresh, valid cluster built by hand (not by
@@ -213,15 +212,15 @@ func TestAddTopicErrors(t *testing.T) {
 		rf         int
 		want       error
 	}{
-		{"empty name", "", 1, 1, storage.ErrInvalidTopicName},
-		{"dot", ".", 1, 1, storage.ErrInvalidTopicName},
-		{"dot dot", "..", 1, 1, storage.ErrInvalidTopicName},
-		{"slash", "a/b", 1, 1, storage.ErrInvalidTopicName},
-		{"backslash", `a\b`, 1, 1, storage.ErrInvalidTopicName},
-		{"space", "a b", 1, 1, storage.ErrInvalidTopicName},
-		{"non ascii", "tópico", 1, 1, storage.ErrInvalidTopicName},
-		{"nul", "a\x00", 1, 1, storage.ErrInvalidTopicName},
-		{"too long", strings.Repeat("x", 250), 1, 1, storage.ErrInvalidTopicName},
+		{"empty name", "", 1, 1, metadata.ErrInvalidTopicName},
+		{"dot", ".", 1, 1, metadata.ErrInvalidTopicName},
+		{"dot dot", "..", 1, 1, metadata.ErrInvalidTopicName},
+		{"slash", "a/b", 1, 1, metadata.ErrInvalidTopicName},
+		{"backslash", `a\b`, 1, 1, metadata.ErrInvalidTopicName},
+		{"space", "a b", 1, 1, metadata.ErrInvalidTopicName},
+		{"non ascii", "tópico", 1, 1, metadata.ErrInvalidTopicName},
+		{"nul", "a\x00", 1, 1, metadata.ErrInvalidTopicName},
+		{"too long", strings.Repeat("x", 250), 1, 1, metadata.ErrInvalidTopicName},
 		{"exists", "existing", 1, 1, metadata.ErrTopicExists},
 		{"zero partitions", "new", 0, 1, metadata.ErrInvalid},
 		{"too many partitions", "new", metadata.MaxPartitions + 1, 1, metadata.ErrInvalid},

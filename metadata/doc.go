@@ -5,7 +5,10 @@
 // controller keeps it in.
 //
 // Invariants that Validate checks and every change keeps:
-//   - broker ids are positive and unique; topic names are valid paths;
+//   - broker ids are positive and unique; topic names follow the
+//     cluster's naming rule (ValidateTopicName: 1 to 249 of
+//     [A-Za-z0-9._-], not . or ..), which also makes each one directory
+//     name for storage;
 //   - a topic has at least one partition, and each partition exactly
 //     ReplicationFactor distinct assigned replicas, all registered brokers;
 //   - the active set is a subset of the assigned replicas and holds the

@@ -7,7 +7,6 @@ import (
 
 	"gostream/groups"
 	"gostream/metadata"
-	"gostream/storage"
 	"gostream/transport"
 )
 
@@ -22,7 +21,7 @@ func (h *rpcHandler) findCoordinator(req *transport.Request) transport.Reply {
 	if err := h.allow(req, metadata.OpDescribe, metadata.ResourceGroup, r.Group); err != nil {
 		return transport.Immediate(nil, err)
 	}
-	if err := storage.ValidateTopicName(r.Group); err != nil {
+	if err := metadata.ValidateTopicName(r.Group); err != nil {
 		return transport.Immediate(nil, fmt.Errorf("%w: %v", transport.ErrInvalidGroupName, err))
 	}
 	return func(ctx context.Context) (transport.Message, error) {

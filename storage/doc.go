@@ -6,9 +6,11 @@
 //
 // A storage root is a directory stamped with the broker id and cluster id
 // that own it (StampFile). A root refuses to open for another broker or
-// cluster. Each replica's log lives under topics/<topic>/partition-<n>/; the
-// topic name is validated (ValidateTopicName) before it becomes a path, so
-// nothing is created outside the root.
+// cluster. Each replica's log lives under topics/<topic>/partition-<n>/. A
+// topic name becomes a path only if it is one directory name (not empty,
+// . or .., no path separator or NUL; else ErrInvalidName), so nothing is
+// created outside the root. That is storage's only check of a name: which
+// names a cluster allows is metadata's rule (metadata.ValidateTopicName).
 //
 // A log is a directory of segments named by their base offset
 // (00000000000000000000.log), each with a sparse index (.index) mapping a

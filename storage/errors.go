@@ -51,8 +51,11 @@ var (
 	ErrStampMismatch = errors.New("storage: root belongs to another broker or cluster")
 	// ErrRootInUse means a storage root that another process holds.
 	ErrRootInUse = errors.New("storage: root in use")
-	// ErrInvalidTopicName means a topic name that may not become a path.
-	ErrInvalidTopicName = errors.New("storage: invalid topic name")
+	// ErrInvalidName means a topic name that is not one directory name
+	// (empty, . or .., or with a path separator or a NUL), so it may not
+	// become a path under the root. Which names a cluster allows is
+	// metadata's rule (metadata.ValidateTopicName), not storage's.
+	ErrInvalidName = errors.New("storage: invalid directory name")
 	// ErrInvalidPartition means a negative partition number.
 	ErrInvalidPartition = errors.New("storage: invalid partition")
 )

@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,15 +22,14 @@ const StampFile = "gostream.stamp"
 
 const stampVersion = 1
 
-// topicNameRE is the set of topic names that may become directory names.
-var topicNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
-
-// ValidateTopicName reports whether name may be used as a topic name, and so
-// as a directory under the storage root. It returns an error wrapping
-// ErrInvalidTopicName when it may not.
-func ValidateTopicName(name string) error {
-	if name == "." || name == ".." || !topicNameRE.MatchString(name) {
-		return fmt.Errorf("%w: %q (want 1 to 249 of [A-Za-z0-9._-], not . or ..)", ErrInvalidTopicName, name)
+// checkDirName refuses a topic name that is not one directory name (empty,
+// . or .., or holding a path separator or a NUL), so that no path made of
+// it leaves the root. It is storage's own safety check, not the cluster's
+// naming rule (metadata.ValidateTopicName, which is narrower and which
+// every name passes before it reaches storage).
+func checkDirName(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00") {
+		return fmt.Errorf("%w: %q is not one directory name", ErrInvalidName, name)
 	}
 	return nil
 }
@@ -251,9 +249,10 @@ func (r *Root) writeStamp() error {
 }
 
 // ReplicaDir returns the directory of one partition replica under the root.
-// The topic name is validated first, so the path never leaves the root.
+// The topic name is checked first (checkDirName), so the path never leaves
+// the root.
 func (r *Root) ReplicaDir(topic string, partition int32) (string, error) {
-	if err := ValidateTopicName(topic); err != nil {
+	if err := checkDirName(topic); err != nil {
 		return "", err
 	}
 	if partition < 0 {

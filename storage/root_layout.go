@@ -22,7 +22,7 @@ const deletedDir = "deleted"
 
 // TopicDir returns the directory of a topic's replicas under the root.
 func (r *Root) TopicDir(topic string) (string, error) {
-	if err := ValidateTopicName(topic); err != nil {
+	if err := checkDirName(topic); err != nil {
 		return "", err
 	}
 	return filepath.Join(r.dir, "topics", topic), nil

@@ -49,7 +49,7 @@ func TestRootQuarantinesAndRemovesReplicas(t *testing.T) {
 	require.NoError(t, root.RemoveTopic("never-was"))
 
 	// Names that would leave the root are refused before anything moves.
-	assert.ErrorIs(t, root.RemoveTopic("../x"), storage.ErrInvalidTopicName)
+	assert.ErrorIs(t, root.RemoveTopic("../x"), storage.ErrInvalidName)
 	_, err = root.QuarantineReplica("../x", 0)
-	assert.ErrorIs(t, err, storage.ErrInvalidTopicName)
+	assert.ErrorIs(t, err, storage.ErrInvalidName)
 }

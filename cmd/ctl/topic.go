@@ -13,7 +13,7 @@ import (
 
 	"gostream/client"
 	"gostream/cmd/internal/exitcode"
-	"gostream/storage"
+	"gostream/metadata"
 	"gostream/transport"
 )
 
@@ -147,7 +147,7 @@ const (
 
 func topicCreateAction(c *cli.Context) error {
 	name := c.Args().First()
-	if err := storage.ValidateTopicName(name); err != nil {
+	if err := metadata.ValidateTopicName(name); err != nil {
 		return exitcode.Usagef("InvalidTopicName", "topic name %q: want 1 to 249 of A-Z a-z 0-9 . _ -, and not . or ..", name)
 	}
 	if !c.IsSet("partitions") {
