@@ -3,7 +3,11 @@
 // commands (failover, drops, recovery, elect-leaders, broker replace,
 // metadata restore). One node runs it; package node builds it from narrow
 // dependencies (a directory, an RPC caller, functions that apply and push
-// metadata) and serves its APIs.
+// metadata) and serves its APIs. With several candidates, each runs a
+// Candidacy (candidacy.go): its member of the candidates' Raft group
+// (package quorum) and a Controller on it, active while it leads the
+// group; the node hands it the same kind of narrow dependencies
+// (CandidacyConfig) and owns its goroutines.
 //
 // What it promises:
 //

@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"gostream/controller"
 	"gostream/metadata"
 	"gostream/storage"
 	"gostream/transport"
@@ -346,7 +346,7 @@ func (c Config) Validate() error {
 // a config with its defaults filled in.
 func (c Config) checkControllerAddr() error {
 	ctrl, ok := c.selfCandidate()
-	if !ok || sameHostPort(ctrl.Addr, c.Advertise) {
+	if !ok || controller.SameAddr(ctrl.Addr, c.Advertise) {
 		return nil
 	}
 	return &FieldError{Field: "Controllers", Value: ctrl.String(), Reason: fmt.Sprintf(
@@ -363,30 +363,6 @@ func (c Config) selfCandidate() (ControllerAddr, bool) {
 		}
 	}
 	return ControllerAddr{}, false
-}
-
-// sameHostPort reports whether two HOST:PORT addresses name the same port
-// on the same host, resolving host names.
-func sameHostPort(a, b string) bool {
-	if a == b {
-		return true
-	}
-	ha, pa, errA := net.SplitHostPort(a)
-	hb, pb, errB := net.SplitHostPort(b)
-	if errA != nil || errB != nil || pa != pb {
-		return false
-	}
-	ipsA, errA := net.LookupHost(ha)
-	ipsB, errB := net.LookupHost(hb)
-	if errA != nil || errB != nil {
-		return false
-	}
-	for _, x := range ipsA {
-		if slices.Contains(ipsB, x) {
-			return true
-		}
-	}
-	return false
 }
 
 // minMaxBatchBytes is the smallest batch limit: a few small records.

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"path/filepath"
 	"strings"
 
+	"gostream/controller"
+	"gostream/controller/quorum"
 	"gostream/transport"
 )
 
@@ -89,7 +93,7 @@ func (n *Node) notControllerError() error {
 		return fmt.Errorf("%w: broker %d is not the controller; the controller is %s", transport.ErrNotController, n.cfg.ID, n.cfg.Controllers[0])
 	}
 	if cd := n.candidacy; cd != nil {
-		if l, ok := cd.group.Leader(); ok && l.ID != n.cfg.ID {
+		if l, ok := cd.Leader(); ok && l.ID != n.cfg.ID {
 			return fmt.Errorf("%w: candidate %d is not the active controller; candidate %s is (candidates %s)",
 				transport.ErrNotController, n.cfg.ID, l, n.candidateList())
 		}
@@ -101,4 +105,38 @@ func (n *Node) notControllerError() error {
 	}
 	return fmt.Errorf("%w: broker %d is not the active controller; the newest metadata it holds names %s (candidates %s)",
 		transport.ErrNotController, n.cfg.ID, named, n.candidateList())
+}
+
+// startCandidate starts this node as a candidate of the replicated
+// controller: its broker on the cached metadata first, so that it serves
+// while the group elects, then its part in the group
+// (controller.Candidacy), whose goroutines serve runs.
+func (n *Node) startCandidate(self ControllerAddr) error {
+	if err := n.startBroker(); err != nil {
+		return err
+	}
+	cands := make([]quorum.Candidate, len(n.cfg.Controllers))
+	for i, c := range n.cfg.Controllers {
+		cands[i] = quorum.Candidate{ID: c.ID, Addr: c.Addr}
+	}
+	root := n.root
+	cd, err := controller.OpenCandidacy(controller.CandidacyConfig{
+		Dir: filepath.Join(n.cfg.DataDir, "controller"), Self: quorum.Candidate{ID: self.ID, Addr: self.Addr}, Candidates: cands,
+		Broker: n.selfBroker(), LocalIP: net.ParseIP(n.cfg.DialSource), TLS: n.sec.clientTLS(), Allow: n.sec.raftAllowed,
+		Logger: n.logger, ClusterID: func() string { return root.Stamp().ClusterID }, SetClusterID: root.SetClusterID,
+		Metadata: n.broker.metadata, Apply: n.broker.applyMetadata, Push: n.pushMetadata, Pool: n.pool, WireError: wireError,
+	})
+	if err != nil {
+		return err
+	}
+	n.controller, n.candidacy = cd.Controller(), cd
+	return nil
+}
+
+// closeCandidacy stops this candidate's Raft, if it is one.
+func (n *Node) closeCandidacy() error {
+	if n.candidacy == nil {
+		return nil
+	}
+	return n.candidacy.Close()
 }

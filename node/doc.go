@@ -40,6 +40,11 @@
 //     functions: apply metadata to this node's broker, push it to the
 //     others (pushMetadata); the operator APIs are decoded here and handed
 //     to it (operator_handler.go);
+//   - on a candidate of several --controller names, its part in the
+//     controller group (controller.Candidacy), opened in controllers.go
+//     from narrow dependencies of the same kind; Run owns the goroutines
+//     that hand the group's changes to this node's broker and step the
+//     controller up and down (ApplyChanges, Lead), and closes it;
 //   - elsewhere, registration with the controller and a poll of its
 //     metadata, cached on disk so that a restarted broker serves at once
 //     (node.go);

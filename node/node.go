@@ -58,7 +58,7 @@ type Node struct {
 	// candidate's controller (active or not) when --controller lists
 	// several candidates and this node among them; nil otherwise.
 	controller *controller.Controller
-	candidacy  *candidacy // nil unless this node is a candidate of several
+	candidacy  *controller.Candidacy // nil unless this node is a candidate of several
 	gossip     *gossip
 	refusals   *refusals
 	coords     *coordinators
@@ -487,7 +487,7 @@ func (n *Node) serve(ctx context.Context) error {
 	}
 	if cd := n.candidacy; cd != nil {
 		// The candidates' Raft traffic shares the RPC address.
-		scfg.DivertByte, scfg.Divert = quorum.Marker, cd.layer.Divert
+		scfg.DivertByte, scfg.Divert = quorum.Marker, cd.Divert
 	}
 	rpc := transport.NewServer(scfg, &rpcHandler{n: n})
 	httpLog := log.Named("http")
@@ -594,8 +594,8 @@ func (n *Node) serve(ctx context.Context) error {
 		run(n.followController)
 	}
 	if n.candidacy != nil {
-		run(n.applyGroupChanges)
-		run(n.leadWhenElected)
+		run(n.candidacy.ApplyChanges)
+		run(n.candidacy.Lead)
 	}
 	run(n.coords.run)
 	run(n.ds.leader.sweep)
