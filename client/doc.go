@@ -1,8 +1,15 @@
 // Package client is the Go client of gostream: a Client that knows the
 // cluster's metadata and routes requests, a Producer, a Consumer for one
 // partition, admin calls (topics, offsets, metadata) as methods on Client,
-// and the cluster's health and verification as typed reports. It speaks the wire protocol of package transport and the batch
-// format of package record, and nothing else of the server.
+// and the cluster's health and verification as typed reports. It speaks
+// the wire protocol of package transport and the batch format of package
+// record. Of the rest of the server it uses package metadata (the cluster
+// model its reports read, metadata.Parse for the copies brokers hand it,
+// the key partitioner it shares with the server, and the topic-name rule
+// and topic configuration keys it checks before sending) and package
+// security (to load TLS files, security.ClientTLS); through metadata it
+// links package storage, which it never calls. It never imports node,
+// controller or replication.
 //
 // # Routing and metadata
 //

@@ -32,7 +32,7 @@ const (
 )
 
 // Error is an error reported under a name, such as "InvalidFlag" or
-// "NotImplemented", together with the exit status it causes.
+// "Unreachable", together with the exit status it causes.
 type Error struct {
 	// Name is the word the stderr line starts with. It is part of the
 	// contract: scripts match on it.
