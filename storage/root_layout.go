@@ -47,6 +47,11 @@ func (r *Root) RemoveReplica(topic string, partition int32) error {
 	return r.removeDir(dir, topic)
 }
 
+// maxTrashPrefix bounds the part of a directory's name that its place
+// under deleted/ keeps: a topic's name may take 249 of the 255 bytes a
+// file name may have.
+const maxTrashPrefix = 200
+
 // removeDir deletes a directory under the root: it is renamed under
 // deleted/ first, then removed, so a crash never leaves a half-deleted
 // one under its name. A directory that is not there is no error.
@@ -55,7 +60,9 @@ func (r *Root) removeDir(dir, name string) error {
 	if err := os.MkdirAll(trash, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", trash, err)
 	}
-	tmp, err := os.MkdirTemp(trash, name+"-")
+	// The name is only for whoever looks in deleted/; cut, it leaves room
+	// for MkdirTemp's random suffix in a file name's 255 bytes.
+	tmp, err := os.MkdirTemp(trash, name[:min(len(name), maxTrashPrefix)]+"-")
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package storage_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -52,4 +53,28 @@ func TestRootQuarantinesAndRemovesReplicas(t *testing.T) {
 	assert.ErrorIs(t, root.RemoveTopic("../x"), storage.ErrInvalidName)
 	_, err = root.QuarantineReplica("../x", 0)
 	assert.ErrorIs(t, err, storage.ErrInvalidName)
+}
+
+// A topic of the longest name a topic may have (249 bytes) is removed,
+// replica by replica and whole: its place under deleted/ keeps only a
+// part of the name (the whole name and MkdirTemp's suffix took more than
+// the 255 bytes of a file name, and the delete failed).
+func TestRootRemovesATopicOfTheLongestName(t *testing.T) {
+	root, err := storage.OpenRoot(t.TempDir(), 1, "", hclog.NewNullLogger())
+	require.NoError(t, err)
+	defer root.Close()
+	name := strings.Repeat("t", 249)
+	for p := range int32(2) {
+		l, err := root.OpenLog(name, p, storage.Options{})
+		require.NoError(t, err)
+		require.NoError(t, l.Close())
+	}
+	require.NoError(t, root.RemoveReplica(name, 1))
+	dir, err := root.ReplicaDir(name, 1)
+	require.NoError(t, err)
+	assert.NoDirExists(t, dir)
+	require.NoError(t, root.RemoveTopic(name))
+	dir, err = root.TopicDir(name)
+	require.NoError(t, err)
+	assert.NoDirExists(t, dir)
 }
