@@ -135,6 +135,11 @@ type Partition struct {
 		// follower's of its leader's batches, when it failed for want of
 		// space (a full disk), until an append succeeds again.
 		noSpace error
+		// leading is closed when this replica stops leading at the epoch
+		// of state (a new epoch, another leader, Close); nil while it
+		// does not lead. See Leadership.
+		leading chan struct{}
+		closed  bool
 	}
 }
 
@@ -314,13 +319,20 @@ func (p *Partition) SetState(s State) error {
 	p.mu.Lock()
 	prev := p.mu.state
 	p.mu.state = State{Leader: s.Leader, LeaderEpoch: s.LeaderEpoch, Active: slices.Clone(s.Active)}
+	leading := s.Leader == p.brokerID
+	if p.mu.leading != nil && (!leading || s.LeaderEpoch != prev.LeaderEpoch) {
+		close(p.mu.leading)
+		p.mu.leading = nil
+	}
+	if leading && p.mu.leading == nil && !p.mu.closed {
+		p.mu.leading = make(chan struct{})
+	}
 	if s.LeaderEpoch > prev.LeaderEpoch {
 		p.mu.steppedDn = false
 		p.mu.behind = nil // a new epoch, a new leader: it compares anew
 	}
 	var stop []*follower
 	var start []*follower
-	leading := s.Leader == p.brokerID
 	want := map[int32]bool{}
 	if leading {
 		for _, id := range s.Active {
@@ -373,6 +385,11 @@ func (p *Partition) Close() {
 	p.mu.Lock()
 	fs := p.mu.followers
 	p.mu.followers = nil
+	p.mu.closed = true
+	if p.mu.leading != nil {
+		close(p.mu.leading)
+		p.mu.leading = nil
+	}
 	p.mu.Unlock()
 	for _, f := range fs {
 		f.stop()
@@ -489,6 +506,15 @@ func (e *ReplicationError) Brokers() []int32 {
 // lead, and the log's errors; the wait returns a *ReplicationError naming
 // the followers that failed.
 func (p *Partition) Produce(batch record.Batch) (func(ctx context.Context) (Ack, error), error) {
+	_, wait, err := p.produce(batch, nil)
+	return wait, err
+}
+
+// produce is Produce, for the holder of a leadership (as) when as is not
+// nil: it appends only while as is current and its state is not dropped,
+// both checked under produceMu, so that nothing is appended for a state
+// once it is dropped or its epoch ended. It returns where the batch landed.
+func (p *Partition) produce(batch record.Batch, as *Leadership) (storage.AppendResult, func(ctx context.Context) (Ack, error), error) {
 	p.produceMu.Lock()
 	p.mu.Lock()
 	// A replica that has recorded a newer epoch than the one it leads (a
@@ -503,15 +529,23 @@ func (p *Partition) Produce(batch record.Batch) (func(ctx context.Context) (Ack,
 	p.mu.Unlock()
 	if st.Leader != p.brokerID {
 		p.produceMu.Unlock()
-		return nil, fmt.Errorf("%w: partition %s/%d is led by broker %d", ErrNotLeader, p.Topic, p.Index, st.Leader)
+		return storage.AppendResult{}, nil, fmt.Errorf("%w: partition %s/%d is led by broker %d", ErrNotLeader, p.Topic, p.Index, st.Leader)
 	}
 	if stepped {
 		p.produceMu.Unlock()
-		return nil, fmt.Errorf("%w: broker %d no longer leads %s/%d: a newer leader epoch than %d exists; waiting for the controller's metadata", ErrNotLeader, p.brokerID, p.Topic, p.Index, st.LeaderEpoch)
+		return storage.AppendResult{}, nil, fmt.Errorf("%w: broker %d no longer leads %s/%d: a newer leader epoch than %d exists; waiting for the controller's metadata", ErrNotLeader, p.brokerID, p.Topic, p.Index, st.LeaderEpoch)
+	}
+	if as != nil && as.dropped {
+		p.produceMu.Unlock()
+		return storage.AppendResult{}, nil, fmt.Errorf("%w: %s/%d: nothing was appended", ErrStateDropped, p.Topic, p.Index)
+	}
+	if as != nil && st.LeaderEpoch != as.epoch {
+		p.produceMu.Unlock()
+		return storage.AppendResult{}, nil, fmt.Errorf("%w: broker %d leads %s/%d at epoch %d now, no longer at %d", ErrNotLeader, p.brokerID, p.Topic, p.Index, st.LeaderEpoch, as.epoch)
 	}
 	if problem != nil {
 		p.produceMu.Unlock()
-		return nil, fmt.Errorf("%w; it takes no writes: gostream-ctl failover --topic %s --partition %d", problem, p.Topic, p.Index)
+		return storage.AppendResult{}, nil, fmt.Errorf("%w; it takes no writes: gostream-ctl failover --topic %s --partition %d", problem, p.Topic, p.Index)
 	}
 	// A leader that has not yet reached an active follower since it began
 	// to lead (every node restarted at once, and this one came back
@@ -521,7 +555,7 @@ func (p *Partition) Produce(batch record.Batch) (func(ctx context.Context) (Ack,
 	for _, f := range followers {
 		if err := f.notYetReached(); err != nil {
 			p.produceMu.Unlock()
-			return nil, fmt.Errorf("%w: %s/%d: broker %d leads it, and its active follower %d has not answered since (%v); nothing was appended. "+
+			return storage.AppendResult{}, nil, fmt.Errorf("%w: %s/%d: broker %d leads it, and its active follower %d has not answered since (%v); nothing was appended. "+
 				"If broker %d is gone for good: gostream-ctl failover --broker %d", ErrNotReady, p.Topic, p.Index, p.brokerID, f.id, err, f.id, f.id)
 		}
 	}
@@ -529,7 +563,7 @@ func (p *Partition) Produce(batch record.Batch) (func(ctx context.Context) (Ack,
 	p.noteAppend(err)
 	if err != nil {
 		p.produceMu.Unlock()
-		return nil, err
+		return storage.AppendResult{}, nil, err
 	}
 	items := make([]*item, len(followers))
 	for i, f := range followers {
@@ -537,7 +571,7 @@ func (p *Partition) Produce(batch record.Batch) (func(ctx context.Context) (Ack,
 	}
 	p.produceMu.Unlock()
 
-	return func(ctx context.Context) (Ack, error) {
+	return res, func(ctx context.Context) (Ack, error) {
 		// The HW is what every active replica holds durably. The
 		// followers' rounds recompute it as they end, but a round that
 		// ended before this copy was durable could not pass it: so it is
