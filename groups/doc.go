@@ -1,9 +1,10 @@
 // Package groups holds committed offsets and consumer groups: the records
 // a group's coordinator writes to its partition of __consumer_offsets, the
 // assignment of partitions to a group's members (range per topic, handed
-// over incrementally), and the Coordinator that serves the groups of one
-// partition on its leader (package node hosts it, over the partition's
-// replica). The design is docs/groups.md.
+// over incrementally), the Coordinator that serves the groups of one
+// partition on its leader, and the Host that keeps a broker's
+// coordinators, one per offsets partition it leads, over
+// replication.LeaderStates. The design is docs/groups.md.
 //
 // What it promises:
 //
@@ -19,4 +20,9 @@
 //     owns, and asks a member to release only the partitions it owns and
 //     is no longer assigned: a partition has at most one owner at a time,
 //     and only the partitions that must move, move.
+//   - A Host serves a group only from the coordinator of its partition's
+//     current leadership, rebuilt from the leader's log: from the moment
+//     the leadership ends it answers ErrNotCoordinator, and the
+//     coordinator it served appends nothing more and confirms no read.
+//     While a coordinator rebuilds, it answers ErrCoordinatorLoading.
 package groups

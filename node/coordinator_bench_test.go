@@ -56,7 +56,7 @@ func (benchTopics) HighWatermark(context.Context, string, int32, int64) (int64, 
 // BenchmarkCoordinatorRebuild measures a coordinator's rebuild from a
 // __consumer_offsets log that 1,000,000 commits (1,000 groups, 64
 // partitions each) were written to through a coordinator, as a broker
-// does it (loadCoordinator over the storage log): once from the whole
+// does it (Coordinator.Rebuild over the storage log): once from the whole
 // log, once after the segments below the newest complete snapshot are
 // deleted, as retention does. Run with -benchtime=1x; the commits are
 // written once, outside the timing.
@@ -77,11 +77,15 @@ func BenchmarkCoordinatorRebuild(b *testing.B) {
 	}
 	require.NoError(b, bl.last(ctx)) // reads stop at what is durable
 	b.Logf("%d commits written in %v: log of %d records, %d segments", commits, time.Since(start).Round(time.Millisecond), l.LogEndOffset(), l.SegmentCount())
-	rep := &replica{log: l, part: &replication.Partition{Topic: transport.OffsetsTopic}}
+	part := replication.NewPartition(transport.OffsetsTopic, 0, 1, l, nil)
+	defer part.Close()
+	require.NoError(b, part.SetState(replication.State{Leader: 1, LeaderEpoch: 0, Active: []int32{1}}))
+	lead, err := part.Leadership()
+	require.NoError(b, err)
 	load := func() (time.Duration, int) {
 		next := groups.NewCoordinator(groups.CoordinatorConfig{Log: &benchLog{l: l}, Topics: benchTopics{}})
 		t0 := time.Now()
-		n, err := loadCoordinator(ctx, rep, next)
+		n, err := next.Rebuild(ctx, lead)
 		require.NoError(b, err)
 		took := time.Since(t0)
 		require.Len(b, next.State().Groups(), groupCount)

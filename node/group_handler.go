@@ -57,7 +57,7 @@ func (h *rpcHandler) findCoordinator(req *transport.Request) transport.Reply {
 }
 
 func (h *rpcHandler) coordinatorOf(group *string) func() (*groups.Coordinator, error) {
-	return func() (*groups.Coordinator, error) { return h.n.coords.forGroup(*group) }
+	return func() (*groups.Coordinator, error) { return h.n.coords.ForGroup(*group) }
 }
 
 func (h *rpcHandler) offsetCommit(req *transport.Request) transport.Reply {
@@ -119,11 +119,7 @@ func (h *rpcHandler) groupHeartbeat(req *transport.Request) transport.Reply {
 func (h *rpcHandler) listGroups(req *transport.Request) transport.Reply {
 	var r transport.ListGroupsRequest
 	return serveWith(req, &r, func() (*groups.Coordinator, error) {
-		meta := h.n.broker.metadata()
-		if meta == nil || meta.Topic(transport.OffsetsTopic) == nil {
-			return nil, fmt.Errorf("%w: no group has been used: there is no %s topic", transport.ErrUnknownTopic, transport.OffsetsTopic)
-		}
-		return h.n.coords.forPartition(meta.Topic(transport.OffsetsTopic), r.Partition, "")
+		return h.n.coords.ForPartition(r.Partition)
 	}, func(ctx context.Context, c *groups.Coordinator) (transport.Message, error) {
 		resp, err := c.List(ctx)
 		if err != nil || h.n.sec.authz == nil {

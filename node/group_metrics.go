@@ -24,13 +24,13 @@ const lagFreshness = 30 * time.Second
 // their number by state, their members, and each committed partition's
 // lag behind its high watermark.
 type groupCollector struct {
-	cs                            *coordinators
+	host                          *groups.Host
 	groups, members, lag, omitted *prometheus.Desc
 }
 
-func newGroupCollector(cs *coordinators) *groupCollector {
+func newGroupCollector(host *groups.Host) *groupCollector {
 	return &groupCollector{
-		cs: cs,
+		host: host,
 		groups: prometheus.NewDesc("gostream_groups", "Consumer groups this node coordinates, by state (stable, rebalancing, empty).",
 			[]string{"state"}, nil),
 		members: prometheus.NewDesc("gostream_group_members", "Members of the consumer groups this node coordinates.", nil, nil),
@@ -58,8 +58,8 @@ func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
 	byState := map[string]int{"stable": 0, "rebalancing": 0, "empty": 0}
 	members := 0
 	var points []lagPoint
-	for _, s := range c.cs.readySlots() {
-		for _, g := range s.coord.Stats() {
+	for _, coord := range c.host.Coordinators() {
+		for _, g := range coord.Stats() {
 			byState[g.State]++
 			members += g.Members
 			for tp, off := range g.Offsets {
@@ -76,7 +76,7 @@ func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
 	})
 	omitted := max(len(points)-maxLagSeries, 0)
 	for _, p := range points[:len(points)-omitted] {
-		hw, ok := c.cs.hw.recent(p.tp.Topic, p.tp.Partition, lagFreshness)
+		hw, ok := c.host.RecentHighWatermark(p.tp.Topic, p.tp.Partition, lagFreshness)
 		if !ok {
 			continue
 		}

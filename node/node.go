@@ -22,6 +22,7 @@ import (
 	"gostream/controller"
 	"gostream/controller/quorum"
 	"gostream/durable"
+	"gostream/groups"
 	"gostream/httpapi"
 	"gostream/metadata"
 	"gostream/storage"
@@ -61,7 +62,7 @@ type Node struct {
 	candidacy  *controller.Candidacy // nil unless this node is a candidate of several
 	gossip     *gossip
 	refusals   *refusals
-	coords     *coordinators
+	coords     *groups.Host
 	ds         *dsRouter
 	sec        *nodeSecurity
 
@@ -125,7 +126,7 @@ func Run(ctx context.Context, cfg Config) error {
 	n.root = root
 	n.pool = transport.NewPool(transport.ConnConfig{LocalIP: net.ParseIP(cfg.DialSource), TLS: n.sec.clientTLS()})
 	n.refusals = newRefusals(n.metrics)
-	n.coords = newCoordinators(n)
+	n.coords = n.newGroupHost()
 	n.ds = &dsRouter{n: n, leader: newDSLeader(n), rf: cfg.DS.ReplicationFactor, forwardTimeout: cfg.DS.ForwardTimeout}
 	n.pushes.to = map[int32]*pusher{}
 	n.registered = make(chan struct{})
@@ -597,7 +598,7 @@ func (n *Node) serve(ctx context.Context) error {
 		run(n.candidacy.ApplyChanges)
 		run(n.candidacy.Lead)
 	}
-	run(n.coords.run)
+	run(n.coords.Run)
 	run(n.ds.leader.sweep)
 	if reload := cfg.Security.Reload; reload != nil {
 		run(func(ctx context.Context) error {
