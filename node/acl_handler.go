@@ -29,7 +29,7 @@ func (h *rpcHandler) acl(req *transport.Request) transport.Reply {
 		if err := h.allow(req, metadata.OpDescribe, metadata.ResourceCluster, ""); err != nil {
 			return transport.Immediate(nil, err)
 		}
-		meta := h.n.broker.metadata()
+		meta := h.n.broker.Metadata()
 		if meta == nil {
 			return transport.Immediate(nil, fmt.Errorf("%w: this node has no metadata yet", transport.ErrControllerUnavailable))
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"gostream/broker"
 	"time"
 
 	"gostream/controller"
@@ -24,7 +25,7 @@ func (h *rpcHandler) replicate(req *transport.Request) transport.Reply {
 	if err != nil {
 		return transport.Immediate(nil, err)
 	}
-	wait, err := rep.part.Replicate(&r)
+	wait, err := rep.Part.Replicate(&r)
 	if err != nil {
 		return transport.Immediate(nil, err)
 	}
@@ -39,12 +40,12 @@ func (h *rpcHandler) replicate(req *transport.Request) transport.Reply {
 
 // replicaOfRequest and leaderOfRequest find, for serveWith, the replica a
 // request names once it is decoded into the fields given.
-func (h *rpcHandler) replicaOfRequest(topic, id *string, partition *int32) func() (*replica, error) {
-	return func() (*replica, error) { return h.replicaOf(*topic, *id, *partition) }
+func (h *rpcHandler) replicaOfRequest(topic, id *string, partition *int32) func() (*broker.Replica, error) {
+	return func() (*broker.Replica, error) { return h.replicaOf(*topic, *id, *partition) }
 }
 
-func (h *rpcHandler) leaderOfRequest(topic, id *string, partition *int32) func() (*replica, error) {
-	return func() (*replica, error) { return h.leaderOf(*topic, *id, *partition) }
+func (h *rpcHandler) leaderOfRequest(topic, id *string, partition *int32) func() (*broker.Replica, error) {
+	return func() (*broker.Replica, error) { return h.leaderOf(*topic, *id, *partition) }
 }
 
 func (h *rpcHandler) replicaState(req *transport.Request) transport.Reply {
@@ -55,8 +56,8 @@ func (h *rpcHandler) replicaState(req *transport.Request) transport.Reply {
 			return h.n.sec.peerOnly(req.Principal, "ReplicaState with a fencing epoch")
 		}
 		return h.allow(req, metadata.OpDescribe, metadata.ResourceTopic, r.Topic)
-	}, h.replicaOfRequest(&r.Topic, &r.TopicID, &r.Partition)), func(_ context.Context, rep *replica) (transport.Message, error) {
-		return rep.part.ReplicaState(&r)
+	}, h.replicaOfRequest(&r.Topic, &r.TopicID, &r.Partition)), func(_ context.Context, rep *broker.Replica) (transport.Message, error) {
+		return rep.Part.ReplicaState(&r)
 	})
 }
 
@@ -97,8 +98,8 @@ func (h *rpcHandler) updateMetadata(req *transport.Request) transport.Reply {
 		// may still be being applied (a push of the next change overtook
 		// this one): the answer waits for that, since the controller takes
 		// it to mean this broker has the change, its replicas open.
-		if cur := h.n.broker.metadata(); cur != nil && meta.Epoch < cur.Epoch && meta.ClusterID == cur.ClusterID {
-			if err := h.n.broker.waitReconciled(ctx, meta.Epoch); err != nil {
+		if cur := h.n.broker.Metadata(); cur != nil && meta.Epoch < cur.Epoch && meta.ClusterID == cur.ClusterID {
+			if err := h.n.broker.WaitReconciled(ctx, meta.Epoch); err != nil {
 				return nil, fmt.Errorf("broker %d is still applying metadata epoch %d: %w", h.n.cfg.ID, cur.Epoch, err)
 			}
 			return nil, fmt.Errorf("%w: broker %d holds metadata epoch %d, newer than the pushed epoch %d", transport.ErrStaleMetadata, h.n.cfg.ID, cur.Epoch, meta.Epoch)
@@ -140,7 +141,7 @@ func (h *rpcHandler) describeCluster(req *transport.Request) transport.Reply {
 			resp.Controller = err.Error()
 		}
 	}
-	if meta := h.n.broker.metadata(); meta != nil {
+	if meta := h.n.broker.Metadata(); meta != nil {
 		blob, err := metadata.Marshal(meta)
 		if err != nil {
 			return transport.Immediate(nil, err)
@@ -157,9 +158,9 @@ func (h *rpcHandler) describeCluster(req *transport.Request) transport.Reply {
 
 func (h *rpcHandler) catchUp(req *transport.Request) transport.Reply {
 	var r transport.CatchUpRequest
-	return serveWith(req, &r, h.leaderOfRequest(&r.Topic, &r.TopicID, &r.Partition), func(ctx context.Context, rep *replica) (transport.Message, error) {
-		st := rep.part.State()
-		from, to, err := rep.part.CatchUp(ctx, r.Broker)
+	return serveWith(req, &r, h.leaderOfRequest(&r.Topic, &r.TopicID, &r.Partition), func(ctx context.Context, rep *broker.Replica) (transport.Message, error) {
+		st := rep.Part.State()
+		from, to, err := rep.Part.CatchUp(ctx, r.Broker)
 		if err != nil {
 			return nil, err
 		}
@@ -174,12 +175,12 @@ func (h *rpcHandler) catchUp(req *transport.Request) transport.Reply {
 
 // leaderOf finds this broker's replica of a partition that it leads, for
 // requests only a leader serves.
-func (h *rpcHandler) leaderOf(topic, id string, partition int32) (*replica, error) {
-	t, rep, err := h.n.broker.lookup(topic, id, partition)
+func (h *rpcHandler) leaderOf(topic, id string, partition int32) (*broker.Replica, error) {
+	t, rep, err := h.n.broker.Lookup(topic, id, partition)
 	if err != nil {
 		return nil, err
 	}
-	if rep == nil || rep.part.State().Leader != h.n.cfg.ID {
+	if rep == nil || rep.Part.State().Leader != h.n.cfg.ID {
 		return nil, notLeader(t, partition)
 	}
 	return rep, nil
@@ -187,8 +188,8 @@ func (h *rpcHandler) leaderOf(topic, id string, partition int32) (*replica, erro
 
 // replicaOf finds this broker's replica of a partition for replica-level
 // requests.
-func (h *rpcHandler) replicaOf(topic, id string, partition int32) (*replica, error) {
-	_, rep, err := h.n.broker.lookup(topic, id, partition)
+func (h *rpcHandler) replicaOf(topic, id string, partition int32) (*broker.Replica, error) {
+	_, rep, err := h.n.broker.Lookup(topic, id, partition)
 	if errors.Is(err, transport.ErrUnknownTopicID) || err == nil && rep == nil {
 		// Another broker names a topic or replica this one does not hold:
 		// its metadata may be behind (a push it missed). It catches up now
@@ -208,8 +209,8 @@ func (h *rpcHandler) replicaDigest(req *transport.Request) transport.Reply {
 	var r transport.ReplicaDigestRequest
 	return serveWith(req, &r, allowing(func() error {
 		return h.allow(req, metadata.OpDescribe, metadata.ResourceTopic, r.Topic)
-	}, h.replicaOfRequest(&r.Topic, &r.TopicID, &r.Partition)), func(ctx context.Context, rep *replica) (transport.Message, error) {
-		sum, n, err := rep.part.Digest(ctx, r.From, r.To, r.Verify)
+	}, h.replicaOfRequest(&r.Topic, &r.TopicID, &r.Partition)), func(ctx context.Context, rep *broker.Replica) (transport.Message, error) {
+		sum, n, err := rep.Part.Digest(ctx, r.From, r.To, r.Verify)
 		if err != nil {
 			return nil, err
 		}
@@ -219,8 +220,8 @@ func (h *rpcHandler) replicaDigest(req *transport.Request) transport.Reply {
 
 func (h *rpcHandler) replicaBatches(req *transport.Request) transport.Reply {
 	var r transport.ReplicaBatchesRequest
-	return serveWith(req, &r, h.replicaOfRequest(&r.Topic, &r.TopicID, &r.Partition), func(_ context.Context, rep *replica) (transport.Message, error) {
-		bs, err := rep.part.Batches(&r)
+	return serveWith(req, &r, h.replicaOfRequest(&r.Topic, &r.TopicID, &r.Partition), func(_ context.Context, rep *broker.Replica) (transport.Message, error) {
+		bs, err := rep.Part.Batches(&r)
 		if err != nil {
 			return nil, err
 		}
@@ -230,15 +231,15 @@ func (h *rpcHandler) replicaBatches(req *transport.Request) transport.Reply {
 
 func (h *rpcHandler) truncateReplica(req *transport.Request) transport.Reply {
 	var r transport.TruncateReplicaRequest
-	return serveWith(req, &r, h.replicaOfRequest(&r.Topic, &r.TopicID, &r.Partition), func(ctx context.Context, rep *replica) (transport.Message, error) {
-		return nil, rep.part.Truncate(ctx, &r)
+	return serveWith(req, &r, h.replicaOfRequest(&r.Topic, &r.TopicID, &r.Partition), func(ctx context.Context, rep *broker.Replica) (transport.Message, error) {
+		return nil, rep.Part.Truncate(ctx, &r)
 	})
 }
 
 func (h *rpcHandler) recoverReplica(req *transport.Request) transport.Reply {
 	var r transport.CatchUpRequest
-	return serveWith(req, &r, h.leaderOfRequest(&r.Topic, &r.TopicID, &r.Partition), func(ctx context.Context, rep *replica) (transport.Message, error) {
-		res, err := rep.part.RecoverFollower(ctx, r.Broker)
+	return serveWith(req, &r, h.leaderOfRequest(&r.Topic, &r.TopicID, &r.Partition), func(ctx context.Context, rep *broker.Replica) (transport.Message, error) {
+		res, err := rep.Part.RecoverFollower(ctx, r.Broker)
 		if err != nil {
 			return nil, err
 		}
@@ -252,7 +253,7 @@ func (h *rpcHandler) resetReplica(req *transport.Request) transport.Reply {
 		return transport.Immediate(nil, err)
 	}
 	return func(context.Context) (transport.Message, error) {
-		meta := h.n.broker.metadata()
+		meta := h.n.broker.Metadata()
 		if meta == nil {
 			return nil, fmt.Errorf("%w: no metadata", transport.ErrNotReady)
 		}
@@ -260,7 +261,7 @@ func (h *rpcHandler) resetReplica(req *transport.Request) transport.Reply {
 			t.Partitions[r.Partition].LeaderEpoch > r.LeaderEpoch {
 			return nil, fmt.Errorf("%w: reset of %s/%d from epoch %d, metadata has %d", transport.ErrStaleEpoch, r.Topic, r.Partition, r.LeaderEpoch, t.Partitions[r.Partition].LeaderEpoch)
 		}
-		return nil, h.n.broker.resetReplica(r.Topic, r.TopicID, r.Partition, r.Offset)
+		return nil, h.n.broker.ResetReplica(r.Topic, r.TopicID, r.Partition, r.Offset)
 	}
 }
 

@@ -25,7 +25,7 @@ func (n *Node) controllerStatus() transport.ControllerStatus {
 		return cd.Status()
 	}
 	st := transport.ControllerStatus{Node: n.cfg.ID, Mode: "none", MetadataEpoch: -1}
-	if m := n.broker.metadata(); m != nil {
+	if m := n.broker.Metadata(); m != nil {
 		st.MetadataEpoch = m.Epoch
 	}
 	if n.isController() {

@@ -24,7 +24,7 @@ import (
 func (n *Node) controllerOrder() []ControllerAddr {
 	cands := n.cfg.Controllers
 	named := int32(0)
-	if m := n.broker.metadata(); m != nil {
+	if m := n.broker.Metadata(); m != nil {
 		named = m.ControllerID
 	}
 	out := make([]ControllerAddr, 0, len(cands))
@@ -124,7 +124,7 @@ func (n *Node) startCandidate(self ControllerAddr) error {
 		Dir: filepath.Join(n.cfg.DataDir, "controller"), Self: quorum.Candidate{ID: self.ID, Addr: self.Addr}, Candidates: cands,
 		Broker: n.selfBroker(), LocalIP: net.ParseIP(n.cfg.DialSource), TLS: n.sec.clientTLS(), Allow: n.sec.raftAllowed,
 		Logger: n.logger, ClusterID: func() string { return root.Stamp().ClusterID }, SetClusterID: root.SetClusterID,
-		Metadata: n.broker.metadata, Apply: n.broker.applyMetadata, Push: n.pushMetadata, Pool: n.pool, WireError: wireError,
+		Metadata: n.broker.Metadata, Apply: n.broker.ApplyMetadata, Push: n.pushMetadata, Pool: n.pool, WireError: wireError,
 	})
 	if err != nil {
 		return err

@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"gostream/broker"
+	"gostream/storage"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -42,7 +44,10 @@ func TestControllerRequestsFindTheActiveCandidate(t *testing.T) {
 		{ID: 2, Addr: serve(2, transport.ErrNotController)},
 		{ID: 3, Addr: serve(3, nil)},
 	}
-	n := &Node{cfg: Config{ID: 9, Controllers: cands}, pool: transport.NewPool(transport.ConnConfig{}), broker: &broker{}}
+	root, err := storage.OpenRoot(t.TempDir(), 9, "", hclog.NewNullLogger())
+	require.NoError(t, err)
+	t.Cleanup(func() { root.Close() })
+	n := &Node{cfg: Config{ID: 9, Controllers: cands}, pool: transport.NewPool(transport.ConnConfig{}), broker: broker.NewReplicas(broker.ReplicasConfig{Broker: 9, Root: root})}
 	defer n.pool.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -53,7 +58,7 @@ func TestControllerRequestsFindTheActiveCandidate(t *testing.T) {
 	assert.Equal(t, int32(3), got.ID)
 	assert.Equal(t, int32(1), asked[2].Load(), "candidate 2 was asked and refused")
 
-	n.broker.meta.Store(&metadata.Cluster{ClusterID: "0123456789abcdef", ControllerID: 3, Epoch: 5})
+	require.NoError(t, n.broker.AcceptMetadata(&metadata.Cluster{ClusterID: "0123456789abcdef", ControllerID: 3, Epoch: 5}))
 	assert.Equal(t, []ControllerAddr{cands[2], cands[0], cands[1]}, n.controllerOrder(), "the named candidate first")
 	_, err = n.callController(ctx, transport.APIFetchMetadata, &transport.FetchMetadataRequest{}, &transport.MetadataBlob{})
 	require.NoError(t, err)
@@ -62,7 +67,7 @@ func TestControllerRequestsFindTheActiveCandidate(t *testing.T) {
 	// Any other refusal is the controller's answer, not a reason to ask
 	// the next (the change may have been judged and refused).
 	n.cfg.Controllers = []ControllerAddr{{ID: 4, Addr: serve(0, transport.ErrInvalidRequest)}, cands[2]}
-	n.broker.meta.Store(&metadata.Cluster{ClusterID: "0123456789abcdef", ControllerID: 4, Epoch: 6})
+	require.NoError(t, n.broker.AcceptMetadata(&metadata.Cluster{ClusterID: "0123456789abcdef", ControllerID: 4, Epoch: 6}))
 	got, err = n.callController(ctx, transport.APIRegisterBroker, &transport.RegisterBrokerRequest{}, &transport.MetadataBlob{})
 	require.ErrorIs(t, err, transport.ErrInvalidRequest)
 	assert.Equal(t, int32(4), got.ID)
@@ -89,7 +94,7 @@ func TestAuditEventWaitsForTheNextActiveController(t *testing.T) {
 	t.Cleanup(func() { srv.Close() })
 
 	n := &Node{cfg: Config{ID: 9, Controllers: []ControllerAddr{{ID: 2, Addr: ln.Addr().String()}}},
-		pool: transport.NewPool(transport.ConnConfig{}), broker: &broker{}, logger: hclog.NewNullLogger()}
+		pool: transport.NewPool(transport.ConnConfig{}), broker: broker.NewReplicas(broker.ReplicasConfig{Broker: 9}), logger: hclog.NewNullLogger()}
 	defer n.pool.Close()
 	n.audit(context.Background(), transport.HistoryEvent{ChangeResult: transport.ChangeResult{Partition: -1, Action: transport.ActionControllerTransfer}})
 	assert.Equal(t, int32(1), recorded.Load(), "the event was recorded once, after %d refusals", asked.Load()-1)

@@ -34,7 +34,7 @@
 //
 //   - its storage root (package storage) and the replicas it hosts, one
 //     replication.Partition each, opened, led, followed and closed as the
-//     metadata says (broker.go);
+//     metadata says (broker.Replicas, built in node.go);
 //   - on the node --controller names, the controller (package controller),
 //     built in node.go from the node's data directory, its RPC pool and two
 //     functions: apply metadata to this node's broker, push it to the

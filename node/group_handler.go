@@ -25,7 +25,7 @@ func (h *rpcHandler) findCoordinator(req *transport.Request) transport.Reply {
 		return transport.Immediate(nil, fmt.Errorf("%w: %v", transport.ErrInvalidGroupName, err))
 	}
 	return func(ctx context.Context) (transport.Message, error) {
-		meta := h.n.broker.metadata()
+		meta := h.n.broker.Metadata()
 		if meta == nil {
 			return nil, fmt.Errorf("%w: broker %d has no metadata yet", transport.ErrNotReady, h.n.cfg.ID)
 		}

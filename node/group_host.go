@@ -15,13 +15,13 @@ import (
 func (n *Node) newGroupHost() *groups.Host {
 	return groups.NewHost(groups.HostConfig{
 		Broker:   n.cfg.ID,
-		Metadata: func() *metadata.Cluster { return n.broker.metadata() },
+		Metadata: func() *metadata.Cluster { return n.broker.Metadata() },
 		Lookup: func(topic, id string, partition int32) (*metadata.Topic, *replication.Partition, error) {
-			t, rep, err := n.broker.lookup(topic, id, partition)
+			t, rep, err := n.broker.Lookup(topic, id, partition)
 			if rep == nil {
 				return t, nil, err
 			}
-			return t, rep.part, err
+			return t, rep.Part, err
 		},
 		ListOffsets: func(ctx context.Context, addr string, req *transport.ListOffsetsRequest) (*transport.ListOffsetsResponse, error) {
 			var resp transport.ListOffsetsResponse

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"gostream/broker"
 	"strings"
 	"sync"
 	"time"
@@ -167,7 +168,7 @@ func (h *rpcHandler) produce(req *transport.Request) transport.Reply {
 	if err := h.allow(req, metadata.OpWrite, metadata.ResourceTopic, r.Topic); err != nil {
 		return transport.Immediate(nil, err)
 	}
-	t, rep, err := h.n.broker.lookup(r.Topic, r.TopicID, r.Partition)
+	t, rep, err := h.n.broker.Lookup(r.Topic, r.TopicID, r.Partition)
 	if err != nil {
 		return transport.Immediate(nil, err)
 	}
@@ -187,7 +188,7 @@ func (h *rpcHandler) produce(req *transport.Request) transport.Reply {
 		return transport.Immediate(nil, transport.BatchTooLarge(len(r.Batch), h.n.cfg.MaxBatchBytes))
 	}
 	start := time.Now()
-	wait, err := rep.part.Produce(record.Batch(r.Batch))
+	wait, err := rep.Part.Produce(record.Batch(r.Batch))
 	if err != nil {
 		return transport.Immediate(nil, err)
 	}
@@ -218,8 +219,8 @@ func (h *rpcHandler) produce(req *transport.Request) transport.Reply {
 // hosted finds this broker's replica of a partition for client requests; a
 // broker that holds none answers NotLeader, so the client looks again.
 // The partition itself refuses what only its leader may serve.
-func (h *rpcHandler) hosted(topic, id string, partition int32) (*replica, error) {
-	t, rep, err := h.n.broker.lookup(topic, id, partition)
+func (h *rpcHandler) hosted(topic, id string, partition int32) (*broker.Replica, error) {
+	t, rep, err := h.n.broker.Lookup(topic, id, partition)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +261,7 @@ func (h *rpcHandler) fetch(req *transport.Request) transport.Reply {
 		// The read's memory is reserved once there is data to read, not
 		// while a long poll waits; the server trims the reservation to
 		// the response once this returns.
-		res, err := rep.part.FetchInto(ctx, r.Offset, maxBytes, time.Duration(r.MaxWaitMs)*time.Millisecond, func() ([]byte, error) {
+		res, err := rep.Part.FetchInto(ctx, r.Offset, maxBytes, time.Duration(r.MaxWaitMs)*time.Millisecond, func() ([]byte, error) {
 			if err := req.Reserve(ctx, readReservation(maxBytes, h.n.cfg.MaxBatchBytes)); err != nil {
 				return nil, err
 			}
@@ -310,7 +311,7 @@ func (h *rpcHandler) listOffsets(req *transport.Request) transport.Reply {
 	if err != nil {
 		return transport.Immediate(nil, err)
 	}
-	start, hw, end, err := rep.part.LeaderOffsets()
+	start, hw, end, err := rep.Part.LeaderOffsets()
 	if err != nil {
 		return transport.Immediate(nil, err)
 	}
@@ -322,7 +323,7 @@ func (h *rpcHandler) metadata(req *transport.Request) transport.Reply {
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
 	}
-	meta := h.n.broker.metadata()
+	meta := h.n.broker.Metadata()
 	if meta == nil {
 		return transport.Immediate(nil, fmt.Errorf("%w: this node has no metadata yet", transport.ErrControllerUnavailable))
 	}
@@ -356,7 +357,7 @@ func (h *rpcHandler) metadata(req *transport.Request) transport.Reply {
 
 func (h *rpcHandler) topicInfo(t *metadata.Topic) transport.TopicInfo {
 	ti := transport.TopicInfo{Name: t.Name, ID: t.ID, ReplicationFactor: int16(t.ReplicationFactor), Sealed: t.Sealed,
-		Config: h.n.broker.topicConfigValues(t)}
+		Config: h.n.broker.TopicConfigValues(t)}
 	if st := t.Stream; st != nil {
 		ti.Stream = &transport.StreamInfo{Path: st.Path, ContentType: st.ContentType, ForkedFrom: st.ForkedFrom, Deleted: st.Deleted}
 	}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"gostream/broker"
 	"net"
 	"sync"
 	"testing"
@@ -26,7 +27,7 @@ import (
 func TestStalePushIsAnsweredOnceTheNewerMetadataIsApplied(t *testing.T) {
 	root, err := storage.OpenRoot(t.TempDir(), 2, "", hclog.NewNullLogger())
 	require.NoError(t, err)
-	b := newBroker(2, root, storage.Options{}, hclog.NewNullLogger(), newMetrics())
+	b := broker.NewReplicas(broker.ReplicasConfig{Broker: 2, Root: root})
 	n := &Node{broker: b, cfg: Config{ID: 2, Controllers: []ControllerAddr{{ID: 1, Addr: "127.0.0.1:1"}}}}
 	h := &rpcHandler{n: n}
 
@@ -50,7 +51,7 @@ func TestStalePushIsAnsweredOnceTheNewerMetadataIsApplied(t *testing.T) {
 
 	// Epoch 7 (topics a and b) is taken, its replicas not yet opened: the
 	// push that brought it is still reconciling.
-	require.NoError(t, b.acceptMetadata(meta(7, "a", "b")))
+	require.NoError(t, b.AcceptMetadata(meta(7, "a", "b")))
 	answered := make(chan error, 1)
 	go func() {
 		_, err := push(meta(6, "a"))(context.Background())
@@ -59,7 +60,7 @@ func TestStalePushIsAnsweredOnceTheNewerMetadataIsApplied(t *testing.T) {
 	assert.Never(t, func() bool { return len(answered) > 0 }, 200*time.Millisecond, 10*time.Millisecond,
 		"the stale push is answered before the newer metadata is applied")
 
-	require.NoError(t, b.reconcile())
+	require.NoError(t, b.ApplyMetadata(meta(7, "a", "b")))
 	select {
 	case err := <-answered:
 		require.ErrorIs(t, err, transport.ErrStaleMetadata)
@@ -67,13 +68,13 @@ func TestStalePushIsAnsweredOnceTheNewerMetadataIsApplied(t *testing.T) {
 		t.Fatal("the stale push is not answered after the newer metadata was applied")
 	}
 	for _, name := range []string{"a", "b"} {
-		_, rep, err := b.lookup(name, "", 0)
+		_, rep, err := b.Lookup(name, "", 0)
 		require.NoError(t, err)
 		assert.NotNil(t, rep, "replica of %s open", name)
 	}
 
 	// A stale push whose answerer gives up gets an error, not a promise.
-	require.NoError(t, b.acceptMetadata(meta(9, "a", "b", "c")))
+	require.NoError(t, b.AcceptMetadata(meta(9, "a", "b", "c")))
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	_, err = push(meta(8, "a", "b"))(ctx)

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"gostream/broker"
 	stdlog "log"
 	"net"
 	"net/http"
@@ -53,7 +54,7 @@ type Node struct {
 	logger  hclog.Logger
 	root    *storage.Root
 	metrics *metrics
-	broker  *broker
+	broker  *broker.Replicas
 	pool    *transport.Pool
 	// controller is the single controller when this node is it, or this
 	// candidate's controller (active or not) when --controller lists
@@ -115,7 +116,8 @@ func Run(ctx context.Context, cfg Config) error {
 
 	// The security files first: a node refused for them must not have
 	// stamped a new storage root.
-	n := &Node{cfg: cfg, logger: log, metrics: newMetrics()}
+	nodeMetrics := newMetrics()
+	n := &Node{cfg: cfg, logger: log, metrics: nodeMetrics}
 	if err := n.loadSecurity(); err != nil {
 		return err
 	}
@@ -132,12 +134,18 @@ func Run(ctx context.Context, cfg Config) error {
 	n.registered = make(chan struct{})
 	logOpts := cfg.Log
 	logOpts.OnSync = func(d time.Duration) { n.metrics.fsyncDuration.Observe(d.Seconds()) }
-	n.broker = newBroker(cfg.ID, root, logOpts, log.Named("broker"), n.metrics)
-	n.broker.defaults = cfg.topicDefaults()
-	n.broker.hw = loadHWCheckpoints(root.Dir(), log.Named("broker"))
-	ps := &peers{pool: n.pool, broker: n.broker}
-	n.broker.peers = ps.peer
-	n.metrics.registry.MustRegister(newReplicationCollector(n.broker), newGroupCollector(n.coords))
+	ps := &peers{pool: n.pool, metadata: func() *metadata.Cluster { return n.broker.Metadata() }}
+	rcfg := broker.ReplicasConfig{Broker: cfg.ID, Root: root, LogOptions: logOpts, Defaults: cfg.topicDefaults(), Peers: ps.peer,
+		CheckpointHW: true, Logger: log.Named("broker"), OnHosted: func(n int) { nodeMetrics.partitions.Set(float64(n)) },
+		OnStaleEpoch: nodeMetrics.staleEpochs.Inc}
+	if !n.isController() {
+		// Every broker but the single controller caches the metadata, and
+		// after a restart leads nothing until the controller answers it.
+		rcfg.Cache = metadata.NewStore(filepath.Join(cfg.DataDir, "metadata.json"))
+		rcfg.AwaitingController = true
+	}
+	n.broker = broker.NewReplicas(rcfg)
+	n.metrics.registry.MustRegister(newReplicationCollector(cfg.ID, n.broker), newGroupCollector(n.coords))
 
 	err = n.start()
 	if err == nil {
@@ -146,7 +154,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cerr := n.closeCandidacy(); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("stop the controller group: %w", cerr))
 	}
-	if cerr := n.broker.close(); cerr != nil {
+	if cerr := n.broker.Close(); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("close logs: %w", cerr))
 	}
 	n.pool.Close()
@@ -170,7 +178,7 @@ func (n *Node) start() error {
 	if n.isController() {
 		c, err := controller.Open(controller.Config{
 			Dir: filepath.Join(n.cfg.DataDir, "controller"), RootCluster: n.root.Stamp().ClusterID, Self: n.selfBroker(),
-			Logger: n.logger.Named("controller"), Apply: n.broker.applyMetadata, Push: n.pushMetadata, Pool: n.pool,
+			Logger: n.logger.Named("controller"), Apply: n.broker.ApplyMetadata, Push: n.pushMetadata, Pool: n.pool,
 			WireError: wireError,
 		})
 		if err != nil {
@@ -185,23 +193,21 @@ func (n *Node) start() error {
 			n.logger.Error("the controller refuses every change; this node serves no replica until its metadata is restored", "err", err)
 			return nil
 		}
-		return n.broker.applyMetadata(c.Metadata())
+		return n.broker.ApplyMetadata(c.Metadata())
 	}
 	return n.startBroker()
 }
 
 // startBroker applies the broker's cached metadata, if any.
 func (n *Node) startBroker() error {
-	n.broker.cache = metadata.NewStore(filepath.Join(n.cfg.DataDir, "metadata.json"))
-	n.broker.awaitingController.Store(true)
-	meta, err := n.broker.cache.Load()
+	meta, err := n.broker.CachedMetadata()
 	switch {
 	case errors.Is(err, metadata.ErrNotFound):
 		return nil
 	case err != nil:
 		return fmt.Errorf("cached metadata: %w", err)
 	}
-	return n.broker.applyMetadata(meta)
+	return n.broker.ApplyMetadata(meta)
 }
 
 // pushMetadata sends meta to every other registered broker and waits
@@ -347,7 +353,7 @@ func (n *Node) followController(ctx context.Context) error {
 	warned := false
 	for {
 		req.MetadataEpoch = -1
-		if m := n.broker.metadata(); m != nil {
+		if m := n.broker.Metadata(); m != nil {
 			req.MetadataEpoch = m.Epoch
 		}
 		var blob transport.MetadataBlob
@@ -355,7 +361,7 @@ func (n *Node) followController(ctx context.Context) error {
 		ctrl, err := n.callController(cctx, transport.APIRegisterBroker, req, &blob)
 		cancel()
 		if err == nil {
-			n.broker.awaitingController.Store(false)
+			n.broker.HeardFromController()
 			err = n.applyBlob(blob.Metadata, "controller "+ctrl.String())
 			if err == nil {
 				n.logger.Info("registered with the controller", "controller", ctrl.String())
@@ -398,7 +404,7 @@ func (n *Node) followController(ctx context.Context) error {
 // broker's and applies what it is given.
 func (n *Node) fetchMetadata(ctx context.Context) error {
 	known := int64(-1)
-	if m := n.broker.metadata(); m != nil {
+	if m := n.broker.Metadata(); m != nil {
 		known = m.Epoch
 	}
 	var blob transport.MetadataBlob
@@ -450,7 +456,7 @@ func (n *Node) applyParsed(meta *metadata.Cluster, source string) error {
 	if !n.isCandidate(meta.ControllerID) {
 		return fmt.Errorf("%w: metadata from %s names controller %d, which is not among this node's controller candidates %s", transport.ErrInvalidRequest, source, meta.ControllerID, n.candidateList())
 	}
-	return n.broker.applyMetadata(meta)
+	return n.broker.ApplyMetadata(meta)
 }
 
 // serve binds the node's servers and runs them until ctx is canceled or one
@@ -630,7 +636,7 @@ func (n *Node) serve(ctx context.Context) error {
 		for {
 			select {
 			case <-t.C:
-				n.broker.resumeFailed(ctx)
+				n.broker.ResumeFailed(ctx)
 			case <-ctx.Done():
 				return nil
 			}
@@ -643,7 +649,7 @@ func (n *Node) serve(ctx context.Context) error {
 		for {
 			select {
 			case <-t.C:
-				err := n.broker.checkpointHW()
+				err := n.broker.CheckpointHW()
 				if err != nil && !failing {
 					log.Warn("cannot checkpoint the high watermarks; retrying", "err", err)
 				}
@@ -659,7 +665,7 @@ func (n *Node) serve(ctx context.Context) error {
 		for {
 			select {
 			case <-t.C:
-				n.broker.applyRetention(ctx)
+				n.broker.ApplyRetention(ctx)
 			case <-ctx.Done():
 				return nil
 			}
@@ -681,7 +687,7 @@ func (n *Node) serve(ctx context.Context) error {
 	})
 
 	clusterID := "(not registered yet)"
-	if meta := n.broker.metadata(); meta != nil {
+	if meta := n.broker.Metadata(); meta != nil {
 		clusterID = meta.ClusterID
 	}
 	log.Info("node started",

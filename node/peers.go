@@ -4,18 +4,19 @@ import (
 	"context"
 	"fmt"
 
+	"gostream/metadata"
 	"gostream/replication"
 	"gostream/transport"
 )
 
 // peers reaches other brokers by id, at the address the metadata gives.
 type peers struct {
-	pool   *transport.Pool
-	broker *broker
+	pool     *transport.Pool
+	metadata func() *metadata.Cluster
 }
 
 func (ps *peers) addr(id int32) (string, error) {
-	meta := ps.broker.metadata()
+	meta := ps.metadata()
 	if meta == nil {
 		return "", fmt.Errorf("%w: no metadata", transport.ErrBrokerNotAvailable)
 	}

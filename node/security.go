@@ -170,7 +170,7 @@ func (n *Node) loadSecurity() error {
 	}
 	if cfg.authOn() {
 		s.authz = security.NewAuthorizer(cfg.Superusers, func() []metadata.ACL {
-			if m := n.broker.metadata(); m != nil {
+			if m := n.broker.Metadata(); m != nil {
 				return m.ACLs
 			}
 			return nil

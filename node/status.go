@@ -8,8 +8,8 @@ import (
 // status is the body of GET /api/status (transport.NodeStatus): the same
 // facts as `gostream-ctl cluster status`, as this node knows them.
 func (n *Node) status() transport.NodeStatus {
-	meta := n.broker.metadata()
-	st := transport.NodeStatus{Node: n.cfg.ID, Brokers: []transport.BrokerStatus{}, Partitions: n.broker.partitionStatuses()}
+	meta := n.broker.Metadata()
+	st := transport.NodeStatus{Node: n.cfg.ID, Brokers: []transport.BrokerStatus{}, Partitions: n.broker.PartitionStatuses()}
 	if meta == nil {
 		return st
 	}

@@ -124,7 +124,7 @@ var errTopicGone = errors.New("the topic went after the controller gave it")
 func (r *dsRouter) waitTopic(ctx context.Context, t *metadata.Topic, epoch int64) error {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if m := r.n.broker.metadata(); m != nil {
+		if m := r.n.broker.Metadata(); m != nil {
 			if have := m.Topic(t.Name); have != nil && have.ID == t.ID {
 				return nil
 			}

@@ -44,7 +44,7 @@ func (r *dsRouter) topic(ctx context.Context, path string) (*metadata.Topic, err
 	if err != nil {
 		return nil, durable.Refuse(http.StatusBadRequest, "%v", err)
 	}
-	meta := r.n.broker.metadata()
+	meta := r.n.broker.Metadata()
 	if meta == nil {
 		return nil, fmt.Errorf("%w: broker %d has no metadata yet", transport.ErrNotReady, r.n.cfg.ID)
 	}
@@ -53,7 +53,7 @@ func (r *dsRouter) topic(ctx context.Context, path string) (*metadata.Topic, err
 		if err := r.n.refreshMetadata(ctx); err != nil {
 			r.n.logger.Debug("cannot refresh metadata", "err", err)
 		}
-		t = r.n.broker.metadata().Topic(name)
+		t = r.n.broker.Metadata().Topic(name)
 	}
 	if t == nil || t.Stream == nil {
 		return nil, durable.NotFound(path)
@@ -95,7 +95,7 @@ func (r *dsRouter) call(ctx context.Context, t *metadata.Topic, op string, args 
 			if err := r.n.refreshMetadata(ctx); err != nil {
 				r.n.logger.Debug("cannot refresh metadata", "err", err)
 			}
-			if nt := r.n.broker.metadata().Topic(t.Name); nt == nil || nt.ID != t.ID {
+			if nt := r.n.broker.Metadata().Topic(t.Name); nt == nil || nt.ID != t.ID {
 				return nil, durable.NotFound(t.Stream.Path)
 			}
 		}
@@ -107,7 +107,7 @@ func (r *dsRouter) call(ctx context.Context, t *metadata.Topic, op string, args 
 			return nil, err
 		case <-time.After(time.Duration(20*(attempt+1)) * time.Millisecond):
 		}
-		if nt := r.n.broker.metadata().Topic(t.Name); nt != nil && nt.ID == t.ID {
+		if nt := r.n.broker.Metadata().Topic(t.Name); nt != nil && nt.ID == t.ID {
 			t = nt
 		}
 	}
@@ -123,7 +123,7 @@ func (r *dsRouter) callOnce(ctx context.Context, t *metadata.Topic, op string, r
 			return nil, err
 		}
 	} else {
-		b, ok := r.n.broker.metadata().Broker(leader)
+		b, ok := r.n.broker.Metadata().Broker(leader)
 		if !ok || b.Addr == "" {
 			return nil, fmt.Errorf("%w: the stream's leader %d has no address", transport.ErrBrokerNotAvailable, leader)
 		}

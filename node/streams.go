@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"gostream/broker"
 	"net/http"
 	"sync"
 	"time"
@@ -156,7 +157,7 @@ func decodeDSBatch(b record.Batch) (*dsBatch, error) {
 // (replica and leader epoch).
 type dsStream struct {
 	mu     sync.Mutex
-	rep    *replica
+	rep    *broker.Replica
 	epoch  int32
 	loaded bool
 	err    error // the log could not be read
@@ -193,7 +194,7 @@ type dsPending struct {
 
 // view moves the acknowledged tail up to the HW. Called with s.mu held.
 func (s *dsStream) view() {
-	hw := s.rep.part.HighWatermark()
+	hw := s.rep.Part.HighWatermark()
 	i := 0
 	for ; i < len(s.pending) && s.pending[i].end <= hw; i++ {
 		s.acked, s.ackedClosed, s.ackedReady = s.pending[i].tail, s.pending[i].closed, s.pending[i].ready
@@ -229,15 +230,15 @@ func (s *dsStream) apply(b *dsBatch) {
 func (s *dsStream) load(ctx context.Context) error {
 	s.ready, s.ackedReady, s.tail, s.closed, s.closedEnd, s.closedBy, s.streamSeq = false, false, durable.Offset{}, false, 0, nil, nil
 	s.producers, s.pending, s.acked, s.ackedClosed = map[string]*dsProducer{}, nil, durable.Offset{}, false
-	log := s.rep.log
+	log := s.rep.Log
 	off, end := log.LogStartOffset(), log.LogEndOffset()
 	for off < end {
 		buf, err := log.Read(ctx, off, 1<<20, end, nil)
 		if err != nil {
-			return fmt.Errorf("read %s at offset %d: %w", s.rep.part.Topic, off, err)
+			return fmt.Errorf("read %s at offset %d: %w", s.rep.Part.Topic, off, err)
 		}
 		if len(buf) == 0 {
-			return fmt.Errorf("read %s at offset %d: nothing below the log end %d", s.rep.part.Topic, off, end)
+			return fmt.Errorf("read %s at offset %d: nothing below the log end %d", s.rep.Part.Topic, off, end)
 		}
 		err = eachDSBatch(buf, func(b *dsBatch) bool {
 			s.apply(b)
@@ -246,7 +247,7 @@ func (s *dsStream) load(ctx context.Context) error {
 			return true
 		})
 		if err != nil {
-			return fmt.Errorf("stream log %s at offset %d: %w", s.rep.part.Topic, off, err)
+			return fmt.Errorf("stream log %s at offset %d: %w", s.rep.Part.Topic, off, err)
 		}
 	}
 	s.view()
@@ -265,12 +266,12 @@ func (s *dsStream) produce(b *dsBatch) (int64, func(context.Context) error, erro
 	if err != nil {
 		return 0, nil, err
 	}
-	wait, err := s.rep.part.Produce(batch)
+	wait, err := s.rep.Part.Produce(batch)
 	if err != nil {
 		return 0, nil, err
 	}
 	// Only the stream's leader appends to its log, under s.mu.
-	end := s.rep.log.LogEndOffset()
+	end := s.rep.Log.LogEndOffset()
 	first := end - int64(len(b.records))
 	for i := range b.records {
 		b.records[i].Offset = first + int64(i)
@@ -297,11 +298,11 @@ func (s *dsStream) waitAcked(ctx context.Context, end int64) error {
 	ctx, cancel := context.WithTimeout(ctx, dsAppendWait)
 	defer cancel()
 	for {
-		hw := s.rep.part.HighWatermark()
+		hw := s.rep.Part.HighWatermark()
 		if hw >= end {
 			return nil
 		}
-		if _, err := s.rep.part.Fetch(ctx, hw, 1, time.Second); err != nil {
+		if _, err := s.rep.Part.Fetch(ctx, hw, 1, time.Second); err != nil {
 			return err
 		}
 	}
@@ -323,7 +324,7 @@ func newDSLeader(n *Node) *dsLeader {
 // stream returns the state of a stream this broker leads, loaded and
 // locked, with its topic.
 func (l *dsLeader) stream(ctx context.Context, topic, id string) (*dsStream, *metadata.Topic, error) {
-	t, rep, err := l.n.broker.lookup(topic, id, 0)
+	t, rep, err := l.n.broker.Lookup(topic, id, 0)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -333,7 +334,7 @@ func (l *dsLeader) stream(ctx context.Context, topic, id string) (*dsStream, *me
 	if rep == nil {
 		return nil, nil, notLeader(t, 0)
 	}
-	st := rep.part.State()
+	st := rep.Part.State()
 	if st.Leader != l.n.cfg.ID {
 		return nil, nil, notLeader(t, 0)
 	}
@@ -429,7 +430,7 @@ func (l *dsLeader) head(ctx context.Context, topic, id string) (*dsHeadResult, e
 			return nil, err
 		}
 	}
-	return &dsHeadResult{Info: *s.info(t), Ready: s.ackedReady, LogEnd: s.rep.log.LogEndOffset(), Pos: s.tail.Byte}, nil
+	return &dsHeadResult{Info: *s.info(t), Ready: s.ackedReady, LogEnd: s.rep.Log.LogEndOffset(), Pos: s.tail.Byte}, nil
 }
 
 // dsHeadResult is HEAD's answer, with what a creator needs to finish a
@@ -603,7 +604,7 @@ func (l *dsLeader) read(ctx context.Context, topic, id string, req *durable.Read
 		deadline = time.Now().Add(req.Wait)
 	}
 	for {
-		hw := s.rep.part.HighWatermark()
+		hw := s.rep.Part.HighWatermark()
 		msgs, next, err := readStream(ctx, s, off, maxBytes)
 		if err != nil {
 			return nil, err
@@ -623,7 +624,7 @@ func (l *dsLeader) read(ctx context.Context, topic, id string, req *durable.Read
 			return res, nil
 		}
 		// Wait for the HW to pass what it was.
-		if _, err := s.rep.part.Fetch(ctx, hw, 1, left); err != nil {
+		if _, err := s.rep.Part.Fetch(ctx, hw, 1, left); err != nil {
 			return nil, err
 		}
 		l.touch(t.ID)
@@ -632,7 +633,7 @@ func (l *dsLeader) read(ctx context.Context, topic, id string, req *durable.Read
 
 // readStream reads the data records from off below the HW.
 func readStream(ctx context.Context, s *dsStream, off durable.Offset, maxBytes int) ([]durable.Message, durable.Offset, error) {
-	res, err := s.rep.part.Fetch(ctx, off.Record, maxBytes, 0)
+	res, err := s.rep.Part.Fetch(ctx, off.Record, maxBytes, 0)
 	if err != nil {
 		return nil, off, err
 	}
@@ -666,7 +667,7 @@ func readStream(ctx context.Context, s *dsStream, off durable.Offset, maxBytes i
 		return nil, off, refused
 	}
 	if err != nil {
-		return nil, off, fmt.Errorf("%w: stream log %s: %v", transport.ErrStorageFailed, s.rep.part.Topic, err)
+		return nil, off, fmt.Errorf("%w: stream log %s: %v", transport.ErrStorageFailed, s.rep.Part.Topic, err)
 	}
 	return msgs, next, nil
 }
@@ -691,7 +692,7 @@ func (l *dsLeader) init(ctx context.Context, topic, id string, req *dsInitReques
 			s.mu.Unlock()
 		}
 	}()
-	end := s.rep.log.LogEndOffset()
+	end := s.rep.Log.LogEndOffset()
 	if s.ready && !s.ackedReady {
 		// The creation is in the log and not yet on every active replica
 		// (its replication failed, or is on its way): the stream is not
@@ -719,7 +720,7 @@ func (l *dsLeader) init(ctx context.Context, topic, id string, req *dsInitReques
 	}
 	s.mu.Lock()
 	s.view()
-	res := &dsHeadResult{Info: *s.info(t), Ready: s.ackedReady, LogEnd: s.rep.log.LogEndOffset(), Pos: s.tail.Byte}
+	res := &dsHeadResult{Info: *s.info(t), Ready: s.ackedReady, LogEnd: s.rep.Log.LogEndOffset(), Pos: s.tail.Byte}
 	s.mu.Unlock()
 	l.touch(t.ID)
 	return res, nil
@@ -749,7 +750,7 @@ func (l *dsLeader) log(ctx context.Context, topic, id string, req *dsLogRequest)
 		return nil, err
 	}
 	s.mu.Unlock()
-	res, err := s.rep.part.Fetch(ctx, req.From, max(req.MaxBytes, 1), 0)
+	res, err := s.rep.Part.Fetch(ctx, req.From, max(req.MaxBytes, 1), 0)
 	if err != nil {
 		return nil, err
 	}
@@ -787,7 +788,7 @@ func (l *dsLeader) sweep(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		meta := l.n.broker.metadata()
+		meta := l.n.broker.Metadata()
 		if meta == nil {
 			continue
 		}

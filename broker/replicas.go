@@ -1,4 +1,4 @@
-package node
+package broker
 
 import (
 	"context"
@@ -23,9 +23,11 @@ import (
 	"gostream/transport"
 )
 
-// broker hosts this node's partition replicas and the cached cluster
-// metadata they are served by.
-type broker struct {
+// Replicas hosts this node's partition replicas and the cached cluster
+// metadata they are served by: it opens, leads, follows and closes them
+// as the metadata says, checkpoints their high watermarks, runs their
+// retention and brings back logs that failed.
+type Replicas struct {
 	id      int32
 	root    *storage.Root
 	logOpts storage.Options
@@ -33,16 +35,19 @@ type broker struct {
 	// does not set (see setPolicy).
 	defaults metadata.LogConfig
 	logger   hclog.Logger
-	metrics  *metrics
-	// peers reaches other brokers; set before the first metadata applies.
+	// peers reaches other brokers.
 	peers replication.Peers
 	// cache keeps the last metadata on disk, so a node serves at once after
 	// a restart even while the controller is down. Nil on the controller,
 	// whose own file is the truth.
 	cache *metadata.Store
 	// hw checkpoints the replicas' high watermarks; nil in tests that
-	// build a broker by hand.
+	// build one by hand.
 	hw *hwCheckpoints
+	// onHosted is told how many replicas are hosted after each change;
+	// onStaleEpoch of each request a replica refuses for its old epoch.
+	onHosted     func(int)
+	onStaleEpoch func()
 	// awaitingController is set while a restarted broker has not yet heard
 	// from the controller: it leads nothing on the strength of its cached
 	// metadata alone, since it cannot know whether a failover happened.
@@ -57,7 +62,7 @@ type broker struct {
 	acceptMu sync.Mutex
 	applyMu  sync.Mutex
 	// reconciled is the highest metadata epoch the replicas have been
-	// reconciled with; waitReconciled waits for it.
+	// reconciled with; WaitReconciled waits for it.
 	reconciled struct {
 		sync.Mutex
 		epoch   int64
@@ -66,7 +71,7 @@ type broker struct {
 
 	mu struct {
 		sync.RWMutex
-		replicas map[topicPartition]*replica
+		replicas map[topicPartition]*Replica
 		// offline holds the replicas whose logs could not be opened
 		// (corruption), with the reason; they serve nothing until the
 		// operator rebuilds them with recover.
@@ -74,33 +79,85 @@ type broker struct {
 	}
 }
 
+// ReplicasConfig is what a node gives its Replicas.
+type ReplicasConfig struct {
+	// Broker is this node's broker id.
+	Broker int32
+	Root   *storage.Root
+	// LogOptions are every log's options but its policy (the topic's).
+	LogOptions storage.Options
+	// Defaults is the node's topic configuration for the keys a topic
+	// does not set.
+	Defaults metadata.LogConfig
+	// Peers reaches other brokers; required once metadata applies.
+	Peers replication.Peers
+	// Cache, if set, keeps the metadata applied last on disk (every
+	// broker but the single controller, whose own file is the truth).
+	Cache *metadata.Store
+	// CheckpointHW keeps the replicas' high watermarks in the root
+	// (hwCheckpointFile), so that a restarted leader serves at once.
+	CheckpointHW bool
+	// AwaitingController starts the broker leading nothing until
+	// HeardFromController (a restart on cached metadata).
+	AwaitingController bool
+	Logger             hclog.Logger
+	// OnHosted and OnStaleEpoch, if set, feed the node's metrics.
+	OnHosted     func(replicas int)
+	OnStaleEpoch func()
+}
+
 type topicPartition struct {
 	topic     string
 	partition int32
 }
 
-type replica struct {
-	log  *storage.Log
-	part *replication.Partition
+// Replica is one hosted replica of a partition: its log and the
+// replication of it.
+type Replica struct {
+	Log  *storage.Log
+	Part *replication.Partition
 	// floor follows where the newest complete snapshot of a
 	// __consumer_offsets replica starts; only retention uses it.
 	floor *groups.SnapshotFloor
 }
 
-func newBroker(id int32, root *storage.Root, logOpts storage.Options, logger hclog.Logger, m *metrics) *broker {
-	b := &broker{id: id, root: root, logOpts: logOpts, logger: logger, metrics: m}
-	b.mu.replicas = make(map[topicPartition]*replica)
+// NewReplicas returns the host of a node's replicas; nothing is open until
+// metadata is applied.
+func NewReplicas(cfg ReplicasConfig) *Replicas {
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	b := &Replicas{id: cfg.Broker, root: cfg.Root, logOpts: cfg.LogOptions, defaults: cfg.Defaults, logger: cfg.Logger,
+		peers: cfg.Peers, cache: cfg.Cache, onHosted: cfg.OnHosted, onStaleEpoch: cfg.OnStaleEpoch}
+	if cfg.CheckpointHW {
+		b.hw = loadHWCheckpoints(cfg.Root.Dir(), cfg.Logger)
+	}
+	b.awaitingController.Store(cfg.AwaitingController)
+	b.mu.replicas = make(map[topicPartition]*Replica)
 	b.mu.offline = make(map[topicPartition]error)
 	return b
 }
 
-// applyMetadata makes the hosted replicas match meta: it opens the logs of
+// HeardFromController lets a broker that restarted on cached metadata
+// lead what the metadata says: the controller has answered it.
+func (b *Replicas) HeardFromController() { b.awaitingController.Store(false) }
+
+// CachedMetadata returns the metadata the cache holds (metadata.ErrNotFound
+// when there is none, or no cache).
+func (b *Replicas) CachedMetadata() (*metadata.Cluster, error) {
+	if b.cache == nil {
+		return nil, metadata.ErrNotFound
+	}
+	return b.cache.Load()
+}
+
+// ApplyMetadata makes the hosted replicas match meta: it opens the logs of
 // replicas assigned to this broker, applies leadership, and closes and
 // removes the replicas of deleted topics. Metadata older than what is held
 // is ignored.
-func (b *broker) applyMetadata(meta *metadata.Cluster) error {
+func (b *Replicas) ApplyMetadata(meta *metadata.Cluster) error {
 	start := time.Now()
-	if err := b.acceptMetadata(meta); err != nil {
+	if err := b.AcceptMetadata(meta); err != nil {
 		return err
 	}
 	accepted := time.Since(start)
@@ -109,10 +166,11 @@ func (b *broker) applyMetadata(meta *metadata.Cluster) error {
 	return err
 }
 
-// acceptMetadata makes meta the metadata this broker holds and answers
+// AcceptMetadata makes meta the metadata this broker holds and answers
 // with, cached on disk first, unless it is older than what it holds (then
-// it is ignored). The replicas follow in reconcile.
-func (b *broker) acceptMetadata(meta *metadata.Cluster) error {
+// it is ignored). The replicas follow it only when it is applied
+// (ApplyMetadata is AcceptMetadata, then the replicas reconciled with it).
+func (b *Replicas) AcceptMetadata(meta *metadata.Cluster) error {
 	b.acceptMu.Lock()
 	defer b.acceptMu.Unlock()
 	cur := b.meta.Load()
@@ -142,7 +200,7 @@ const openParallel = 16
 // reconcile makes the hosted replicas match the metadata held: it opens
 // the logs of replicas assigned to this broker (several at once), applies
 // leadership, and closes and removes the replicas of deleted topics.
-func (b *broker) reconcile() error {
+func (b *Replicas) reconcile() error {
 	// applyMu orders whole reconciliations; mu is held only to touch the
 	// replica map, never while a partition changes state (which may wait
 	// for its follower senders, and they read the metadata).
@@ -155,7 +213,7 @@ func (b *broker) reconcile() error {
 	defer b.markReconciled(meta.Epoch)
 	var errs []error
 	type change struct {
-		r  *replica
+		r  *Replica
 		st replication.State
 	}
 	var changes []change
@@ -180,7 +238,7 @@ func (b *broker) reconcile() error {
 			b.mu.RLock()
 			r, ok := b.mu.replicas[tp]
 			b.mu.RUnlock()
-			if ok && r.part.TopicID != t.ID {
+			if ok && r.Part.TopicID != t.ID {
 				// The topic was deleted and created again while this
 				// broker held the old one open: the old replica goes.
 				b.closeReplica(tp, r)
@@ -190,7 +248,7 @@ func (b *broker) reconcile() error {
 			case ok:
 				b.applyTopicConfig(r, &t)
 				changes = append(changes, change{r, st})
-			case b.offlineErr(tp.topic, tp.partition) == nil: // an offline one stays so until recover rebuilds it
+			case b.OfflineErr(tp.topic, tp.partition) == nil: // an offline one stays so until recover rebuilds it
 				opens = append(opens, toOpen{tp, t.ID, st})
 			}
 		}
@@ -216,20 +274,20 @@ func (b *broker) reconcile() error {
 	}
 	wg.Wait()
 	for _, c := range changes {
-		err := c.r.part.SetState(c.st)
+		err := c.r.Part.SetState(c.st)
 		switch {
 		case errors.Is(err, replication.ErrStaleEpoch):
 			// The replica has seen a newer epoch than this metadata gives (a
 			// failover fenced it and did not finish): it leads nothing and
 			// waits for metadata that catches up.
 			b.logger.Warn("metadata is behind this replica's epoch; waiting for newer metadata",
-				"topic", c.r.part.Topic, "partition", c.r.part.Index, "epoch", c.st.LeaderEpoch, "fenced", c.r.part.FencedEpoch())
+				"topic", c.r.Part.Topic, "partition", c.r.Part.Index, "epoch", c.st.LeaderEpoch, "fenced", c.r.Part.FencedEpoch())
 		case err != nil:
 			errs = append(errs, err)
 		}
 	}
 	var gone []topicPartition
-	var goneReplicas []*replica
+	var goneReplicas []*Replica
 	b.mu.Lock()
 	for tp, r := range b.mu.replicas {
 		if !want[tp] {
@@ -238,8 +296,11 @@ func (b *broker) reconcile() error {
 			delete(b.mu.replicas, tp)
 		}
 	}
-	b.metrics.partitions.Set(float64(len(b.mu.replicas)))
+	hosted := len(b.mu.replicas)
 	b.mu.Unlock()
+	if b.onHosted != nil {
+		b.onHosted(hosted)
+	}
 	for i, tp := range gone {
 		b.closeLog(tp, goneReplicas[i])
 		if meta.Topic(tp.topic) == nil {
@@ -254,7 +315,7 @@ func (b *broker) reconcile() error {
 // markReconciled records that the replicas were reconciled with the
 // metadata of epoch (whatever the reconciliation's errors: they are
 // reported to whoever applied it).
-func (b *broker) markReconciled(epoch int64) {
+func (b *Replicas) markReconciled(epoch int64) {
 	b.reconciled.Lock()
 	defer b.reconciled.Unlock()
 	if epoch > b.reconciled.epoch {
@@ -266,9 +327,9 @@ func (b *broker) markReconciled(epoch int64) {
 	}
 }
 
-// waitReconciled waits until the replicas have been reconciled with
+// WaitReconciled waits until the replicas have been reconciled with
 // metadata of epoch or newer, or ctx ends.
-func (b *broker) waitReconciled(ctx context.Context, epoch int64) error {
+func (b *Replicas) WaitReconciled(ctx context.Context, epoch int64) error {
 	for {
 		b.reconciled.Lock()
 		if b.reconciled.epoch >= epoch {
@@ -288,7 +349,7 @@ func (b *broker) waitReconciled(ctx context.Context, epoch int64) error {
 	}
 }
 
-func (b *broker) openReplica(tp topicPartition, topicID string) (*replica, error) {
+func (b *Replicas) openReplica(tp topicPartition, topicID string) (*Replica, error) {
 	return b.openReplicaAt(tp, topicID, 0, true)
 }
 
@@ -306,7 +367,7 @@ const topicIDFile = "topic-id"
 // With checkpointed, the replica starts with the high watermark of the
 // last checkpoint (see hwCheckpoints); a replica rebuilt from empty does
 // not.
-func (b *broker) openReplicaAt(tp topicPartition, topicID string, initial int64, checkpointed bool) (*replica, error) {
+func (b *Replicas) openReplicaAt(tp topicPartition, topicID string, initial int64, checkpointed bool) (*Replica, error) {
 	dir, err := b.root.ReplicaDir(tp.topic, tp.partition)
 	if err != nil {
 		return nil, err
@@ -358,11 +419,11 @@ func (b *broker) openReplicaAt(tp topicPartition, topicID string, initial int64,
 	part := replication.NewPartition(tp.topic, tp.partition, b.id, log, b.logger.Named("replication"), replication.Options{
 		Peers:         b.peers,
 		EpochFile:     filepath.Join(log.Dir(), "leader-epoch"),
-		OnStaleEpoch:  b.metrics.staleEpochs.Inc,
+		OnStaleEpoch:  b.onStaleEpoch,
 		TopicID:       topicID,
 		HighWatermark: hw,
 	})
-	r := &replica{log: log, part: part}
+	r := &Replica{Log: log, Part: part}
 	b.mu.Lock()
 	b.mu.replicas[tp] = r
 	delete(b.mu.offline, tp)
@@ -372,7 +433,7 @@ func (b *broker) openReplicaAt(tp topicPartition, topicID string, initial int64,
 
 // markOffline records a replica as offline for err (corruption), logs it,
 // and returns err.
-func (b *broker) markOffline(tp topicPartition, err error) error {
+func (b *Replicas) markOffline(tp topicPartition, err error) error {
 	b.logger.Error("replica is corrupt and offline; rebuild it from its leader with gostream-ctl recover",
 		"topic", tp.topic, "partition", tp.partition, "err", err)
 	b.mu.Lock()
@@ -381,19 +442,19 @@ func (b *broker) markOffline(tp topicPartition, err error) error {
 	return err
 }
 
-// offlineErr returns why a replica is offline, or nil.
-func (b *broker) offlineErr(topic string, partition int32) error {
+// OfflineErr returns why a replica is offline, or nil.
+func (b *Replicas) OfflineErr(topic string, partition int32) error {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	return b.mu.offline[topicPartition{topic, partition}]
 }
 
-// resetReplica rebuilds a replica this broker cannot use: its files are
+// ResetReplica rebuilds a replica this broker cannot use: its files are
 // moved whole into quarantine/damaged-<time>/ under the replica directory,
 // and an empty log starting at offset start takes their place, to be
 // filled from the leader. A replica that this broker leads is never reset.
-func (b *broker) resetReplica(topic, id string, partition int32, start int64) error {
-	meta := b.metadata()
+func (b *Replicas) ResetReplica(topic, id string, partition int32, start int64) error {
+	meta := b.Metadata()
 	if meta == nil {
 		return fmt.Errorf("%w: no metadata", transport.ErrNotReady)
 	}
@@ -416,8 +477,8 @@ func (b *broker) resetReplica(topic, id string, partition int32, start int64) er
 	delete(b.mu.replicas, tp)
 	b.mu.Unlock()
 	if r != nil {
-		r.part.Close()
-		r.log.Close()
+		r.Part.Close()
+		r.Log.Close()
 	}
 	if _, err := b.root.QuarantineReplica(topic, partition); err != nil {
 		return fmt.Errorf("quarantine damaged replica %s/%d: %w", topic, partition, err)
@@ -429,11 +490,11 @@ func (b *broker) resetReplica(topic, id string, partition int32, start int64) er
 	}
 	// The checkpoint must not keep the old replica's HW: the new log is
 	// empty until the leader fills it.
-	if err := b.checkpointHW(); err != nil {
+	if err := b.CheckpointHW(); err != nil {
 		b.logger.Warn("checkpoint high watermarks after a reset", "err", err)
 	}
 	st := replication.State{Leader: part.Leader, LeaderEpoch: part.LeaderEpoch, Active: part.Active}
-	if err := nr.part.SetState(st); err != nil && !errors.Is(err, replication.ErrStaleEpoch) {
+	if err := nr.Part.SetState(st); err != nil && !errors.Is(err, replication.ErrStaleEpoch) {
 		return err
 	}
 	return nil
@@ -441,7 +502,7 @@ func (b *broker) resetReplica(topic, id string, partition int32, start int64) er
 
 // closeReplica takes a replica out of the map and closes it, outside the
 // lock (closing waits for follower senders).
-func (b *broker) closeReplica(tp topicPartition, r *replica) {
+func (b *Replicas) closeReplica(tp topicPartition, r *Replica) {
 	b.mu.Lock()
 	if b.mu.replicas[tp] == r {
 		delete(b.mu.replicas, tp)
@@ -450,23 +511,23 @@ func (b *broker) closeReplica(tp topicPartition, r *replica) {
 	b.closeLog(tp, r)
 }
 
-func (b *broker) closeLog(tp topicPartition, r *replica) {
-	r.part.Close()
-	if err := r.log.Close(); err != nil {
+func (b *Replicas) closeLog(tp topicPartition, r *Replica) {
+	r.Part.Close()
+	if err := r.Log.Close(); err != nil {
 		b.logger.Warn("close log of a replica that goes", "topic", tp.topic, "partition", tp.partition, "err", err)
 	}
 }
 
-// metadata returns the cached metadata.
-func (b *broker) metadata() *metadata.Cluster {
+// Metadata returns the metadata applied last (nil before any).
+func (b *Replicas) Metadata() *metadata.Cluster {
 	return b.meta.Load()
 }
 
-// lookup returns the topic's metadata and this broker's replica of the
+// Lookup returns the topic's metadata and this broker's replica of the
 // partition (nil when it hosts none). A request that names a topic id
 // (id != "") other than the topic's is for another incarnation of the
 // name: transport.ErrUnknownTopicID, and the topic is not touched.
-func (b *broker) lookup(topic, id string, partition int32) (*metadata.Topic, *replica, error) {
+func (b *Replicas) Lookup(topic, id string, partition int32) (*metadata.Topic, *Replica, error) {
 	meta := b.meta.Load()
 	if meta == nil {
 		return nil, nil, fmt.Errorf("%w: broker %d has no metadata yet (it has not registered with the controller)", transport.ErrNotReady, b.id)
@@ -493,74 +554,74 @@ func (b *broker) lookup(topic, id string, partition int32) (*metadata.Topic, *re
 		return nil, nil, fmt.Errorf("%w: %s", transport.ErrUnknownPartition, metadata.NoSuchPartition(topic, len(t.Partitions), partition))
 	}
 	r := b.mu.replicas[topicPartition{topic, partition}]
-	if r != nil && r.part.TopicID != t.ID {
+	if r != nil && r.Part.TopicID != t.ID {
 		r = nil // a replica of an earlier incarnation, not closed yet
 	}
 	return t, r, nil
 }
 
-// close stops every partition and closes its log. The replicas leave the
+// Close stops every partition and closes its log. The replicas leave the
 // map under the lock and are closed outside it: closing waits for
 // follower senders, which must not wait for this broker's locks.
-func (b *broker) close() error {
-	if err := b.checkpointHW(); err != nil {
+func (b *Replicas) Close() error {
+	if err := b.CheckpointHW(); err != nil {
 		b.logger.Warn("last checkpoint of high watermarks", "err", err)
 	}
 	b.mu.Lock()
 	reps := b.mu.replicas
-	b.mu.replicas = make(map[topicPartition]*replica)
+	b.mu.replicas = make(map[topicPartition]*Replica)
 	b.mu.Unlock()
 	var errs []error
 	for _, r := range reps {
-		r.part.Close()
-		errs = append(errs, r.log.Close())
+		r.Part.Close()
+		errs = append(errs, r.Log.Close())
 	}
 	return errors.Join(errs...)
 }
 
-// resumeFailed tries to bring back every log that failed (a write or an
+// ResumeFailed tries to bring back every log that failed (a write or an
 // fsync refused, a full disk): see storage.Log.Resume. A log that resumes
 // takes appends again, and its replica leads or follows as before.
-func (b *broker) resumeFailed(ctx context.Context) {
+func (b *Replicas) ResumeFailed(ctx context.Context) {
 	b.mu.RLock()
-	var failed []*replica
+	var failed []*Replica
 	for _, r := range b.mu.replicas {
-		if r.log.Failed() != nil {
+		if r.Log.Failed() != nil {
 			failed = append(failed, r)
 		}
 	}
 	b.mu.RUnlock()
 	for _, r := range failed {
-		reason := r.log.Failed()
-		if err := r.log.Resume(ctx); err != nil {
-			b.logger.Debug("failed log does not resume yet", "topic", r.part.Topic, "partition", r.part.Index, "err", err)
+		reason := r.Log.Failed()
+		if err := r.Log.Resume(ctx); err != nil {
+			b.logger.Debug("failed log does not resume yet", "topic", r.Part.Topic, "partition", r.Part.Index, "err", err)
 			continue
 		}
-		b.logger.Info("failed log resumed", "topic", r.part.Topic, "partition", r.part.Index, "was", reason,
-			"log_end_offset", r.log.LogEndOffset())
+		b.logger.Info("failed log resumed", "topic", r.Part.Topic, "partition", r.Part.Index, "was", reason,
+			"log_end_offset", r.Log.LogEndOffset())
 	}
 }
 
-// applyRetention runs retention on every log. Nothing at or above a
+// ApplyRetention runs retention on every log. Nothing at or above a
 // replica's high watermark is deleted: those records are not on every
 // active replica yet, and a follower that is caught up from this log, or a
 // leader that is failed over to, must still find them.
-func (b *broker) applyRetention(ctx context.Context) {
+func (b *Replicas) ApplyRetention(ctx context.Context) {
 	b.mu.RLock()
-	reps := make([]*replica, 0, len(b.mu.replicas))
+	reps := make([]*Replica, 0, len(b.mu.replicas))
 	for _, r := range b.mu.replicas {
 		reps = append(reps, r)
 	}
 	b.mu.RUnlock()
 	for _, r := range reps {
 		var err error
-		if r.part.Topic == transport.OffsetsTopic {
+		if r.Part.Topic == transport.OffsetsTopic {
 			err = r.boundOffsetsLog(ctx)
 		} else {
-			_, err = r.log.ApplyRetention(ctx, r.part.HighWatermark())
+			_, err = r.Log.ApplyRetention(ctx, r.Part.HighWatermark())
 		}
 		if err != nil && !errors.Is(err, storage.ErrClosed) && ctx.Err() == nil {
-			b.logger.Warn("retention failed", "topic", r.part.Topic, "partition", r.part.Index, "err", err)
+			b.logger.Warn("retention failed", "topic", r.Part.Topic, "partition", r.Part.Index, "err", err)
 		}
 	}
 }
@@ -571,13 +632,13 @@ func (b *broker) applyRetention(ctx context.Context) {
 // last looked, up to the high watermark (so only snapshots every active
 // replica holds count, and nothing it read can be truncated), and never
 // deletes at or above the high watermark.
-func (r *replica) boundOffsetsLog(ctx context.Context) error {
-	start, hw := r.log.LogStartOffset(), r.part.HighWatermark()
+func (r *Replica) boundOffsetsLog(ctx context.Context) error {
+	start, hw := r.Log.LogStartOffset(), r.Part.HighWatermark()
 	if r.floor == nil || r.floor.Next() < start {
 		r.floor = groups.NewSnapshotFloor(start)
 	}
 	for off := r.floor.Next(); off < hw; {
-		buf, err := r.log.Read(ctx, off, 1<<20, hw, nil)
+		buf, err := r.Log.Read(ctx, off, 1<<20, hw, nil)
 		if err != nil {
 			return fmt.Errorf("read for snapshots at offset %d: %w", off, err)
 		}
@@ -601,7 +662,7 @@ func (r *replica) boundOffsetsLog(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	_, err := r.log.DeleteBelow(ctx, min(floor, hw))
+	_, err := r.Log.DeleteBelow(ctx, min(floor, hw))
 	return err
 }
 

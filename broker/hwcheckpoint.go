@@ -1,4 +1,4 @@
-package node
+package broker
 
 import (
 	"encoding/json"
@@ -141,18 +141,18 @@ func equalEntries(a, b map[topicPartition]hwEntry) bool {
 	return true
 }
 
-// checkpointHW writes the HWs of this broker's replicas.
-func (b *broker) checkpointHW() error {
+// CheckpointHW writes the HWs of this broker's replicas.
+func (b *Replicas) CheckpointHW() error {
 	if b.hw == nil {
 		return nil
 	}
 	b.mu.RLock()
 	current := make(map[topicPartition]hwEntry, len(b.mu.replicas))
 	for tp, r := range b.mu.replicas {
-		current[tp] = hwEntry{Topic: tp.topic, TopicID: r.part.TopicID, Partition: tp.partition, HW: r.part.HighWatermark()}
+		current[tp] = hwEntry{Topic: tp.topic, TopicID: r.Part.TopicID, Partition: tp.partition, HW: r.Part.HighWatermark()}
 	}
 	b.mu.RUnlock()
-	meta := b.metadata()
+	meta := b.Metadata()
 	return b.hw.save(current, func(e hwEntry) bool {
 		if meta == nil {
 			return true
