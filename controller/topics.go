@@ -54,10 +54,9 @@ func (c *Controller) CreateTopic(ctx context.Context, req *transport.CreateTopic
 	return &created, nil
 }
 
-// InternalPrefix begins the names of the cluster's internal topics
-// (transport.OffsetsTopic): no client creates, deletes, seals, alters or
-// produces to them.
-const InternalPrefix = "__"
+// InternalPrefix begins the names of the cluster's internal topics; see
+// metadata.InternalPrefix.
+const InternalPrefix = metadata.InternalPrefix
 
 func refuseInternal(name, what string) error {
 	if strings.HasPrefix(name, InternalPrefix) {

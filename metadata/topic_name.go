@@ -10,6 +10,11 @@ import (
 // (nor for a consumer group, which follows the same rule).
 var ErrInvalidTopicName = errors.New("metadata: invalid topic name")
 
+// InternalPrefix begins the names of the cluster's internal topics
+// (__consumer_offsets): no client creates, deletes, seals, alters or
+// produces to them.
+const InternalPrefix = "__"
+
 // topicNameRE is the set of topic names the cluster allows.
 var topicNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
 

@@ -82,16 +82,16 @@ func (h *rpcHandler) admit(req *transport.Request) error {
 	case accessPeer:
 		return s.peerOnly(req.Principal, api.String())
 	case accessDescribeCluster:
-		return s.authorize(req.Principal, metadata.OpDescribe, metadata.ResourceCluster, "")
+		return s.Authorize(req.Principal, metadata.OpDescribe, metadata.ResourceCluster, "")
 	case accessOperate:
-		return s.authorize(req.Principal, metadata.OpOperate, metadata.ResourceCluster, "")
+		return s.Authorize(req.Principal, metadata.OpOperate, metadata.ResourceCluster, "")
 	}
-	return s.authorize(req.Principal, metadata.OpOperate, metadata.ResourceCluster, "") // unknown: operators only
+	return s.Authorize(req.Principal, metadata.OpOperate, metadata.ResourceCluster, "") // unknown: operators only
 }
 
 // allow checks that the request's principal may do op on a resource.
 func (h *rpcHandler) allow(req *transport.Request, op metadata.Operation, rt metadata.ResourceType, name string) error {
-	return h.n.sec.authorize(req.Principal, op, rt, name)
+	return h.n.sec.Authorize(req.Principal, op, rt, name)
 }
 
 // allowing runs an authorization check before find, for serveWith: both
@@ -109,5 +109,5 @@ func allowing[T any](check func() error, find func() (T, error)) func() (T, erro
 // canSee reports whether the request's principal may describe a
 // resource, for the lists that leave out what it may not see.
 func (h *rpcHandler) canSee(req *transport.Request, rt metadata.ResourceType, name string) bool {
-	return h.n.sec.canDescribe(req.Principal, rt, name)
+	return h.n.sec.CanDescribe(req.Principal, rt, name)
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"gostream/broker"
-	"strings"
-	"sync"
 	"time"
 
 	"gostream/controller"
@@ -165,50 +163,16 @@ func (h *rpcHandler) produce(req *transport.Request) transport.Reply {
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
 	}
-	if err := h.allow(req, metadata.OpWrite, metadata.ResourceTopic, r.Topic); err != nil {
-		return transport.Immediate(nil, err)
-	}
-	t, rep, err := h.n.broker.Lookup(r.Topic, r.TopicID, r.Partition)
+	wait, err := h.n.core.Produce(req.Principal, broker.ProduceRequest{Topic: r.Topic, TopicID: r.TopicID, Partition: r.Partition,
+		Batch: record.Batch(r.Batch), Timeout: time.Duration(r.TimeoutMs) * time.Millisecond})
 	if err != nil {
 		return transport.Immediate(nil, err)
-	}
-	if strings.HasPrefix(r.Topic, controller.InternalPrefix) {
-		return transport.Immediate(nil, fmt.Errorf("%w: %s is an internal topic of the cluster: only its brokers write to it", transport.ErrInvalidRequest, r.Topic))
-	}
-	if t.Sealed {
-		return transport.Immediate(nil, fmt.Errorf("%w: topic %q is sealed: it takes no more records, reads go on", transport.ErrTopicSealed, r.Topic))
-	}
-	if rep == nil {
-		return transport.Immediate(nil, notLeader(t, r.Partition))
-	}
-	if r.TimeoutMs < 0 {
-		return transport.Immediate(nil, fmt.Errorf("%w: negative timeout %d ms", transport.ErrInvalidRequest, r.TimeoutMs))
-	}
-	if len(r.Batch) > h.n.cfg.MaxBatchBytes {
-		return transport.Immediate(nil, transport.BatchTooLarge(len(r.Batch), h.n.cfg.MaxBatchBytes))
-	}
-	start := time.Now()
-	wait, err := rep.Part.Produce(record.Batch(r.Batch))
-	if err != nil {
-		return transport.Immediate(nil, err)
-	}
-	size := len(r.Batch)
-	timeout := defaultAckWait
-	if r.TimeoutMs > 0 {
-		timeout = min(time.Duration(r.TimeoutMs)*time.Millisecond, maxProduceWait)
 	}
 	return func(ctx context.Context) (transport.Message, error) {
-		ctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
 		ack, err := wait(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if len(ack.Replicas) > 1 {
-			h.n.metrics.replication.Observe(time.Since(start).Seconds())
-		}
-		h.n.metrics.bytesIn.Add(float64(size))
-		h.n.metrics.recordsIn.Add(float64(ack.NextOffset - ack.BaseOffset))
 		return &transport.ProduceResponse{
 			Partition: r.Partition, BaseOffset: ack.BaseOffset, NextOffset: ack.NextOffset,
 			LeaderID: h.n.cfg.ID, LeaderEpoch: ack.LeaderEpoch, AppendTime: ack.AppendTime, Replicas: ack.Replicas,
@@ -216,87 +180,29 @@ func (h *rpcHandler) produce(req *transport.Request) transport.Reply {
 	}
 }
 
-// hosted finds this broker's replica of a partition for client requests; a
-// broker that holds none answers NotLeader, so the client looks again.
-// The partition itself refuses what only its leader may serve.
-func (h *rpcHandler) hosted(topic, id string, partition int32) (*broker.Replica, error) {
-	t, rep, err := h.n.broker.Lookup(topic, id, partition)
-	if err != nil {
-		return nil, err
-	}
-	if rep == nil {
-		return nil, notLeader(t, partition)
-	}
-	return rep, nil
-}
-
-func notLeader(t *metadata.Topic, partition int32) error {
-	p := t.Partitions[partition]
-	return fmt.Errorf("%w: partition %s/%d is led by broker %d", transport.ErrNotLeader, t.Name, partition, p.Leader)
-}
-
 func (h *rpcHandler) fetch(req *transport.Request) transport.Reply {
 	var r transport.FetchRequest
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
 	}
-	if err := h.allow(req, metadata.OpRead, metadata.ResourceTopic, r.Topic); err != nil {
-		return transport.Immediate(nil, err)
-	}
-	rep, err := h.hosted(r.Topic, r.TopicID, r.Partition)
-	if err != nil {
-		return transport.Immediate(nil, err)
-	}
-	switch {
-	case r.Offset < 0:
-		return transport.Immediate(nil, fmt.Errorf("%w: negative offset %d", transport.ErrOffsetOutOfRange, r.Offset))
-	case r.MaxBytes < minFetchBytes:
-		return transport.Immediate(nil, fmt.Errorf("%w: max bytes %d below %d", transport.ErrInvalidRequest, r.MaxBytes, minFetchBytes))
-	case r.MaxWaitMs < 0 || r.MaxWaitMs > maxWaitMs:
+	if r.MaxWaitMs < 0 || r.MaxWaitMs > maxWaitMs {
 		return transport.Immediate(nil, fmt.Errorf("%w: max wait %d ms outside [0, %d]", transport.ErrInvalidRequest, r.MaxWaitMs, maxWaitMs))
 	}
+	// The response must fit a frame.
 	maxBytes := min(int(r.MaxBytes), transport.FrameLimit(h.n.cfg.MaxBatchBytes)-fetchFrameSlack)
+	if r.MaxBytes < minFetchBytes {
+		maxBytes = int(r.MaxBytes)
+	}
+	fr := broker.FetchRequest{Topic: r.Topic, TopicID: r.TopicID, Partition: r.Partition, Offset: r.Offset, MaxBytes: maxBytes,
+		MaxWait: time.Duration(r.MaxWaitMs) * time.Millisecond}
 	return func(ctx context.Context) (transport.Message, error) {
-		var buf []byte
-		// The read's memory is reserved once there is data to read, not
-		// while a long poll waits; the server trims the reservation to
-		// the response once this returns.
-		res, err := rep.Part.FetchInto(ctx, r.Offset, maxBytes, time.Duration(r.MaxWaitMs)*time.Millisecond, func() ([]byte, error) {
-			if err := req.Reserve(ctx, readReservation(maxBytes, h.n.cfg.MaxBatchBytes)); err != nil {
-				return nil, err
-			}
-			buf = getReadBuffer(maxBytes)
-			return buf, nil
-		})
+		res, err := h.n.core.Fetch(ctx, req.Principal, fr, req.Reserve)
 		if err != nil {
-			putReadBuffer(buf)
 			return nil, err
 		}
-		if len(res.Batches) == 0 || cap(buf) == 0 || &res.Batches[:1][0] != &buf[:1][0] {
-			// The batches are not in buf (nothing read, or a first batch
-			// larger than buf read into a buffer of its own).
-			putReadBuffer(buf)
-			buf = nil
-		}
-		h.n.metrics.bytesOut.Add(float64(len(res.Batches)))
 		return &transport.FetchResponse{HighWatermark: res.HighWatermark, LogStartOffset: res.LogStartOffset, Batches: res.Batches,
-			Done: func() { putReadBuffer(buf) }}, nil
+			Done: res.Release}, nil
 	}
-}
-
-// readReservation is the memory a fetch of maxBytes may allocate for its
-// read, at most: its read buffer (a pooled one, or one of maxBytes), plus,
-// when a first batch larger than maxBytes can exist, a buffer for that
-// batch alone.
-func readReservation(maxBytes, maxBatchBytes int) int {
-	n := maxBytes
-	if maxBytes <= pooledReadBuffer {
-		n = pooledReadBuffer
-	}
-	if maxBytes < maxBatchBytes {
-		n += maxBatchBytes
-	}
-	return n
 }
 
 func (h *rpcHandler) listOffsets(req *transport.Request) transport.Reply {
@@ -304,18 +210,11 @@ func (h *rpcHandler) listOffsets(req *transport.Request) transport.Reply {
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
 	}
-	if err := h.allow(req, metadata.OpDescribe, metadata.ResourceTopic, r.Topic); err != nil {
-		return transport.Immediate(nil, err)
-	}
-	rep, err := h.hosted(r.Topic, r.TopicID, r.Partition)
+	o, err := h.n.core.ListOffsets(req.Principal, r.Topic, r.TopicID, r.Partition)
 	if err != nil {
 		return transport.Immediate(nil, err)
 	}
-	start, hw, end, err := rep.Part.LeaderOffsets()
-	if err != nil {
-		return transport.Immediate(nil, err)
-	}
-	return transport.Immediate(&transport.ListOffsetsResponse{LogStartOffset: start, HighWatermark: hw, LogEndOffset: end}, nil)
+	return transport.Immediate(&transport.ListOffsetsResponse{LogStartOffset: o.LogStartOffset, HighWatermark: o.HighWatermark, LogEndOffset: o.LogEndOffset}, nil)
 }
 
 func (h *rpcHandler) metadata(req *transport.Request) transport.Reply {
@@ -323,41 +222,29 @@ func (h *rpcHandler) metadata(req *transport.Request) transport.Reply {
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
 	}
-	meta := h.n.broker.Metadata()
-	if meta == nil {
-		return transport.Immediate(nil, fmt.Errorf("%w: this node has no metadata yet", transport.ErrControllerUnavailable))
+	meta, topics, err := h.n.core.Metadata(req.Principal, r.Topics)
+	if err != nil {
+		return transport.Immediate(nil, err)
 	}
 	resp := &transport.MetadataResponse{ClusterID: meta.ClusterID, ControllerID: meta.ControllerID, MetadataEpoch: meta.Epoch,
 		MaxBatchBytes: int32(h.n.cfg.MaxBatchBytes)}
 	for _, b := range meta.Brokers {
 		resp.Brokers = append(resp.Brokers, transport.BrokerInfo{ID: b.ID, Addr: b.Addr, HTTP: b.HTTP, Gossip: b.Gossip})
 	}
-	if len(r.Topics) == 0 {
-		for i := range meta.Topics {
-			if h.canSee(req, metadata.ResourceTopic, meta.Topics[i].Name) {
-				resp.Topics = append(resp.Topics, h.topicInfo(&meta.Topics[i]))
-			}
-		}
-	} else {
-		for _, name := range r.Topics {
-			// Before the lookup: without describe, a topic that exists
-			// and one that does not get the same answer.
-			if err := h.allow(req, metadata.OpDescribe, metadata.ResourceTopic, name); err != nil {
-				return transport.Immediate(nil, err)
-			}
-			t := meta.Topic(name)
-			if t == nil {
-				return transport.Immediate(nil, fmt.Errorf("%w: %q", transport.ErrUnknownTopic, name))
-			}
-			resp.Topics = append(resp.Topics, h.topicInfo(t))
-		}
+	for _, t := range topics {
+		resp.Topics = append(resp.Topics, topicInfo(t))
 	}
 	return transport.Immediate(resp, nil)
 }
 
-func (h *rpcHandler) topicInfo(t *metadata.Topic) transport.TopicInfo {
-	ti := transport.TopicInfo{Name: t.Name, ID: t.ID, ReplicationFactor: int16(t.ReplicationFactor), Sealed: t.Sealed,
-		Config: h.n.broker.TopicConfigValues(t)}
+func notLeader(t *metadata.Topic, partition int32) error {
+	p := t.Partitions[partition]
+	return fmt.Errorf("%w: partition %s/%d is led by broker %d", transport.ErrNotLeader, t.Name, partition, p.Leader)
+}
+
+// topicInfo is a topic as the native protocol describes it.
+func topicInfo(t broker.TopicView) transport.TopicInfo {
+	ti := transport.TopicInfo{Name: t.Name, ID: t.ID, ReplicationFactor: int16(t.ReplicationFactor), Sealed: t.Sealed, Config: t.Config}
 	if st := t.Stream; st != nil {
 		ti.Stream = &transport.StreamInfo{Path: st.Path, ContentType: st.ContentType, ForkedFrom: st.ForkedFrom, Deleted: st.Deleted}
 	}
@@ -368,6 +255,12 @@ func (h *rpcHandler) topicInfo(t *metadata.Topic) transport.TopicInfo {
 		})
 	}
 	return ti
+}
+
+// topicInfo is a topic as the native protocol describes it, with this
+// node's configuration values.
+func (h *rpcHandler) topicInfo(t *metadata.Topic) transport.TopicInfo {
+	return topicInfo(broker.TopicView{Topic: t, Config: h.n.broker.TopicConfigValues(t)})
 }
 
 func (h *rpcHandler) controller() (*controller.Controller, error) {
@@ -415,25 +308,4 @@ func (h *rpcHandler) sealTopic(req *transport.Request) transport.Reply {
 	}, h.controller), func(ctx context.Context, c *controller.Controller) (transport.Message, error) {
 		return nil, c.SealTopic(ctx, r.Name)
 	})
-}
-
-// Fetch read buffers are reused: a consumer reading 1 MiB at a time would
-// otherwise make the node allocate (and collect) a megabyte per request.
-// Only buffers of the common size are pooled.
-const pooledReadBuffer = 1 << 20
-
-var readBuffers = sync.Pool{New: func() any { b := make([]byte, pooledReadBuffer); return &b }}
-
-func getReadBuffer(maxBytes int) []byte {
-	if maxBytes > pooledReadBuffer {
-		return nil // Read allocates what it needs
-	}
-	return (*readBuffers.Get().(*[]byte))[:0]
-}
-
-func putReadBuffer(b []byte) {
-	if b != nil && cap(b) == pooledReadBuffer {
-		b = b[:cap(b)]
-		readBuffers.Put(&b)
-	}
 }

@@ -55,7 +55,9 @@ type Node struct {
 	root    *storage.Root
 	metrics *metrics
 	broker  *broker.Replicas
-	pool    *transport.Pool
+	// core is what the front ends call: the operations, authorized.
+	core *broker.Broker
+	pool *transport.Pool
 	// controller is the single controller when this node is it, or this
 	// candidate's controller (active or not) when --controller lists
 	// several candidates and this node among them; nil otherwise.
@@ -145,6 +147,15 @@ func Run(ctx context.Context, cfg Config) error {
 		rcfg.AwaitingController = true
 	}
 	n.broker = broker.NewReplicas(rcfg)
+	n.core = broker.New(broker.Config{Broker: cfg.ID, Replicas: n.broker, MaxBatchBytes: cfg.MaxBatchBytes, Authorizer: n.sec,
+		OnProduced: func(bytes int, records int64, replicated time.Duration) {
+			if replicated > 0 {
+				nodeMetrics.replication.Observe(replicated.Seconds())
+			}
+			nodeMetrics.bytesIn.Add(float64(bytes))
+			nodeMetrics.recordsIn.Add(float64(records))
+		},
+		OnFetched: func(bytes int) { nodeMetrics.bytesOut.Add(float64(bytes)) }})
 	n.metrics.registry.MustRegister(newReplicationCollector(cfg.ID, n.broker), newGroupCollector(n.coords))
 
 	err = n.start()
@@ -534,7 +545,7 @@ func (n *Node) serve(ctx context.Context) error {
 	}
 	if n.sec.authz != nil {
 		hcfg.AllowDescribe = func(p string) error {
-			return n.sec.authorize(p, metadata.OpDescribe, metadata.ResourceCluster, "")
+			return n.sec.Authorize(p, metadata.OpDescribe, metadata.ResourceCluster, "")
 		}
 		streams.SetAuthorize(n.sec.streamAuthorize)
 	}

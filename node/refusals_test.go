@@ -36,12 +36,3 @@ func TestRefusalsDegradeHealthForAWindow(t *testing.T) {
 	r.record("rpc", transport.Refusal{Limit: transport.LimitConnsPerAddr, Addr: "127.0.0.2", Max: 1024})
 	assert.Equal(t, []string{"refusing connections: 1 on the rpc listener in the last 1s: 127.0.0.2 holds the per-address limit of 1024 (--max-conns-per-ip)"}, r.problems())
 }
-
-func TestReadReservation(t *testing.T) {
-	const batch = 4 << 20
-	assert.Equal(t, pooledReadBuffer+batch, readReservation(1, batch), "a pooled buffer, and a first batch larger than what was asked")
-	assert.Equal(t, pooledReadBuffer+batch, readReservation(pooledReadBuffer, batch))
-	assert.Equal(t, 2<<20+batch, readReservation(2<<20, batch))
-	assert.Equal(t, batch, readReservation(batch, batch), "no batch is larger than the read")
-	assert.Equal(t, 8<<20, readReservation(8<<20, batch))
-}

@@ -384,10 +384,10 @@ func (s *nodeSecurity) tokenCredential(token string) (transport.Credential, erro
 	return c, nil
 }
 
-// authorize refuses, with ErrUnauthorized, what principal may not do; it
+// Authorize refuses, with ErrUnauthorized, what principal may not do; it
 // counts and logs (bounded) each refusal. With authorization off it
 // allows everything.
-func (s *nodeSecurity) authorize(principal string, op metadata.Operation, rt metadata.ResourceType, name string) error {
+func (s *nodeSecurity) Authorize(principal string, op metadata.Operation, rt metadata.ResourceType, name string) error {
 	if s.authz == nil || s.authz.Allowed(principal, op, rt, name) || openToDescribe(principal, op, rt, name) {
 		return nil
 	}
@@ -396,9 +396,9 @@ func (s *nodeSecurity) authorize(principal string, op metadata.Operation, rt met
 	return fmt.Errorf("%w: principal %q may not %s %s", transport.ErrUnauthorized, principal, op, security.Describe(rt, name))
 }
 
-// canDescribe reports, without counting a refusal, whether principal may
+// CanDescribe reports, without counting a refusal, whether principal may
 // see a resource: lists leave out what it may not.
-func (s *nodeSecurity) canDescribe(principal string, rt metadata.ResourceType, name string) bool {
+func (s *nodeSecurity) CanDescribe(principal string, rt metadata.ResourceType, name string) bool {
 	return s.authz == nil || s.authz.Allowed(principal, metadata.OpDescribe, rt, name) || openToDescribe(principal, metadata.OpDescribe, rt, name)
 }
 
@@ -514,7 +514,7 @@ func (s *nodeSecurity) certStands(r *http.Request, c transport.Credential) error
 // streamAuthorize is the Durable Streams handler's authorizer: op on the
 // stream at path, for the request's principal.
 func (s *nodeSecurity) streamAuthorize(r *http.Request, op, path string) (int, string) {
-	err := s.authorize(httpapi.Principal(r), metadata.Operation(op), metadata.ResourceStream, path)
+	err := s.Authorize(httpapi.Principal(r), metadata.Operation(op), metadata.ResourceStream, path)
 	if err != nil {
 		return http.StatusForbidden, err.Error()
 	}
