@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"gostream/controller"
+	"gostream/groups"
 	"gostream/metadata"
 	"gostream/record"
 	"gostream/transport"
@@ -23,6 +25,9 @@ type Authorizer interface {
 	// CanDescribe reports, without counting a refusal, whether principal
 	// may see a resource: lists leave out what it may not.
 	CanDescribe(principal string, rt metadata.ResourceType, name string) bool
+	// Allowed reports, without counting a refusal, whether principal may
+	// do op on a resource.
+	Allowed(principal string, op metadata.Operation, rt metadata.ResourceType, name string) bool
 }
 
 // Config is what a node gives its Broker.
@@ -40,6 +45,17 @@ type Config struct {
 	// took when it had followers, else 0), and the bytes of a fetch.
 	OnProduced func(bytes int, records int64, replicated time.Duration)
 	OnFetched  func(bytes int)
+	// ActiveController returns this node's controller when it is the
+	// active one, else an error matching transport.ErrNotController that
+	// names the active one as this node knows it. CallController sends a
+	// request to the active controller wherever it runs.
+	ActiveController func() (*controller.Controller, error)
+	CallController   func(ctx context.Context, api transport.API, req, resp transport.Message) error
+	// Groups hosts this broker's group coordinators; OffsetsPartitions is
+	// the partition count of __consumer_offsets when the first use of
+	// groups creates it.
+	Groups            *groups.Host
+	OffsetsPartitions int
 }
 
 // Broker is the core of a node: the typed operations its front ends call,
@@ -70,6 +86,13 @@ func (b *Broker) Authorize(principal string, op metadata.Operation, rt metadata.
 // CanDescribe reports whether principal may see a resource.
 func (b *Broker) CanDescribe(principal string, rt metadata.ResourceType, name string) bool {
 	return b.cfg.Authorizer == nil || b.cfg.Authorizer.CanDescribe(principal, rt, name)
+}
+
+// CanDo reports, without counting a refusal, whether principal may do op
+// on a resource: for a check that another stands in for (create on the
+// cluster, else on the topic).
+func (b *Broker) CanDo(principal string, op metadata.Operation, rt metadata.ResourceType, name string) bool {
+	return b.cfg.Authorizer == nil || b.cfg.Authorizer.Allowed(principal, op, rt, name)
 }
 
 // Limits of the operations, whatever the protocol.

@@ -89,10 +89,3 @@ func aclFromWire(e transport.ACLEntry) metadata.ACL {
 	}
 	return metadata.ACL{Principal: e.Principal, Resource: metadata.ResourceType(e.Resource), Name: e.Name, Pattern: p, Operation: metadata.Operation(e.Operation)}
 }
-
-// canCreateAnyTopic reports whether the request's principal may create
-// every topic (create on the cluster), without counting a refusal.
-func (h *rpcHandler) canCreateAnyTopic(req *transport.Request) bool {
-	a := h.n.sec.authz
-	return a == nil || a.Allowed(req.Principal, metadata.OpCreate, metadata.ResourceCluster, "")
-}

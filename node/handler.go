@@ -143,6 +143,15 @@ func decode(req *transport.Request, m transport.Message) error {
 	return nil
 }
 
+// serve is the shape of a handler over the core: decode the request into
+// r, then have the core do the work in the Reply.
+func (h *rpcHandler) serve(req *transport.Request, r transport.Message, do func(context.Context) (transport.Message, error)) transport.Reply {
+	if err := decode(req, r); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	return do
+}
+
 // serveWith is the common shape of a handler: decode the request into r,
 // find what serves it (this broker's replica, the controller), answering
 // at once if there is none, and do the work in the Reply. find runs after
@@ -273,39 +282,38 @@ func (h *rpcHandler) controller() (*controller.Controller, error) {
 
 func (h *rpcHandler) createTopic(req *transport.Request) transport.Reply {
 	var r transport.CreateTopicRequest
-	return serveWith(req, &r, allowing(func() error {
-		// create on the cluster allows any topic; else create on this one.
-		if h.n.sec.authz == nil || h.canCreateAnyTopic(req) {
-			return nil
-		}
-		return h.allow(req, metadata.OpCreate, metadata.ResourceTopic, r.Name)
-	}, h.controller), func(ctx context.Context, c *controller.Controller) (transport.Message, error) {
-		t, err := c.CreateTopic(ctx, &r)
+	return h.serve(req, &r, func(ctx context.Context) (transport.Message, error) {
+		t, err := h.n.core.CreateTopic(ctx, req.Principal, &r)
 		if err != nil {
 			return nil, err
 		}
-		ti := h.topicInfo(t)
+		ti := topicInfo(t)
 		return &ti, nil
 	})
 }
 
 func (h *rpcHandler) deleteTopic(req *transport.Request) transport.Reply {
 	var r transport.TopicRequest
-	return serveWith(req, &r, allowing(func() error {
-		if err := h.allow(req, metadata.OpDelete, metadata.ResourceTopic, r.Name); err != nil {
-			return err
-		}
-		return h.allow(req, metadata.OpOperate, metadata.ResourceCluster, "")
-	}, h.controller), func(ctx context.Context, c *controller.Controller) (transport.Message, error) {
-		return nil, c.DeleteTopic(ctx, r.Name)
+	return h.serve(req, &r, func(ctx context.Context) (transport.Message, error) {
+		return nil, h.n.core.DeleteTopic(ctx, req.Principal, r.Name)
 	})
 }
 
 func (h *rpcHandler) sealTopic(req *transport.Request) transport.Reply {
 	var r transport.TopicRequest
-	return serveWith(req, &r, allowing(func() error {
-		return h.allow(req, metadata.OpAlter, metadata.ResourceTopic, r.Name)
-	}, h.controller), func(ctx context.Context, c *controller.Controller) (transport.Message, error) {
-		return nil, c.SealTopic(ctx, r.Name)
+	return h.serve(req, &r, func(ctx context.Context) (transport.Message, error) {
+		return nil, h.n.core.SealTopic(ctx, req.Principal, r.Name)
+	})
+}
+
+func (h *rpcHandler) alterTopicConfig(req *transport.Request) transport.Reply {
+	var r transport.AlterTopicConfigRequest
+	return h.serve(req, &r, func(ctx context.Context) (transport.Message, error) {
+		t, err := h.n.core.AlterTopicConfig(ctx, req.Principal, &r)
+		if err != nil {
+			return nil, err
+		}
+		ti := topicInfo(t)
+		return &ti, nil
 	})
 }

@@ -155,7 +155,21 @@ func Run(ctx context.Context, cfg Config) error {
 			nodeMetrics.bytesIn.Add(float64(bytes))
 			nodeMetrics.recordsIn.Add(float64(records))
 		},
-		OnFetched: func(bytes int) { nodeMetrics.bytesOut.Add(float64(bytes)) }})
+		OnFetched: func(bytes int) { nodeMetrics.bytesOut.Add(float64(bytes)) },
+		ActiveController: func() (*controller.Controller, error) {
+			if c := n.activeController(); c != nil {
+				return c, nil
+			}
+			return nil, n.notControllerError()
+		},
+		CallController: func(ctx context.Context, api transport.API, req, resp transport.Message) error {
+			ctrl, err := n.callController(ctx, api, req, resp)
+			if err != nil {
+				return fmt.Errorf("ask the controller %s: %w", ctrl, err)
+			}
+			return nil
+		},
+		Groups: n.coords, OffsetsPartitions: cfg.OffsetsPartitions})
 	n.metrics.registry.MustRegister(newReplicationCollector(cfg.ID, n.broker), newGroupCollector(n.coords))
 
 	err = n.start()

@@ -402,6 +402,12 @@ func (s *nodeSecurity) CanDescribe(principal string, rt metadata.ResourceType, n
 	return s.authz == nil || s.authz.Allowed(principal, metadata.OpDescribe, rt, name) || openToDescribe(principal, metadata.OpDescribe, rt, name)
 }
 
+// Allowed reports, without counting a refusal, whether principal may do
+// op on a resource.
+func (s *nodeSecurity) Allowed(principal string, op metadata.Operation, rt metadata.ResourceType, name string) bool {
+	return s.authz == nil || s.authz.Allowed(principal, op, rt, name) || openToDescribe(principal, op, rt, name)
+}
+
 // openToDescribe is what every authenticated principal may see without
 // an ACL: the metadata of __consumer_offsets (its partitions tell a client
 // where a group's coordinator is; a group is listed only to who may

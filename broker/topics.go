@@ -1,0 +1,86 @@
+package broker
+
+import (
+	"context"
+
+	"gostream/controller"
+	"gostream/metadata"
+	"gostream/transport"
+)
+
+// Topic administration is the controller's: the core authorizes it and
+// hands it to the active controller when this node runs it, and answers
+// NotController (naming the active one as this node knows it) otherwise,
+// so the client asks there.
+
+// active is this node's controller when it is the active one.
+func (b *Broker) active() (*controller.Controller, error) {
+	if b.cfg.ActiveController == nil {
+		return nil, transport.ErrNotController
+	}
+	return b.cfg.ActiveController()
+}
+
+// CreateTopic creates a topic for principal: create on the cluster allows
+// any name, create on the topic that one.
+func (b *Broker) CreateTopic(ctx context.Context, principal string, req *transport.CreateTopicRequest) (TopicView, error) {
+	if !b.CanDo(principal, metadata.OpCreate, metadata.ResourceCluster, "") {
+		if err := b.Authorize(principal, metadata.OpCreate, metadata.ResourceTopic, req.Name); err != nil {
+			return TopicView{}, err
+		}
+	}
+	c, err := b.active()
+	if err != nil {
+		return TopicView{}, err
+	}
+	t, err := c.CreateTopic(ctx, req)
+	if err != nil {
+		return TopicView{}, err
+	}
+	return b.view(t), nil
+}
+
+// DeleteTopic deletes a topic for principal: delete on the topic and
+// operate on the cluster.
+func (b *Broker) DeleteTopic(ctx context.Context, principal, name string) error {
+	if err := b.Authorize(principal, metadata.OpDelete, metadata.ResourceTopic, name); err != nil {
+		return err
+	}
+	if err := b.Authorize(principal, metadata.OpOperate, metadata.ResourceCluster, ""); err != nil {
+		return err
+	}
+	c, err := b.active()
+	if err != nil {
+		return err
+	}
+	return c.DeleteTopic(ctx, name)
+}
+
+// SealTopic seals a topic for principal (alter on the topic).
+func (b *Broker) SealTopic(ctx context.Context, principal, name string) error {
+	if err := b.Authorize(principal, metadata.OpAlter, metadata.ResourceTopic, name); err != nil {
+		return err
+	}
+	c, err := b.active()
+	if err != nil {
+		return err
+	}
+	return c.SealTopic(ctx, name)
+}
+
+// AlterTopicConfig changes a topic's configuration for principal (alter
+// on the topic).
+func (b *Broker) AlterTopicConfig(ctx context.Context, principal string, req *transport.AlterTopicConfigRequest) (TopicView, error) {
+	if err := b.Authorize(principal, metadata.OpAlter, metadata.ResourceTopic, req.Name); err != nil {
+		return TopicView{}, err
+	}
+	c, err := b.active()
+	if err != nil {
+		return TopicView{}, err
+	}
+	t, err := c.AlterTopicConfig(ctx, req)
+	if err != nil {
+		return TopicView{}, err
+	}
+	return b.view(t), nil
+}
