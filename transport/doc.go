@@ -150,7 +150,11 @@
 //     more is kept for requests of at most 64 KiB, so that metadata and
 //     small writes are served while large ones fill the budget.
 //   - At most MaxInFlight requests (256) of one connection served at once;
-//     the server reads no more until one is answered.
+//     the server reads no more until one is answered. A request whose
+//     Reply waits for an event (Request.Waits: a long poll) holds one of
+//     MaxWaiting slots (1024) instead, so that long polls never hold up
+//     the other requests of their connection, nor leave it silent until
+//     a call on it times out and the connection is presumed dead.
 //   - Connections: at most MaxConns in all (DefaultMaxConns) and
 //     MaxConnsPerAddr from one IP address (DefaultMaxConnsPerAddr); one over
 //     a limit is closed at once. ConnLimiter and LimitListener apply the

@@ -26,8 +26,17 @@ type Request struct {
 	// read: a verified client certificate's name or an accepted token's
 	// principal; "" when it proved nothing.
 	Principal string
+	// Waits is set by a Handler whose Reply waits for an event that may be
+	// long in coming (a long poll). While it runs such a request holds one
+	// of the connection's MaxWaiting slots, not one of its MaxInFlight
+	// ones, so that long polls queued on a connection never stop the
+	// server from reading and serving the connection's other requests.
+	// When every waiting slot is taken it holds an in-flight slot, as any
+	// request.
+	Waits bool
 
-	charge *charge // what the request holds of its connection's and server's memory; nil outside a Server
+	charge  *charge // what the request holds of its connection's and server's memory; nil outside a Server
+	waiting bool    // it holds a waiting slot, not an in-flight one
 }
 
 // Reply produces the response to a request. It runs on its own goroutine,
@@ -84,8 +93,13 @@ type ServerConfig struct {
 	MaxConns        int
 	MaxConnsPerAddr int
 	// MaxInFlight bounds the requests of one connection being served at
-	// once (default 256).
+	// once (default 256), besides those that wait (Request.Waits).
 	MaxInFlight int
+	// MaxWaiting bounds the requests of one connection that wait
+	// (Request.Waits) without holding an in-flight slot (default 1024).
+	// A waiting request holds a goroutine and its small body, charged to
+	// the connection's memory.
+	MaxWaiting int
 	// ConnMemoryBytes bounds one connection's request memory (default two
 	// frames; never less than one frame).
 	ConnMemoryBytes int64
@@ -169,6 +183,9 @@ func (c *ServerConfig) setDefaults() {
 	}
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = 256
+	}
+	if c.MaxWaiting <= 0 {
+		c.MaxWaiting = 1024
 	}
 	frame := int64(FrameLimit(c.MaxBatchBytes))
 	if c.ConnMemoryBytes <= 0 {
@@ -292,7 +309,8 @@ func isTemporary(err error) bool {
 }
 
 func (s *Server) startConn(nc net.Conn, release func()) {
-	c := &serverConn{s: s, nc: nc, sem: make(chan struct{}, s.cfg.MaxInFlight), mem: newMemory(s.cfg.ConnMemoryBytes, 0)}
+	c := &serverConn{s: s, nc: nc, sem: make(chan struct{}, s.cfg.MaxInFlight), waitSem: make(chan struct{}, s.cfg.MaxWaiting),
+		mem: newMemory(s.cfg.ConnMemoryBytes, 0)}
 	if s.cfg.TLS != nil {
 		// No I/O yet: serve checks the first byte, then shakes hands.
 		c.raw = &peekedConn{Conn: nc, br: bufio.NewReaderSize(nc, 1024)}
@@ -384,6 +402,7 @@ type serverConn struct {
 	ctx       context.Context
 	cancel    context.CancelFunc
 	sem       chan struct{} // one slot per request in flight
+	waitSem   chan struct{} // one slot per waiting request (Request.Waits)
 	mem       *memory       // the connection's request memory
 	wg        sync.WaitGroup
 
@@ -411,6 +430,7 @@ type response struct {
 	bufs    [][]byte
 	charge  *charge
 	release func() // gives back what the message lent, once written
+	waiting bool   // it frees a waiting slot, not an in-flight one
 }
 
 // serverReadBuffer is small because every open connection holds one, idle or
@@ -482,6 +502,16 @@ func (c *serverConn) serve() {
 				log.Warn("closing connection: bad input", "err", err)
 			}
 			return
+		}
+		if req.Waits {
+			// It gives its in-flight slot back for a waiting one, if one
+			// is free: the next request is read at once.
+			select {
+			case c.waitSem <- struct{}{}:
+				req.waiting = true
+				<-c.sem
+			default:
+			}
 		}
 		c.inFlight.Add(1)
 		c.wg.Add(1)
@@ -636,6 +666,7 @@ func releaser(m Message) func() {
 
 func (c *serverConn) respond(req *Request, m Message, err error, log hclog.Logger) {
 	resp := c.build(req, m, err)
+	resp.waiting = req.waiting
 	// From now on the request holds its body and its frame: its
 	// reservations are used or given back.
 	resp.charge = req.charge
@@ -718,8 +749,12 @@ func (c *serverConn) written(resps []*response) {
 	}
 	c.lastReply.Store(time.Now().UnixNano())
 	c.inFlight.Add(-int64(len(resps))) // after lastReply: see deadlineReader
-	for range resps {
-		<-c.sem
+	for _, r := range resps {
+		if r.waiting {
+			<-c.waitSem
+		} else {
+			<-c.sem
+		}
 	}
 }
 

@@ -334,6 +334,61 @@ func TestServerMaxInFlight(t *testing.T) {
 	assert.Equal(t, int64(10), handled.Load())
 }
 
+// Long polls (Request.Waits) queued on one connection do not hold up its
+// other requests: with more long polls waiting than MaxInFlight, a call
+// on the same connection is answered at once, and no call times out on a
+// connection presumed dead. Before, the long polls took every in-flight
+// slot, the server read nothing more, and the call behind them waited
+// until it timed out.
+func TestServerWaitingRequestsDoNotHoldUpOthers(t *testing.T) {
+	release := make(chan struct{})
+	var waiting atomic.Int64
+	h := HandlerFunc(func(ctx context.Context, req *Request) Reply {
+		if API(req.API) != apiBlock {
+			return testHandler(nil).Handle(ctx, req)
+		}
+		req.Waits = true
+		return func(ctx context.Context) (Message, error) {
+			waiting.Add(1)
+			defer waiting.Add(-1)
+			select {
+			case <-release:
+				return &Empty{}, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+	})
+	_, addr := startServer(t, ServerConfig{MaxInFlight: 4, MaxWaiting: 16}, h)
+	c := dial(t, addr)
+	ctx := testContext(t)
+	var polls []*Pending
+	for range 12 {
+		p, err := c.Send(ctx, apiBlock, &Empty{})
+		require.NoError(t, err)
+		polls = append(polls, p)
+	}
+	require.Eventually(t, func() bool { return waiting.Load() == 12 }, 5*time.Second, 5*time.Millisecond,
+		"12 long polls wait at once, past MaxInFlight")
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var echo TopicRequest
+	require.NoError(t, c.Call(cctx, apiEcho, &TopicRequest{Name: "t"}, &echo), "a call behind the long polls")
+	assert.Equal(t, "t", echo.Name)
+	// Past MaxWaiting, a long poll holds an in-flight slot, as any request.
+	for range 6 {
+		p, err := c.Send(ctx, apiBlock, &Empty{})
+		require.NoError(t, err)
+		polls = append(polls, p)
+	}
+	require.Eventually(t, func() bool { return waiting.Load() == 18 }, 5*time.Second, 5*time.Millisecond)
+	close(release)
+	for _, p := range polls {
+		require.NoError(t, p.Wait(ctx, nil))
+	}
+	require.NoError(t, c.Err(), "the connection stays open")
+}
+
 func TestServerErrorsComeBackAsSentinels(t *testing.T) {
 	_, addr := startServer(t, ServerConfig{}, testHandler(nil))
 	c := dial(t, addr)
