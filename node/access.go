@@ -68,8 +68,12 @@ var apiAccess = map[transport.API]access{
 	transport.APIRecoverReplica:  accessPeer,
 	transport.APIResetReplica:    accessPeer,
 	transport.APIAudit:           accessPeer,
-	transport.APIStream:          accessPeer,
 	transport.APIStreamAdmin:     accessPeer,
+	transport.APIStreamAppend:    accessPeer,
+	transport.APIStreamRead:      accessPeer,
+	transport.APIStreamHead:      accessPeer,
+	transport.APIStreamInit:      accessPeer,
+	transport.APIStreamLog:       accessPeer,
 }
 
 // admit checks what a request needs before its handler runs.

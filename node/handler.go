@@ -107,8 +107,8 @@ func (h *rpcHandler) Handle(ctx context.Context, req *transport.Request) transpo
 		reply = h.restoreMetadata(req)
 	case transport.APIHistory:
 		reply = h.history(req)
-	case transport.APIStream:
-		reply = h.stream(req)
+	case transport.APIStreamAppend, transport.APIStreamRead, transport.APIStreamHead, transport.APIStreamInit, transport.APIStreamLog:
+		reply = h.n.streams.Handle(req)
 	case transport.APIStreamAdmin:
 		reply = h.streamAdmin(req)
 	case transport.APIControllerStatus:

@@ -27,6 +27,7 @@ import (
 	"gostream/httpapi"
 	"gostream/metadata"
 	"gostream/storage"
+	"gostream/streams"
 	"gostream/transport"
 )
 
@@ -66,7 +67,8 @@ type Node struct {
 	gossip     *gossip
 	refusals   *refusals
 	coords     *groups.Host
-	ds         *dsRouter
+	streams    *streams.Server
+	dsMetrics  *dsMetrics
 	sec        *nodeSecurity
 
 	// registered is closed once the controller has accepted this broker.
@@ -131,7 +133,8 @@ func Run(ctx context.Context, cfg Config) error {
 	n.pool = transport.NewPool(transport.ConnConfig{LocalIP: net.ParseIP(cfg.DialSource), TLS: n.sec.clientTLS()})
 	n.refusals = newRefusals(n.metrics)
 	n.coords = n.newGroupHost()
-	n.ds = &dsRouter{n: n, leader: newDSLeader(n), rf: cfg.DS.ReplicationFactor, forwardTimeout: cfg.DS.ForwardTimeout}
+	n.dsMetrics = newDSMetrics(n.metrics.registry)
+	n.streams = n.newStreams()
 	n.pushes.to = map[int32]*pusher{}
 	n.registered = make(chan struct{})
 	logOpts := cfg.Log
@@ -542,17 +545,17 @@ func (n *Node) serve(ctx context.Context) error {
 			Name: "gostream_open_http_connections", Help: "Open HTTP connections.",
 		}, func() float64 { return float64(httpLimits.Conns()) }),
 	)
-	streams := durable.NewHandler(n.ds, durable.Limits{
+	dsHandler := durable.NewHandler(n.streams, durable.Limits{
 		MaxBody: cfg.DS.MaxBody, ReadChunk: cfg.DS.ReadChunk, LongPoll: cfg.DS.LongPoll,
 		SSEReconnect: cfg.DS.SSEReconnect, MaxLiveReaders: cfg.DS.MaxLiveReaders,
-	}, newDSMetrics(n.metrics.registry))
+	}, n.dsMetrics)
 	hcfg := httpapi.Config{
 		NodeID:   cfg.ID,
 		Logger:   httpLog,
 		Metrics:  promhttp.HandlerFor(n.metrics.registry, promhttp.HandlerOpts{}),
 		Status:   func() any { return n.status() },
 		Problems: n.refusals.problems,
-		Streams:  streams,
+		Streams:  dsHandler,
 	}
 	if n.sec.tls != nil || cfg.Security.authOn() {
 		hcfg.Authenticate = n.sec.httpPrincipal
@@ -561,10 +564,10 @@ func (n *Node) serve(ctx context.Context) error {
 		hcfg.AllowDescribe = func(p string) error {
 			return n.sec.Authorize(p, metadata.OpDescribe, metadata.ResourceCluster, "")
 		}
-		streams.SetAuthorize(n.sec.streamAuthorize)
+		dsHandler.SetAuthorize(n.sec.streamAuthorize)
 	}
 	if n.sec.tls != nil {
-		streams.SetWatch(n.sec.watchLive)
+		dsHandler.SetWatch(n.sec.watchLive)
 	}
 	srv := &http.Server{
 		Handler: httpapi.New(hcfg),
@@ -630,7 +633,7 @@ func (n *Node) serve(ctx context.Context) error {
 		run(n.candidacy.Lead)
 	}
 	run(n.coords.Run)
-	run(n.ds.leader.sweep)
+	run(n.streams.Run)
 	if reload := cfg.Security.Reload; reload != nil {
 		run(func(ctx context.Context) error {
 			for {

@@ -30,7 +30,8 @@ const (
 func Idempotent(api API) bool {
 	switch api {
 	case APIFetch, APIListOffsets, APIMetadata, APIFetchMetadata, APIReplicaState, APIDescribeCluster,
-		APIReplicaDigest, APIReplicaBatches, APIHistory, APIAudit, APIControllerStatus:
+		APIReplicaDigest, APIReplicaBatches, APIHistory, APIAudit, APIControllerStatus,
+		APIStreamRead, APIStreamHead, APIStreamLog:
 		return true
 	}
 	return false

@@ -155,6 +155,17 @@ func fuzzSeeds() map[string]map[string][]byte {
 	add("FuzzReadFrame", "http", []byte("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"))
 	add("FuzzReadFrame", "tls", []byte("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"))
 
+	for i, m := range streamSeeds() {
+		enc := append([]byte{byte(i)}, Marshal(nil, m)...)
+		name := reflect.TypeOf(m).Elem().Name()
+		add("FuzzStreamMessage", name, enc)
+		add("FuzzStreamMessage", name+"-truncated", enc[:1+(len(enc)-1)/2])
+		add("FuzzStreamMessage", name+"-trailing-byte", append(bytes.Clone(enc), 0))
+	}
+	for name, b := range streamHostileSeeds {
+		add("FuzzStreamMessage", name, b)
+	}
+
 	add("FuzzSplitResponse", "success", AppendResponseError(nil, nil))
 	add("FuzzSplitResponse", "success-with-body", Marshal(AppendResponseError(nil, nil), &ListOffsetsResponse{LogStartOffset: 1, HighWatermark: 2, LogEndOffset: 3}))
 	add("FuzzSplitResponse", "not-leader", AppendResponseError(nil, ToWire(fmt.Errorf("%w: leader is 2", ErrNotLeader))))

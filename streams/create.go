@@ -1,4 +1,4 @@
-package node
+package streams
 
 import (
 	"bytes"
@@ -22,20 +22,20 @@ import (
 // that batch is acknowledged the stream answers 404, and a PUT with the
 // same configuration finishes what an interrupted one began.
 
-// dsCopyChunk bounds the data of one copy step of a fork.
-const dsCopyChunk = 1 << 20
+// copyChunk bounds the data of one copy step of a fork.
+const copyChunk = 1 << 20
 
 // Create implements durable.Backend.
-func (r *dsRouter) Create(ctx context.Context, req *durable.CreateRequest) (*durable.CreateResult, error) {
+func (s *Server) Create(ctx context.Context, req *durable.CreateRequest) (*durable.CreateResult, error) {
 	name, err := durable.TopicFor(req.Path)
 	if err != nil {
 		return nil, durable.Refuse(http.StatusBadRequest, "%v", err)
 	}
 	cfg := req.Config
 	want := &metadata.Stream{Path: req.Path, ContentType: cfg.ContentType, TTL: cfg.TTL, ExpiresAt: cfg.ExpiresAt, ForkedFrom: cfg.ForkedFrom}
-	var fork *dsForkPlan
+	var fork *forkPlan
 	if cfg.ForkedFrom != "" {
-		if fork, err = r.planFork(ctx, req, want); err != nil {
+		if fork, err = s.planFork(ctx, req, want); err != nil {
 			return nil, err
 		}
 	}
@@ -47,8 +47,8 @@ func (r *dsRouter) Create(ctx context.Context, req *durable.CreateRequest) (*dur
 	for attempt := 1; ; attempt++ {
 		// A topic found may go before it is used: an expired stream is
 		// deleted by its leader. Then the controller is asked again.
-		again := attempt < dsCreateAttempts
-		res, err := r.createTopic(ctx, name, want)
+		again := attempt < createAttempts
+		res, err := s.createTopic(ctx, name, want)
 		if err != nil {
 			return nil, err
 		}
@@ -68,7 +68,7 @@ func (r *dsRouter) Create(ctx context.Context, req *durable.CreateRequest) (*dur
 			return nil, durable.Refuse(http.StatusConflict, "stream path %q collides with the stream %q", req.Path, t.Stream.Path)
 		}
 		// The controller's push may still be on its way to this broker.
-		switch err := r.waitTopic(ctx, t, res.Epoch); {
+		switch err := s.waitTopic(ctx, t, res.Epoch); {
 		case errors.Is(err, errTopicGone) && again:
 			continue
 		case errors.Is(err, errTopicGone):
@@ -76,7 +76,7 @@ func (r *dsRouter) Create(ctx context.Context, req *durable.CreateRequest) (*dur
 		case err != nil:
 			return nil, err
 		}
-		h, err := r.headTopic(ctx, t)
+		h, err := s.head(ctx, t)
 		if err != nil {
 			if ref, ok := err.(*durable.Refusal); ok && ref.Status == http.StatusNotFound && again {
 				// It had expired and is deleted now: create it anew.
@@ -92,7 +92,7 @@ func (r *dsRouter) Create(ctx context.Context, req *durable.CreateRequest) (*dur
 			return nil, durable.Refuse(http.StatusConflict, "stream %q exists with another configuration", req.Path)
 		}
 		if !h.Ready {
-			if h, err = r.initialize(ctx, t, fork, body, cfg.Closed, h); err != nil {
+			if h, err = s.initialize(ctx, t, fork, body, cfg.Closed, h); err != nil {
 				return nil, err
 			}
 			created = true
@@ -101,18 +101,31 @@ func (r *dsRouter) Create(ctx context.Context, req *durable.CreateRequest) (*dur
 	}
 }
 
-// headTopic is head of a topic found already.
-func (r *dsRouter) headTopic(ctx context.Context, t *metadata.Topic) (*dsHeadResult, error) {
-	var h dsHeadResult
-	if _, err := r.call(ctx, t, "head", struct{}{}, nil, 0, &h); err != nil {
-		return nil, err
-	}
-	return &h, nil
+// initStep has the leader of t's stream append one step of a creation.
+func (s *Server) initStep(ctx context.Context, t *metadata.Topic, req *initRequest) (*headResult, error) {
+	return onLeader(ctx, s, t, 0,
+		func(ctx context.Context, t *metadata.Topic) (*headResult, error) {
+			return s.leader.init(ctx, t.Name, t.ID, req)
+		},
+		func(ctx context.Context, addr string, t *metadata.Topic) (*headResult, error) {
+			return s.forwardInit(ctx, addr, t, req)
+		})
 }
 
-// dsCreateAttempts bounds the times a create asks the controller for the
+// readLog has the leader of t's stream read records of its log.
+func (s *Server) readLog(ctx context.Context, t *metadata.Topic, req *logRequest) (*logResult, error) {
+	return onLeader(ctx, s, t, 0,
+		func(ctx context.Context, t *metadata.Topic) (*logResult, error) {
+			return s.leader.readLog(ctx, t.Name, t.ID, req)
+		},
+		func(ctx context.Context, addr string, t *metadata.Topic) (*logResult, error) {
+			return s.forwardLog(ctx, addr, t, req)
+		})
+}
+
+// createAttempts bounds the times a create asks the controller for the
 // topic because the one it was given went meanwhile.
-const dsCreateAttempts = 4
+const createAttempts = 4
 
 // errTopicGone says this broker's metadata, at least as new as the
 // controller's answer, no longer has the topic the answer gave.
@@ -121,10 +134,10 @@ var errTopicGone = errors.New("the topic went after the controller gave it")
 // waitTopic waits, briefly, until this broker's metadata has t, given by
 // the controller from metadata of epoch. It returns errTopicGone once
 // this broker's metadata is that new and has no t.
-func (r *dsRouter) waitTopic(ctx context.Context, t *metadata.Topic, epoch int64) error {
+func (s *Server) waitTopic(ctx context.Context, t *metadata.Topic, epoch int64) error {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if m := r.n.broker.Metadata(); m != nil {
+		if m := s.cfg.Metadata(); m != nil {
 			if have := m.Topic(t.Name); have != nil && have.ID == t.ID {
 				return nil
 			}
@@ -145,7 +158,7 @@ func (r *dsRouter) waitTopic(ctx context.Context, t *metadata.Topic, epoch int64
 
 // sameStream reports whether a PUT asks for the stream that exists:
 // content type, expiry, closed state and lineage.
-func sameStream(have, want *metadata.Stream, cfg durable.Config, h *dsHeadResult) bool {
+func sameStream(have, want *metadata.Stream, cfg durable.Config, h *headResult) bool {
 	if cfg.ForkedFrom == "" || want.ContentType != "" {
 		if !durable.SameContentType(have.ContentType, want.ContentType) {
 			return false
@@ -163,10 +176,10 @@ func sameStream(have, want *metadata.Stream, cfg durable.Config, h *dsHeadResult
 	return cfg.ForkOffset == "" || have.ForkOffset == cfg.ForkOffset
 }
 
-// dsForkPlan is what a fork copies: the source's records below Offset,
+// forkPlan is what a fork copies: the source's records below Offset,
 // the fillers up to the anchor record and, with a sub-offset, the prefix
 // of the anchor's data.
-type dsForkPlan struct {
+type forkPlan struct {
 	source *metadata.Topic
 	offset durable.Offset
 	anchor int64  // the record the prefix comes from
@@ -176,9 +189,9 @@ type dsForkPlan struct {
 // planFork checks a fork request against its source and fills in the
 // fork's configuration: content type and expiry inherited as the
 // protocol says, and the fork offset resolved.
-func (r *dsRouter) planFork(ctx context.Context, req *durable.CreateRequest, want *metadata.Stream) (*dsForkPlan, error) {
+func (s *Server) planFork(ctx context.Context, req *durable.CreateRequest, want *metadata.Stream) (*forkPlan, error) {
 	cfg := req.Config
-	src, err := r.topic(ctx, cfg.ForkedFrom)
+	src, err := s.topic(ctx, cfg.ForkedFrom)
 	if ref, ok := err.(*durable.Refusal); ok {
 		switch ref.Status {
 		case http.StatusNotFound:
@@ -190,7 +203,7 @@ func (r *dsRouter) planFork(ctx context.Context, req *durable.CreateRequest, wan
 	if err != nil {
 		return nil, err
 	}
-	h, err := r.headTopic(ctx, src)
+	h, err := s.head(ctx, src)
 	if ref, ok := err.(*durable.Refusal); ok && ref.Status == http.StatusGone {
 		return nil, durable.Refuse(http.StatusConflict, "source stream %q was deleted; it is kept only for its forks", cfg.ForkedFrom)
 	}
@@ -213,7 +226,7 @@ func (r *dsRouter) planFork(ctx context.Context, req *durable.CreateRequest, wan
 		want.ExpiresAt = src.Stream.ExpiresAt
 	}
 	tail, _, _ := durable.ParseOffset(h.Info.Tail)
-	plan := &dsForkPlan{source: src, offset: tail}
+	plan := &forkPlan{source: src, offset: tail}
 	if cfg.ForkOffset != "" {
 		off, _, err := durable.ParseOffset(cfg.ForkOffset)
 		if err != nil {
@@ -223,7 +236,7 @@ func (r *dsRouter) planFork(ctx context.Context, req *durable.CreateRequest, wan
 			return nil, durable.Refuse(http.StatusBadRequest, "fork offset %s is past the source's tail %s", cfg.ForkOffset, h.Info.Tail)
 		}
 		// A read from the offset checks that it is a position of the source.
-		if _, err := r.Read(ctx, &durable.ReadRequest{Path: cfg.ForkedFrom, Offset: cfg.ForkOffset, MaxBytes: 1}); err != nil {
+		if _, err := s.Read(ctx, &durable.ReadRequest{Path: cfg.ForkedFrom, Offset: cfg.ForkOffset, MaxBytes: 1}); err != nil {
 			return nil, err
 		}
 		plan.offset = off
@@ -231,7 +244,7 @@ func (r *dsRouter) planFork(ctx context.Context, req *durable.CreateRequest, wan
 	want.ForkOffset = plan.offset.Token()
 	if sub := cfg.ForkSubOffset; sub > 0 {
 		want.ForkSubOffset = sub
-		anchor, data, err := r.anchor(ctx, src, plan.offset, tail)
+		anchor, data, err := s.anchor(ctx, src, plan.offset, tail)
 		if err != nil {
 			return nil, err
 		}
@@ -253,23 +266,22 @@ func (r *dsRouter) planFork(ctx context.Context, req *durable.CreateRequest, wan
 }
 
 // anchor finds the first data record at or after off in the source.
-func (r *dsRouter) anchor(ctx context.Context, src *metadata.Topic, off, tail durable.Offset) (int64, []byte, error) {
+func (s *Server) anchor(ctx context.Context, src *metadata.Topic, off, tail durable.Offset) (int64, []byte, error) {
 	if off.Record >= tail.Record {
 		return 0, nil, durable.Refuse(http.StatusBadRequest, "a fork sub-offset needs data past the fork offset, and the source has none")
 	}
 	from := off.Record
 	for from < tail.Record {
-		var lr dsLogResult
-		items, err := r.call(ctx, src, "log", &dsLogRequest{From: from, To: tail.Record, MaxBytes: dsCopyChunk}, nil, 0, &lr)
+		lr, err := s.readLog(ctx, src, &logRequest{From: from, To: tail.Record, MaxBytes: copyChunk})
 		if err != nil {
 			return 0, nil, err
 		}
 		if len(lr.Records) == 0 {
 			break
 		}
-		for i, rec := range lr.Records {
-			if rec.Kind == dsData {
-				return rec.Offset, items[i], nil
+		for _, rec := range lr.Records {
+			if rec.Kind == kindData {
+				return rec.Offset, rec.Data, nil
 			}
 			from = rec.Offset + 1
 		}
@@ -280,14 +292,14 @@ func (r *dsRouter) anchor(ctx context.Context, src *metadata.Topic, off, tail du
 // initialize brings a created stream to ready: a fork's copy, then the
 // last batch. Each step is appended only where the log ends as expected,
 // so steps done by an earlier attempt are skipped.
-func (r *dsRouter) initialize(ctx context.Context, t *metadata.Topic, fork *dsForkPlan, body []byte, closed bool, h *dsHeadResult) (*dsHeadResult, error) {
+func (s *Server) initialize(ctx context.Context, t *metadata.Topic, fork *forkPlan, body []byte, closed bool, h *headResult) (*headResult, error) {
 	end := h.LogEnd
-	step := func(recs []dsRecord) error {
-		var res dsHeadResult
-		if _, err := r.call(ctx, t, "init", &dsInitRequest{ExpectEnd: end, Records: recs}, dsEncodeData(recs), 0, &res); err != nil {
+	step := func(recs []logRecord) error {
+		res, err := s.initStep(ctx, t, &initRequest{ExpectEnd: end, Records: recs})
+		if err != nil {
 			return err
 		}
-		h, end = &res, res.LogEnd
+		h, end = res, res.LogEnd
 		return nil
 	}
 	if fork != nil {
@@ -298,19 +310,18 @@ func (r *dsRouter) initialize(ctx context.Context, t *metadata.Topic, fork *dsFo
 			stop = fork.anchor
 		}
 		for end < stop {
-			var lr dsLogResult
-			items, err := r.call(ctx, fork.source, "log", &dsLogRequest{From: end, To: stop, MaxBytes: dsCopyChunk}, nil, 0, &lr)
+			lr, err := s.readLog(ctx, fork.source, &logRequest{From: end, To: stop, MaxBytes: copyChunk})
 			if err != nil {
 				return nil, err
 			}
 			if len(lr.Records) == 0 || lr.Records[0].Offset != end {
 				return nil, durable.Refuse(http.StatusServiceUnavailable, "the source's records from %d cannot be read now", end)
 			}
-			recs := make([]dsRecord, len(lr.Records))
+			recs := make([]logRecord, len(lr.Records))
 			for i, rec := range lr.Records {
-				recs[i] = dsRecord{Kind: dsFiller}
-				if rec.Kind == dsData {
-					recs[i] = dsRecord{Kind: dsData, Data: items[i]}
+				recs[i] = logRecord{Kind: kindFiller}
+				if rec.Kind == kindData {
+					recs[i] = logRecord{Kind: kindData, Data: rec.Data}
 				}
 			}
 			if err := step(recs); err != nil {
@@ -321,17 +332,17 @@ func (r *dsRouter) initialize(ctx context.Context, t *metadata.Topic, fork *dsFo
 			}
 		}
 		if fork.prefix != nil && end == fork.anchor {
-			if err := step([]dsRecord{{Kind: dsData, Data: fork.prefix}}); err != nil {
+			if err := step([]logRecord{{Kind: kindData, Data: fork.prefix}}); err != nil {
 				return nil, err
 			}
 		}
 	}
-	last := []dsRecord{{Kind: dsInit}}
+	last := []logRecord{{Kind: kindInit}}
 	if len(body) > 0 {
-		last = append(last, dsRecord{Kind: dsData, Data: body})
+		last = append(last, logRecord{Kind: kindData, Data: body})
 	}
 	if closed {
-		last = append(last, dsRecord{Kind: dsClose})
+		last = append(last, logRecord{Kind: kindClose})
 	}
 	if err := step(last); err != nil {
 		return nil, err

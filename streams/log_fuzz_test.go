@@ -1,4 +1,4 @@
-package node
+package streams
 
 import (
 	"testing"
@@ -9,39 +9,39 @@ import (
 	"gostream/record"
 )
 
-// FuzzDecodeDSBatch: a stream's leader decodes every batch of its log when
+// FuzzDecodeBatch: a stream's leader decodes every batch of its log when
 // it rebuilds the stream's state, from bytes read off the disk. Any bytes,
 // and any batch with a record of any key and header (a valid frame, past
 // the CRC), either fail to decode with an error or give a batch that
 // encodes back into one that decodes to the same thing; nothing panics.
-func FuzzDecodeDSBatch(f *testing.F) {
+func FuzzDecodeBatch(f *testing.F) {
 	seq := "0042"
-	for _, b := range []*dsBatch{
-		{pos: 0, records: []dsRecord{{Kind: dsInit}}},
+	for _, b := range []*logBatch{
+		{pos: 0, records: []logRecord{{Kind: kindInit}}},
 		{pos: 17, producer: &durable.Producer{ID: "p1", Epoch: 3, Seq: 9}, streamSeq: &seq,
-			records: []dsRecord{{Kind: dsData, Data: []byte("hello")}, {Kind: dsClose}}},
-		{pos: 1 << 40, records: []dsRecord{{Kind: dsFiller}, {Kind: dsData, Data: []byte(`{"a":1},[2]`)}}},
+			records: []logRecord{{Kind: kindData, Data: []byte("hello")}, {Kind: kindClose}}},
+		{pos: 1 << 40, records: []logRecord{{Kind: kindFiller}, {Kind: kindData, Data: []byte(`{"a":1},[2]`)}}},
 	} {
 		enc, err := b.encode()
 		require.NoError(f, err)
-		f.Add([]byte(enc), []byte{dsData}, dsHeaderPos, be64(3), []byte("v"))
-		f.Add([]byte(enc[:len(enc)/2]), []byte{dsClose}, dsHeaderEpoch, []byte{1}, []byte(nil))
+		f.Add([]byte(enc), []byte{kindData}, headerPos, be64(3), []byte("v"))
+		f.Add([]byte(enc[:len(enc)/2]), []byte{kindClose}, headerEpoch, []byte{1}, []byte(nil))
 	}
-	f.Add([]byte(nil), []byte("dd"), dsHeaderProducer, []byte("p"), []byte("x"))
-	f.Add([]byte(nil), []byte{'z'}, dsHeaderStreamSeq, []byte("1"), []byte("x"))
+	f.Add([]byte(nil), []byte("dd"), headerProducer, []byte("p"), []byte("x"))
+	f.Add([]byte(nil), []byte{'z'}, headerStreamSeq, []byte("1"), []byte("x"))
 	f.Fuzz(func(t *testing.T, data, key []byte, hkey string, hval, value []byte) {
 		rb, err := record.AppendBatch(nil, []record.Record{{Key: key, Value: value, Headers: []record.Header{{Key: hkey, Value: hval}}}})
 		require.NoError(t, err)
 		data = append(data, rb...)
 		_ = record.Batches(data, func(rb record.Batch) bool {
-			b, err := decodeDSBatch(rb)
+			b, err := decodeBatch(rb)
 			if err != nil {
 				return false
 			}
 			require.NotEmpty(t, b.records, "a decoded batch has records")
 			again, err := b.encode()
 			require.NoError(t, err)
-			b2, err := decodeDSBatch(again)
+			b2, err := decodeBatch(again)
 			require.NoError(t, err, "a decoded batch encodes into one that decodes")
 			require.Equal(t, b.pos, b2.pos)
 			require.Equal(t, b.producer, b2.producer)
