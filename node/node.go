@@ -134,7 +134,7 @@ func Run(ctx context.Context, cfg Config) error {
 	n.refusals = newRefusals(n.metrics)
 	n.coords = n.newGroupHost()
 	n.dsMetrics = newDSMetrics(n.metrics.registry)
-	n.streams = n.newStreams()
+	n.streams = n.newStreams(n.dsMetrics)
 	n.pushes.to = map[int32]*pusher{}
 	n.registered = make(chan struct{})
 	logOpts := cfg.Log

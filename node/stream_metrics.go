@@ -8,11 +8,13 @@ import (
 )
 
 // dsMetrics are the Durable Streams metrics of a node: requests by
-// method and status, their latency by method, and the live readers.
+// method and status, their latency by method, the live readers, and the
+// node's subscriptions to streams' tails that serve them.
 type dsMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	live     prometheus.Gauge
+	tails    prometheus.Gauge
 }
 
 func newDSMetrics(reg *prometheus.Registry) *dsMetrics {
@@ -27,8 +29,11 @@ func newDSMetrics(reg *prometheus.Registry) *dsMetrics {
 		live: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "gostream_ds_live_readers", Help: "Long-polls and SSE connections open on this node.",
 		}),
+		tails: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gostream_ds_tails", Help: "Streams whose tail this node follows for its live readers (one read from the leader each).",
+		}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.live)
+	reg.MustRegister(m.requests, m.duration, m.live, m.tails)
 	return m
 }
 

@@ -45,10 +45,70 @@
 // never sent) are retried for up to three seconds; anything else reaches
 // the client as 503 with Retry-After.
 //
+// # Live readers: one subscription per stream per node
+//
+// A read that waits (a long poll, and each read of an SSE stream after
+// its first) does not send a wait of its own to the leader: the node
+// keeps one subscription per stream its live readers wait on (a tail), so
+// the leader serves one waiting read per stream per node, however many
+// readers a node has, and a node's readers cost the node, not the
+// leader or the connection between them.
+//
+// A reader first reads as any reader (no wait). When that read returns
+// nothing and finds the stream at its acknowledged tail T (not closed),
+// the reader joins the stream's tail on this node, which starts it, at T,
+// when there is none. A tail is one goroutine that reads the stream from
+// where it is (from), waiting on the leader up to 20 s for data, again
+// and again. Its states:
+//
+//   - waiting on the leader at from: its readers at from wait on it;
+//   - moved: a read returned data (or found the stream closed): the
+//     answer is kept as last (read from last.Start, the old from), from
+//     becomes the answer's Next, and every reader waiting is woken;
+//   - failed: a read failed (the leader unreachable or gone past the
+//     retries, the stream deleted): the error is handed to the readers
+//     waiting at that moment, and the tail reads again after a backoff
+//     (50 ms, doubling to 1 s) while readers remain;
+//   - ended: after a read that woke no reader, when no reader waits and
+//     none joined while it ran (so a tail outlives its last readers by
+//     one read, and the readers it answered, which come back at once for
+//     what follows, find it); or when the stream is closed at its tail,
+//     or the node stops. A reader that finds it ended joins a new one.
+//
+// A woken reader at position p answers: last, when last.Start is p (cut
+// to its MaxBytes: the first message whole); a read of its own from p,
+// when the tail moved past p by another answer (there is data at p, so
+// that read does not wait); the tail's error, when the tail's read
+// failed while it waited; and, at the end of its own wait, the timed-out
+// answer at p. A reader answered from the tail reads next from the
+// answer's Next, which is the tail's from: that read joins the tail at
+// once, without a read of its own first. So an SSE stream, once up to
+// date, costs the leader nothing per reader.
+//
+// Failure cases:
+//
+//   - The leader is unreachable, paused, or moves: the tail's read is
+//     retried (routing, above) and then fails; its readers get the error:
+//     an SSE stream ends, so its client reconnects from its last offset,
+//     and a long poll is answered 503 with Retry-After. A reader is never
+//     left waiting on a tail that no longer reads: every read of a tail
+//     ends (its deadline is ForwardTimeout plus its wait), and each ends
+//     in an answer, an error handed out, or the tail's end, which wakes
+//     its readers.
+//   - The stream is deleted, or created again (another topic id): the
+//     tail's read is refused (404, 410) and its readers get the refusal; a
+//     reader of the new incarnation replaces the old tail.
+//   - A reader's client goes away or its credential stops standing: its
+//     wait ends with its context; the tail ends once no reader is left.
+//   - A reader that does not read what it is sent (a stalled SSE client)
+//     holds its own HTTP connection's write, never the tail: a tail wakes
+//     readers by closing a channel and never waits for them.
+//
 // On the leader, forwarded reads that wait are marked
 // (transport.Request.Waits), so the waiting reads of many streams on one
 // connection never stop the other requests on it from being served.
 //
-// Every goroutine is owned: a state's build by the LeaderStates, closed
-// when Run ends.
+// Every goroutine is owned: a tail's by the Server (Run's end stops and
+// waits for them), a state's build by the LeaderStates (closed when Run
+// ends).
 package streams

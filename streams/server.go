@@ -44,19 +44,25 @@ type Config struct {
 	// ForwardTimeout bounds an operation forwarded to a stream's leader,
 	// besides its wait.
 	ForwardTimeout time.Duration
-	Logger         hclog.Logger
+	// OnTails, when set, is called with +1 and -1 as the node's
+	// subscriptions to streams' tails (one per stream with live readers
+	// here) begin and end.
+	OnTails func(delta int)
+	Logger  hclog.Logger
 }
 
 // Server is a node's Durable Streams server: it implements durable.Backend
 // for the node's HTTP handler, finds each stream's topic in the metadata
 // and has the operation done by the stream's leader, here (no encoding)
 // or forwarded over the transport; it serves the stream APIs other
-// brokers forward to it (Handle), and creates and deletes streams through
-// the controller.
+// brokers forward to it (Handle), creates and deletes streams through the
+// controller, and serves the node's live readers from one subscription
+// per stream (see the package documentation).
 type Server struct {
 	cfg    Config
 	log    hclog.Logger
 	leader *leader
+	tails  *tails
 }
 
 var _ durable.Backend = (*Server)(nil)
@@ -67,16 +73,21 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	if cfg.OnTails == nil {
+		cfg.OnTails = func(int) {}
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger}
 	s.leader = newLeader(&cfg, s.deleteTopic)
+	s.tails = newTails(s.pollTail, tailWait, cfg.OnTails)
 	return s
 }
 
 // Run deletes the expired streams this broker leads, every second, until
-// ctx ends; then it drops the state of the streams it leads, and returns
-// nil.
+// ctx ends; then it ends the subscriptions to streams' tails and drops the
+// state of the streams it leads, and returns nil.
 func (s *Server) Run(ctx context.Context) error {
 	s.leader.sweep(ctx, s.cfg.Metadata)
+	s.tails.close()
 	return nil
 }
 
@@ -239,13 +250,42 @@ func (s *Server) Append(ctx context.Context, req *durable.AppendRequest) (*durab
 		})
 }
 
-// Read implements durable.Backend.
+// Read implements durable.Backend. A read that waits (a long poll, the
+// SSE stream's next read) waits on the node's subscription to the
+// stream's tail (see the package documentation), not on a call of its
+// own to the leader.
 func (s *Server) Read(ctx context.Context, req *durable.ReadRequest) (*durable.ReadResult, error) {
 	t, err := s.topic(ctx, req.Path)
 	if err != nil {
 		return nil, err
 	}
-	return s.read(ctx, t, req)
+	if req.Wait <= 0 {
+		return s.read(ctx, t, req)
+	}
+	if res, ok, err := s.tails.waitAtTail(ctx, t, req); ok {
+		return s.readAgain(ctx, t, req, res, err)
+	}
+	now := *req
+	now.Wait = 0
+	res, err := s.read(ctx, t, &now)
+	if err != nil || len(res.Messages) > 0 || res.Closed || !res.UpToDate {
+		return res, err
+	}
+	res, err = s.tails.wait(ctx, t, res, req)
+	return s.readAgain(ctx, t, req, res, err)
+}
+
+// readAgain is the answer of a wait on a tail: its result, or, when the
+// tail moved past the reader (errBehind), a read from where the reader
+// is.
+func (s *Server) readAgain(ctx context.Context, t *metadata.Topic, req *durable.ReadRequest, res *durable.ReadResult, err error) (*durable.ReadResult, error) {
+	var b *behindError
+	if !errors.As(err, &b) {
+		return res, err
+	}
+	now := *req
+	now.Offset, now.Wait = b.at, 0
+	return s.read(ctx, s.current(t), &now)
 }
 
 // read has the leader read.
@@ -257,6 +297,12 @@ func (s *Server) read(ctx context.Context, t *metadata.Topic, req *durable.ReadR
 		func(ctx context.Context, addr string, t *metadata.Topic) (*durable.ReadResult, error) {
 			return s.forwardRead(ctx, addr, t, req)
 		})
+}
+
+// pollTail is a tail's read from the leader: from a token, waiting up to
+// wait for data.
+func (s *Server) pollTail(ctx context.Context, t *metadata.Topic, from string, maxBytes int, wait time.Duration) (*durable.ReadResult, error) {
+	return s.read(ctx, s.current(t), &durable.ReadRequest{Path: t.Stream.Path, Offset: from, MaxBytes: maxBytes, Wait: wait})
 }
 
 // Delete implements durable.Backend.

@@ -148,6 +148,12 @@ func checkLiveReaders(t *testing.T, c *Cluster, path string, via []*Node, reader
 		}
 		return true
 	}, time.Minute, 50*time.Millisecond, "every reader connected: %s", readersState(rs))
+	for _, n := range via {
+		// However many readers wait on a node, it follows the stream's
+		// tail with one read from the leader.
+		require.Eventually(t, func() bool { return metric(t, n, "gostream_ds_tails") == 1 }, 10*time.Second, 20*time.Millisecond,
+			"node %d follows the stream with one subscription for its %d readers (gostream_ds_tails %v)", n.ID, readers, metric(t, n, "gostream_ds_tails"))
+	}
 
 	for i := range 6 {
 		msg := fmt.Sprintf("after-%d", i)
