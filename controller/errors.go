@@ -2,8 +2,9 @@ package controller
 
 import "errors"
 
-// The controller's sentinels. node maps each to its wire code (node/errors.go);
-// errors from the brokers it calls keep the codes they came with.
+// The controller's sentinels. The native front end maps each to its wire
+// code (rpcapi/errors.go); errors from the brokers it calls keep the codes
+// they came with.
 var (
 	// ErrInvalidRequest: the request names something that cannot be done
 	// as asked (a broker outside the active set, the leader recovered, a

@@ -7,16 +7,15 @@ import (
 	"strings"
 	"time"
 
-	"gostream/durable"
 	"gostream/metadata"
 )
 
 // Durable Streams streams are topics of one partition whose names begin
-// with StreamPrefix (durable.TopicFor); the controller creates and deletes
+// with StreamPrefix (metadata.StreamTopic); the controller creates and deletes
 // them, keeping the forks' reference counts (docs/durable-streams.md).
 
 // StreamPrefix begins the topic name of every Durable Streams stream.
-const StreamPrefix = durable.TopicPrefix
+const StreamPrefix = metadata.StreamTopicPrefix
 
 // StreamOutcome says what a stream change found, besides success.
 type StreamOutcome string
@@ -170,7 +169,7 @@ func (c *Controller) DeleteStream(ctx context.Context, topic, id string) (*Strea
 
 // streamTopicOf names the topic of the stream at path.
 func streamTopicOf(_ *metadata.Cluster, path string) string {
-	name, err := durable.TopicFor(path)
+	name, err := metadata.StreamTopic(path)
 	if err != nil {
 		return ""
 	}

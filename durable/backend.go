@@ -16,7 +16,14 @@ import (
 // *Refusal; any other error means the store could not answer (a leader
 // unreachable, a write whose replication failed) and is answered 503 so
 // the client retries.
+//
+// Authorize is asked before a request touches a stream (a fork: read on
+// its source too), before its body is read: op is "create", "write",
+// "read", "describe" or "delete", principal who asks (empty when no one
+// authenticated). It returns nil to let the request go on, or the
+// *Refusal (401, 403) that answers it.
 type Backend interface {
+	Authorize(ctx context.Context, principal, op, path string) error
 	Create(ctx context.Context, req *CreateRequest) (*CreateResult, error)
 	Append(ctx context.Context, req *AppendRequest) (*AppendResult, error)
 	Read(ctx context.Context, req *ReadRequest) (*ReadResult, error)

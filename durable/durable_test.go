@@ -8,8 +8,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"gostream/metadata"
 )
 
 func TestOffsetTokens(t *testing.T) {
@@ -40,31 +38,6 @@ func TestOffsetTokens(t *testing.T) {
 		"0000000000000042_000000000000133", "+000000000000042_0000000000001337", strings.Repeat("9", 40), "0000000000000042_0000000000001337\x00"} {
 		_, _, err := ParseOffset(bad)
 		assert.ErrorIs(t, err, ErrBadOffset, bad)
-	}
-}
-
-func TestTopicFor(t *testing.T) {
-	a, err := TopicFor("chat/room-1")
-	require.NoError(t, err)
-	assert.True(t, strings.HasPrefix(a, TopicPrefix))
-	assert.Len(t, a, len(TopicPrefix)+32)
-	require.NoError(t, metadata.ValidateTopicName(a))
-	b, err := TopicFor("chat/room-2")
-	require.NoError(t, err)
-	assert.NotEqual(t, a, b)
-	again, _ := TopicFor("chat/room-1")
-	assert.Equal(t, a, again, "the same path, the same topic")
-	long, err := TopicFor(strings.Repeat("x/", 1000) + "y")
-	require.NoError(t, err)
-	assert.Len(t, long, len(a))
-	for _, bad := range []string{"", "a/../b", "..", "./a", "a//b", "a/", "/a", "a\x00b", string([]byte{0xff, 0xfe}), strings.Repeat("x", MaxPathBytes+1)} {
-		_, err := TopicFor(bad)
-		assert.ErrorIs(t, err, ErrBadPath, "%q", bad)
-	}
-	// Characters a URL path may carry are a stream's own.
-	for _, ok := range []string{"a b", "ünïcode/ストリーム", "a%2Fb", "a:b@c", "..."} {
-		_, err := TopicFor(ok)
-		assert.NoError(t, err, ok)
 	}
 }
 
@@ -108,26 +81,6 @@ func FuzzParseOffset(f *testing.F) {
 		}
 		if kind == AtToken && o.Token() != s {
 			t.Fatalf("%q parsed as %+v, which is token %q", s, o, o.Token())
-		}
-	})
-}
-
-// FuzzTopicFor: every path is refused or gets a valid topic name of the
-// fixed shape, the same one each time.
-func FuzzTopicFor(f *testing.F) {
-	for _, s := range []string{"chat/room-1", "a/../b", "x", "a\x00"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, path string) {
-		name, err := TopicFor(path)
-		if err != nil {
-			return
-		}
-		if err := metadata.ValidateTopicName(name); err != nil || len(name) != len(TopicPrefix)+32 || !strings.HasPrefix(name, TopicPrefix) {
-			t.Fatalf("path %q gave topic %q (%v)", path, name, err)
-		}
-		if again, _ := TopicFor(path); again != name {
-			t.Fatalf("path %q gave %q then %q", path, name, again)
 		}
 	})
 }

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"gostream/metadata"
 )
 
 // Prefix is the URL path under which streams are served.
@@ -70,7 +72,7 @@ type Handler struct {
 	limits    Limits
 	obs       Observer
 	live      atomic.Int64
-	authorize AuthorizeFunc
+	principal func(r *http.Request) string
 	watch     WatchFunc
 }
 
@@ -108,15 +110,10 @@ func cut(ctx context.Context, w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// AuthorizeFunc decides whether a request may do op ("create", "write",
-// "read", "describe" or "delete") on the stream at path. It returns 0 to
-// let it, or the HTTP status (401, 403) and the message to refuse it
-// with.
-type AuthorizeFunc func(r *http.Request, op, path string) (status int, message string)
-
-// SetAuthorize makes the handler ask f before every request touches a
-// stream (a fork: read on its source too). Without it every request may.
-func (h *Handler) SetAuthorize(f AuthorizeFunc) { h.authorize = f }
+// SetPrincipal gives the handler the principal of a request (who
+// authenticated it), for Backend.Authorize. Without it every request is
+// anonymous (the empty principal).
+func (h *Handler) SetPrincipal(f func(r *http.Request) string) { h.principal = f }
 
 // opOf is the operation a protocol method does.
 var opOf = map[string]string{
@@ -124,19 +121,23 @@ var opOf = map[string]string{
 	http.MethodHead: "describe", http.MethodDelete: "delete",
 }
 
-// allowed asks the authorizer, and refuses the request when it says no.
+// allowed asks the backend whether the request may do op on the stream
+// at path, and answers it when not.
 func (h *Handler) allowed(w http.ResponseWriter, r *http.Request, op, path string) bool {
-	if h.authorize == nil {
+	principal := ""
+	if h.principal != nil {
+		principal = h.principal(r)
+	}
+	err := h.backend.Authorize(r.Context(), principal, op, path)
+	if err == nil {
 		return true
 	}
-	if status, msg := h.authorize(r, op, path); status != 0 {
-		if status == http.StatusUnauthorized {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="gostream"`)
-		}
-		plain(w, status, msg)
-		return false
+	var ref *Refusal
+	if errors.As(err, &ref) && ref.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="gostream"`)
 	}
-	return true
+	h.fail(w, err)
+	return false
 }
 
 // NewHandler returns a handler of the protocol over b.
@@ -226,17 +227,17 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 func StreamPath(u *url.URL) (string, error) {
 	raw := u.EscapedPath()
 	if !strings.HasPrefix(raw, Prefix) {
-		return "", fmt.Errorf("%w: streams are under %s", ErrBadPath, Prefix)
+		return "", fmt.Errorf("%w: streams are under %s", metadata.ErrInvalidStreamPath, Prefix)
 	}
 	raw = raw[len(Prefix):]
 	if strings.Contains(strings.ToLower(raw), "%2f") {
-		return "", fmt.Errorf("%w: an encoded / (%%2F) is not allowed in a stream path", ErrBadPath)
+		return "", fmt.Errorf("%w: an encoded / (%%2F) is not allowed in a stream path", metadata.ErrInvalidStreamPath)
 	}
 	p, err := url.PathUnescape(raw)
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrBadPath, err)
+		return "", fmt.Errorf("%w: %v", metadata.ErrInvalidStreamPath, err)
 	}
-	if err := CheckPath(p); err != nil {
+	if err := metadata.CheckStreamPath(p); err != nil {
 		return "", err
 	}
 	return p, nil
@@ -353,7 +354,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, path string) {
 				return
 			}
 		}
-		if err := CheckPath(src); err != nil {
+		if err := metadata.CheckStreamPath(src); err != nil {
 			plain(w, http.StatusBadRequest, "Stream-Forked-From: "+err.Error())
 			return
 		}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"gostream/metadata"
 )
 
 // fakeBackend is an in-memory Backend that records every call, so that a
@@ -33,6 +35,10 @@ type fakeBackend struct {
 	// closed; held is told (without blocking) when one starts waiting.
 	hold chan struct{}
 	held chan struct{}
+	// deny, when set, answers Authorize; asked records what was asked
+	// ("principal op path").
+	deny  func(principal, op, path string) error
+	asked []string
 }
 
 type fakeStream struct {
@@ -198,6 +204,16 @@ func (b *fakeBackend) Head(ctx context.Context, path string) (*Info, error) {
 	return &info, nil
 }
 
+func (b *fakeBackend) Authorize(_ context.Context, principal, op, path string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.asked = append(b.asked, principal+" "+op+" "+path)
+	if b.deny != nil {
+		return b.deny(principal, op, path)
+	}
+	return nil
+}
+
 func (b *fakeBackend) Delete(ctx context.Context, path string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -250,7 +266,7 @@ func TestHandlerRefusesBadPaths(t *testing.T) {
 		"/v1/stream/a%2Fb",      // encoded separator
 		"/v1/stream/a%2fb",      // encoded separator, lower case
 		"/v1/stream/a%ffb",      // not UTF-8
-		"/v1/stream/" + strings.Repeat("x", MaxPathBytes+1),
+		"/v1/stream/" + strings.Repeat("x", metadata.MaxStreamPathBytes+1),
 	}
 	methods := []string{http.MethodPut, http.MethodPost, http.MethodGet, http.MethodHead, http.MethodDelete, http.MethodPatch}
 	for _, p := range paths {
@@ -862,4 +878,44 @@ func TestHandlerWatchEndsLiveReads(t *testing.T) {
 	mu.Lock()
 	assert.Equal(t, 3, dones, "each live read told its watch it was done")
 	mu.Unlock()
+}
+
+// Every request that touches a stream is authorized by the backend, with
+// the principal the handler was given, before anything is read or done:
+// a refusal is answered with its status (401 with WWW-Authenticate), and
+// the backend hears nothing else of the request. A fork asks for read on
+// its source too.
+func TestHandlerAuthorizesThroughTheBackend(t *testing.T) {
+	b := newFake()
+	b.deny = func(principal, op, path string) error {
+		switch {
+		case principal == "":
+			return Refuse(http.StatusUnauthorized, "who are you")
+		case principal == "alice" && op == "write":
+			return Refuse(http.StatusForbidden, "alice may not write %s", path)
+		case op == "read" && path == "secret":
+			return Refuse(http.StatusForbidden, "no one reads secret")
+		}
+		return nil
+	}
+	h := NewHandler(b, testLimits, nil)
+	h.SetPrincipal(func(r *http.Request) string { return r.Header.Get("X-Test-Principal") })
+
+	w := serve(h, request(http.MethodPut, "/v1/stream/a", "", "Content-Type", "text/plain"))
+	assert.Equal(t, http.StatusUnauthorized, w.Code)
+	assert.Equal(t, `Bearer realm="gostream"`, w.Header().Get("WWW-Authenticate"))
+	assert.Empty(t, b.recorded(), "a refused create reaches nothing")
+
+	w = serve(h, request(http.MethodPut, "/v1/stream/a", "", "Content-Type", "text/plain", "X-Test-Principal", "bob"))
+	require.Equal(t, http.StatusCreated, w.Code)
+	w = serve(h, request(http.MethodPost, "/v1/stream/a", "hello", "Content-Type", "text/plain", "X-Test-Principal", "alice"))
+	assert.Equal(t, http.StatusForbidden, w.Code)
+	assert.Contains(t, w.Body.String(), "alice may not write a")
+	assert.Empty(t, w.Header().Get("WWW-Authenticate"))
+	assert.Equal(t, []string{"Create a"}, b.recorded(), "a refused append reaches nothing")
+
+	w = serve(h, request(http.MethodPut, "/v1/stream/fork", "", "Content-Type", "text/plain", "X-Test-Principal", "bob", HeaderForkedFrom, "secret"))
+	assert.Equal(t, http.StatusForbidden, w.Code, "a fork needs read on its source")
+	assert.Equal(t, []string{"Create a"}, b.recorded())
+	assert.Equal(t, []string{" create a", "bob create a", "alice write a", "bob create fork", "bob read secret"}, b.asked)
 }

@@ -1,7 +1,7 @@
 package metadata
 
 // Stream is what the cluster keeps of a Durable Streams stream (a topic of
-// one partition named by durable.TopicFor): its path and the configuration
+// one partition named by metadata.StreamTopic): its path and the configuration
 // it was created with, its lineage, and whether it was deleted while forks
 // of it remained. A stream's data, its producers and whether it is closed
 // are in its log (docs/durable-streams.md).

@@ -2,14 +2,17 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"gostream/controller"
 	"gostream/controller/quorum"
+	"gostream/rpcapi"
 	"gostream/transport"
 )
 
@@ -124,7 +127,7 @@ func (n *Node) startCandidate(self ControllerAddr) error {
 		Dir: filepath.Join(n.cfg.DataDir, "controller"), Self: quorum.Candidate{ID: self.ID, Addr: self.Addr}, Candidates: cands,
 		Broker: n.selfBroker(), LocalIP: net.ParseIP(n.cfg.DialSource), TLS: n.sec.clientTLS(), Allow: n.sec.raftAllowed,
 		Logger: n.logger, ClusterID: func() string { return root.Stamp().ClusterID }, SetClusterID: root.SetClusterID,
-		Metadata: n.broker.Metadata, Apply: n.broker.ApplyMetadata, Push: n.pushMetadata, Pool: n.pool, WireError: wireError,
+		Metadata: n.broker.Metadata, Apply: n.broker.ApplyMetadata, Push: n.pushMetadata, Pool: n.pool, WireError: rpcapi.WireError,
 	})
 	if err != nil {
 		return err
@@ -139,4 +142,64 @@ func (n *Node) closeCandidacy() error {
 		return nil
 	}
 	return n.candidacy.Close()
+}
+
+// controllerStatus is this node's part in the controller group.
+func (n *Node) controllerStatus() transport.ControllerStatus {
+	if cd := n.candidacy; cd != nil {
+		return cd.Status()
+	}
+	st := transport.ControllerStatus{Node: n.cfg.ID, Mode: "none", MetadataEpoch: -1}
+	if m := n.broker.Metadata(); m != nil {
+		st.MetadataEpoch = m.Epoch
+	}
+	if n.isController() {
+		st.Mode, st.Active, st.Leader, st.LeaderAddr = "single", true, n.cfg.ID, n.cfg.Advertise
+		if c := n.controller; c != nil {
+			st.MetadataEpoch = c.Metadata().Epoch
+		}
+	}
+	return st
+}
+
+// audit hands an event to the controller's audit trail: directly on the
+// controller, by an Audit request elsewhere. It is best effort: the change
+// it records is already done, so a failure is logged, not returned.
+func (n *Node) audit(ctx context.Context, ev transport.HistoryEvent) {
+	if c := n.activeController(); c != nil {
+		// A candidate that has just handed the group over may still call
+		// itself active; the group refuses the entry before it is sent
+		// (NotController), so it goes to the new active controller below.
+		err := c.Record(ev)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, controller.ErrNotController) {
+			n.logger.Error("write audit trail", "err", err)
+			return
+		}
+	}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	// Right after a transfer of the controller group no candidate may
+	// call itself active yet: the new leader first catches up on the
+	// log. Ask again, a little later, until one does or time is up.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	for {
+		_, err = n.callController(ctx, transport.APIAudit, &transport.JSONMessage{Data: data}, nil)
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil || !errors.Is(err, transport.ErrNotController) && !errors.Is(err, transport.ErrNotSent) {
+			n.logger.Warn("could not add an event to the controller's audit trail", "action", ev.Action, "err", err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

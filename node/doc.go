@@ -34,12 +34,17 @@
 //
 //   - its storage root (package storage) and the replicas it hosts, one
 //     replication.Partition each, opened, led, followed and closed as the
-//     metadata says (broker.Replicas, built in node.go);
+//     metadata says (broker.Replicas, built in node.go), and the core over
+//     them (broker.Broker: produce, fetch, offsets, metadata, topic
+//     administration and groups, authorized there) that every front end
+//     calls;
+//   - the host of its group coordinators (groups.Host, group_host.go) and
+//     its Durable Streams server (streams.Server, stream_host.go), each a
+//     state kept on partition leaders (replication.LeaderStates);
 //   - on the node --controller names, the controller (package controller),
 //     built in node.go from the node's data directory, its RPC pool and two
 //     functions: apply metadata to this node's broker, push it to the
-//     others (pushMetadata); the operator APIs are decoded here and handed
-//     to it (operator_handler.go);
+//     others (push.go);
 //   - on a candidate of several --controller names, its part in the
 //     controller group (controller.Candidacy), opened in controllers.go
 //     from narrow dependencies of the same kind; Run owns the goroutines
@@ -48,13 +53,18 @@
 //   - elsewhere, registration with the controller and a poll of its
 //     metadata, cached on disk so that a restarted broker serves at once
 //     (node.go);
-//   - the RPC server of package transport on Listen: topics, produce,
-//     fetch, offsets, metadata, replication and the replica calls of
-//     failover and recovery (handler.go, cluster_handler.go), with every
-//     error of the packages below mapped to its wire code in one table
-//     (errors.go);
+//   - the front ends: the native protocol (package rpcapi, its handler
+//     built by rpcHandler in node.go) on Listen, with the candidates' Raft
+//     traffic diverted from the same port; Durable Streams (package
+//     durable's handler over the streams server) on HTTP;
 //   - gossip (hashicorp/memberlist) on Gossip, which shows who is alive and
 //     decides nothing (gossip.go);
+//   - the node's security: TLS, tokens, the authorizer and its reload
+//     (security.go), handed to the core and the front ends as narrow
+//     interfaces;
 //   - on HTTP: GET /api/health, /api/status and /metrics (status.go,
 //     metrics.go), and refusals of RPC sent there.
+//
+// No type outside this package points back at the node: each part is
+// built from a Config of what it needs.
 package node

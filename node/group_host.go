@@ -32,7 +32,7 @@ func (n *Node) newGroupHost() *groups.Host {
 		},
 		MaxBatchBytes: n.cfg.MaxBatchBytes,
 		SnapshotEvery: n.cfg.GroupSnapshotEvery,
-		LagPartitions: maxLagSeries,
+		LagPartitions: groups.MaxLagSeries,
 		OnRebalance:   n.metrics.rebalances.Inc,
 		OnRebuilt:     func(took time.Duration) { n.metrics.groupRebuild.Observe(took.Seconds()) },
 		Logger:        n.logger,

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"gostream/metadata"
+	"gostream/rpcapi"
 	"gostream/storage"
 	"gostream/transport"
 )
@@ -29,7 +30,8 @@ func TestStalePushIsAnsweredOnceTheNewerMetadataIsApplied(t *testing.T) {
 	require.NoError(t, err)
 	b := broker.NewReplicas(broker.ReplicasConfig{Broker: 2, Root: root})
 	n := &Node{broker: b, cfg: Config{ID: 2, Controllers: []ControllerAddr{{ID: 1, Addr: "127.0.0.1:1"}}}}
-	h := &rpcHandler{n: n}
+	n.sec = &nodeSecurity{}
+	h := rpcapi.New(rpcapi.Config{ID: 2, Replicas: b, Security: n.sec, Controller: n.activeController, ApplyMetadata: n.applyParsed})
 
 	meta := func(epoch int64, topics ...string) *metadata.Cluster {
 		m := &metadata.Cluster{Version: metadata.FormatVersion, ClusterID: "0123456789abcdef", ControllerID: 1, Epoch: epoch}
@@ -46,7 +48,7 @@ func TestStalePushIsAnsweredOnceTheNewerMetadataIsApplied(t *testing.T) {
 		blob, err := metadata.Marshal(m)
 		require.NoError(t, err)
 		body := transport.Marshal(nil, &transport.MetadataBlob{Metadata: blob})
-		return h.updateMetadata(&transport.Request{Frame: transport.Frame{API: uint16(transport.APIUpdateMetadata), Body: body}, RemoteAddr: "test"})
+		return h.Handle(context.Background(), &transport.Request{Frame: transport.Frame{API: uint16(transport.APIUpdateMetadata), Version: transport.Version1, Body: body}, RemoteAddr: "test"})
 	}
 
 	// Epoch 7 (topics a and b) is taken, its replicas not yet opened: the
@@ -80,7 +82,7 @@ func TestStalePushIsAnsweredOnceTheNewerMetadataIsApplied(t *testing.T) {
 	_, err = push(meta(8, "a", "b"))(ctx)
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, transport.ErrStaleMetadata)
-	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorIs(t, err, transport.ErrTimeout, "the wait's deadline, as the protocol says it")
 }
 
 // A burst of changes costs each broker a few pushes, not one each: the
@@ -117,7 +119,7 @@ func TestPushesOfABurstAreCoalesced(t *testing.T) {
 
 	n := &Node{cfg: Config{ID: 1}, pool: transport.NewPool(transport.ConnConfig{}), logger: hclog.NewNullLogger()}
 	defer n.pool.Close()
-	n.pushes.to = map[int32]*pusher{}
+	n.pushes = newPushers(1, n.pool, n.activeController, n.logger)
 	meta := func(epoch int64) *metadata.Cluster {
 		m := &metadata.Cluster{Version: metadata.FormatVersion, ClusterID: "0123456789abcdef", ControllerID: 1, Epoch: epoch}
 		m.PutBroker(metadata.Broker{ID: 1, Addr: "127.0.0.1:1"})
@@ -144,7 +146,7 @@ func TestPushesOfABurstAreCoalesced(t *testing.T) {
 	assert.Equal(t, int64(changes), pushes[len(pushes)-1], "the newest metadata is the last pushed")
 	assert.LessOrEqual(t, len(pushes), 6, "pushes of %d changes: %v", changes, pushes)
 	assert.Less(t, took, time.Second, "every change's push answered")
-	p := n.pusher(2)
+	p := n.pushes.get(2)
 	assert.False(t, p.lagging)
 	assert.Equal(t, int64(changes), p.acked)
 }

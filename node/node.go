@@ -5,12 +5,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"gostream/broker"
 	stdlog "log"
 	"net"
 	"net/http"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,12 +18,14 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/singleflight"
 
+	"gostream/broker"
 	"gostream/controller"
 	"gostream/controller/quorum"
 	"gostream/durable"
 	"gostream/groups"
 	"gostream/httpapi"
 	"gostream/metadata"
+	"gostream/rpcapi"
 	"gostream/storage"
 	"gostream/streams"
 	"gostream/transport"
@@ -68,18 +68,14 @@ type Node struct {
 	refusals   *refusals
 	coords     *groups.Host
 	streams    *streams.Server
-	dsMetrics  *dsMetrics
+	dsMetrics  *streams.Metrics
 	sec        *nodeSecurity
 
 	// registered is closed once the controller has accepted this broker.
 	registered chan struct{}
 
-	// pushes holds, per broker, what sends it the controller's metadata;
-	// see pushMetadata.
-	pushes struct {
-		sync.Mutex
-		to map[int32]*pusher
-	}
+	// pushes sends each broker the controller's metadata; see pushers.
+	pushes *pushers
 
 	// refresh shares one metadata fetch among the requests that ask for
 	// one at once (refreshMetadata); refreshed is when the last ended.
@@ -133,9 +129,9 @@ func Run(ctx context.Context, cfg Config) error {
 	n.pool = transport.NewPool(transport.ConnConfig{LocalIP: net.ParseIP(cfg.DialSource), TLS: n.sec.clientTLS()})
 	n.refusals = newRefusals(n.metrics)
 	n.coords = n.newGroupHost()
-	n.dsMetrics = newDSMetrics(n.metrics.registry)
+	n.dsMetrics = streams.NewMetrics(n.metrics.registry)
 	n.streams = n.newStreams(n.dsMetrics)
-	n.pushes.to = map[int32]*pusher{}
+	n.pushes = newPushers(cfg.ID, n.pool, n.activeController, n.logger)
 	n.registered = make(chan struct{})
 	logOpts := cfg.Log
 	logOpts.OnSync = func(d time.Duration) { n.metrics.fsyncDuration.Observe(d.Seconds()) }
@@ -173,7 +169,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return nil
 		},
 		Groups: n.coords, OffsetsPartitions: cfg.OffsetsPartitions})
-	n.metrics.registry.MustRegister(newReplicationCollector(cfg.ID, n.broker), newGroupCollector(n.coords))
+	n.metrics.registry.MustRegister(newReplicationCollector(cfg.ID, n.broker), groups.NewCollector(n.coords))
 
 	err = n.start()
 	if err == nil {
@@ -207,7 +203,7 @@ func (n *Node) start() error {
 		c, err := controller.Open(controller.Config{
 			Dir: filepath.Join(n.cfg.DataDir, "controller"), RootCluster: n.root.Stamp().ClusterID, Self: n.selfBroker(),
 			Logger: n.logger.Named("controller"), Apply: n.broker.ApplyMetadata, Push: n.pushMetadata, Pool: n.pool,
-			WireError: wireError,
+			WireError: rpcapi.WireError,
 		})
 		if err != nil {
 			return err
@@ -236,138 +232,6 @@ func (n *Node) startBroker() error {
 		return fmt.Errorf("cached metadata: %w", err)
 	}
 	return n.broker.ApplyMetadata(meta)
-}
-
-// pushMetadata sends meta to every other registered broker and waits
-// until each has taken it (or newer), or its push failed, or ctx ends;
-// except for brokers whose last push failed: those are sent it in the
-// background and not waited for, so a change made while a broker is down
-// or cut off costs no push timeout, however many changes a failover
-// makes. A broker that misses a push catches up by polling.
-//
-// Each broker has one push in flight at a time, of the newest metadata:
-// the changes made while it is in flight go together in the next. A burst
-// of changes (a client creating hundreds of streams at once) then costs
-// each broker a few pushes, not one per change queued behind the others.
-func (n *Node) pushMetadata(ctx context.Context, meta *metadata.Cluster) {
-	var wait []*pusher
-	for _, b := range meta.Brokers {
-		if b.ID == n.cfg.ID {
-			continue
-		}
-		p := n.pusher(b.ID)
-		if !p.offer(meta, b) {
-			wait = append(wait, p)
-		}
-	}
-	for _, p := range wait {
-		p.wait(ctx, meta.Epoch)
-	}
-}
-
-func (n *Node) pusher(id int32) *pusher {
-	n.pushes.Lock()
-	defer n.pushes.Unlock()
-	p := n.pushes.to[id]
-	if p == nil {
-		p = &pusher{n: n, changed: make(chan struct{})}
-		n.pushes.to[id] = p
-	}
-	return p
-}
-
-// pusher sends one broker the controller's newest metadata.
-type pusher struct {
-	n *Node
-
-	mu      sync.Mutex
-	broker  metadata.Broker
-	want    *metadata.Cluster // the newest offered
-	acked   int64             // the newest epoch the broker took
-	failed  int64             // the newest epoch whose push failed
-	lagging bool              // the last push failed
-	running bool              // a goroutine is pushing
-	changed chan struct{}     // closed when acked or failed moves
-}
-
-// offer makes meta the metadata to send, if it is the newest, and starts
-// a push unless one is in flight. It reports whether the broker is
-// lagging (its last push failed): a caller does not wait for it.
-func (p *pusher) offer(meta *metadata.Cluster, b metadata.Broker) (lagging bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.want == nil || meta.Epoch > p.want.Epoch {
-		p.want, p.broker = meta, b
-	}
-	if !p.running {
-		p.running = true
-		go p.run()
-	}
-	return p.lagging
-}
-
-// wait waits until the broker took epoch or newer, or a push of epoch or
-// newer failed, or ctx ends.
-func (p *pusher) wait(ctx context.Context, epoch int64) {
-	for {
-		p.mu.Lock()
-		done, ch := p.acked >= epoch || p.failed >= epoch, p.changed
-		p.mu.Unlock()
-		if done {
-			return
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-func (p *pusher) run() {
-	for {
-		p.mu.Lock()
-		meta, b := p.want, p.broker
-		if meta == nil || meta.Epoch <= p.acked || meta.Epoch <= p.failed {
-			p.running = false
-			p.mu.Unlock()
-			return
-		}
-		p.mu.Unlock()
-		err := p.push(meta, b)
-		p.mu.Lock()
-		if err == nil {
-			p.acked = max(p.acked, meta.Epoch)
-		} else {
-			p.failed = max(p.failed, meta.Epoch)
-		}
-		p.lagging = err != nil
-		close(p.changed)
-		p.changed = make(chan struct{})
-		p.mu.Unlock()
-		if err != nil {
-			p.n.logger.Warn("broker did not take new metadata; it will catch up by polling", "peer", b.ID, "metadata_epoch", meta.Epoch, "err", err)
-		}
-	}
-}
-
-func (p *pusher) push(meta *metadata.Cluster, b metadata.Broker) error {
-	blob, err := metadata.Marshal(meta)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), controller.PushTimeout(meta))
-	defer cancel()
-	err = p.n.pool.Call(ctx, b.Addr, transport.APIUpdateMetadata, &transport.MetadataBlob{Metadata: blob}, nil)
-	if errors.Is(err, transport.ErrStaleMetadata) && p.n.activeController() != nil {
-		if p.n.controller.Metadata().Epoch > meta.Epoch {
-			// A newer change was pushed first (by the poll, say): the
-			// broker holds newer than this, and is sent the newest next.
-			return nil
-		}
-		p.n.controller.CheckPushRefused(ctx, b)
-	}
-	return err
 }
 
 // followController registers this broker with the controller, retrying
@@ -524,7 +388,7 @@ func (n *Node) serve(ctx context.Context) error {
 		// The candidates' Raft traffic shares the RPC address.
 		scfg.DivertByte, scfg.Divert = quorum.Marker, cd.Divert
 	}
-	rpc := transport.NewServer(scfg, &rpcHandler{n: n})
+	rpc := transport.NewServer(scfg, n.rpcHandler())
 	httpLog := log.Named("http")
 	httpLimits := transport.NewConnLimiter(transport.ConnLimits{
 		MaxConns: cfg.MaxConns, MaxConnsPerAddr: cfg.MaxConnsPerAddr, Logger: httpLog,
@@ -559,12 +423,12 @@ func (n *Node) serve(ctx context.Context) error {
 	}
 	if n.sec.tls != nil || cfg.Security.authOn() {
 		hcfg.Authenticate = n.sec.httpPrincipal
+		dsHandler.SetPrincipal(httpapi.Principal)
 	}
 	if n.sec.authz != nil {
 		hcfg.AllowDescribe = func(p string) error {
 			return n.sec.Authorize(p, metadata.OpDescribe, metadata.ResourceCluster, "")
 		}
-		dsHandler.SetAuthorize(n.sec.streamAuthorize)
 	}
 	if n.sec.tls != nil {
 		dsHandler.SetWatch(n.sec.watchLive)
@@ -727,4 +591,31 @@ func (n *Node) serve(ctx context.Context) error {
 		"controller", fmt.Sprint(cfg.Controllers),
 	)
 	return g.Wait()
+}
+
+// rpcHandler is the node's native RPC API over its core, replicas,
+// streams and controller (rpcapi).
+func (n *Node) rpcHandler() *rpcapi.Handler {
+	cfg := rpcapi.Config{
+		ID: n.cfg.ID, MaxBatchBytes: n.cfg.MaxBatchBytes, RootID: n.root.Stamp().RootID,
+		Core: n.core, Replicas: n.broker, Streams: n.streams, Security: n.sec,
+		Controller: n.activeController, NotController: n.notControllerError,
+		IsController: n.isController, Candidacy: func() *controller.Candidacy { return n.candidacy },
+		ControllerStatus: n.controllerStatus,
+		ApplyMetadata:    n.applyParsed, RefreshMetadata: n.refreshMetadata,
+		Audit:          n.audit,
+		ObserveRequest: n.metrics.observeRequest,
+		Logger:         n.logger,
+	}
+	cfg.Members = func() []transport.Member {
+		var ms []transport.Member
+		if n.gossip == nil {
+			return nil // not started yet, or no gossip
+		}
+		for _, m := range n.gossip.members() {
+			ms = append(ms, transport.Member{BrokerID: m.BrokerID, Gossip: m.Gossip, State: m.State, RootID: m.RootID})
+		}
+		return ms
+	}
+	return rpcapi.New(cfg)
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"gostream/httpapi"
 	"gostream/metadata"
 	"gostream/security"
 	"gostream/transport"
@@ -420,7 +419,7 @@ func openToDescribe(principal string, op metadata.Operation, rt metadata.Resourc
 // metadata for brokers, the controller's Raft stream) from anyone else:
 // with a CA, a connection whose certificate did not verify; with
 // authorization on, a principal that is not a superuser.
-func (s *nodeSecurity) peerOnly(principal string, what string) error {
+func (s *nodeSecurity) PeerOnly(principal string, what string) error {
 	switch {
 	case s.authz != nil:
 		if s.authz.Superuser(principal) {
@@ -446,7 +445,7 @@ func (s *nodeSecurity) peerOnly(principal string, what string) error {
 // raftAllowed decides whether a Raft connection's principal may speak to
 // this candidate.
 func (s *nodeSecurity) raftAllowed(principal string) error {
-	return s.peerOnly(principal, "the controller's Raft stream")
+	return s.PeerOnly(principal, "the controller's Raft stream")
 }
 
 // httpPrincipal is the principal of an HTTP request: its bearer token's,
@@ -515,16 +514,6 @@ func (s *nodeSecurity) certStands(r *http.Request, c transport.Credential) error
 	}
 	hc.verifiedAt.Store(reloads)
 	return nil
-}
-
-// streamAuthorize is the Durable Streams handler's authorizer: op on the
-// stream at path, for the request's principal.
-func (s *nodeSecurity) streamAuthorize(r *http.Request, op, path string) (int, string) {
-	err := s.Authorize(httpapi.Principal(r), metadata.Operation(op), metadata.ResourceStream, path)
-	if err != nil {
-		return http.StatusForbidden, err.Error()
-	}
-	return 0, ""
 }
 
 // httpErrorLog is where the HTTP server's own lines go: a failed TLS

@@ -13,7 +13,7 @@ import (
 // newStreams makes the node's Durable Streams server
 // (docs/durable-streams.md) over the broker's replicas, the pool and the
 // controller.
-func (n *Node) newStreams(m *dsMetrics) *streams.Server {
+func (n *Node) newStreams(m *streams.Metrics) *streams.Server {
 	return streams.New(streams.Config{
 		Broker:          n.cfg.ID,
 		Metadata:        func() *metadata.Cluster { return n.broker.Metadata() },
@@ -35,7 +35,8 @@ func (n *Node) newStreams(m *dsMetrics) *streams.Server {
 		},
 		ReplicationFactor: n.cfg.DS.ReplicationFactor,
 		ForwardTimeout:    n.cfg.DS.ForwardTimeout,
-		OnTails:           func(d int) { m.tails.Add(float64(d)) },
+		Authorizer:        n.sec,
+		OnTails:           m.Tails,
 		Logger:            n.logger.Named("streams"),
 	})
 }

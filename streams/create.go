@@ -27,7 +27,7 @@ const copyChunk = 1 << 20
 
 // Create implements durable.Backend.
 func (s *Server) Create(ctx context.Context, req *durable.CreateRequest) (*durable.CreateResult, error) {
-	name, err := durable.TopicFor(req.Path)
+	name, err := metadata.StreamTopic(req.Path)
 	if err != nil {
 		return nil, durable.Refuse(http.StatusBadRequest, "%v", err)
 	}

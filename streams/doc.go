@@ -10,7 +10,7 @@
 //
 // # A stream on its leader
 //
-// A stream is the one partition of an internal topic (durable.TopicFor).
+// A stream is the one partition of an internal topic (metadata.StreamTopic).
 // Every append is one batch of it, so an append is in the log whole or
 // not at all; the one-byte key of each record says what it is (data,
 // ready, closed, filler) and the batch's first record carries the

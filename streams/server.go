@@ -44,11 +44,23 @@ type Config struct {
 	// ForwardTimeout bounds an operation forwarded to a stream's leader,
 	// besides its wait.
 	ForwardTimeout time.Duration
+	// Authorizer checks each request on a stream (Authorize); nil allows
+	// everything: authorization is off.
+	Authorizer Authorizer
 	// OnTails, when set, is called with +1 and -1 as the node's
 	// subscriptions to streams' tails (one per stream with live readers
 	// here) begin and end.
 	OnTails func(delta int)
 	Logger  hclog.Logger
+}
+
+// Authorizer decides what a principal may do (the node's authorizer,
+// as broker.Config's).
+type Authorizer interface {
+	// Authorize returns nil when principal may do op on the resource, and
+	// otherwise an error matching transport.ErrUnauthorized (or
+	// transport.ErrUnauthenticated).
+	Authorize(principal string, op metadata.Operation, rt metadata.ResourceType, name string) error
 }
 
 // Server is a node's Durable Streams server: it implements durable.Backend
@@ -96,7 +108,7 @@ func (s *Server) Run(ctx context.Context) error {
 // another node that this broker has not heard of yet: it asks for newer
 // metadata before it answers 404.
 func (s *Server) topic(ctx context.Context, path string) (*metadata.Topic, error) {
-	name, err := durable.TopicFor(path)
+	name, err := metadata.StreamTopic(path)
 	if err != nil {
 		return nil, durable.Refuse(http.StatusBadRequest, "%v", err)
 	}
@@ -303,6 +315,24 @@ func (s *Server) read(ctx context.Context, t *metadata.Topic, req *durable.ReadR
 // wait for data.
 func (s *Server) pollTail(ctx context.Context, t *metadata.Topic, from string, maxBytes int, wait time.Duration) (*durable.ReadResult, error) {
 	return s.read(ctx, s.current(t), &durable.ReadRequest{Path: t.Stream.Path, Offset: from, MaxBytes: maxBytes, Wait: wait})
+}
+
+// Authorize implements durable.Backend: op on the stream at path is
+// authorized here, once for every front end, as the core authorizes
+// topics and groups. A refusal is 403, or 401 for a principal not
+// authenticated.
+func (s *Server) Authorize(_ context.Context, principal, op, path string) error {
+	if s.cfg.Authorizer == nil {
+		return nil
+	}
+	err := s.cfg.Authorizer.Authorize(principal, metadata.Operation(op), metadata.ResourceStream, path)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, transport.ErrUnauthenticated):
+		return durable.Refuse(http.StatusUnauthorized, "%v", err)
+	}
+	return durable.Refuse(http.StatusForbidden, "%v", err)
 }
 
 // Delete implements durable.Backend.

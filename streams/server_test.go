@@ -52,7 +52,7 @@ func newTestCluster(t *testing.T, ct string) *testCluster {
 	l, err := storage.Open(t.TempDir(), storage.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
-	name, err := durable.TopicFor(testPath)
+	name, err := metadata.StreamTopic(testPath)
 	require.NoError(t, err)
 	part := replication.NewPartition(name, 0, 1, l, nil, replication.Options{TopicID: "stream-id"})
 	t.Cleanup(part.Close)

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"gostream/durable"
+	"gostream/metadata"
 	"gostream/transport"
 )
 
@@ -69,7 +70,7 @@ func dsTry(n *Node, timeout time.Duration, method, path, body string, headers ..
 // metadata.
 func streamLeader(t *testing.T, c *Cluster, path string) int32 {
 	t.Helper()
-	name, err := durable.TopicFor(path)
+	name, err := metadata.StreamTopic(path)
 	require.NoError(t, err)
 	d := ctlJSON[ctlLeadership](t, c, "topic", "describe", name)
 	require.Len(t, d.Partitions, 1)
@@ -143,7 +144,7 @@ func TestDSAnyNodeServesAnyStream(t *testing.T) {
 
 func mustTopic(t *testing.T, path string) string {
 	t.Helper()
-	name, err := durable.TopicFor(path)
+	name, err := metadata.StreamTopic(path)
 	require.NoError(t, err)
 	return name
 }

@@ -25,7 +25,7 @@ var streamMessages = []func() Message{
 	func() Message { return &StreamLogResponse{} },
 }
 
-// streamTopic is the shape of a stream's internal topic (durable.TopicFor).
+// streamTopic is the shape of a stream's internal topic (metadata.StreamTopic).
 const streamTopic = "__ds.0123456789abcdef0123456789abcdef"
 
 const streamTopicID = "00112233445566778899aabbccddeeff"

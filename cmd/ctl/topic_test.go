@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"gostream/durable"
+	"gostream/metadata"
 )
 
 func TestTopicLifecycle(t *testing.T) {
@@ -159,7 +159,7 @@ func TestTopicListShowsStreams(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
-	name, err := durable.TopicFor("shop/eu orders")
+	name, err := metadata.StreamTopic("shop/eu orders")
 	require.NoError(t, err)
 
 	out := ctlOK(t, c, "", "topic", "list")

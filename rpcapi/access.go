@@ -1,4 +1,4 @@
-package node
+package rpcapi
 
 import (
 	"gostream/metadata"
@@ -77,14 +77,14 @@ var apiAccess = map[transport.API]access{
 }
 
 // admit checks what a request needs before its handler runs.
-func (h *rpcHandler) admit(req *transport.Request) error {
-	s := h.n.sec
+func (h *Handler) admit(req *transport.Request) error {
+	s := h.cfg.Security
 	api := transport.API(req.API)
 	switch apiAccess[api] {
 	case accessResource:
 		return nil
 	case accessPeer:
-		return s.peerOnly(req.Principal, api.String())
+		return s.PeerOnly(req.Principal, api.String())
 	case accessDescribeCluster:
 		return s.Authorize(req.Principal, metadata.OpDescribe, metadata.ResourceCluster, "")
 	case accessOperate:
@@ -94,8 +94,8 @@ func (h *rpcHandler) admit(req *transport.Request) error {
 }
 
 // allow checks that the request's principal may do op on a resource.
-func (h *rpcHandler) allow(req *transport.Request, op metadata.Operation, rt metadata.ResourceType, name string) error {
-	return h.n.sec.Authorize(req.Principal, op, rt, name)
+func (h *Handler) allow(req *transport.Request, op metadata.Operation, rt metadata.ResourceType, name string) error {
+	return h.cfg.Security.Authorize(req.Principal, op, rt, name)
 }
 
 // allowing runs an authorization check before find, for serveWith: both
@@ -112,6 +112,6 @@ func allowing[T any](check func() error, find func() (T, error)) func() (T, erro
 
 // canSee reports whether the request's principal may describe a
 // resource, for the lists that leave out what it may not see.
-func (h *rpcHandler) canSee(req *transport.Request, rt metadata.ResourceType, name string) bool {
-	return h.n.sec.CanDescribe(req.Principal, rt, name)
+func (h *Handler) canSee(req *transport.Request, rt metadata.ResourceType, name string) bool {
+	return h.cfg.Security.CanDescribe(req.Principal, rt, name)
 }

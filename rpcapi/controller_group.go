@@ -1,4 +1,4 @@
-package node
+package rpcapi
 
 import (
 	"context"
@@ -9,38 +9,20 @@ import (
 )
 
 // controllerStatus answers any node's part in the controller group.
-func (h *rpcHandler) controllerStatus(req *transport.Request) transport.Reply {
+func (h *Handler) controllerStatus(req *transport.Request) transport.Reply {
 	var m transport.JSONMessage
 	if err := decode(req, &m); err != nil {
 		return transport.Immediate(nil, err)
 	}
-	st := h.n.controllerStatus()
+	st := h.cfg.ControllerStatus()
 	data, err := json.Marshal(st)
 	return transport.Immediate(&transport.JSONMessage{Data: data}, err)
-}
-
-// controllerStatus is this node's part in the controller group.
-func (n *Node) controllerStatus() transport.ControllerStatus {
-	if cd := n.candidacy; cd != nil {
-		return cd.Status()
-	}
-	st := transport.ControllerStatus{Node: n.cfg.ID, Mode: "none", MetadataEpoch: -1}
-	if m := n.broker.Metadata(); m != nil {
-		st.MetadataEpoch = m.Epoch
-	}
-	if n.isController() {
-		st.Mode, st.Active, st.Leader, st.LeaderAddr = "single", true, n.cfg.ID, n.cfg.Advertise
-		if c := n.controller; c != nil {
-			st.MetadataEpoch = c.Metadata().Epoch
-		}
-	}
-	return st
 }
 
 // controllerChange carries out a change of the controller group on the
 // active controller (controller.Candidacy.Change), and records it in the
 // audit trail.
-func (h *rpcHandler) controllerChange(req *transport.Request) transport.Reply {
+func (h *Handler) controllerChange(req *transport.Request) transport.Reply {
 	var m transport.JSONMessage
 	if err := decode(req, &m); err != nil {
 		return transport.Immediate(nil, err)
@@ -49,15 +31,14 @@ func (h *rpcHandler) controllerChange(req *transport.Request) transport.Reply {
 	if err := json.Unmarshal(m.Data, &r); err != nil {
 		return transport.Immediate(nil, fmt.Errorf("%w: controller change: %v", transport.ErrInvalidRequest, err))
 	}
-	n := h.n
-	cd := n.candidacy
+	cd := h.cfg.Candidacy()
 	if cd == nil {
-		if n.isController() {
+		if h.cfg.IsController() {
 			return transport.Immediate(nil, fmt.Errorf("%w: this cluster has a single controller (broker %d), not a controller group: "+
 				"to replicate it, give every node the list of candidates in --controller (see the README, \"Upgrading to a replicated controller\")",
-				transport.ErrInvalidRequest, n.cfg.ID))
+				transport.ErrInvalidRequest, h.cfg.ID))
 		}
-		return transport.Immediate(nil, n.notControllerError())
+		return transport.Immediate(nil, h.cfg.NotController())
 	}
 	if _, err := h.controller(); err != nil {
 		return transport.Immediate(nil, err)
@@ -74,8 +55,8 @@ func (h *rpcHandler) controllerChange(req *transport.Request) transport.Reply {
 		if err != nil {
 			return nil, err
 		}
-		n.audit(ctx, ev)
-		data, err := json.Marshal(n.controllerStatus())
+		h.cfg.Audit(ctx, ev)
+		data, err := json.Marshal(h.cfg.ControllerStatus())
 		return &transport.JSONMessage{Data: data}, err
 	}
 }

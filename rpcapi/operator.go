@@ -1,4 +1,4 @@
-package node
+package rpcapi
 
 import (
 	"context"
@@ -13,19 +13,19 @@ import (
 // it to the controller (package controller), which answers with a JSON
 // report (transport/operator_report.go).
 
-func (h *rpcHandler) failover(req *transport.Request) transport.Reply {
+func (h *Handler) failover(req *transport.Request) transport.Reply {
 	return operatorCall(h, req, func(ctx context.Context, c *controller.Controller, r transport.FailoverRequest) (any, error) {
 		return c.Failover(ctx, r)
 	})
 }
 
-func (h *rpcHandler) electLeaders(req *transport.Request) transport.Reply {
+func (h *Handler) electLeaders(req *transport.Request) transport.Reply {
 	return operatorCall(h, req, func(ctx context.Context, c *controller.Controller, r transport.ElectLeadersRequest) (any, error) {
 		return c.ElectLeaders(ctx, r)
 	})
 }
 
-func (h *rpcHandler) recover(req *transport.Request) transport.Reply {
+func (h *Handler) recover(req *transport.Request) transport.Reply {
 	return operatorCall(h, req, func(ctx context.Context, c *controller.Controller, r transport.RecoverRequest) (any, error) {
 		if r.Broker <= 0 {
 			return nil, fmt.Errorf("%w: name the broker to recover", transport.ErrInvalidRequest)
@@ -34,13 +34,13 @@ func (h *rpcHandler) recover(req *transport.Request) transport.Reply {
 	})
 }
 
-func (h *rpcHandler) replaceBroker(req *transport.Request) transport.Reply {
+func (h *Handler) replaceBroker(req *transport.Request) transport.Reply {
 	return operatorCall(h, req, func(ctx context.Context, c *controller.Controller, r transport.FailoverRequest) (any, error) {
 		return c.ReplaceBroker(ctx, r)
 	})
 }
 
-func (h *rpcHandler) restoreMetadata(req *transport.Request) transport.Reply {
+func (h *Handler) restoreMetadata(req *transport.Request) transport.Reply {
 	// A restore answers with its report also when it refuses: the report
 	// shows the copies it found.
 	return operatorCall(h, req, func(ctx context.Context, c *controller.Controller, r transport.RestoreRequest) (any, error) {
@@ -52,7 +52,7 @@ func (h *rpcHandler) restoreMetadata(req *transport.Request) transport.Reply {
 	})
 }
 
-func (h *rpcHandler) history(req *transport.Request) transport.Reply {
+func (h *Handler) history(req *transport.Request) transport.Reply {
 	c, err := h.controller()
 	if err != nil {
 		return transport.Immediate(nil, err)
@@ -75,7 +75,7 @@ type requester interface {
 // as the requester when the request names none, and runs fn on the
 // controller in the reply. An error is the answer, with its code: a
 // request of one partition that failed, or a refusal of the whole request.
-func operatorCall[R requester](h *rpcHandler, req *transport.Request, fn func(context.Context, *controller.Controller, R) (any, error)) transport.Reply {
+func operatorCall[R requester](h *Handler, req *transport.Request, fn func(context.Context, *controller.Controller, R) (any, error)) transport.Reply {
 	var m transport.JSONMessage
 	if err := decode(req, &m); err != nil {
 		return transport.Immediate(nil, err)

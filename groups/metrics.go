@@ -1,35 +1,35 @@
-package node
+package groups
 
 import (
 	"cmp"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"gostream/groups"
 )
 
-// maxLagSeries bounds the group lag series one node exports: past it, the
+// MaxLagSeries bounds the group lag series one node exports: past it, the
 // rest are counted, not exported, so that a cluster with many groups
 // cannot blow up a Prometheus server.
-const maxLagSeries = 1000
+const MaxLagSeries = 1000
 
 // lagFreshness is how old a high watermark the coordinator learned from
 // another broker may be and still make a lag; an older one gives no
 // series (unknown is not zero).
 const lagFreshness = 30 * time.Second
 
-// groupCollector exports the groups of the coordinators this node hosts:
+// Collector exports the groups of the coordinators a host holds (on
+// /metrics):
 // their number by state, their members, and each committed partition's
 // lag behind its high watermark.
-type groupCollector struct {
-	host                          *groups.Host
+type Collector struct {
+	host                          *Host
 	groups, members, lag, omitted *prometheus.Desc
 }
 
-func newGroupCollector(host *groups.Host) *groupCollector {
-	return &groupCollector{
+func NewCollector(host *Host) *Collector {
+	return &Collector{
 		host: host,
 		groups: prometheus.NewDesc("gostream_groups", "Consumer groups this node coordinates, by state (stable, rebalancing, empty).",
 			[]string{"state"}, nil),
@@ -41,7 +41,7 @@ func newGroupCollector(host *groups.Host) *groupCollector {
 	}
 }
 
-func (c *groupCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.groups
 	ch <- c.members
 	ch <- c.lag
@@ -50,11 +50,11 @@ func (c *groupCollector) Describe(ch chan<- *prometheus.Desc) {
 
 type lagPoint struct {
 	group     string
-	tp        groups.TopicPartition
+	tp        TopicPartition
 	committed int64
 }
 
-func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	byState := map[string]int{"stable": 0, "rebalancing": 0, "empty": 0}
 	members := 0
 	var points []lagPoint
@@ -74,13 +74,13 @@ func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
 	slices.SortFunc(points, func(a, b lagPoint) int {
 		return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.tp.Topic, b.tp.Topic), cmp.Compare(a.tp.Partition, b.tp.Partition))
 	})
-	omitted := max(len(points)-maxLagSeries, 0)
+	omitted := max(len(points)-MaxLagSeries, 0)
 	for _, p := range points[:len(points)-omitted] {
 		hw, ok := c.host.RecentHighWatermark(p.tp.Topic, p.tp.Partition, lagFreshness)
 		if !ok {
 			continue
 		}
-		ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(max(hw-p.committed, 0)), p.group, p.tp.Topic, itoa(p.tp.Partition))
+		ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(max(hw-p.committed, 0)), p.group, p.tp.Topic, strconv.Itoa(int(p.tp.Partition)))
 	}
 	ch <- prometheus.MustNewConstMetric(c.omitted, prometheus.GaugeValue, float64(omitted))
 }

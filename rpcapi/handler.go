@@ -1,14 +1,17 @@
-package node
+package rpcapi
 
 import (
 	"context"
 	"fmt"
-	"gostream/broker"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
+	"gostream/broker"
 	"gostream/controller"
 	"gostream/metadata"
 	"gostream/record"
+	"gostream/streams"
 	"gostream/transport"
 )
 
@@ -21,14 +24,84 @@ const (
 	fetchFrameSlack = 1 << 10
 )
 
-// rpcHandler serves the RPC API of a node.
-type rpcHandler struct {
-	n *Node
+// Security is what the handler asks of the node's security: the
+// authorization of a principal (docs/security.md).
+type Security interface {
+	// Authorize says whether principal may do op on a resource: nil, or
+	// an error that wraps transport.ErrAuthorizationFailed.
+	Authorize(principal string, op metadata.Operation, rt metadata.ResourceType, name string) error
+	// CanDescribe reports whether principal may describe a resource.
+	CanDescribe(principal string, rt metadata.ResourceType, name string) bool
+	// PeerOnly refuses a request that only the cluster's nodes make
+	// (what names it) from any other principal.
+	PeerOnly(principal, what string) error
+}
+
+// Config is what a Handler serves with: the core, the node's replicas and
+// its Durable Streams server, and, as functions, the node's parts it
+// answers for (its controller, metadata, membership and audit trail).
+type Config struct {
+	// ID is the node's broker id; MaxBatchBytes its batch limit.
+	ID            int32
+	MaxBatchBytes int
+	// RootID is the node's storage root's id (DescribeCluster).
+	RootID   string
+	Core     *broker.Broker
+	Replicas *broker.Replicas
+	Streams  *streams.Server
+	Security Security
+	// Controller is the active controller on this node, or nil;
+	// NotController the error that says where the controller is.
+	Controller    func() *controller.Controller
+	NotController func() error
+	// IsController says whether this node is the single controller
+	// configured; Candidacy is its part in a controller group, or nil;
+	// ControllerStatus its status in either.
+	IsController     func() bool
+	Candidacy        func() *controller.Candidacy
+	ControllerStatus func() transport.ControllerStatus
+	// ApplyMetadata adopts metadata pushed by the controller (source says
+	// from where); RefreshMetadata fetches the controller's now.
+	ApplyMetadata   func(meta *metadata.Cluster, source string) error
+	RefreshMetadata func(ctx context.Context) error
+	// Members are the cluster's members as gossip sees them (none while
+	// the node runs no gossip).
+	Members func() []transport.Member
+	// Audit adds an event to the controller's audit trail (best effort).
+	Audit func(ctx context.Context, ev transport.HistoryEvent)
+	// ObserveRequest is called once per request, with its API, when it
+	// began and its error on the wire.
+	ObserveRequest func(api transport.API, start time.Time, err error)
+	Logger         hclog.Logger
+}
+
+// Handler serves a node's native RPC API (transport.Handler): it decodes
+// each request, checks what the API needs before it is served (access.go),
+// has the core (or the node's replication, controller, streams) do it and
+// encodes the answer, with the core's errors mapped to the protocol's
+// codes (errors.go).
+type Handler struct {
+	cfg Config
+	log hclog.Logger
+}
+
+// New returns the handler of cfg.
+func New(cfg Config) *Handler {
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.Members == nil {
+		cfg.Members = func() []transport.Member { return nil }
+	}
+	if cfg.ObserveRequest == nil {
+		cfg.ObserveRequest = func(transport.API, time.Time, error) {}
+	}
+	return &Handler{cfg: cfg, log: cfg.Logger}
 }
 
 // Handle implements transport.Handler: decoding, validation and appends
 // happen here, in arrival order; waiting happens in the Reply.
-func (h *rpcHandler) Handle(ctx context.Context, req *transport.Request) transport.Reply {
+func (h *Handler) Handle(ctx context.Context, req *transport.Request) transport.Reply {
 	start := time.Now()
 	api := transport.API(req.API)
 	if req.Version != transport.Version1 {
@@ -108,7 +181,7 @@ func (h *rpcHandler) Handle(ctx context.Context, req *transport.Request) transpo
 	case transport.APIHistory:
 		reply = h.history(req)
 	case transport.APIStreamAppend, transport.APIStreamRead, transport.APIStreamHead, transport.APIStreamInit, transport.APIStreamLog:
-		reply = h.n.streams.Handle(req)
+		reply = h.cfg.Streams.Handle(req)
 	case transport.APIStreamAdmin:
 		reply = h.streamAdmin(req)
 	case transport.APIControllerStatus:
@@ -122,17 +195,17 @@ func (h *rpcHandler) Handle(ctx context.Context, req *transport.Request) transpo
 	}
 	return func(ctx context.Context) (transport.Message, error) {
 		m, err := reply(ctx)
-		err = wireError(err)
-		h.n.metrics.observeRequest(api, start, err)
+		err = WireError(err)
+		h.cfg.ObserveRequest(api, start, err)
 		if err != nil {
-			h.n.logger.Debug("request failed", "api", api.String(), "peer", req.RemoteAddr, "err", err)
+			h.log.Debug("request failed", "api", api.String(), "peer", req.RemoteAddr, "err", err)
 		}
 		return m, err
 	}
 }
 
-func (h *rpcHandler) fail(api transport.API, start time.Time, err error) transport.Reply {
-	h.n.metrics.observeRequest(api, start, err)
+func (h *Handler) fail(api transport.API, start time.Time, err error) transport.Reply {
+	h.cfg.ObserveRequest(api, start, err)
 	return transport.Immediate(nil, err)
 }
 
@@ -145,7 +218,7 @@ func decode(req *transport.Request, m transport.Message) error {
 
 // serve is the shape of a handler over the core: decode the request into
 // r, then have the core do the work in the Reply.
-func (h *rpcHandler) serve(req *transport.Request, r transport.Message, do func(context.Context) (transport.Message, error)) transport.Reply {
+func (h *Handler) serve(req *transport.Request, r transport.Message, do func(context.Context) (transport.Message, error)) transport.Reply {
 	if err := decode(req, r); err != nil {
 		return transport.Immediate(nil, err)
 	}
@@ -167,12 +240,12 @@ func serveWith[T any](req *transport.Request, r transport.Message, find func() (
 	return func(ctx context.Context) (transport.Message, error) { return serve(ctx, t) }
 }
 
-func (h *rpcHandler) produce(req *transport.Request) transport.Reply {
+func (h *Handler) produce(req *transport.Request) transport.Reply {
 	var r transport.ProduceRequest
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
 	}
-	wait, err := h.n.core.Produce(req.Principal, broker.ProduceRequest{Topic: r.Topic, TopicID: r.TopicID, Partition: r.Partition,
+	wait, err := h.cfg.Core.Produce(req.Principal, broker.ProduceRequest{Topic: r.Topic, TopicID: r.TopicID, Partition: r.Partition,
 		Batch: record.Batch(r.Batch), Timeout: time.Duration(r.TimeoutMs) * time.Millisecond})
 	if err != nil {
 		return transport.Immediate(nil, err)
@@ -184,12 +257,12 @@ func (h *rpcHandler) produce(req *transport.Request) transport.Reply {
 		}
 		return &transport.ProduceResponse{
 			Partition: r.Partition, BaseOffset: ack.BaseOffset, NextOffset: ack.NextOffset,
-			LeaderID: h.n.cfg.ID, LeaderEpoch: ack.LeaderEpoch, AppendTime: ack.AppendTime, Replicas: ack.Replicas,
+			LeaderID: h.cfg.ID, LeaderEpoch: ack.LeaderEpoch, AppendTime: ack.AppendTime, Replicas: ack.Replicas,
 		}, nil
 	}
 }
 
-func (h *rpcHandler) fetch(req *transport.Request) transport.Reply {
+func (h *Handler) fetch(req *transport.Request) transport.Reply {
 	var r transport.FetchRequest
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
@@ -198,14 +271,14 @@ func (h *rpcHandler) fetch(req *transport.Request) transport.Reply {
 		return transport.Immediate(nil, fmt.Errorf("%w: max wait %d ms outside [0, %d]", transport.ErrInvalidRequest, r.MaxWaitMs, maxWaitMs))
 	}
 	// The response must fit a frame.
-	maxBytes := min(int(r.MaxBytes), transport.FrameLimit(h.n.cfg.MaxBatchBytes)-fetchFrameSlack)
+	maxBytes := min(int(r.MaxBytes), transport.FrameLimit(h.cfg.MaxBatchBytes)-fetchFrameSlack)
 	if r.MaxBytes < minFetchBytes {
 		maxBytes = int(r.MaxBytes)
 	}
 	fr := broker.FetchRequest{Topic: r.Topic, TopicID: r.TopicID, Partition: r.Partition, Offset: r.Offset, MaxBytes: maxBytes,
 		MaxWait: time.Duration(r.MaxWaitMs) * time.Millisecond}
 	return func(ctx context.Context) (transport.Message, error) {
-		res, err := h.n.core.Fetch(ctx, req.Principal, fr, req.Reserve)
+		res, err := h.cfg.Core.Fetch(ctx, req.Principal, fr, req.Reserve)
 		if err != nil {
 			return nil, err
 		}
@@ -214,29 +287,29 @@ func (h *rpcHandler) fetch(req *transport.Request) transport.Reply {
 	}
 }
 
-func (h *rpcHandler) listOffsets(req *transport.Request) transport.Reply {
+func (h *Handler) listOffsets(req *transport.Request) transport.Reply {
 	var r transport.ListOffsetsRequest
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
 	}
-	o, err := h.n.core.ListOffsets(req.Principal, r.Topic, r.TopicID, r.Partition)
+	o, err := h.cfg.Core.ListOffsets(req.Principal, r.Topic, r.TopicID, r.Partition)
 	if err != nil {
 		return transport.Immediate(nil, err)
 	}
 	return transport.Immediate(&transport.ListOffsetsResponse{LogStartOffset: o.LogStartOffset, HighWatermark: o.HighWatermark, LogEndOffset: o.LogEndOffset}, nil)
 }
 
-func (h *rpcHandler) metadata(req *transport.Request) transport.Reply {
+func (h *Handler) metadata(req *transport.Request) transport.Reply {
 	var r transport.MetadataRequest
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
 	}
-	meta, topics, err := h.n.core.Metadata(req.Principal, r.Topics)
+	meta, topics, err := h.cfg.Core.Metadata(req.Principal, r.Topics)
 	if err != nil {
 		return transport.Immediate(nil, err)
 	}
 	resp := &transport.MetadataResponse{ClusterID: meta.ClusterID, ControllerID: meta.ControllerID, MetadataEpoch: meta.Epoch,
-		MaxBatchBytes: int32(h.n.cfg.MaxBatchBytes)}
+		MaxBatchBytes: int32(h.cfg.MaxBatchBytes)}
 	for _, b := range meta.Brokers {
 		resp.Brokers = append(resp.Brokers, transport.BrokerInfo{ID: b.ID, Addr: b.Addr, HTTP: b.HTTP, Gossip: b.Gossip})
 	}
@@ -268,22 +341,22 @@ func topicInfo(t broker.TopicView) transport.TopicInfo {
 
 // topicInfo is a topic as the native protocol describes it, with this
 // node's configuration values.
-func (h *rpcHandler) topicInfo(t *metadata.Topic) transport.TopicInfo {
-	return topicInfo(broker.TopicView{Topic: t, Config: h.n.broker.TopicConfigValues(t)})
+func (h *Handler) topicInfo(t *metadata.Topic) transport.TopicInfo {
+	return topicInfo(broker.TopicView{Topic: t, Config: h.cfg.Replicas.TopicConfigValues(t)})
 }
 
-func (h *rpcHandler) controller() (*controller.Controller, error) {
-	c := h.n.activeController()
+func (h *Handler) controller() (*controller.Controller, error) {
+	c := h.cfg.Controller()
 	if c == nil {
-		return nil, h.n.notControllerError()
+		return nil, h.cfg.NotController()
 	}
 	return c, nil
 }
 
-func (h *rpcHandler) createTopic(req *transport.Request) transport.Reply {
+func (h *Handler) createTopic(req *transport.Request) transport.Reply {
 	var r transport.CreateTopicRequest
 	return h.serve(req, &r, func(ctx context.Context) (transport.Message, error) {
-		t, err := h.n.core.CreateTopic(ctx, req.Principal, &r)
+		t, err := h.cfg.Core.CreateTopic(ctx, req.Principal, &r)
 		if err != nil {
 			return nil, err
 		}
@@ -292,24 +365,24 @@ func (h *rpcHandler) createTopic(req *transport.Request) transport.Reply {
 	})
 }
 
-func (h *rpcHandler) deleteTopic(req *transport.Request) transport.Reply {
+func (h *Handler) deleteTopic(req *transport.Request) transport.Reply {
 	var r transport.TopicRequest
 	return h.serve(req, &r, func(ctx context.Context) (transport.Message, error) {
-		return nil, h.n.core.DeleteTopic(ctx, req.Principal, r.Name)
+		return nil, h.cfg.Core.DeleteTopic(ctx, req.Principal, r.Name)
 	})
 }
 
-func (h *rpcHandler) sealTopic(req *transport.Request) transport.Reply {
+func (h *Handler) sealTopic(req *transport.Request) transport.Reply {
 	var r transport.TopicRequest
 	return h.serve(req, &r, func(ctx context.Context) (transport.Message, error) {
-		return nil, h.n.core.SealTopic(ctx, req.Principal, r.Name)
+		return nil, h.cfg.Core.SealTopic(ctx, req.Principal, r.Name)
 	})
 }
 
-func (h *rpcHandler) alterTopicConfig(req *transport.Request) transport.Reply {
+func (h *Handler) alterTopicConfig(req *transport.Request) transport.Reply {
 	var r transport.AlterTopicConfigRequest
 	return h.serve(req, &r, func(ctx context.Context) (transport.Message, error) {
-		t, err := h.n.core.AlterTopicConfig(ctx, req.Principal, &r)
+		t, err := h.cfg.Core.AlterTopicConfig(ctx, req.Principal, &r)
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,4 @@
-package node
+package streams
 
 import (
 	"strconv"
@@ -7,18 +7,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// dsMetrics are the Durable Streams metrics of a node: requests by
-// method and status, their latency by method, the live readers, and the
-// node's subscriptions to streams' tails that serve them.
-type dsMetrics struct {
+// Metrics are the Durable Streams metrics of a node: requests by method
+// and status, their latency by method (the handler's durable.Observer),
+// the live readers, and the node's subscriptions to streams' tails that
+// serve them (Config.OnTails).
+type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	live     prometheus.Gauge
 	tails    prometheus.Gauge
 }
 
-func newDSMetrics(reg *prometheus.Registry) *dsMetrics {
-	m := &dsMetrics{
+// NewMetrics registers the metrics in reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gostream_ds_requests_total", Help: "Durable Streams HTTP requests answered, by method and status.",
 		}, []string{"method", "status"}),
@@ -38,7 +40,7 @@ func newDSMetrics(reg *prometheus.Registry) *dsMetrics {
 }
 
 // Observe implements durable.Observer.
-func (m *dsMetrics) Observe(method string, status int, took time.Duration) {
+func (m *Metrics) Observe(method string, status int, took time.Duration) {
 	switch method {
 	case "GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS":
 	default:
@@ -49,4 +51,7 @@ func (m *dsMetrics) Observe(method string, status int, took time.Duration) {
 }
 
 // LiveReaders implements durable.Observer.
-func (m *dsMetrics) LiveReaders(delta int) { m.live.Add(float64(delta)) }
+func (m *Metrics) LiveReaders(delta int) { m.live.Add(float64(delta)) }
+
+// Tails counts the node's subscriptions to streams' tails (Config.OnTails).
+func (m *Metrics) Tails(delta int) { m.tails.Add(float64(delta)) }

@@ -1,4 +1,4 @@
-package node
+package rpcapi
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 )
 
 // streamAdmin creates or deletes a stream's topic, on the controller.
-func (h *rpcHandler) streamAdmin(req *transport.Request) transport.Reply {
+func (h *Handler) streamAdmin(req *transport.Request) transport.Reply {
 	var r transport.StreamAdminRequest
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)

@@ -1,4 +1,4 @@
-package node
+package rpcapi
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // Handlers of the cluster APIs: controller registration and metadata, and
 // replica-to-replica replication.
 
-func (h *rpcHandler) replicate(req *transport.Request) transport.Reply {
+func (h *Handler) replicate(req *transport.Request) transport.Reply {
 	var r transport.ReplicateRequest
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
@@ -40,20 +40,20 @@ func (h *rpcHandler) replicate(req *transport.Request) transport.Reply {
 
 // replicaOfRequest and leaderOfRequest find, for serveWith, the replica a
 // request names once it is decoded into the fields given.
-func (h *rpcHandler) replicaOfRequest(topic, id *string, partition *int32) func() (*broker.Replica, error) {
+func (h *Handler) replicaOfRequest(topic, id *string, partition *int32) func() (*broker.Replica, error) {
 	return func() (*broker.Replica, error) { return h.replicaOf(*topic, *id, *partition) }
 }
 
-func (h *rpcHandler) leaderOfRequest(topic, id *string, partition *int32) func() (*broker.Replica, error) {
+func (h *Handler) leaderOfRequest(topic, id *string, partition *int32) func() (*broker.Replica, error) {
 	return func() (*broker.Replica, error) { return h.leaderOf(*topic, *id, *partition) }
 }
 
-func (h *rpcHandler) replicaState(req *transport.Request) transport.Reply {
+func (h *Handler) replicaState(req *transport.Request) transport.Reply {
 	var r transport.ReplicaStateRequest
 	// Fencing writes the epoch file, so it runs in the Reply, not in line.
 	return serveWith(req, &r, allowing(func() error {
 		if r.LeaderEpoch > 0 {
-			return h.n.sec.peerOnly(req.Principal, "ReplicaState with a fencing epoch")
+			return h.cfg.Security.PeerOnly(req.Principal, "ReplicaState with a fencing epoch")
 		}
 		return h.allow(req, metadata.OpDescribe, metadata.ResourceTopic, r.Topic)
 	}, h.replicaOfRequest(&r.Topic, &r.TopicID, &r.Partition)), func(_ context.Context, rep *broker.Replica) (transport.Message, error) {
@@ -61,7 +61,7 @@ func (h *rpcHandler) replicaState(req *transport.Request) transport.Reply {
 	})
 }
 
-func (h *rpcHandler) registerBroker(req *transport.Request) transport.Reply {
+func (h *Handler) registerBroker(req *transport.Request) transport.Reply {
 	var r transport.RegisterBrokerRequest
 	return serveWith(req, &r, h.controller, func(ctx context.Context, c *controller.Controller) (transport.Message, error) {
 		meta, err := c.Register(ctx, &r)
@@ -80,13 +80,13 @@ func metadataBlob(meta *metadata.Cluster) (transport.Message, error) {
 	return &transport.MetadataBlob{Metadata: blob}, nil
 }
 
-func (h *rpcHandler) updateMetadata(req *transport.Request) transport.Reply {
+func (h *Handler) updateMetadata(req *transport.Request) transport.Reply {
 	var r transport.MetadataBlob
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
 	}
-	if h.n.activeController() != nil {
-		return transport.Immediate(nil, fmt.Errorf("%w: broker %d is the active controller; it takes no metadata from others", transport.ErrInvalidRequest, h.n.cfg.ID))
+	if h.cfg.Controller() != nil {
+		return transport.Immediate(nil, fmt.Errorf("%w: broker %d is the active controller; it takes no metadata from others", transport.ErrInvalidRequest, h.cfg.ID))
 	}
 	return func(ctx context.Context) (transport.Message, error) {
 		meta, err := metadata.Parse(r.Metadata, "UpdateMetadata from "+req.RemoteAddr)
@@ -98,17 +98,17 @@ func (h *rpcHandler) updateMetadata(req *transport.Request) transport.Reply {
 		// may still be being applied (a push of the next change overtook
 		// this one): the answer waits for that, since the controller takes
 		// it to mean this broker has the change, its replicas open.
-		if cur := h.n.broker.Metadata(); cur != nil && meta.Epoch < cur.Epoch && meta.ClusterID == cur.ClusterID {
-			if err := h.n.broker.WaitReconciled(ctx, meta.Epoch); err != nil {
-				return nil, fmt.Errorf("broker %d is still applying metadata epoch %d: %w", h.n.cfg.ID, cur.Epoch, err)
+		if cur := h.cfg.Replicas.Metadata(); cur != nil && meta.Epoch < cur.Epoch && meta.ClusterID == cur.ClusterID {
+			if err := h.cfg.Replicas.WaitReconciled(ctx, meta.Epoch); err != nil {
+				return nil, fmt.Errorf("broker %d is still applying metadata epoch %d: %w", h.cfg.ID, cur.Epoch, err)
 			}
-			return nil, fmt.Errorf("%w: broker %d holds metadata epoch %d, newer than the pushed epoch %d", transport.ErrStaleMetadata, h.n.cfg.ID, cur.Epoch, meta.Epoch)
+			return nil, fmt.Errorf("%w: broker %d holds metadata epoch %d, newer than the pushed epoch %d", transport.ErrStaleMetadata, h.cfg.ID, cur.Epoch, meta.Epoch)
 		}
-		return nil, h.n.applyParsed(meta, "UpdateMetadata from "+req.RemoteAddr)
+		return nil, h.cfg.ApplyMetadata(meta, "UpdateMetadata from "+req.RemoteAddr)
 	}
 }
 
-func (h *rpcHandler) fetchMetadata(req *transport.Request) transport.Reply {
+func (h *Handler) fetchMetadata(req *transport.Request) transport.Reply {
 	var r transport.FetchMetadataRequest
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
@@ -131,32 +131,28 @@ func (h *rpcHandler) fetchMetadata(req *transport.Request) transport.Reply {
 	}
 }
 
-func (h *rpcHandler) describeCluster(req *transport.Request) transport.Reply {
+func (h *Handler) describeCluster(req *transport.Request) transport.Reply {
 	if err := decode(req, &transport.Empty{}); err != nil {
 		return transport.Immediate(nil, err)
 	}
-	resp := &transport.DescribeClusterResponse{NodeID: h.n.cfg.ID, RootID: h.n.root.Stamp().RootID}
-	if c := h.n.activeController(); c != nil {
+	resp := &transport.DescribeClusterResponse{NodeID: h.cfg.ID, RootID: h.cfg.RootID}
+	if c := h.cfg.Controller(); c != nil {
 		if err := c.Refusal(); err != nil {
 			resp.Controller = err.Error()
 		}
 	}
-	if meta := h.n.broker.Metadata(); meta != nil {
+	if meta := h.cfg.Replicas.Metadata(); meta != nil {
 		blob, err := metadata.Marshal(meta)
 		if err != nil {
 			return transport.Immediate(nil, err)
 		}
 		resp.Metadata = blob
 	}
-	if h.n.gossip != nil {
-		for _, m := range h.n.gossip.members() {
-			resp.Members = append(resp.Members, transport.Member{BrokerID: m.BrokerID, Gossip: m.Gossip, State: m.State, RootID: m.RootID})
-		}
-	}
+	resp.Members = h.cfg.Members()
 	return transport.Immediate(resp, nil)
 }
 
-func (h *rpcHandler) catchUp(req *transport.Request) transport.Reply {
+func (h *Handler) catchUp(req *transport.Request) transport.Reply {
 	var r transport.CatchUpRequest
 	return serveWith(req, &r, h.leaderOfRequest(&r.Topic, &r.TopicID, &r.Partition), func(ctx context.Context, rep *broker.Replica) (transport.Message, error) {
 		st := rep.Part.State()
@@ -164,7 +160,7 @@ func (h *rpcHandler) catchUp(req *transport.Request) transport.Reply {
 		if err != nil {
 			return nil, err
 		}
-		h.n.audit(ctx, transport.HistoryEvent{Time: time.Now().UTC(), Requester: req.RemoteAddr, ChangeResult: transport.ChangeResult{
+		h.cfg.Audit(ctx, transport.HistoryEvent{Time: time.Now().UTC(), Requester: req.RemoteAddr, ChangeResult: transport.ChangeResult{
 			Topic: r.Topic, Partition: r.Partition, Action: transport.ActionCatchUp,
 			OldLeader: st.Leader, NewLeader: st.Leader, OldEpoch: st.LeaderEpoch, NewEpoch: st.LeaderEpoch,
 			OldActive: st.Active, NewActive: st.Active, CopiedTo: to,
@@ -175,12 +171,12 @@ func (h *rpcHandler) catchUp(req *transport.Request) transport.Reply {
 
 // leaderOf finds this broker's replica of a partition that it leads, for
 // requests only a leader serves.
-func (h *rpcHandler) leaderOf(topic, id string, partition int32) (*broker.Replica, error) {
-	t, rep, err := h.n.broker.Lookup(topic, id, partition)
+func (h *Handler) leaderOf(topic, id string, partition int32) (*broker.Replica, error) {
+	t, rep, err := h.cfg.Replicas.Lookup(topic, id, partition)
 	if err != nil {
 		return nil, err
 	}
-	if rep == nil || rep.Part.State().Leader != h.n.cfg.ID {
+	if rep == nil || rep.Part.State().Leader != h.cfg.ID {
 		return nil, notLeader(t, partition)
 	}
 	return rep, nil
@@ -188,24 +184,24 @@ func (h *rpcHandler) leaderOf(topic, id string, partition int32) (*broker.Replic
 
 // replicaOf finds this broker's replica of a partition for replica-level
 // requests.
-func (h *rpcHandler) replicaOf(topic, id string, partition int32) (*broker.Replica, error) {
-	_, rep, err := h.n.broker.Lookup(topic, id, partition)
+func (h *Handler) replicaOf(topic, id string, partition int32) (*broker.Replica, error) {
+	_, rep, err := h.cfg.Replicas.Lookup(topic, id, partition)
 	if errors.Is(err, transport.ErrUnknownTopicID) || err == nil && rep == nil {
 		// Another broker names a topic or replica this one does not hold:
 		// its metadata may be behind (a push it missed). It catches up now
 		// rather than at its next poll; the caller retries.
-		go h.n.refreshMetadata(context.Background())
+		go h.cfg.RefreshMetadata(context.Background())
 	}
 	if err != nil {
 		return nil, err
 	}
 	if rep == nil {
-		return nil, fmt.Errorf("%w: broker %d holds no replica of %s/%d", transport.ErrUnknownPartition, h.n.cfg.ID, topic, partition)
+		return nil, fmt.Errorf("%w: broker %d holds no replica of %s/%d", transport.ErrUnknownPartition, h.cfg.ID, topic, partition)
 	}
 	return rep, nil
 }
 
-func (h *rpcHandler) replicaDigest(req *transport.Request) transport.Reply {
+func (h *Handler) replicaDigest(req *transport.Request) transport.Reply {
 	var r transport.ReplicaDigestRequest
 	return serveWith(req, &r, allowing(func() error {
 		return h.allow(req, metadata.OpDescribe, metadata.ResourceTopic, r.Topic)
@@ -218,7 +214,7 @@ func (h *rpcHandler) replicaDigest(req *transport.Request) transport.Reply {
 	})
 }
 
-func (h *rpcHandler) replicaBatches(req *transport.Request) transport.Reply {
+func (h *Handler) replicaBatches(req *transport.Request) transport.Reply {
 	var r transport.ReplicaBatchesRequest
 	return serveWith(req, &r, h.replicaOfRequest(&r.Topic, &r.TopicID, &r.Partition), func(_ context.Context, rep *broker.Replica) (transport.Message, error) {
 		bs, err := rep.Part.Batches(&r)
@@ -229,14 +225,14 @@ func (h *rpcHandler) replicaBatches(req *transport.Request) transport.Reply {
 	})
 }
 
-func (h *rpcHandler) truncateReplica(req *transport.Request) transport.Reply {
+func (h *Handler) truncateReplica(req *transport.Request) transport.Reply {
 	var r transport.TruncateReplicaRequest
 	return serveWith(req, &r, h.replicaOfRequest(&r.Topic, &r.TopicID, &r.Partition), func(ctx context.Context, rep *broker.Replica) (transport.Message, error) {
 		return nil, rep.Part.Truncate(ctx, &r)
 	})
 }
 
-func (h *rpcHandler) recoverReplica(req *transport.Request) transport.Reply {
+func (h *Handler) recoverReplica(req *transport.Request) transport.Reply {
 	var r transport.CatchUpRequest
 	return serveWith(req, &r, h.leaderOfRequest(&r.Topic, &r.TopicID, &r.Partition), func(ctx context.Context, rep *broker.Replica) (transport.Message, error) {
 		res, err := rep.Part.RecoverFollower(ctx, r.Broker)
@@ -247,13 +243,13 @@ func (h *rpcHandler) recoverReplica(req *transport.Request) transport.Reply {
 	})
 }
 
-func (h *rpcHandler) resetReplica(req *transport.Request) transport.Reply {
+func (h *Handler) resetReplica(req *transport.Request) transport.Reply {
 	var r transport.TruncateReplicaRequest
 	if err := decode(req, &r); err != nil {
 		return transport.Immediate(nil, err)
 	}
 	return func(context.Context) (transport.Message, error) {
-		meta := h.n.broker.Metadata()
+		meta := h.cfg.Replicas.Metadata()
 		if meta == nil {
 			return nil, fmt.Errorf("%w: no metadata", transport.ErrNotReady)
 		}
@@ -261,53 +257,11 @@ func (h *rpcHandler) resetReplica(req *transport.Request) transport.Reply {
 			t.Partitions[r.Partition].LeaderEpoch > r.LeaderEpoch {
 			return nil, fmt.Errorf("%w: reset of %s/%d from epoch %d, metadata has %d", transport.ErrStaleEpoch, r.Topic, r.Partition, r.LeaderEpoch, t.Partitions[r.Partition].LeaderEpoch)
 		}
-		return nil, h.n.broker.ResetReplica(r.Topic, r.TopicID, r.Partition, r.Offset)
+		return nil, h.cfg.Replicas.ResetReplica(r.Topic, r.TopicID, r.Partition, r.Offset)
 	}
 }
 
-// audit hands an event to the controller's audit trail: directly on the
-// controller, by an Audit request elsewhere. It is best effort: the change
-// it records is already done, so a failure is logged, not returned.
-func (n *Node) audit(ctx context.Context, ev transport.HistoryEvent) {
-	if c := n.activeController(); c != nil {
-		// A candidate that has just handed the group over may still call
-		// itself active; the group refuses the entry before it is sent
-		// (NotController), so it goes to the new active controller below.
-		err := c.Record(ev)
-		if err == nil {
-			return
-		}
-		if !errors.Is(err, controller.ErrNotController) {
-			n.logger.Error("write audit trail", "err", err)
-			return
-		}
-	}
-	data, err := json.Marshal(ev)
-	if err != nil {
-		return
-	}
-	// Right after a transfer of the controller group no candidate may
-	// call itself active yet: the new leader first catches up on the
-	// log. Ask again, a little later, until one does or time is up.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	for {
-		_, err = n.callController(ctx, transport.APIAudit, &transport.JSONMessage{Data: data}, nil)
-		if err == nil {
-			return
-		}
-		if ctx.Err() != nil || !errors.Is(err, transport.ErrNotController) && !errors.Is(err, transport.ErrNotSent) {
-			n.logger.Warn("could not add an event to the controller's audit trail", "action", ev.Action, "err", err)
-			return
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-func (h *rpcHandler) auditEvent(req *transport.Request) transport.Reply {
+func (h *Handler) auditEvent(req *transport.Request) transport.Reply {
 	var m transport.JSONMessage
 	if err := decode(req, &m); err != nil {
 		return transport.Immediate(nil, err)

@@ -1,4 +1,4 @@
-package node
+package rpcapi
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 // acl lists the ACLs (any node, from its metadata: describe on the
 // cluster) or adds or removes some (the active controller: alter on the
 // cluster).
-func (h *rpcHandler) acl(req *transport.Request) transport.Reply {
+func (h *Handler) acl(req *transport.Request) transport.Reply {
 	var m transport.JSONMessage
 	if err := decode(req, &m); err != nil {
 		return transport.Immediate(nil, err)
@@ -29,7 +29,7 @@ func (h *rpcHandler) acl(req *transport.Request) transport.Reply {
 		if err := h.allow(req, metadata.OpDescribe, metadata.ResourceCluster, ""); err != nil {
 			return transport.Immediate(nil, err)
 		}
-		meta := h.n.broker.Metadata()
+		meta := h.cfg.Replicas.Metadata()
 		if meta == nil {
 			return transport.Immediate(nil, fmt.Errorf("%w: this node has no metadata yet", transport.ErrControllerUnavailable))
 		}

@@ -1,4 +1,4 @@
-package node
+package rpcapi
 
 import (
 	"context"
@@ -92,9 +92,9 @@ var wireErrors = []struct {
 	{err: context.Canceled, wire: transport.ErrShuttingDown},
 }
 
-// wireError gives err the code of the first sentinel it matches, keeping its
+// WireError gives err the code of the first sentinel it matches, keeping its
 // text. Errors that already carry a code keep it.
-func wireError(err error) error {
+func WireError(err error) error {
 	if err == nil {
 		return nil
 	}
