@@ -1,11 +1,21 @@
 // Package broker is the core of a gostream node: what a request does once
 // a front end (the native RPC handler, Durable Streams over HTTP, next
-// Kafka's protocol) has decoded it. Today it hosts the node's replicas
-// (Replicas): it opens, leads, follows and closes each partition replica
-// the metadata assigns to this broker, and serves by them.
+// Kafka's protocol) has decoded it. Broker holds the typed operations
+// (produce, fetch, offsets, metadata, topic administration on the active
+// controller, groups through their coordinators); Replicas hosts the
+// node's replicas: it opens, leads, follows and closes each partition
+// replica the metadata assigns to this broker, and serves by them.
 //
-// What Replicas promises:
+// Invariants:
 //
+//   - Every operation of Broker is authorized here, once, whatever
+//     protocol asked (Config.Authorizer; nil allows everything): one
+//     refused does nothing, and lists and descriptions leave out what
+//     the principal may not describe.
+//   - No client produces to an internal topic (__consumer_offsets) or to
+//     a sealed one, nor a batch over MaxBatchBytes; a produce is appended
+//     before Produce returns, so produces made one after another are in
+//     the log in that order.
 //   - The replicas match the metadata applied last (ApplyMetadata):
 //     replicas assigned here are open and lead or follow as it says,
 //     replicas of deleted topics are closed and removed from disk, and a
@@ -23,4 +33,8 @@
 //     its durable log.
 //   - Retention never deletes at or above a replica's high watermark;
 //     __consumer_offsets keeps what its newest complete snapshot needs.
+//
+// It imports replication, groups (the coordinators it finds and calls),
+// controller (topic administration on the active controller), metadata,
+// storage, record and transport (and hclog); nothing above it.
 package broker

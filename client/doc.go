@@ -254,14 +254,35 @@
 // high watermark and check every batch, then compares each follower's
 // digest with its leader's over the offsets both hold; VerifyReport gives
 // a verdict per replica (VerifyState), with the command that rebuilds a
-// damaged one. Neither call changes anything: replica states are asked
-// without a leader epoch, so they never fence.
+// damaged one. Neither call changes any log, and neither fences: replica
+// states are asked without a leader epoch. (A replica whose broker finds
+// damage while Verify reads it is marked damaged there, as any read that
+// found it would: see replication.Partition.Verify.)
 //
 // # Lifetimes
 //
 // Every goroutine the package starts is owned by a Client (connection
 // readers), a Producer (batchers, answer waiters, callbacks) or a
 // GroupConsumer (its heartbeat and fetchers) and has stopped when its
-// Close returns. Close is idempotent. A Consumer owns no goroutine. A Producer and a Consumer use a Client but do not own it:
-// close the Producer before the Client.
+// Close returns. Close is idempotent. A Consumer owns no goroutine. A
+// Producer and a Consumer use a Client but do not own it: close the
+// Producer before the Client.
+//
+// # Invariants
+//
+// Gathered from the sections above:
+//
+//   - The client never writes a duplicate: it sends a batch again only
+//     when the answer to its attempt proves it was not appended, and
+//     never after a later batch of its partition that was (or may have
+//     been) appended.
+//   - Every record given to a Producer ends with exactly one outcome (an
+//     Ack, ErrNotAppended or ErrUnknownOutcome); among the acknowledged
+//     records one goroutine gave one Producer for one partition, an
+//     earlier one has a lower offset.
+//   - A Consumer never skips a batch that fails verification.
+//   - Nothing is committed unless the caller commits or turns auto-commit
+//     on.
+//   - The cached metadata never goes back to an older metadata epoch.
+//   - Reports (ClusterStatus, Verify, ...) change no log and never fence.
 package client

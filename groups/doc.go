@@ -6,7 +6,7 @@
 // coordinators, one per offsets partition it leads, over
 // replication.LeaderStates. The design is docs/groups.md.
 //
-// What it promises:
+// Invariants:
 //
 //   - Decode accepts exactly what Encode writes, and refuses anything else
 //     (an unknown version or kind, a field over its bound, a group name
@@ -25,4 +25,19 @@
 //     the leadership ends it answers ErrNotCoordinator, and the
 //     coordinator it served appends nothing more and confirms no read.
 //     While a coordinator rebuilds, it answers ErrCoordinatorLoading.
+//   - A coordinator's groups are what its partition's log says: each
+//     record is applied, in log order, as it is appended, so a successor
+//     that replays the log holds the same; a record that does not decode
+//     stops the rebuild (ErrMalformed), and the partition serves no group.
+//   - A request is answered only once the records it wrote, or read, are
+//     acknowledged; reads are also confirmed with the followers.
+//   - A commit writes all its offsets in one batch or none. A committed
+//     offset is never past its partition's high watermark and, for one
+//     incarnation of its topic, never moves back but by an explicit reset,
+//     which is refused while the group has members; a commit from a
+//     member that is not current (its epoch) or does not own the
+//     partition is refused.
+//
+// It imports replication, metadata, record and transport (and hclog and
+// the Prometheus client for its metrics); nothing above it.
 package groups

@@ -19,10 +19,15 @@
 //     and every replica it hosts with its offsets, followers and problems),
 //     which gostream-ctl cluster status gathers from every node.
 //
-// Promises:
+// Invariants:
 //
 //   - A route whose Config field is nil is not served: 404, as for any
 //     unknown path.
+//   - With Config.Authenticate set, every request but those to
+//     /api/health and CORS preflights (OPTIONS) names its principal
+//     first, or is answered 401 with WWW-Authenticate and reaches no
+//     handler; with Config.AllowDescribe set, /metrics and /api/status
+//     need describe on the cluster (403 otherwise).
 //   - Each route answers HEAD as GET does. Another method gets 405 with an
 //     Allow header.
 //   - JSON bodies end with a newline and are sent with Content-Type
@@ -37,4 +42,7 @@
 // (/v1/stream/): requests there go to it before the mux, which would clean
 // the path, so the protocol's handler refuses a path with .. or an empty
 // segment instead of serving another one (docs/durable-streams.md).
+//
+// It imports durable (its Prefix, to route there) and transport (the
+// status document's path) and nothing else of gostream (hclog besides).
 package httpapi

@@ -4,7 +4,9 @@
 // the deterministic placement of replicas, and the durable store the
 // controller keeps it in.
 //
-// Invariants that Validate checks and every change keeps:
+// Invariants that Validate checks (Parse and Store.Save refuse a
+// document that breaks one) and every change keeps:
+//
 //   - broker ids are positive and unique; topic names follow the
 //     cluster's naming rule (ValidateTopicName: 1 to 249 of
 //     [A-Za-z0-9._-], not . or ..), which also makes each one directory
@@ -15,9 +17,21 @@
 //     leader;
 //   - a topic's configuration (TopicConfig) names only known keys, each
 //     with a value it takes (CheckConfig);
-//   - the metadata epoch and every leader epoch only increase.
+//   - a partition's leader epoch is not negative, and its reserved epoch
+//     (the highest a failover handed out), when set, is not below it.
 //
-// The Store writes atomically (temp file, fsync, rename, fsync of the
-// directory) and never rewrites a file it could not load: damaged metadata
-// is reported with the file and the reason.
+// Beyond one document, which Validate cannot see: every change the
+// controller persists has a higher metadata epoch than the one before,
+// and a partition's leader epoch never goes back either, but for an
+// operator's restore of an older broker's copy (RestoreMetadata with a
+// broker named), which takes that copy's leader epochs and keeps the
+// higher reserved epoch, so that no epoch is handed out twice.
+//
+// Store.Save writes atomically (temp file, fsync, rename, fsync of the
+// directory). Store.Load never writes: damaged metadata is reported
+// (ErrCorrupt) with the file and the reason, and its users (the
+// controller, a broker's cache) then stop rather than rewrite it.
+//
+// It imports storage (the atomic write, and the log policy a topic's
+// configuration becomes) and nothing else of gostream.
 package metadata

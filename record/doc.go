@@ -29,7 +29,21 @@
 // The checksum covers every byte of the batch but its own four, so a batch
 // that verifies has the base offset, epoch and time it was stamped with.
 //
-// Decoding never trusts a length: every length and count is checked against
-// the bytes that remain before anything is allocated. A decoded batch
-// re-encodes to the same bytes.
+// Invariants:
+//
+//   - Decoding never trusts a length: every length and count is checked
+//     against the bytes that remain before anything is allocated.
+//   - Frame and Validate accept a batch only if its checksum matches, its
+//     magic is 1 and its attributes 0, its base offset and epoch are not
+//     negative, it has at least one record and its offsets do not
+//     overflow; Validate also needs exactly RecordCount well-formed
+//     records to fill it. Anything else is ErrInvalid (or ErrShort for
+//     bytes that end inside the batch), never a panic.
+//   - Stamp rewrites the base offset, epoch and append time and the
+//     checksum with them; no other function changes a batch's bytes.
+//   - A valid batch's records, encoded again by AppendBatch and stamped
+//     with the batch's own base offset, epoch and time, are the same
+//     bytes (FuzzBatchDecode).
+//
+// It imports only the standard library.
 package record

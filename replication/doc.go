@@ -2,18 +2,34 @@
 // leader's write path, the high watermark, fencing by leader epoch, and
 // (with followers) the replication of every batch to the active replicas.
 //
-// Promises of a Partition:
-//   - A produced batch is acknowledged only after every active replica
-//     holds it durably. With a single active replica, that is the leader's
-//     own fsync.
-//   - The high watermark (HW) is the offset below which every active replica
-//     holds the records. Reads never return a batch at or above it, and it
-//     never moves backward.
+// Invariants of a Partition:
+//
+//   - A produced batch is acknowledged only after every replica of the
+//     active set the leader held when it appended the batch holds it
+//     durably. With a single active replica, that is the leader's own
+//     fsync.
+//   - The high watermark (HW) is the offset below which those replicas
+//     hold the records: a leader advances it as its own fsyncs and its
+//     followers' acknowledgements come, a follower takes its leader's,
+//     cut to what it holds. Reads never return a batch at or above it.
+//     It never moves backward, but on a replica outside the active set
+//     that recovery cuts back (Truncate). A replica that recovery puts
+//     back in the active set may lack records below its leader's HW
+//     until the leader's sender has filled it in.
 //   - Appends are ordered: batches produced through Produce land in the
 //     order Produce was called, even though their acknowledgements are
 //     awaited concurrently.
 //   - Only the leader of the current epoch accepts produce requests; a
-//     replica asked to act for an older epoch refuses (ErrStaleEpoch).
+//     replica asked to act for an older epoch refuses (ErrStaleEpoch). A
+//     replica records a newer epoch (durably, in Options.EpochFile) before
+//     it acts on it, and a leader that learns of a newer one from a
+//     follower stops taking writes.
+//   - Replication never cuts a log: a follower whose log is not a prefix
+//     of its leader's, by batch identity, is marked diverged and sent
+//     nothing more. Only RecoverFollower has a replica cut or rebuilt,
+//     one outside the active set, and the leader's log is never cut
+//     (Truncate refuses on a replica that leads at the request's epoch or
+//     a later one).
 //   - A replica that leads or is an active follower reports a full disk
 //     as its Problem from the first append that fails for want of space
 //     (its own as leader, of its leader's batches as follower) until an
@@ -37,9 +53,11 @@
 //     an older one still writes to. The user applies the batch to its
 //     state when Append returns, under its own lock that orders its
 //     appends, and waits for the acknowledgement after it.
-//   - A state is dropped when its leadership ends, when LeaderStates.Retain
-//     lets its key go, and (unless configured otherwise) when an
-//     append's wait fails; the next Get builds it again.
+//   - A state is no longer served once its leadership ends (Peek answers
+//     ErrNotLeader), nor (unless configured otherwise) once an append's
+//     wait fails; it is dropped by the next Get or Begin of its key, or by
+//     LeaderStates.Retain, which lets go of the keys it is not told to
+//     keep and of ended leaderships. The next Get builds it again.
 //   - What a user answers from its state is acknowledged
 //     (Leadership.WaitAcked of the log end it read at) and, when a
 //     newer leader could have passed it, confirmed (Leadership.Confirm).
@@ -54,4 +72,8 @@
 // __consumer_offsets: Begin from a periodic task, Peek for a request
 // (ErrLoading: CoordinatorLoading), KeepOnFailedAck since a coordinator
 // is what the leader's log holds.
+//
+// It imports record, storage and transport (and hclog), and declares the
+// narrow interfaces it needs of a log and of its peers (Log, Peer)
+// itself.
 package replication

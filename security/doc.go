@@ -17,4 +17,22 @@
 //
 // Nothing here reads the network; the node wires it into its listeners
 // and the transport.
+//
+// Invariants:
+//
+//   - Default deny: the empty principal (no one authenticated) may do
+//     nothing, a superuser anything, anyone else what an ACL of the
+//     metadata of the moment allows.
+//   - Tokens holds only the SHA-256 of each token, as its file does; a
+//     lookup compares every entry in constant time, and one hash names
+//     one principal.
+//   - A reload that fails (or whose new certificate's name the check
+//     refuses) keeps what was loaded; a certificate (the CA's aside)
+//     that is expired or not yet valid is never loaded.
+//   - Each handshake takes the TLS files loaded last, at TLS 1.2 or
+//     above; with a CA, a client certificate is verified against it
+//     (and required under ClientAuthRequire).
+//
+// It imports metadata (the ACLs and the principal rule) and nothing else
+// of gostream.
 package security

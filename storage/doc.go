@@ -24,13 +24,18 @@
 // memory so that a crash loses exactly them; binaries built with the
 // crashfs tag use it as their default.
 //
-// # Promises
+// # Invariants
 //
 //   - Durability: Append and AppendExact return only after the batch is
 //     fsync'd. Concurrent appenders share fsyncs (group commit): whoever finds
 //     no fsync running runs one that covers everything written so far.
 //   - Readers never see a byte that is not durable: Read and Wait work on the
-//     durable end of the log, and readers get whole batches only.
+//     durable end of the log, and readers get whole batches only. (The batch
+//     identities that LastBatches, BatchesBefore, BatchAt and Digest give,
+//     read from headers, reach the log end.)
+//   - Every batch Read returns passed its checksum on that read, old
+//     segments included (they are not rescanned on open): a damaged batch
+//     is ErrCorrupt and never reaches a consumer or a follower.
 //   - Offsets are contiguous from the log start; a batch's epoch is never
 //     lower than the batch before it.
 //   - Only the newest segment can hold a torn write: a segment is fsync'd
@@ -70,10 +75,17 @@
 //     TruncateTo only cuts at batch boundaries and never below the log
 //     start. SetPolicy changes segment rolling and retention on an open
 //     log without waiting for appends.
+//   - A storage root is used by one process at a time (its LockFile;
+//     ErrRootInUse) and only by the broker and cluster its stamp names
+//     (ErrStampMismatch, and nothing is changed); a stamp that does not
+//     parse is ErrCorrupt and never rewritten.
 //
 // # Concurrency
 //
 // A Log is safe for concurrent use. Appends, truncation, retention and close
 // are serialized by one mutex; readers take a read lock only to find a
 // segment and then read with pread, so they never wait on disk writes.
+//
+// It imports record and nothing else of gostream (besides the standard
+// library, hclog): the layers above import it, never the reverse.
 package storage

@@ -111,4 +111,29 @@
 // Every goroutine is owned: a tail's by the Server (Run's end stops and
 // waits for them), a state's build by the LeaderStates (closed when Run
 // ends).
+//
+// # Invariants
+//
+//   - An append is one batch, in the log whole or not at all, and is
+//     answered (as a duplicate too) only once that batch is acknowledged
+//     (replication's sense: durable on the active replicas); a reader is
+//     told only what lies below the high watermark.
+//   - An append lands only through the state of the stream leader's
+//     current leadership, checked and applied under that state's lock:
+//     a closed stream, a stale producer epoch, a gap in a producer's
+//     sequence or a Stream-Seq not above the last is refused, and nothing
+//     is appended.
+//   - A stream's leader is asked to do an operation again only after an
+//     error that proves it was not done, and for at most three seconds
+//     (routing, above).
+//   - Two paths whose topic names collide are refused (409), never merged.
+//   - A node's live readers of a stream wait on its one tail there (one
+//     of an older incarnation, or one that ended, is replaced); a tail
+//     never waits for a reader, and no reader waits on a tail that no
+//     longer reads.
+//
+// It imports durable (whose Backend it implements), controller (a
+// stream's topic created or deleted by the active controller here),
+// replication, metadata, record and transport (and hclog and the
+// Prometheus client); never node, nor a front end but durable's types.
 package streams

@@ -1,9 +1,27 @@
 // Package testcluster runs real gostream-node processes for tests and for
 // the chaos harness: it builds the binaries once, starts nodes each with a
 // data directory of its own, stops, kills, pauses and restarts them, and runs
-// gostream-ctl against them as an operator would. It never imports the
-// node's packages: it sees the cluster only as a user does, through
-// processes, ports, files and the client library.
+// gostream-ctl against them as an operator would. It drives the cluster
+// only as a user does, through processes, ports, files, the client
+// library and the wire protocol.
+//
+// Invariants:
+//
+//   - The binaries are built once per process (Build), from the module's
+//     own source, with the race detector when asked; the crashfs build
+//     (storage.CrashFS) loses exactly the bytes not yet fsync'd when it
+//     is killed.
+//   - Each node has a data directory of its own, and addresses that no
+//     other node of the process was handed (freeAddr never hands one out
+//     twice).
+//   - Cluster.Close kills every node, heals the network it cut and stops
+//     its proxy; it may be called more than once.
+//
+// It imports client, and for their formats and constants transport (the
+// wire protocol), record (batches), storage (a node's files), groups (the
+// records of __consumer_offsets) and security (TLS files and tokens), and
+// porcupine; never node, nor a package that runs a node's work (broker,
+// replication, controller, rpcapi, streams).
 package testcluster
 
 // The chaos harness (history.go, workload.go, checker.go, porcupine.go,

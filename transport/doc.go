@@ -181,4 +181,22 @@
 // waits for every goroutine the server started. RefuseRPCOnHTTP wraps a
 // node's HTTP listener so that a gostream client that dials it by mistake is
 // answered at once with an HTTP 400 that names the RPC address.
+//
+// # Invariants
+//
+//   - No decoder allocates on a length or count it has not checked
+//     against the bytes left, and none leaves a byte unread: a body
+//     decodes exactly, or fails with ErrMalformed.
+//   - A response reaches only the call of its correlation id, and every
+//     call ends: with its answer, its connection's close, or its deadline.
+//   - Nothing is sent twice by this package unless it provably was not
+//     sent (ErrNotSent) or its API is Idempotent (Pool.Call).
+//   - A Server hands one connection's requests to its Handler one at a
+//     time, in the order they arrived; what a request and its answer
+//     hold counts against the connection's and the server's memory.
+//   - Bad input ends its connection, never the server; a panic in a
+//     Handler or Reply is answered Unknown; Close is idempotent and
+//     returns once every goroutine the server started has.
+//   - A code's number, name and retriable flag never change, and errors
+//     of one code match each other under errors.Is on both sides.
 package transport

@@ -37,4 +37,22 @@
 // configuration and in the same term: any candidate elected has it in its
 // log and commits it with its first entry, so no leader ever holds an
 // empty state and no other candidate can seed a second first metadata.
+//
+// Invariants:
+//
+//   - Every candidate applies the same committed entries, in order, to
+//     the same state; an entry that cannot be applied (a lost
+//     compare-and-set, a malformed entry) changes nothing on any of them,
+//     and Raft's log is never failed for it.
+//   - A change's metadata and its audit events are one entry: both are
+//     applied, or neither. A change's epoch is above the one it replaces.
+//   - Only the Raft leader proposes (ErrNotLeader elsewhere, naming the
+//     leader it knows).
+//   - A damaged raft.db or snapshot stops the candidate with ErrCorrupt
+//     before Raft reads it, and nothing is rewritten.
+//   - The audit trail keeps the newest MaxHistory events; older ones go
+//     first.
+//
+// It imports metadata and transport (and hashicorp/raft, raft-boltdb v2,
+// bbolt and hclog); nothing else of gostream.
 package quorum
