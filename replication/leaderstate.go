@@ -11,7 +11,7 @@ import (
 
 var (
 	// ErrLoading means a leader state that is being built from its
-	// replica's log (Registry.Peek): it is retriable.
+	// replica's log (LeaderStates.Peek): it is retriable.
 	ErrLoading = errors.New("replication: leader state loading")
 	// ErrLoadFailed marks the error of a leader state's build: its Load
 	// failed (the log could not be read, or holds what the user does not
@@ -29,7 +29,7 @@ const replayRead = 1 << 20
 
 // Leadership is a replica's leadership of its partition at one leader
 // epoch: what a user that keeps state beside the leader's log (see
-// Registry) reads the log through and appends through. It ends when the
+// LeaderStates) reads the log through and appends through. It ends when the
 // replica stops leading at that epoch; its successor, at a newer epoch, is
 // another Leadership.
 type Leadership struct {
@@ -38,7 +38,7 @@ type Leadership struct {
 	done  <-chan struct{}
 	// ackWait bounds the waits for acknowledgements, 0 for none.
 	ackWait time.Duration
-	// onAckFailed, when set (by a Registry), is called once an append's
+	// onAckFailed, when set (by a LeaderStates), is called once an append's
 	// wait failed.
 	onAckFailed func()
 	// dropped is set, under p.produceMu, once the state built on this
@@ -131,7 +131,7 @@ func (l *Leadership) Replay(ctx context.Context, fn func(record.Batch) error) (i
 // batch to its state when Append returns, and serializes its appends with
 // that (under its own lock), so the state follows the log's order; the
 // wait is for after the lock. A wait that fails drops a state the
-// Registry keeps (unless configured to keep it): the records stay in the
+// LeaderStates keeps (unless configured to keep it): the records stay in the
 // leader's log, and whether the state still says what the log holds is
 // no longer known.
 func (l *Leadership) Append(batch record.Batch) (end int64, wait func(context.Context) error, err error) {
