@@ -105,9 +105,17 @@ func (c *Controller) recoverOne(ctx context.Context, s *step) {
 	active := append(slices.Clone(s.part.Active), s.broker)
 	slices.Sort(active)
 	s.res.NewActive = active
+	// The leader counts the replica in every acknowledgement for
+	// transport.RecoveredReplicaHold from now, so that it lacks none once
+	// it is active; made active later, it could.
+	commitBy := time.Now().Add(transport.RecoveredReplicaHold / 2)
 	s.apply = func(p *metadata.Partition) error {
 		if err := s.unchanged(p, "recovery"); err != nil {
 			return err
+		}
+		if time.Now().After(commitBy) {
+			return fmt.Errorf("%w: the recovery of broker %d for %s/%d was not committed within %s of its copy; run recover again",
+				ErrNotReady, s.broker, s.topic, s.partition, transport.RecoveredReplicaHold/2)
 		}
 		if !slices.Contains(p.Active, s.broker) {
 			p.Active = append(p.Active, s.broker)

@@ -6,16 +6,18 @@
 //
 //   - A produced batch is acknowledged only after every replica of the
 //     active set the leader held when it appended the batch holds it
-//     durably. With a single active replica, that is the leader's own
-//     fsync.
+//     durably (and every replica recovered here that the metadata does
+//     not list active yet). With a single active replica, that is the
+//     leader's own fsync.
 //   - The high watermark (HW) is the offset below which those replicas
 //     hold the records: a leader advances it as its own fsyncs and its
 //     followers' acknowledgements come, a follower takes its leader's,
 //     cut to what it holds. Reads never return a batch at or above it.
 //     It never moves backward, but on a replica outside the active set
-//     that recovery cuts back (Truncate). A replica that recovery puts
-//     back in the active set may lack records below its leader's HW
-//     until the leader's sender has filled it in.
+//     that recovery cuts back (Truncate). A replica recovered here holds
+//     every record below the HW when RecoverFollower returns, and is
+//     counted in every acknowledgement from then on (see RecoverFollower),
+//     so the metadata never lists active a replica that lacks one.
 //   - Appends are ordered: batches produced through Produce land in the
 //     order Produce was called, even though their acknowledgements are
 //     awaited concurrently.

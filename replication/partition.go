@@ -91,7 +91,11 @@ type Options struct {
 	// its durable log, so a restarted leader serves the records below it
 	// at once, before it has heard from its followers.
 	HighWatermark int64
-	Logger        hclog.Logger
+	// JoinHold is how long a replica recovered here is counted in every
+	// acknowledgement before the metadata lists it active (default
+	// transport.RecoveredReplicaHold; see RecoverFollower).
+	JoinHold time.Duration
+	Logger   hclog.Logger
 }
 
 // Partition is one partition replica on this broker, leader or follower.
@@ -126,6 +130,10 @@ type Partition struct {
 		hwKnown   bool
 		hwChanged chan struct{}
 		followers map[int32]*follower
+		// joining are the replicas recovered here that the metadata does
+		// not list active yet, each with its sender (also in followers):
+		// every acknowledgement waits for them too (see RecoverFollower).
+		joining map[int32]joiner
 		// damaged is set, for good, when a read of the log finds a batch
 		// that fails its checksum; behind, when an active follower holds
 		// more than this replica while it leads (cleared by a new epoch).
@@ -158,6 +166,9 @@ func NewPartition(topic string, index, brokerID int32, log Log, logger hclog.Log
 	p.TopicID = p.opts.TopicID
 	if p.opts.ReplicationTimeout <= 0 {
 		p.opts.ReplicationTimeout = 10 * time.Second
+	}
+	if p.opts.JoinHold <= 0 {
+		p.opts.JoinHold = transport.RecoveredReplicaHold
 	}
 	if p.opts.OnStaleEpoch == nil {
 		p.opts.OnStaleEpoch = func() {}
@@ -341,6 +352,18 @@ func (p *Partition) SetState(s State) error {
 			}
 		}
 	}
+	// A replica recovered here stays counted until the metadata lists it
+	// active (then it is a follower like the others), or the leadership
+	// moves on (the recovery's commit fails then: it is made for this
+	// leader and epoch).
+	for id, j := range p.mu.joining {
+		switch {
+		case !leading || s.LeaderEpoch != j.epoch || want[id]:
+			delete(p.mu.joining, id)
+		default:
+			want[id] = true
+		}
+	}
 	epochChanged := s.LeaderEpoch != prev.LeaderEpoch
 	for id, f := range p.mu.followers {
 		if !want[id] || epochChanged {
@@ -385,6 +408,7 @@ func (p *Partition) Close() {
 	p.mu.Lock()
 	fs := p.mu.followers
 	p.mu.followers = nil
+	p.mu.joining = nil
 	p.mu.closed = true
 	if p.mu.leading != nil {
 		close(p.mu.leading)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"gostream/record"
 	"gostream/storage"
@@ -39,7 +40,9 @@ type RecoverResult struct {
 // replica's batches backward and comparing their identities, then checking
 // the whole prefix by digest), has the replica cut everything after it
 // (kept in its quarantine/), copies the leader's batches from there, and
-// verifies the two logs are identical by digest. The leader's log is never
+// verifies the two logs are identical by digest; then it copies what was
+// appended meanwhile and counts the replica in every acknowledgement until
+// the metadata lists it active (join). The leader's log is never
 // truncated. Adding the replica back to the active set is the controller's
 // job, once this returns.
 //
@@ -58,6 +61,12 @@ func (p *Partition) RecoverFollower(ctx context.Context, broker int32) (RecoverR
 	}
 	if broker == p.brokerID {
 		return RecoverResult{}, fmt.Errorf("%w: the leader is never recovered", ErrNotLeader)
+	}
+	// An earlier recovery's replica that the metadata never listed active
+	// (its commit failed): its sender stops before this recovery cuts and
+	// copies.
+	if p.leaveJoining(broker, "it is recovered again") {
+		p.recomputeHW()
 	}
 	if slices.Contains(st.Active, broker) {
 		// The controller asks to recover only a replica its metadata has
@@ -210,7 +219,89 @@ search:
 	if !same {
 		return res, fmt.Errorf("%w: broker %d still differs from the leader after recovery", ErrReplicaDivergence, broker)
 	}
-	return res, nil
+	res.CopiedTo, err = p.join(ctx, peer, broker, epoch, copied)
+	return res, err
+}
+
+// joiner is a replica recovered here that the metadata does not list
+// active yet.
+type joiner struct {
+	epoch int32
+	f     *follower
+}
+
+// join brings broker, which recovery filled and verified up to from, to
+// this leader's log end, and from then on counts it in every
+// acknowledgement, before the controller's metadata lists it active. The
+// records appended while recovery verified the copy were acknowledged
+// without it, so a replica made active at the copy's end would lack
+// acknowledged records until this leader's sender filled them in, and a
+// failover that found only it would lose them. Appends wait while the
+// tail is copied (produceMu): at the end the replica holds every record
+// of the log, so every record acknowledged before or after is on it. It
+// is counted until the metadata lists it active, the leadership moves on,
+// it is recovered again, or Options.JoinHold passes (the controller
+// commits a recovery within half of it, or not at all). It returns the
+// offset the replica was filled up to.
+func (p *Partition) join(ctx context.Context, peer Peer, broker, epoch int32, from int64) (int64, error) {
+	p.produceMu.Lock()
+	defer p.produceMu.Unlock()
+	to, err := copyBatches(ctx, p, peer, epoch, from, p.log.LogEndOffset())
+	if err != nil {
+		return to, fmt.Errorf("copy to broker %d what was appended during its recovery: %w", broker, err)
+	}
+	p.mu.Lock()
+	st := p.mu.state
+	if st.Leader != p.brokerID || st.LeaderEpoch != epoch || p.mu.steppedDn || p.mu.closed {
+		p.mu.Unlock()
+		return to, fmt.Errorf("%w: broker %d no longer leads %s/%d at epoch %d", ErrNotLeader, p.brokerID, p.Topic, p.Index, epoch)
+	}
+	if _, ok := p.mu.followers[broker]; ok {
+		p.mu.Unlock()
+		return to, nil // active already: the metadata came first
+	}
+	f := newFollower(p, broker, epoch)
+	if p.mu.followers == nil {
+		p.mu.followers = map[int32]*follower{}
+	}
+	if p.mu.joining == nil {
+		p.mu.joining = map[int32]joiner{}
+	}
+	p.mu.followers[broker] = f
+	p.mu.joining[broker] = joiner{epoch: epoch, f: f}
+	p.mu.Unlock()
+	f.start()
+	time.AfterFunc(p.opts.JoinHold, func() {
+		if p.leaveJoiningIf(broker, f, "the metadata did not list it active in time") {
+			p.recomputeHW()
+		}
+	})
+	return to, nil
+}
+
+// leaveJoining stops counting broker, a replica recovered here that the
+// metadata does not list active, in acknowledgements. It reports whether
+// broker was one.
+func (p *Partition) leaveJoining(broker int32, why string) bool {
+	return p.leaveJoiningIf(broker, nil, why)
+}
+
+// leaveJoiningIf is leaveJoining, only for the sender f when f is not nil.
+func (p *Partition) leaveJoiningIf(broker int32, f *follower, why string) bool {
+	p.mu.Lock()
+	j, ok := p.mu.joining[broker]
+	if !ok || f != nil && j.f != f {
+		p.mu.Unlock()
+		return false
+	}
+	delete(p.mu.joining, broker)
+	if p.mu.followers[broker] == j.f {
+		delete(p.mu.followers, broker)
+	}
+	p.mu.Unlock()
+	p.logger.Warn("a recovered replica is no longer counted in acknowledgements: "+why, "peer", broker)
+	j.f.stop()
+	return true
 }
 
 // maxRebuildsOvertaken bounds how many times one recovery rebuilds a

@@ -1,5 +1,7 @@
 package transport
 
+import "time"
+
 // Operator APIs: failover and recovery (ctl → controller), and the replica
 // calls they are made of (controller or leader → replica).
 const (
@@ -178,6 +180,14 @@ func (r *TruncateReplicaRequest) Decode(d *Decoder) {
 	r.LeaderEpoch = d.Int32()
 	r.Offset = d.Int64()
 }
+
+// RecoveredReplicaHold is how long a leader counts a replica it has just
+// recovered in every acknowledgement before the controller's metadata
+// lists it active (replication.Partition.RecoverFollower): so that no
+// record is acknowledged that the replica lacks once it is active. A
+// controller commits the recovery well within it (half of it at most), or
+// not at all.
+const RecoveredReplicaHold = time.Minute
 
 // RecoverReplicaResponse says what a leader did to bring a replica back:
 // where it cut the replica's log (its end before, and the common prefix
