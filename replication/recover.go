@@ -244,6 +244,9 @@ type joiner struct {
 // commits a recovery within half of it, or not at all). It returns the
 // offset the replica was filled up to.
 func (p *Partition) join(ctx context.Context, peer Peer, broker, epoch int32, from int64) (int64, error) {
+	// Appends wait at most one replication round for the tail.
+	ctx, cancel := context.WithTimeout(ctx, p.opts.ReplicationTimeout)
+	defer cancel()
 	p.produceMu.Lock()
 	defer p.produceMu.Unlock()
 	to, err := copyBatches(ctx, p, peer, epoch, from, p.log.LogEndOffset())
