@@ -88,8 +88,9 @@ func closedWithin(t *testing.T, errc chan error, within time.Duration, what stri
 func TestRecheckEndsTheConnectionsOfARevokedToken(t *testing.T) {
 	p := newTestPKI(t)
 	tt := &tokenTable{tokens: map[string]string{"r-token": "reader", "k-token": "keeper", "m-token": "mover"}}
+	var handled atomic.Int64
 	srv, addr := startServer(t, ServerConfig{TLS: p.serverTLS(false), Authenticate: tt.authenticate, RequireAuth: true, Recheck: tt.stands},
-		testHandler(nil))
+		testHandler(&handled))
 	dialAs := func(token string, certs ...tls.Certificate) *Conn {
 		c, err := Dial(testContext(t), addr, ConnConfig{TLS: p.clientTLS(certs...), Token: token})
 		require.NoError(t, err)
@@ -102,6 +103,9 @@ func TestRecheckEndsTheConnectionsOfARevokedToken(t *testing.T) {
 	readerCall := block(t, reader)
 	moverCall := block(t, mover)
 	require.Eventually(t, func() bool { return srv.sessions.Len() == 4 }, 5*time.Second, time.Millisecond)
+	// Both calls are in flight at the server before their connections
+	// end: one not sent yet would fail as not sent, not as closed.
+	require.Eventually(t, func() bool { return handled.Load() == 2 }, 5*time.Second, time.Millisecond)
 
 	assert.Empty(t, srv.Recheck(), "nothing changed, nothing ended")
 	tt.set("r-token", "")
