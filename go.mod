@@ -9,8 +9,11 @@ require (
 	github.com/hashicorp/memberlist v0.5.4
 	github.com/hashicorp/raft v1.7.2
 	github.com/hashicorp/raft-boltdb/v2 v2.3.1
+	github.com/klauspost/compress v1.20.5
+	github.com/pierrec/lz4/v4 v4.1.33
 	github.com/prometheus/client_golang v1.25.0
 	github.com/stretchr/testify v1.12.1
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1
 	github.com/urfave/cli/v2 v2.27.7
 	go.etcd.io/bbolt v1.3.5
 	golang.org/x/sync v0.23.0

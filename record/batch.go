@@ -23,7 +23,7 @@ const (
 	HeaderSize = 34
 	// LengthPrefix is the size of the fields before Length's count starts.
 	LengthPrefix = 12
-	// Magic is the current (and only) batch format version.
+	// Magic is the format version of a batch of gostream records.
 	Magic = 1
 	// minRecordSize is the smallest encoded record: empty key, value and headers.
 	minRecordSize = 12
@@ -186,6 +186,13 @@ func (b Batch) recordCount() (int, error) {
 		return 0, ErrShort
 	}
 	c := binary.BigEndian.Uint32(b[offRecordCount:])
+	if b[offMagic] == MagicKafka {
+		// The Kafka batch's own checks bound its count (checkKafkaHeader).
+		if c == 0 || c > math.MaxInt32 {
+			return 0, fmt.Errorf("%w: record count %d", ErrInvalid, c)
+		}
+		return int(c), nil
+	}
 	if c == 0 || uint64(c)*minRecordSize > uint64(len(b)-HeaderSize) {
 		return 0, fmt.Errorf("%w: record count %d does not fit %d bytes", ErrInvalid, c, len(b))
 	}
@@ -193,7 +200,7 @@ func (b Batch) recordCount() (int, error) {
 }
 
 func (b Batch) checkHeader() error {
-	if b[offMagic] != Magic {
+	if b[offMagic] != Magic && b[offMagic] != MagicKafka {
 		return fmt.Errorf("%w: magic %d", ErrInvalid, b[offMagic])
 	}
 	if b[offAttributes] != 0 {
@@ -211,6 +218,9 @@ func (b Batch) checkHeader() error {
 	}
 	if uint64(b.BaseOffset())+uint64(c) > math.MaxInt64 {
 		return fmt.Errorf("%w: offsets overflow", ErrInvalid)
+	}
+	if b[offMagic] == MagicKafka {
+		return b.checkKafkaHeader()
 	}
 	return nil
 }
@@ -232,6 +242,11 @@ func (b Batch) Validate() error {
 	if !b.ChecksumOK() {
 		return ErrChecksum
 	}
+	if b[offMagic] == MagicKafka {
+		if k := b.kafka(); k.crc() != k.computeCRC() {
+			return fmt.Errorf("%w: the Kafka batch's CRC-32C does not match", ErrChecksum)
+		}
+	}
 	return b.Records(func(*Record) bool { return true })
 }
 
@@ -251,6 +266,9 @@ func (b Batch) Stamp(baseOffset int64, leaderEpoch int32, appendTime int64) {
 	binary.BigEndian.PutUint64(b[offBaseOffset:], uint64(baseOffset))
 	binary.BigEndian.PutUint32(b[offLeaderEpoch:], uint32(leaderEpoch))
 	binary.BigEndian.PutUint64(b[offAppendTime:], uint64(appendTime))
+	if b[offMagic] == MagicKafka {
+		b.stampKafka(baseOffset, leaderEpoch, appendTime)
+	}
 	b.setCRC()
 }
 
@@ -284,6 +302,12 @@ func (b Batch) Records(fn func(*Record) bool) error {
 	if err != nil {
 		return err
 	}
+	if b[offMagic] == MagicKafka {
+		if err := b.checkKafkaHeader(); err != nil {
+			return err
+		}
+		return b.kafka().records(b.BaseOffset(), 0, fn)
+	}
 	base, ts := b.BaseOffset(), b.AppendTime()
 	p := HeaderSize
 	var r Record
@@ -311,16 +335,22 @@ func (b Batch) Decode() ([]Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Record, 0, count)
+	out := make([]Record, 0, min(count, 1024))
 	err = b.Records(func(r *Record) bool {
-		c := Record{Offset: r.Offset, Timestamp: r.Timestamp, Value: append([]byte{}, r.Value...)}
+		c := Record{Offset: r.Offset, Timestamp: r.Timestamp}
+		if r.Value != nil {
+			c.Value = append([]byte{}, r.Value...)
+		}
 		if r.Key != nil {
 			c.Key = append([]byte{}, r.Key...)
 		}
 		if len(r.Headers) > 0 {
 			c.Headers = make([]Header, len(r.Headers))
 			for i, h := range r.Headers {
-				c.Headers[i] = Header{Key: h.Key, Value: append([]byte{}, h.Value...)}
+				c.Headers[i] = Header{Key: h.Key}
+				if h.Value != nil {
+					c.Headers[i].Value = append([]byte{}, h.Value...)
+				}
 			}
 		}
 		out = append(out, c)

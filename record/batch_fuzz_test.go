@@ -3,6 +3,7 @@ package record_test
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"flag"
 	"fmt"
 	"hash/crc32"
@@ -73,7 +74,18 @@ func batchFuzzSeeds(t testing.TB) []batchFuzzSeed {
 		f(c)
 		return c
 	}
+	kb, err := record.AppendKafkaBatch(nil, []record.Record{{Key: []byte("k"), Value: []byte("v"), Headers: []record.Header{{Key: "h"}}}, {}},
+		record.KafkaBatchOptions{Compression: record.CompressionGzip, ProducerID: 3, ProducerEpoch: 0, BaseSequence: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapped, err := record.WrapKafka(kb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapped.Stamp(9, 2, 1_700_000_000_000)
 	return []batchFuzzSeed{
+		{"valid-kafka-gzip", wrapped, false},
 		{"valid-null-empty-keys-headers", mixed, false},
 		{"valid-minimal", minimal, false},
 		{"valid-many-records", manyBatch, false},
@@ -122,6 +134,11 @@ func FuzzBatchDecode(f *testing.F) {
 		// (and Header) per 12 (8) input bytes; a claimed length or count
 		// must never buy more than that.
 		limit := 64*uint64(len(data)) + 1<<20
+		if len(data) > 20 && data[20] == record.MagicKafka {
+			// A Kafka batch's records may be compressed: what they
+			// decompress to is bounded by MaxUncompressed instead.
+			limit += 4 * record.MaxUncompressed
+		}
 		if got := heapAllocBytes() - before; got > limit {
 			t.Fatalf("decoding %d bytes allocated %d bytes, limit %d", len(data), got, limit)
 		}
@@ -153,8 +170,9 @@ func checkBatchDecoders(t *testing.T, data []byte) {
 
 	verr := b.Validate()
 	var n int
+	kafka := b.Kafka() != nil
 	rerr := b.Records(func(r *record.Record) bool {
-		if r.Offset != b.BaseOffset()+int64(n) || r.Timestamp != b.AppendTime() {
+		if r.Offset != b.BaseOffset()+int64(n) || !kafka && r.Timestamp != b.AppendTime() {
 			t.Errorf("record %d: offset %d time %d, batch base %d time %d", n, r.Offset, r.Timestamp, b.BaseOffset(), b.AppendTime())
 		}
 		n++
@@ -170,6 +188,14 @@ func checkBatchDecoders(t *testing.T, data []byte) {
 	require.NoError(t, derr)
 	require.Len(t, recs, int(b.RecordCount()))
 	require.Equal(t, int(b.RecordCount()), n)
+	if kafka {
+		// Its records are the Kafka batch's, which AppendKafka serves
+		// as they are.
+		kb, err := b.AppendKafka(nil)
+		require.NoError(t, err)
+		require.Equal(t, []byte(b[record.HeaderSize:]), kb)
+		return
+	}
 
 	enc, err := record.AppendBatch(nil, recs)
 	require.NoError(t, err)
@@ -193,4 +219,45 @@ func TestBatchFuzzSeedCorpus(t *testing.T) {
 		require.NoError(t, err, "seed %s missing; run go test -run TestBatchFuzzSeedCorpus -gen-fuzz-seeds", s.name)
 		assert.Equal(t, want, string(got), "seed %s is stale; run go test -run TestBatchFuzzSeedCorpus -gen-fuzz-seeds", s.name)
 	}
+}
+
+// FuzzKafkaBatch: any bytes given as a produced Kafka batch are refused
+// with ErrInvalid or accepted; an accepted one wraps, stamps and decodes to
+// exactly its record count, at contiguous offsets, and never panics or
+// allocates past the limits.
+func FuzzKafkaBatch(f *testing.F) {
+	for _, codec := range []int{record.CompressionNone, record.CompressionGzip, record.CompressionSnappy, record.CompressionLZ4, record.CompressionZstd} {
+		kb, err := record.AppendKafkaBatch(nil, []record.Record{{Key: []byte("k"), Value: []byte("v"), Headers: []record.Header{{Key: "h"}}},
+			{Value: nil}}, record.KafkaBatchOptions{Compression: codec, ProducerID: 1, BaseSequence: 0})
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(kb)
+	}
+	f.Fuzz(func(t *testing.T, kb []byte) {
+		err := record.CheckKafkaBatch(kb)
+		if err != nil {
+			if !errors.Is(err, record.ErrInvalid) {
+				t.Fatalf("refused with %v, not ErrInvalid", err)
+			}
+			return
+		}
+		b, err := record.WrapKafka(kb)
+		if err != nil {
+			t.Fatalf("checked but not wrapped: %v", err)
+		}
+		b.Stamp(10, 2, 1000)
+		if err := b.Validate(); err != nil {
+			t.Fatalf("stamped batch does not validate: %v", err)
+		}
+		recs, err := b.Decode()
+		if err != nil || len(recs) != int(b.RecordCount()) {
+			t.Fatalf("decoded %d of %d records: %v", len(recs), b.RecordCount(), err)
+		}
+		for i, r := range recs {
+			if r.Offset != 10+int64(i) {
+				t.Fatalf("record %d at offset %d", i, r.Offset)
+			}
+		}
+	})
 }

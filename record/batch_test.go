@@ -270,7 +270,8 @@ func TestValidateRejectsMalformed(t *testing.T) {
 	}{
 		{"empty", record.Batch{}, record.ErrShort},
 		{"header only", good[:record.HeaderSize], record.ErrInvalid},
-		{"bad magic", edit(func(b record.Batch) record.Batch { b[20] = 2; return restamp(b) }), record.ErrInvalid},
+		{"bad magic", edit(func(b record.Batch) record.Batch { b[20] = 3; return restamp(b) }), record.ErrInvalid},
+		{"magic 2 without a Kafka batch", edit(func(b record.Batch) record.Batch { b[20] = 2; return restamp(b) }), record.ErrInvalid},
 		{"attributes", edit(func(b record.Batch) record.Batch { b[21] = 1; return restamp(b) }), record.ErrInvalid},
 		{"zero records", edit(func(b record.Batch) record.Batch {
 			binary.BigEndian.PutUint32(b[30:], 0)

@@ -438,7 +438,7 @@ func validBatchAfter(f File, from, end int64, maxSize int) (bool, error) {
 		return false, err
 	}
 	for i := 1; i+record.HeaderSize <= len(rest); i++ {
-		if rest[i+20] != record.Magic || rest[i+21] != 0 { // cheap filter before framing
+		if m := rest[i+20]; m != record.Magic && m != record.MagicKafka || rest[i+21] != 0 { // cheap filter before framing
 			continue
 		}
 		if _, _, err := record.Frame(rest[i:], maxSize); err == nil {

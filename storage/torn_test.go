@@ -213,3 +213,29 @@ func openCorrupt(t *testing.T, dir string, opts storage.Options) error {
 	assert.Equal(t, before, snapshotDir(t, dir), "files are left exactly as they were")
 	return err
 }
+
+// TestDamageBeforeAKafkaBatchIsCorrupt: a batch that carries a Kafka
+// record batch (magic 2) after a damaged one shows that the damage is not
+// a torn tail, as a batch of magic 1 does: Open refuses the log rather
+// than cut the acknowledged batches after the damage.
+func TestDamageBeforeAKafkaBatchIsCorrupt(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, storage.Options{})
+	var sizes []int
+	for i := range 3 {
+		kb, err := record.AppendKafkaBatch(nil, []record.Record{{Key: []byte{byte('a' + i)}, Value: bytes.Repeat([]byte{byte(i)}, 200)}}, record.NoProducer)
+		require.NoError(t, err)
+		b, err := record.WrapKafka(kb)
+		require.NoError(t, err)
+		mustAppend(t, l, b, 0)
+		sizes = append(sizes, len(b))
+	}
+	require.NoError(t, l.Close())
+	data, err := os.ReadFile(filepath.Join(dir, segName(0)))
+	require.NoError(t, err)
+	// The second batch's length now runs past the end of the file, as a
+	// torn write's would; the third batch, whole after it, says it is not.
+	data[sizes[0]+9] ^= 0x40
+	writeSegment(t, dir, data)
+	assertCorruptUntouched(t, dir, storage.Options{})
+}

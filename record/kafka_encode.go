@@ -1,0 +1,167 @@
+package record
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/snappy"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+)
+
+// KafkaBatchOptions are what a Kafka record batch carries besides its
+// records.
+type KafkaBatchOptions struct {
+	// Compression is one of the Compression codecs.
+	Compression int
+	// ProducerID, ProducerEpoch and BaseSequence identify an idempotent
+	// producer's batch; -1 for none.
+	ProducerID    int64
+	ProducerEpoch int16
+	BaseSequence  int32
+}
+
+// NoProducer is the options of a batch from a producer without
+// idempotence, uncompressed.
+var NoProducer = KafkaBatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
+
+// zstdEncoder is shared: EncodeAll is safe for concurrent use.
+var zstdEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+
+// AppendKafkaBatch appends to dst a Kafka record batch (magic 2) of the
+// records, at base offset 0 and leader epoch 0, with each record's
+// Timestamp as its create time, as a Kafka producer builds one.
+func AppendKafkaBatch(dst []byte, records []Record, opts KafkaBatchOptions) ([]byte, error) {
+	if len(records) == 0 {
+		return dst, fmt.Errorf("%w: a batch needs at least one record", ErrInvalid)
+	}
+	first, maxTS := records[0].Timestamp, records[0].Timestamp
+	for _, r := range records {
+		first, maxTS = min(first, r.Timestamp), max(maxTS, r.Timestamp)
+	}
+	var body []byte
+	for i := range records {
+		body = appendKafkaRecord(body, &records[i], int64(i), first)
+	}
+	var err error
+	if body, err = compress(opts.Compression, body); err != nil {
+		return dst, err
+	}
+	if len(body) > math.MaxInt32-KafkaHeaderSize {
+		return dst, fmt.Errorf("%w: a batch of %d bytes", ErrInvalid, len(body))
+	}
+	start := len(dst)
+	dst = append(dst, make([]byte, KafkaHeaderSize)...)
+	dst = append(dst, body...)
+	k := kafkaBatch(dst[start:])
+	binary.BigEndian.PutUint32(k[kOffLength:], uint32(len(k)-12))
+	k[kOffMagic] = 2
+	binary.BigEndian.PutUint16(k[kOffAttributes:], uint16(opts.Compression))
+	binary.BigEndian.PutUint32(k[kOffLastOffsetDelta:], uint32(len(records)-1))
+	binary.BigEndian.PutUint64(k[kOffFirstTimestamp:], uint64(first))
+	binary.BigEndian.PutUint64(k[kOffMaxTimestamp:], uint64(maxTS))
+	binary.BigEndian.PutUint64(k[kOffProducerID:], uint64(opts.ProducerID))
+	binary.BigEndian.PutUint16(k[kOffProducerEpoch:], uint16(opts.ProducerEpoch))
+	binary.BigEndian.PutUint32(k[kOffBaseSequence:], uint32(opts.BaseSequence))
+	binary.BigEndian.PutUint32(k[kOffRecordCount:], uint32(len(records)))
+	binary.BigEndian.PutUint32(k[kOffCRC:], k.computeCRC())
+	return dst, nil
+}
+
+// AppendKafka appends the batch b to dst as a Kafka record batch: the one
+// it carries, or for a batch of magic 1 its records in a new, uncompressed
+// Kafka batch at b's base offset and epoch, each record's timestamp the
+// append time.
+func (b Batch) AppendKafka(dst []byte) ([]byte, error) {
+	if k := b.Kafka(); k != nil {
+		return append(dst, k...), nil
+	}
+	recs, err := b.Decode()
+	if err != nil {
+		return dst, err
+	}
+	start := len(dst)
+	dst, err = AppendKafkaBatch(dst, recs, NoProducer)
+	if err != nil {
+		return dst[:start], err
+	}
+	k := kafkaBatch(dst[start:])
+	binary.BigEndian.PutUint64(k[kOffBaseOffset:], uint64(b.BaseOffset()))
+	binary.BigEndian.PutUint32(k[kOffLeaderEpoch:], uint32(b.LeaderEpoch()))
+	return dst, nil
+}
+
+func appendVarint(b []byte, v int64) []byte { return binary.AppendVarint(b, v) }
+
+func appendKafkaBytes(b, v []byte) []byte {
+	if v == nil {
+		return appendVarint(b, -1)
+	}
+	return append(appendVarint(b, int64(len(v))), v...)
+}
+
+// appendKafkaRecord appends r as a Kafka record at offset delta i.
+func appendKafkaRecord(b []byte, r *Record, i, first int64) []byte {
+	var body []byte
+	body = append(body, 0) // attributes
+	body = appendVarint(body, r.Timestamp-first)
+	body = appendVarint(body, i)
+	body = appendKafkaBytes(body, r.Key)
+	body = appendKafkaBytes(body, r.Value)
+	body = appendVarint(body, int64(len(r.Headers)))
+	for _, h := range r.Headers {
+		body = appendKafkaBytes(body, []byte(h.Key))
+		body = appendKafkaBytes(body, h.Value)
+	}
+	b = appendVarint(b, int64(len(body)))
+	return append(b, body...)
+}
+
+// compress compresses a Kafka batch's records with codec; snappy in the
+// xerial framing the Java client writes.
+func compress(codec int, data []byte) ([]byte, error) {
+	switch codec {
+	case CompressionNone:
+		return data, nil
+	case CompressionGzip:
+		var buf bytes.Buffer
+		w := gzip.NewWriter(&buf)
+		if _, err := w.Write(data); err != nil {
+			return nil, err
+		}
+		if err := w.Close(); err != nil {
+			return nil, err
+		}
+		return buf.Bytes(), nil
+	case CompressionSnappy:
+		out := append([]byte{}, xerialMagic...)
+		out = binary.BigEndian.AppendUint32(out, 1) // version
+		out = binary.BigEndian.AppendUint32(out, 1) // compatible version
+		const block = 32 << 10
+		for p := 0; p < len(data) || p == 0; p += block {
+			enc := snappy.Encode(nil, data[p:min(p+block, len(data))])
+			out = binary.BigEndian.AppendUint32(out, uint32(len(enc)))
+			out = append(out, enc...)
+			if len(data) == 0 {
+				break
+			}
+		}
+		return out, nil
+	case CompressionLZ4:
+		var buf bytes.Buffer
+		w := lz4.NewWriter(&buf)
+		if _, err := w.Write(data); err != nil {
+			return nil, err
+		}
+		if err := w.Close(); err != nil {
+			return nil, err
+		}
+		return buf.Bytes(), nil
+	case CompressionZstd:
+		return zstdEncoder.EncodeAll(data, nil), nil
+	}
+	return nil, fmt.Errorf("%w: compression codec %d", ErrInvalid, codec)
+}
