@@ -1,0 +1,26 @@
+// Package kafkaapi is Kafka's wire protocol as a front end of a gostream
+// node (docs/kafka.md): it serves the Kafka clients of one listener,
+// decodes each request with franz-go's kmsg, has the core (broker.Broker)
+// do the work with the connection's principal, and encodes the answer.
+//
+// Invariants:
+//
+//   - A connection's requests are answered one at a time, in the order
+//     they came, as a Kafka broker does; acks=0 produces get no answer.
+//   - Bytes that are not a request close the connection (a frame size out
+//     of bounds, a header or body that does not decode, a key that is not
+//     Kafka's); a request of a key or version not served is answered
+//     UNSUPPORTED_VERSION where its response has an error code. Nothing
+//     from the network is trusted: frames are bounded by MaxRequestBytes,
+//     and a record batch is checked whole (record.WrapKafka) before
+//     anything is written.
+//   - ApiVersions above ours is answered in v0 with UNSUPPORTED_VERSION and
+//     our list, never decoded; its response header has no tagged fields.
+//   - Every produce is answered only once every active replica holds its
+//     batch durably, whatever acks asked for.
+//   - Errors reach the client through one table (errors.go) from the
+//     core's codes.
+//
+// It imports broker, record, metadata and transport (for the core's error
+// codes), and franz-go's kmsg and kerr; nothing above it.
+package kafkaapi

@@ -1,0 +1,144 @@
+package kafkaapi
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"gostream/broker"
+	"gostream/record"
+)
+
+// kerrTransactionsUnsupported answers what needs transactions, which
+// gostream does not have.
+var kerrTransactionsUnsupported = kerr.InvalidRequest.Code
+
+// fetched is one partition's read.
+type fetched struct {
+	res broker.FetchResult
+	err error
+}
+
+// fetch reads each partition from this node's leader replica: at once,
+// and when that found less than MinBytes, again, waiting up to MaxWait for
+// the first partition to have records. Sessions (KIP-227) are not kept:
+// the answer's session id is 0, so clients send full fetches.
+func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	type part struct {
+		topic string
+		req   *kmsg.FetchRequestTopicPartition
+		got   fetched
+	}
+	var parts []*part
+	for ti := range req.Topics {
+		t := &req.Topics[ti]
+		for pi := range t.Partitions {
+			parts = append(parts, &part{topic: t.Topic, req: &t.Partitions[pi]})
+		}
+	}
+	read := func(ctx context.Context, p *part, wait time.Duration) fetched {
+		max := int(p.req.PartitionMaxBytes)
+		if max <= 0 {
+			max = 1
+		}
+		res, err := s.cfg.Core.Fetch(ctx, principal, broker.FetchRequest{Topic: p.topic, Partition: p.req.Partition,
+			Offset: p.req.FetchOffset, MaxBytes: max, MaxWait: wait}, nil)
+		return fetched{res, err}
+	}
+	total := 0
+	for _, p := range parts {
+		p.got = read(ctx, p, 0)
+		total += len(p.got.res.Batches)
+	}
+	if wait := time.Duration(req.MaxWaitMillis) * time.Millisecond; total < int(max(req.MinBytes, 1)) && wait > 0 && len(parts) > 0 {
+		wctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for _, p := range parts {
+			if p.got.err != nil || len(p.got.res.Batches) > 0 {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got := read(wctx, p, wait)
+				if errors.Is(got.err, context.Canceled) {
+					return
+				}
+				mu.Lock()
+				release(p.got)
+				p.got = got
+				mu.Unlock()
+				if len(got.res.Batches) > 0 {
+					cancel()
+				}
+			}()
+		}
+		wg.Wait()
+		cancel()
+	}
+	budget := int(req.MaxBytes)
+	if budget <= 0 {
+		budget = 1 << 30
+	}
+	byTopic := map[string]int{}
+	for _, p := range parts {
+		i, ok := byTopic[p.topic]
+		if !ok {
+			i = len(resp.Topics)
+			resp.Topics = append(resp.Topics, kmsg.NewFetchResponseTopic())
+			resp.Topics[i].Topic = p.topic
+			byTopic[p.topic] = i
+		}
+		rt := &resp.Topics[i]
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.Partition = p.req.Partition
+		if p.got.err != nil {
+			rp.ErrorCode = s.code(p.got.err)
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+		} else {
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = p.got.res.HighWatermark, p.got.res.HighWatermark, p.got.res.LogStartOffset
+			// The request's MaxBytes bounds the answer, but for its first
+			// batch, which goes whole.
+			if budget > 0 {
+				kb, err := kafkaBatches(p.got.res.Batches)
+				if err != nil {
+					rp.ErrorCode = s.code(err)
+				} else {
+					rp.RecordBatches = kb
+					budget -= len(kb)
+				}
+			}
+		}
+		release(p.got)
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	return resp, nil
+}
+
+// release gives a read's buffer back.
+func release(f fetched) {
+	if f.res.Release != nil {
+		f.res.Release()
+	}
+}
+
+// kafkaBatches serves our batches to Kafka: the Kafka batches they carry,
+// and batches of magic 1 converted.
+func kafkaBatches(batches []byte) ([]byte, error) {
+	var out []byte
+	var convErr error
+	err := record.Batches(batches, func(b record.Batch) bool {
+		out, convErr = b.AppendKafka(out)
+		return convErr == nil
+	})
+	if err == nil {
+		err = convErr
+	}
+	return out, err
+}

@@ -1,0 +1,106 @@
+package kafkaapi
+
+import (
+	"encoding/hex"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"gostream/broker"
+	"gostream/metadata"
+)
+
+// principal is who a connection authenticated as ("" until security
+// comes: 14 of 18, Security).
+const principal = ""
+
+// metadata answers Metadata with the brokers' endpoints on this server's
+// listener and the topics asked for (all it may describe when none are
+// named), each topic's error on its own.
+func (s *Server) metadata(req *kmsg.MetadataRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	meta, views, err := s.cfg.Core.Metadata(principal, nil)
+	if err != nil {
+		// No metadata yet: no brokers, and every topic asked for not
+		// available yet (retriable).
+		for _, t := range req.Topics {
+			rt := kmsg.NewMetadataResponseTopic()
+			rt.Topic, rt.ErrorCode = t.Topic, s.code(err)
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil
+	}
+	resp.ClusterID = kmsg.StringPtr(meta.ClusterID)
+	resp.ControllerID = meta.ControllerID
+	for _, e := range s.cfg.Endpoints(meta, s.cfg.Listener) {
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID, b.Host, b.Port = e.Broker, e.Host, e.Port
+		resp.Brokers = append(resp.Brokers, b)
+	}
+	if req.Topics == nil {
+		for _, v := range views {
+			resp.Topics = append(resp.Topics, topicMetadata(v))
+		}
+		return resp, nil
+	}
+	for _, t := range req.Topics {
+		if t.Topic == nil {
+			rt := kmsg.NewMetadataResponseTopic()
+			rt.TopicID, rt.ErrorCode = t.TopicID, s.code(errUnknownTopicID)
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
+		_, views, err := s.cfg.Core.Metadata(principal, []string{*t.Topic})
+		if err != nil {
+			rt := kmsg.NewMetadataResponseTopic()
+			rt.Topic, rt.ErrorCode = t.Topic, s.code(err)
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
+		resp.Topics = append(resp.Topics, topicMetadata(views[0]))
+	}
+	return resp, nil
+}
+
+// topicMetadata is a topic as Metadata describes it. Leader epochs are
+// -1: without OffsetForLeaderEpoch clients must not use them to check
+// for truncation (KIP-320).
+func topicMetadata(v broker.TopicView) kmsg.MetadataResponseTopic {
+	rt := kmsg.NewMetadataResponseTopic()
+	rt.Topic = kmsg.StringPtr(v.Name)
+	rt.TopicID = topicID(v.ID)
+	rt.IsInternal = strings.HasPrefix(v.Name, metadata.InternalPrefix)
+	for i, p := range v.Partitions {
+		rp := kmsg.NewMetadataResponseTopicPartition()
+		rp.Partition = int32(i)
+		rp.Leader = p.Leader
+		rp.LeaderEpoch = -1
+		rp.Replicas = append([]int32(nil), p.Replicas...)
+		rp.ISR = append([]int32(nil), p.Active...)
+		for _, r := range p.Replicas {
+			if !contains(p.Active, r) {
+				rp.OfflineReplicas = append(rp.OfflineReplicas, r)
+			}
+		}
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	return rt
+}
+
+// topicID is a topic's id as Kafka's 16 bytes (ours is 32 hex digits).
+func topicID(id string) [16]byte {
+	var out [16]byte
+	if b, err := hex.DecodeString(id); err == nil && len(b) == 16 {
+		copy(out[:], b)
+	}
+	return out
+}
+
+func contains(s []int32, v int32) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

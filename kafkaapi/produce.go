@@ -1,0 +1,100 @@
+package kafkaapi
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"gostream/broker"
+	"gostream/record"
+	"gostream/transport"
+)
+
+var errUnknownTopicID = fmt.Errorf("%w: topics are named, not looked up by id, here", transport.ErrUnknownTopicID)
+
+// produce appends each partition's batch on this node's leader replica
+// and answers once every active replica holds each durably, whatever acks
+// asks for (acks=1 gets the guarantee of acks=all); acks=0 gets no answer.
+func (s *Server) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	if req.TransactionID != nil {
+		for _, t := range req.Topics {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewProduceResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, kerrTransactionsUnsupported
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil
+	}
+	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+	type pending struct {
+		rp   *kmsg.ProduceResponseTopicPartition
+		wait func(context.Context) (broker.ProduceResult, error)
+	}
+	var waits []pending
+	for _, t := range req.Topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic = t.Topic
+		rt.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(t.Partitions))
+		for i, p := range t.Partitions {
+			rp := &rt.Partitions[i]
+			*rp = kmsg.NewProduceResponseTopicPartition()
+			rp.Partition = p.Partition
+			b, err := s.batch(p.Records)
+			if err != nil {
+				rp.ErrorCode = s.code(err)
+				continue
+			}
+			wait, err := s.cfg.Core.Produce(principal, broker.ProduceRequest{Topic: t.Topic, Partition: p.Partition, Batch: b, Timeout: timeout})
+			if err != nil {
+				rp.ErrorCode = s.code(err)
+				continue
+			}
+			waits = append(waits, pending{rp, wait})
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	var wg sync.WaitGroup
+	for _, w := range waits {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := w.wait(ctx)
+			if err != nil {
+				w.rp.ErrorCode = s.code(err)
+				return
+			}
+			w.rp.BaseOffset = res.BaseOffset
+		}()
+	}
+	if req.Acks == 0 {
+		go wg.Wait() // appended; nobody is told
+		return nil, nil
+	}
+	wg.Wait()
+	return resp, nil
+}
+
+// batch is the one Kafka record batch of a partition's records, wrapped
+// for the log.
+func (s *Server) batch(records []byte) (record.Batch, error) {
+	if len(records) < 12 {
+		return nil, fmt.Errorf("%w: no record batch", transport.ErrInvalidBatch)
+	}
+	n := int(uint32(records[8])<<24|uint32(records[9])<<16|uint32(records[10])<<8|uint32(records[11])) + 12
+	if n != len(records) {
+		return nil, fmt.Errorf("%w: a produce carries exactly one record batch per partition", transport.ErrInvalidBatch)
+	}
+	b, err := record.WrapKafka(records)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidBatch, err)
+	}
+	return b, nil
+}

@@ -1,0 +1,303 @@
+package kafkaapi
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"gostream/broker"
+	"gostream/metadata"
+)
+
+// Endpoint is where clients reach a broker on one Kafka listener.
+type Endpoint struct {
+	Broker int32
+	Host   string
+	Port   int32
+}
+
+// Config is what a Server serves with.
+type Config struct {
+	// Broker is this node's broker id.
+	Broker int32
+	// Listener is the name of the listener this server serves (its
+	// endpoints are the ones Metadata answers with).
+	Listener string
+	Core     *broker.Broker
+	// Endpoints are every broker's endpoints on a listener, from the
+	// cluster's metadata.
+	Endpoints func(meta *metadata.Cluster, listener string) []Endpoint
+	// MaxRequestBytes bounds one request frame (default 100 MiB; at least
+	// the node's batch limit and room for a request's other fields).
+	MaxRequestBytes int
+	// IdleTimeout closes a connection that sends nothing for that long
+	// (default 10 minutes).
+	IdleTimeout time.Duration
+	// Classify gives a core error its code (a *transport.Error), as the
+	// native protocol's table does; the Kafka code follows from it
+	// (errors.go).
+	Classify func(error) error
+	Logger   hclog.Logger
+}
+
+// Server serves Kafka's protocol on one listener.
+type Server struct {
+	cfg  Config
+	log  hclog.Logger
+	mu   sync.Mutex
+	conn map[net.Conn]struct{}
+	wg   sync.WaitGroup
+	done bool
+}
+
+// New returns the server of cfg.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = 100 << 20
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 10 * time.Minute
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, conn: map[net.Conn]struct{}{}}
+}
+
+// Serve accepts connections on ln until it is closed or Close is called,
+// and serves each in its own goroutine. It returns nil once Close was
+// called, else the accept error.
+func (s *Server) Serve(ln net.Listener) error {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			done := s.done
+			s.mu.Unlock()
+			if done || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		s.mu.Lock()
+		if s.done {
+			s.mu.Unlock()
+			c.Close()
+			return nil
+		}
+		s.conn[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			s.serveConn(c)
+			s.mu.Lock()
+			delete(s.conn, c)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// Close closes every connection and waits for their goroutines.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.done = true
+	for c := range s.conn {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// request is one decoded request and its header.
+type request struct {
+	key, version int16
+	corr         int32
+	clientID     string
+	kreq         kmsg.Request // nil for a key kmsg does not know
+	body         []byte       // the body, for a request not decoded
+}
+
+// errClose ends a connection: the bytes cannot be answered.
+var errClose = errors.New("kafkaapi: closing the connection")
+
+// serveConn reads requests one at a time, as a Kafka broker does, and
+// writes each answer before it reads the next.
+func (s *Server) serveConn(c net.Conn) {
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := bufio.NewReaderSize(c, 64<<10)
+	w := bufio.NewWriterSize(c, 64<<10)
+	var size [4]byte
+	for {
+		c.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+		if _, err := io.ReadFull(r, size[:]); err != nil {
+			return
+		}
+		n := int32(binary.BigEndian.Uint32(size[:]))
+		if n < 8 || int(n) > s.cfg.MaxRequestBytes {
+			s.log.Debug("closing a Kafka connection: request frame size out of bounds", "peer", c.RemoteAddr(), "size", n, "limit", s.cfg.MaxRequestBytes)
+			return
+		}
+		frame := make([]byte, n)
+		if _, err := io.ReadFull(r, frame); err != nil {
+			return
+		}
+		req, err := parseRequest(frame)
+		if err != nil {
+			s.log.Debug("closing a Kafka connection: request does not parse", "peer", c.RemoteAddr(), "err", err)
+			return
+		}
+		resp, err := s.handle(ctx, c, req)
+		if err != nil {
+			s.log.Debug("closing a Kafka connection", "peer", c.RemoteAddr(), "key", req.key, "version", req.version, "err", err)
+			return
+		}
+		if resp == nil {
+			continue // acks=0: no answer
+		}
+		c.SetWriteDeadline(time.Now().Add(s.cfg.IdleTimeout))
+		if err := writeResponse(w, req, resp); err != nil {
+			return
+		}
+	}
+}
+
+// parseRequest parses the request header (v1, or v2 for a flexible
+// version: tagged fields after the client id) and decodes the body with
+// kmsg when the key and version are ones it knows.
+func parseRequest(frame []byte) (*request, error) {
+	if len(frame) < 10 {
+		return nil, fmt.Errorf("a request of %d bytes", len(frame))
+	}
+	req := &request{
+		key:     int16(binary.BigEndian.Uint16(frame[0:])),
+		version: int16(binary.BigEndian.Uint16(frame[2:])),
+		corr:    int32(binary.BigEndian.Uint32(frame[4:])),
+	}
+	p := 8
+	idLen := int16(binary.BigEndian.Uint16(frame[p:]))
+	p += 2
+	if idLen > 0 {
+		if int(idLen) > len(frame)-p {
+			return nil, fmt.Errorf("a client id of %d bytes overruns the request", idLen)
+		}
+		req.clientID = string(frame[p : p+int(idLen)])
+		p += int(idLen)
+	}
+	req.body = frame[p:]
+	kreq := kmsg.RequestForKey(req.key)
+	if kreq == nil || req.version < 0 || req.version > kreq.MaxVersion() {
+		return req, nil // answered without decoding: see handle
+	}
+	kreq.SetVersion(req.version)
+	if kreq.IsFlexible() {
+		var err error
+		if req.body, err = skipTags(req.body); err != nil {
+			return nil, err
+		}
+	}
+	if v, ok := versions[req.key]; !ok || req.version < v.min || req.version > v.max {
+		return req, nil // not served at this version: see handle
+	}
+	if err := kreq.ReadFrom(req.body); err != nil {
+		return nil, fmt.Errorf("%s v%d does not decode: %w", kmsg.NameForKey(req.key), req.version, err)
+	}
+	req.kreq = kreq
+	return req, nil
+}
+
+// skipTags skips a tagged-fields section.
+func skipTags(b []byte) ([]byte, error) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 {
+		return nil, errors.New("bad tagged fields count")
+	}
+	b = b[w:]
+	for ; n > 0; n-- {
+		_, w := binary.Uvarint(b)
+		if w <= 0 {
+			return nil, errors.New("bad tag")
+		}
+		b = b[w:]
+		size, w := binary.Uvarint(b)
+		if w <= 0 || size > uint64(len(b)-w) {
+			return nil, errors.New("bad tagged field size")
+		}
+		b = b[w+int(size):]
+	}
+	return b, nil
+}
+
+// writeResponse writes resp with req's correlation id: header v0 (no
+// tagged fields) for ApiVersions and every version that is not flexible,
+// header v1 otherwise.
+func writeResponse(w *bufio.Writer, req *request, resp kmsg.Response) error {
+	buf := make([]byte, 8, 256)
+	if resp.IsFlexible() && resp.Key() != kmsg.ApiVersions.Int16() {
+		buf = append(buf, 0)
+	}
+	buf = resp.AppendTo(buf)
+	binary.BigEndian.PutUint32(buf[0:], uint32(len(buf)-4))
+	binary.BigEndian.PutUint32(buf[4:], uint32(req.corr))
+	if _, err := w.Write(buf); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+// handle answers one request. A nil response is no answer (acks=0); an
+// error closes the connection.
+func (s *Server) handle(ctx context.Context, c net.Conn, req *request) (kmsg.Response, error) {
+	if req.key == kmsg.ApiVersions.Int16() {
+		return s.apiVersions(req), nil
+	}
+	v, served := versions[req.key]
+	if req.kreq == nil {
+		if served && (req.version < v.min || req.version > v.max) || !served && kmsg.RequestForKey(req.key) != nil {
+			return unsupported(req)
+		}
+		return nil, fmt.Errorf("%w: API key %d is not Kafka's", errClose, req.key)
+	}
+	switch k := req.kreq.(type) {
+	case *kmsg.MetadataRequest:
+		return s.metadata(k)
+	case *kmsg.ProduceRequest:
+		return s.produce(ctx, k)
+	case *kmsg.FetchRequest:
+		return s.fetch(ctx, k)
+	case *kmsg.ListOffsetsRequest:
+		return s.listOffsets(k)
+	}
+	return unsupported(req)
+}
+
+// unsupported answers a request of a key or version this server does
+// not serve, as Kafka does: the response of its key at the request's
+// version (or the lowest one kmsg knows) with UNSUPPORTED_VERSION where it
+// has a top-level error code. A response without one cannot say it: the
+// connection is closed.
+func unsupported(req *request) (kmsg.Response, error) {
+	resp := kmsg.ResponseForKey(req.key)
+	if resp == nil {
+		return nil, fmt.Errorf("%w: API key %d", errClose, req.key)
+	}
+	if req.version >= 0 && req.version <= resp.MaxVersion() {
+		resp.SetVersion(req.version)
+	}
+	if !setErrorCode(resp, kerr.UnsupportedVersion.Code) {
+		return nil, fmt.Errorf("%w: %s v%d is not served and its response has no error code", errClose, kmsg.NameForKey(req.key), req.version)
+	}
+	return resp, nil
+}

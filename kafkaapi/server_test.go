@@ -1,0 +1,174 @@
+package kafkaapi_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"gostream/broker"
+	"gostream/kafkaapi"
+	"gostream/metadata"
+	"gostream/storage"
+)
+
+// oneNode is a broker (id 1) that leads every partition of its topics
+// alone, with its core and a Kafka server on a loopback port.
+type oneNode struct {
+	addr     string
+	replicas *broker.Replicas
+	core     *broker.Broker
+}
+
+func startOneNode(t *testing.T, topics map[string]int) *oneNode {
+	t.Helper()
+	root, err := storage.OpenRoot(t.TempDir(), 1, "", hclog.NewNullLogger())
+	require.NoError(t, err)
+	r := broker.NewReplicas(broker.ReplicasConfig{Broker: 1, Root: root})
+	t.Cleanup(func() { r.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	meta := &metadata.Cluster{Version: metadata.FormatVersion, ClusterID: "0123456789abcdef", ControllerID: 1, Epoch: 1}
+	meta.PutBroker(metadata.Broker{ID: 1, Addr: ln.Addr().String()})
+	i := 0
+	for name, n := range topics {
+		tp := metadata.Topic{Name: name, ID: fmt.Sprintf("%032x", i+1), ReplicationFactor: 1}
+		for range n {
+			tp.Partitions = append(tp.Partitions, metadata.Partition{Replicas: []int32{1}, Active: []int32{1}, Leader: 1, LeaderEpoch: 1})
+		}
+		meta.Topics = append(meta.Topics, tp)
+		i++
+	}
+	require.NoError(t, r.ApplyMetadata(meta))
+	core := broker.New(broker.Config{Broker: 1, Replicas: r, MaxBatchBytes: 1 << 20})
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	p, _ := strconv.Atoi(port)
+	s := kafkaapi.New(kafkaapi.Config{Broker: 1, Core: core, Endpoints: func(*metadata.Cluster, string) []kafkaapi.Endpoint {
+		return []kafkaapi.Endpoint{{Broker: 1, Host: host, Port: int32(p)}}
+	}})
+	go s.Serve(ln)
+	t.Cleanup(func() { ln.Close(); s.Close() })
+	return &oneNode{addr: ln.Addr().String(), replicas: r, core: core}
+}
+
+// franz-go, with its defaults (idempotence off here: InitProducerId is
+// not served yet), produces keyed records with headers in every codec,
+// and reads them back from the start, record for record, timestamps kept.
+func TestFranzGoProducesAndFetches(t *testing.T) {
+	n := startOneNode(t, map[string]int{"orders": 3})
+	for _, codec := range []kgo.CompressionCodec{kgo.NoCompression(), kgo.GzipCompression(), kgo.SnappyCompression(), kgo.Lz4Compression(), kgo.ZstdCompression()} {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(n.addr), kgo.DisableIdempotentWrite(), kgo.ProducerBatchCompression(codec),
+			kgo.RequiredAcks(kgo.AllISRAcks()))
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		var recs []*kgo.Record
+		for i := range 50 {
+			recs = append(recs, &kgo.Record{Topic: "orders", Key: []byte(fmt.Sprint("k", i%7)), Value: []byte(fmt.Sprint("v", i)),
+				Headers: []kgo.RecordHeader{{Key: "n", Value: []byte(strconv.Itoa(i))}}, Timestamp: time.UnixMilli(1_700_000_000_000 + int64(i))})
+		}
+		require.NoError(t, cl.ProduceSync(ctx, recs...).FirstErr())
+		cancel()
+		cl.Close()
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.addr), kgo.ConsumeTopics("orders"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	seen := map[string]int{}
+	for len(seen) < 50 || total(seen) < 250 {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "read %d of 250", total(seen))
+		fs.EachError(func(topic string, p int32, err error) { t.Fatalf("%s/%d: %v", topic, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			seen[string(r.Value)]++
+			i, _ := strconv.Atoi(string(r.Value[1:]))
+			assert.Equal(t, fmt.Sprint("k", i%7), string(r.Key))
+			assert.Equal(t, strconv.Itoa(i), string(r.Headers[0].Value))
+			assert.Equal(t, int64(1_700_000_000_000+i), r.Timestamp.UnixMilli())
+		})
+	}
+	for v, c := range seen {
+		assert.Equal(t, 5, c, "%s once per codec", v)
+	}
+}
+
+func total(m map[string]int) int {
+	n := 0
+	for _, c := range m {
+		n += c
+	}
+	return n
+}
+
+// ApiVersions above ours is answered in v0 with UNSUPPORTED_VERSION and
+// our list, with no tagged-field byte in the response header.
+func TestApiVersionsAboveOursIsAnsweredInV0(t *testing.T) {
+	n := startOneNode(t, nil)
+	c, err := net.Dial("tcp", n.addr)
+	require.NoError(t, err)
+	defer c.Close()
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.Version = 99
+	body := append([]byte{0, 18, 0, 99, 0, 0, 0, 7, 0, 0}, req.AppendTo(nil)...)
+	frame := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
+	_, err = c.Write(append(frame, body...))
+	require.NoError(t, err)
+	resp := readFrame(t, c)
+	assert.Equal(t, int32(7), int32(binary.BigEndian.Uint32(resp)))
+	var v kmsg.ApiVersionsResponse
+	v.Version = 0
+	require.NoError(t, v.ReadFrom(resp[4:]))
+	assert.Equal(t, kerr.UnsupportedVersion.Code, v.ErrorCode)
+	assert.NotEmpty(t, v.ApiKeys)
+}
+
+// A request of an API that is not served gets UNSUPPORTED_VERSION, and
+// the connection goes on; bytes that are not Kafka close it.
+func TestUnservedAPIAndGarbage(t *testing.T) {
+	n := startOneNode(t, nil)
+	c, err := net.Dial("tcp", n.addr)
+	require.NoError(t, err)
+	defer c.Close()
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.Version = 0
+	fc.CoordinatorKey = "g"
+	body := append([]byte{0, 10, 0, 0, 0, 0, 0, 1, 0, 0}, fc.AppendTo(nil)...)
+	_, err = c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...))
+	require.NoError(t, err)
+	resp := readFrame(t, c)
+	assert.Equal(t, int32(1), int32(binary.BigEndian.Uint32(resp)))
+	var fr kmsg.FindCoordinatorResponse
+	require.NoError(t, fr.ReadFrom(resp[4:]))
+	assert.Equal(t, kerr.UnsupportedVersion.Code, fr.ErrorCode)
+
+	_, err = c.Write([]byte{0x7f, 0xff, 0xff, 0xff, 1, 2, 3})
+	require.NoError(t, err)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = c.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF, "a frame of 2 GiB closes the connection")
+}
+
+func readFrame(t *testing.T, c net.Conn) []byte {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var size [4]byte
+	_, err := io.ReadFull(c, size[:])
+	require.NoError(t, err)
+	b := make([]byte, binary.BigEndian.Uint32(size[:]))
+	_, err = io.ReadFull(c, b)
+	require.NoError(t, err)
+	return b
+}
