@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // Sentinel errors of package metadata.
@@ -48,6 +49,10 @@ type Broker struct {
 	Addr   string `json:"addr"`
 	HTTP   string `json:"http,omitempty"`
 	Gossip string `json:"gossip,omitempty"`
+	// Kafka are the broker's Kafka listeners as clients dial them,
+	// NAME://HOST:PORT,... sorted by name (FormatEndpoints); empty when it
+	// has none.
+	Kafka string `json:"kafka,omitempty"`
 	// RootID is the unique id stamped in the broker's storage root: a
 	// broker id belongs to one storage root. Empty until the broker's first
 	// registration binds it, and again after the operator replaced a broker
@@ -369,4 +374,30 @@ func (c *Cluster) validateTopic(t *Topic) error {
 		}
 	}
 	return nil
+}
+
+// FormatEndpoints is the one text of a broker's endpoints by listener
+// name: NAME://HOST:PORT,... sorted by name, "" for none.
+func FormatEndpoints(byName map[string]string) string {
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = n + "://" + byName[n]
+	}
+	return strings.Join(parts, ",")
+}
+
+// KafkaEndpoint is the address clients dial for the broker's Kafka
+// listener of that name.
+func (b Broker) KafkaEndpoint(listener string) (string, bool) {
+	for _, part := range strings.Split(b.Kafka, ",") {
+		if name, addr, ok := strings.Cut(part, "://"); ok && name == listener {
+			return addr, true
+		}
+	}
+	return "", false
 }

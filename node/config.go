@@ -176,6 +176,12 @@ type Config struct {
 	Listen string
 	// Advertise is the RPC address given to others. Empty means Listen.
 	Advertise string
+	// KafkaListen are the Kafka protocol's listeners, NAME://HOST:PORT,...
+	// (a bare HOST:PORT is the listener named default); empty: none.
+	// KafkaAdvertise are the addresses clients dial for each, by name
+	// (docs/kafka.md, "Listeners"; ParseListeners).
+	KafkaListen    string
+	KafkaAdvertise string
 	// Gossip is the memberlist address (TCP and UDP). Empty means
 	// DefaultGossip.
 	Gossip string
@@ -319,6 +325,9 @@ func (c Config) Validate() error {
 		if reason := checkHostPort(f.value); reason != "" {
 			return &FieldError{Field: f.name, Value: f.value, Reason: reason}
 		}
+	}
+	if _, err := ParseListeners("KafkaListen", c.KafkaListen, "KafkaAdvertise", c.KafkaAdvertise); err != nil {
+		return err
 	}
 	if c.DialSource != "" {
 		if ip := net.ParseIP(c.DialSource); ip == nil || ip.IsUnspecified() {

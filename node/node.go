@@ -58,7 +58,9 @@ type Node struct {
 	broker  *broker.Replicas
 	// core is what the front ends call: the operations, authorized.
 	core *broker.Broker
-	pool *transport.Pool
+	// kafka are the Kafka protocol's listeners (kafka.go).
+	kafka []Listener
+	pool  *transport.Pool
 	// controller is the single controller when this node is it, or this
 	// candidate's controller (active or not) when --controller lists
 	// several candidates and this node among them; nil otherwise.
@@ -90,7 +92,8 @@ func (n *Node) isController() bool {
 
 // selfBroker is this node as the metadata lists it.
 func (n *Node) selfBroker() metadata.Broker {
-	return metadata.Broker{ID: n.cfg.ID, Addr: n.cfg.Advertise, HTTP: n.cfg.HTTP, Gossip: n.cfg.Gossip, RootID: n.root.Stamp().RootID}
+	return metadata.Broker{ID: n.cfg.ID, Addr: n.cfg.Advertise, HTTP: n.cfg.HTTP, Gossip: n.cfg.Gossip,
+		Kafka: metadata.FormatEndpoints(advertised(n.kafka)), RootID: n.root.Stamp().RootID}
 }
 
 // activeController is this node's controller if it makes changes now: the
@@ -118,6 +121,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// stamped a new storage root.
 	nodeMetrics := newMetrics()
 	n := &Node{cfg: cfg, logger: log, metrics: nodeMetrics}
+	n.kafka, _ = ParseListeners("KafkaListen", cfg.KafkaListen, "KafkaAdvertise", cfg.KafkaAdvertise) // validated above
 	if err := n.loadSecurity(); err != nil {
 		return err
 	}
@@ -240,7 +244,7 @@ func (n *Node) startBroker() error {
 func (n *Node) followController(ctx context.Context) error {
 	stamp := n.root.Stamp()
 	req := &transport.RegisterBrokerRequest{ID: n.cfg.ID, Addr: n.cfg.Advertise, HTTP: n.cfg.HTTP, Gossip: n.cfg.Gossip,
-		ClusterID: stamp.ClusterID, RootID: stamp.RootID}
+		ClusterID: stamp.ClusterID, RootID: stamp.RootID, Kafka: metadata.FormatEndpoints(advertised(n.kafka))}
 	backoff := 200 * time.Millisecond
 	warned := false
 	for {
@@ -364,6 +368,12 @@ func (n *Node) serve(ctx context.Context) error {
 		rpcLn.Close()
 		return fmt.Errorf("%w on http address %s: %w", ErrCannotListen, cfg.HTTP, err)
 	}
+	kafkaLns, err := n.listenKafka()
+	if err != nil {
+		rpcLn.Close()
+		httpLn.Close()
+		return err
+	}
 	scfg := transport.ServerConfig{
 		MaxBatchBytes:   cfg.MaxBatchBytes,
 		MaxConns:        cfg.MaxConns,
@@ -453,6 +463,9 @@ func (n *Node) serve(ctx context.Context) error {
 	if err != nil {
 		rpcLn.Close()
 		httpLn.Close()
+		for _, ln := range kafkaLns {
+			ln.Close()
+		}
 		return err
 	}
 	n.gossip = gs
@@ -516,6 +529,7 @@ func (n *Node) serve(ctx context.Context) error {
 		}
 		return nil
 	})
+	kafkaServers := n.serveKafka(kafkaLns, run)
 	run(func(context.Context) error {
 		if err := srv.Serve(httpLn); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("http server on %s: %w", httpLn.Addr(), err)
@@ -568,6 +582,9 @@ func (n *Node) serve(ctx context.Context) error {
 		log.Info("node stopping", "reason", context.Cause(ctx))
 		gs.leave()
 		rpc.Close()
+		for _, s := range kafkaServers {
+			s.Close()
+		}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
 		defer cancel()
 		if err := srv.Shutdown(sctx); err != nil {
@@ -588,6 +605,7 @@ func (n *Node) serve(ctx context.Context) error {
 		"data_dir", n.root.Dir(),
 		"rpc", rpcLn.Addr().String(),
 		"http", httpLn.Addr().String(),
+		"kafka", kafkaAddrs(kafkaLns),
 		"controller", fmt.Sprint(cfg.Controllers),
 	)
 	return g.Wait()

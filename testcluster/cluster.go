@@ -41,6 +41,8 @@ type Config struct {
 	Seed int64
 	// NodeArgs are extra flags for every node.
 	NodeArgs []string
+	// Kafka gives every node a Kafka listener (Node.Kafka) on a free port.
+	Kafka bool
 	// CrashFS runs every node on the crashfs build (Binaries.CrashNode):
 	// kill -9 loses what a node had not fsync'd, as a power loss does, and
 	// Node.FillDisk makes a node's disk full.
@@ -223,6 +225,11 @@ func (c *Cluster) freshAddrs(n *Node) error {
 	}
 	if n.Gossip, err = freeAddrUDP(n.host); err != nil {
 		return err
+	}
+	if c.cfg.Kafka {
+		if n.Kafka, err = freeAddr(n.host); err != nil {
+			return err
+		}
 	}
 	if c.proxy != nil {
 		n.Advertise, err = c.proxy.Listen(net.JoinHostPort(n.host, "0"), n.RPC)

@@ -33,6 +33,8 @@ type Node struct {
 	Advertise string
 	Gossip    string
 	HTTP      string
+	// Kafka, when set, is the node's Kafka listener (--kafka-listen).
+	Kafka string
 	// Args are extra flags given at every start.
 	Args []string
 	// Env is extra environment (NAME=value) given at every start.
@@ -142,6 +144,9 @@ func (n *Node) Start(controller string, join []string) error {
 	}
 	if n.Advertise != "" {
 		args = append(args, "--advertise", n.Advertise)
+	}
+	if n.Kafka != "" {
+		args = append(args, "--kafka-listen", n.Kafka)
 	}
 	if controller != "" {
 		args = append(args, "--controller", controller)

@@ -33,6 +33,10 @@ type RegisterBrokerRequest struct {
 	ClusterID     string
 	RootID        string
 	MetadataEpoch int64
+	// Kafka are the broker's Kafka listeners (metadata.Broker.Kafka),
+	// sent only when it has some: a controller of the release before
+	// them takes the registration of a broker without Kafka listeners.
+	Kafka string
 }
 
 // Encode implements Message.
@@ -44,6 +48,9 @@ func (r *RegisterBrokerRequest) Encode(e *Encoder) {
 	e.String(r.ClusterID)
 	e.String(r.RootID)
 	e.Int64(r.MetadataEpoch)
+	if r.Kafka != "" {
+		e.String(r.Kafka)
+	}
 }
 
 // Decode implements Message.
@@ -55,6 +62,9 @@ func (r *RegisterBrokerRequest) Decode(d *Decoder) {
 	r.ClusterID = d.String()
 	r.RootID = d.String()
 	r.MetadataEpoch = d.Int64()
+	if d.Remaining() > 0 {
+		r.Kafka = d.String()
+	}
 }
 
 // MetadataBlob carries the whole cluster metadata as the controller

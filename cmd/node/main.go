@@ -33,17 +33,19 @@ var version = "dev"
 
 // Flag names. Each has the environment twin envName(name).
 const (
-	flagID         = "id"
-	flagDataDir    = "data-dir"
-	flagListen     = "listen"
-	flagAdvertise  = "advertise"
-	flagGossip     = "gossip"
-	flagJoin       = "join"
-	flagDialSource = "dial-source"
-	flagHTTP       = "http"
-	flagController = "controller"
-	flagLogLevel   = "log-level"
-	flagLogFormat  = "log-format"
+	flagID             = "id"
+	flagDataDir        = "data-dir"
+	flagListen         = "listen"
+	flagKafkaListen    = "kafka-listen"
+	flagKafkaAdvertise = "kafka-advertise"
+	flagAdvertise      = "advertise"
+	flagGossip         = "gossip"
+	flagJoin           = "join"
+	flagDialSource     = "dial-source"
+	flagHTTP           = "http"
+	flagController     = "controller"
+	flagLogLevel       = "log-level"
+	flagLogFormat      = "log-format"
 
 	flagMaxBatchBytes        = "max-batch-bytes"
 	flagRequestMemory        = "request-memory"
@@ -78,15 +80,17 @@ const (
 // configFlag maps node.Config field names (as node.FieldError reports them)
 // to the flag that sets the field.
 var configFlag = map[string]string{
-	"ID":          flagID,
-	"DataDir":     flagDataDir,
-	"Listen":      flagListen,
-	"Advertise":   flagAdvertise,
-	"Gossip":      flagGossip,
-	"Join":        flagJoin,
-	"DialSource":  flagDialSource,
-	"HTTP":        flagHTTP,
-	"Controllers": flagController,
+	"ID":             flagID,
+	"DataDir":        flagDataDir,
+	"Listen":         flagListen,
+	"Advertise":      flagAdvertise,
+	"KafkaListen":    flagKafkaListen,
+	"KafkaAdvertise": flagKafkaAdvertise,
+	"Gossip":         flagGossip,
+	"Join":           flagJoin,
+	"DialSource":     flagDialSource,
+	"HTTP":           flagHTTP,
+	"Controllers":    flagController,
 
 	"MaxBatchBytes":     flagMaxBatchBytes,
 	"RequestMemory":     flagRequestMemory,
@@ -168,6 +172,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			stringFlag(flagDataDir, "storage root `PATH`, owned by this node alone (required)", "", ""),
 			stringFlag(flagListen, "RPC address `HOST:PORT` (clients and peers)", node.DefaultListen, ""),
 			stringFlag(flagAdvertise, "RPC address `HOST:PORT` given to others", "", "the --listen address"),
+			stringFlag(flagKafkaListen, "Kafka protocol listeners `NAME://HOST:PORT,...` (a bare HOST:PORT is one named default)", "", "off"),
+			stringFlag(flagKafkaAdvertise, "the address Kafka clients dial for each listener, `NAME://HOST:PORT,...`; never 0.0.0.0", "", "each listener's own address"),
 			stringFlag(flagGossip, "memberlist address `HOST:PORT` (TCP and UDP)", node.DefaultGossip, ""),
 			stringFlag(flagJoin, "gossip seeds `HOST:PORT,...`", "", "none"),
 			stringFlag(flagDialSource, "source `IP` of connections to peers (RPC and gossip streams)", "", "chosen by the system"),
@@ -269,13 +275,15 @@ func configFromFlags(c *cli.Context) (node.Config, error) {
 		return node.Config{}, invalidFlag(flagID, idText, "want a positive integer")
 	}
 	cfg := node.Config{
-		ID:         int32(id),
-		DataDir:    c.String(flagDataDir),
-		Listen:     strings.TrimSpace(c.String(flagListen)),
-		Advertise:  strings.TrimSpace(c.String(flagAdvertise)),
-		Gossip:     strings.TrimSpace(c.String(flagGossip)),
-		HTTP:       strings.TrimSpace(c.String(flagHTTP)),
-		DialSource: strings.TrimSpace(c.String(flagDialSource)),
+		ID:             int32(id),
+		DataDir:        c.String(flagDataDir),
+		Listen:         strings.TrimSpace(c.String(flagListen)),
+		Advertise:      strings.TrimSpace(c.String(flagAdvertise)),
+		KafkaListen:    strings.TrimSpace(c.String(flagKafkaListen)),
+		KafkaAdvertise: strings.TrimSpace(c.String(flagKafkaAdvertise)),
+		Gossip:         strings.TrimSpace(c.String(flagGossip)),
+		HTTP:           strings.TrimSpace(c.String(flagHTTP)),
+		DialSource:     strings.TrimSpace(c.String(flagDialSource)),
 	}
 	if cfg.Join, err = splitList(c.String(flagJoin)); err != nil {
 		return node.Config{}, invalidFlag(flagJoin, c.String(flagJoin), err.Error())
