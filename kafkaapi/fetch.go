@@ -98,6 +98,7 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Respon
 		rt := &resp.Topics[i]
 		rp := kmsg.NewFetchResponseTopicPartition()
 		rp.Partition = p.req.Partition
+		rp.RecordBatches = []byte{} // empty, not null: librdkafka refuses a null record set
 		if p.got.err != nil {
 			rp.ErrorCode = s.code(p.got.err)
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
@@ -109,7 +110,7 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Respon
 				kb, err := kafkaBatches(p.got.res.Batches)
 				if err != nil {
 					rp.ErrorCode = s.code(err)
-				} else {
+				} else if kb != nil {
 					rp.RecordBatches = kb
 					budget -= len(kb)
 				}

@@ -45,7 +45,7 @@ port_base_valid() {
 		fi
 		;;
 	esac
-	echo "$1: PORT_BASE=$PORT_BASE: want a port number from 1 to 65513 (node N uses PORT_BASE+10(N-1) to +2)" >&2
+	echo "$1: PORT_BASE=$PORT_BASE: want a port number from 1 to 65513 (node N uses PORT_BASE+10(N-1) to +3)" >&2
 	return 1
 }
 
@@ -94,12 +94,24 @@ secure_setup() {
 
 # node_port ID OFFSET: the port of node ID (PORT_BASE + 10*(ID-1) +
 # OFFSET), OFFSET 0 for RPC, 1 for gossip, 2 for HTTP.
-node_port() { echo $((PORT_BASE + 10 * ($1 - 1) + $2)); }
-port_name() { case $1 in 0) echo RPC ;; 1) echo gossip ;; 2) echo HTTP ;; esac; }
+# Offsets 0 to 3 of a node's ports: RPC, gossip, HTTP, Kafka. The Kafka
+# listeners of the default cluster are on 9092 (the port every Kafka tool
+# tries first), 9093 and 9094.
+node_port() {
+	if [ "$2" = 3 ] && [ "$PORT_BASE" = "$DEFAULT_PORT_BASE" ]; then
+		echo $((9091 + $1))
+	else
+		echo $((PORT_BASE + 10 * ($1 - 1) + $2))
+	fi
+}
+port_name() { case $1 in 0) echo RPC ;; 1) echo gossip ;; 2) echo HTTP ;; 3) echo Kafka ;; esac; }
 
 # port_taken PORT: something listens on TCP port PORT of 127.0.0.1. (A
 # UDP-only squatter on a gossip port is not seen; the node then exits with
 # CannotListen.)
+# node_offsets: the port offsets a node uses (Kafka's only without SECURE).
+node_offsets() { if secure; then echo 0 1 2; else echo 0 1 2 3; fi; }
+
 port_taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # ports_free PREFIX ID...: prints, after PREFIX, each port of the
@@ -108,7 +120,7 @@ ports_free() {
 	local prefix=$1 taken=0 id off port
 	shift
 	for id in "$@"; do
-		for off in 0 1 2; do
+		for off in $(node_offsets); do
 			port=$(node_port "$id" "$off")
 			if port_taken "$port"; then
 				echo "$prefix: port $port (node $id $(port_name "$off")) is taken" >&2
@@ -119,7 +131,7 @@ ports_free() {
 	return "$taken"
 }
 
-# free_port_base: prints a port base other than PORT_BASE whose nine
+# free_port_base: prints a port base other than PORT_BASE whose twelve
 # ports are all free, for a refusal to suggest (19400, 29400, ... first,
 # then steps of 1000); returns 1 when it finds none.
 free_port_base() {
@@ -127,7 +139,7 @@ free_port_base() {
 	for base in $(seq $((PORT_BASE + 10000)) 10000 65513) $(seq $((PORT_BASE + 1000)) 1000 65513); do
 		free=1
 		for id in "${NODES[@]}"; do
-			for off in 0 1 2; do
+			for off in 0 1 2 3; do
 				if port_taken $((base + 10 * (id - 1) + off)); then
 					free=0
 				fi
@@ -247,6 +259,10 @@ node_args() {
 	NODE_ARGS=(--id "$id" --data-dir "$DATA/node$id"
 		--listen "127.0.0.1:$(node_port "$id" 0)" --gossip "127.0.0.1:$(node_port "$id" 1)" --http "127.0.0.1:$(node_port "$id" 2)"
 		--join "$(IFS=,; echo "${join[*]}")" --controller "$(controllers)")
+	if ! secure; then
+		# Kafka listeners do not speak TLS yet: a secure cluster has none.
+		NODE_ARGS+=(--kafka-listen "127.0.0.1:$(node_port "$id" 3)")
+	fi
 	if secure; then
 		local supers=() n
 		for n in "${NODES[@]}"; do supers+=("node$n"); done

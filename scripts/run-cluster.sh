@@ -244,7 +244,11 @@ nodes_table() {
 	local id http=HTTP
 	if secure; then http=HTTPS; fi
 	for id in "${NODES[@]}"; do
-		echo "  node $id  RPC 127.0.0.1:$(node_port "$id" 0)  gossip 127.0.0.1:$(node_port "$id" 1)  $http 127.0.0.1:$(node_port "$id" 2)"
+		if secure; then
+			echo "  node $id  RPC 127.0.0.1:$(node_port "$id" 0)  gossip 127.0.0.1:$(node_port "$id" 1)  $http 127.0.0.1:$(node_port "$id" 2)"
+		else
+			echo "  node $id  RPC 127.0.0.1:$(node_port "$id" 0)  gossip 127.0.0.1:$(node_port "$id" 1)  $http 127.0.0.1:$(node_port "$id" 2)  Kafka 127.0.0.1:$(node_port "$id" 3)"
+		fi
 	done
 }
 if secure; then
@@ -284,6 +288,8 @@ In another terminal, $talk
   $ctl produce orders --key user-1 'hello'
   $ctl consume orders --from-beginning
   curl -s http://127.0.0.1:$(node_port 2 2)/api/health
+Kafka clients and tools use the Kafka listeners, for example:
+  kcat -b 127.0.0.1:$(node_port 1 3) -L
 Ctrl-C stops all three; 'make run$vars' again brings the same cluster back.
 If a node dies, the others keep running; 'make node N=<id>$vars' starts it again.
 'make kill N=<id>$vars' kills one (kill -9), for the failure drill of the README.

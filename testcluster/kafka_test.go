@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -94,4 +96,64 @@ func TestKafkaClientsAndNativeConsumersShareTheLog(t *testing.T) {
 		cl.Close()
 		assert.Equal(t, n, read, "through node %d", node.ID)
 	}
+}
+
+// kcatPath is Debian's kcat (librdkafka, the strictest client about the
+// versions a broker advertises). .ci/run installs it and sets
+// GOSTREAM_REQUIRE_KAFKA_TOOLS=1, so that CI never skips what needs it.
+func kcatPath(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("kcat")
+	if err != nil {
+		if os.Getenv("GOSTREAM_REQUIRE_KAFKA_TOOLS") == "1" {
+			t.Fatalf("GOSTREAM_REQUIRE_KAFKA_TOOLS=1 but kcat is not installed: %v", err)
+		}
+		t.Skip("kcat is not installed (apt-get install kcat)")
+	}
+	return p
+}
+
+// kcat (librdkafka 2.0) produces keyed records with a header in each of
+// its codecs through one node and consumes them through another, with
+// what gostream-ctl produced beside them, and kcat -L lists the brokers
+// with their Kafka endpoints.
+func TestKcatProducesAndConsumes(t *testing.T) {
+	kcat := kcatPath(t)
+	c := startClusterWith(t, Config{Nodes: 3, Kafka: true})
+	ctlOK(t, c, "topic", "create", "kc", "--partitions", "2", "--replication-factor", "3")
+	run := func(stdin string, args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, kcat, args...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "kcat %v: %s", args, out)
+		return string(out)
+	}
+	meta := run("", "-b", c.Node(3).Kafka, "-L")
+	for _, n := range c.Nodes {
+		assert.Contains(t, meta, fmt.Sprintf("broker %d at %s", n.ID, n.Kafka))
+	}
+	var want []string
+	for _, z := range []string{"none", "gzip", "snappy", "lz4", "zstd"} {
+		var lines []string
+		for i := range 20 {
+			lines = append(lines, fmt.Sprintf("%s-%d:value-%s-%d", z, i, z, i))
+			want = append(want, fmt.Sprintf("%s-%d=value-%s-%d h=%s", z, i, z, i, z))
+		}
+		run(strings.Join(lines, "\n")+"\n", "-b", c.Node(1).Kafka, "-t", "kc", "-P", "-K:", "-z", z, "-H", "h="+z)
+	}
+	ctlOK(t, c, "produce", "kc", "--key", "native", "from gostream")
+	want = append(want, "native=from gostream ")
+	out := run("", "-b", c.Node(2).Kafka, "-t", "kc", "-C", "-e", "-o", "beginning", "-q", "-f", "%k=%s %h\n")
+	var got []string
+	for _, line := range strings.Split(out, "\n") {
+		if line != "" {
+			got = append(got, line)
+		}
+	}
+	assert.ElementsMatch(t, want, got)
+	native := ctlOK(t, c, "consume", "kc", "-o", "json").Stdout
+	assert.Equal(t, len(want), strings.Count(native, "\n"), "gostream-ctl reads every record kcat wrote")
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // lockedBuffer is a bytes.Buffer for a process's output read while it runs.
@@ -260,6 +261,13 @@ func TestMakeRunFailureDrill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts make run's cluster")
 	}
+	for _, port := range []int{9092, 9093, 9094} {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			t.Skipf("Kafka port %d of make run is taken (%v): is a make run, or a Kafka, up?", port, err)
+		}
+		l.Close()
+	}
 	for port := 9400; port <= 9422; port++ {
 		if port%10 > 2 {
 			continue
@@ -324,6 +332,14 @@ func TestMakeRunFailureDrill(t *testing.T) {
 	cluster.waitOutput(t, "\nready\n", 90*time.Second)
 	require.Equal(t, 0, ctl("topic", "create", "orders", "--partitions", "3", "--replication-factor", "3").Exit)
 	require.Equal(t, 0, ctl("produce", "orders", "--key", "user-1", "hello").Exit)
+	// A Kafka client on node 1's Kafka listener, as the README's tour.
+	kc, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:9092"), kgo.DisableIdempotentWrite())
+	require.NoError(t, err)
+	kctx, kcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	require.NoError(t, kc.ProduceSync(kctx, &kgo.Record{Topic: "orders", Key: []byte("user-1"), Value: []byte("from kafka")}).FirstErr())
+	kcancel()
+	kc.Close()
+	assert.Contains(t, ctl("consume", "orders", "-o", "json").Stdout, `"value":"from kafka"`)
 
 	// Node 2 dies, killed as the drill kills it (make kill N=2, by its PID
 	// file); the others keep running.
@@ -470,8 +486,8 @@ var portBases struct {
 	used map[int]bool
 }
 
-// freePortBase returns a PORT_BASE for make run whose nine ports (RPC,
-// gossip over TCP and UDP, HTTP of three nodes) were free a moment ago,
+// freePortBase returns a PORT_BASE for make run whose twelve ports (RPC,
+// gossip over TCP and UDP, HTTP, Kafka of three nodes) were free a moment ago,
 // and that it has not returned before. It is below the kernel's range of
 // ephemeral ports, so that the port 0 of another test does not land on
 // one meanwhile.
@@ -490,7 +506,7 @@ func freePortBase(t *testing.T) int {
 			}
 		}()
 		for n := 0; n < 3; n++ {
-			for off := 0; off < 3; off++ {
+			for off := 0; off < 4; off++ {
 				addr := fmt.Sprintf("127.0.0.1:%d", base+10*n+off)
 				l, err := net.Listen("tcp", addr)
 				if err != nil {
