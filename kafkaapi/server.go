@@ -55,6 +55,7 @@ type Server struct {
 	cfg  Config
 	log  hclog.Logger
 	mu   sync.Mutex
+	lns  []net.Listener
 	conn map[net.Conn]struct{}
 	wg   sync.WaitGroup
 	done bool
@@ -78,6 +79,14 @@ func New(cfg Config) *Server {
 // and serves each in its own goroutine. It returns nil once Close was
 // called, else the accept error.
 func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.lns = append(s.lns, ln)
+	s.mu.Unlock()
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -108,10 +117,14 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
-// Close closes every connection and waits for their goroutines.
+// Close closes the listeners Serve was given and every connection, and
+// waits for the connections' goroutines.
 func (s *Server) Close() {
 	s.mu.Lock()
 	s.done = true
+	for _, ln := range s.lns {
+		ln.Close()
+	}
 	for c := range s.conn {
 		c.Close()
 	}

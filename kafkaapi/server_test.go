@@ -172,3 +172,25 @@ func readFrame(t *testing.T, c net.Conn) []byte {
 	require.NoError(t, err)
 	return b
 }
+
+// Close ends Serve (its listener closed) and every connection.
+func TestCloseEndsServe(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s := kafkaapi.New(kafkaapi.Config{Broker: 1})
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	s.Close()
+	select {
+	case err := <-served:
+		assert.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve still accepting after Close")
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = c.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF, "the connection is closed")
+}
