@@ -292,6 +292,10 @@ func (s *Server) handle(ctx context.Context, c net.Conn, req *request) (kmsg.Res
 		return s.fetch(ctx, k)
 	case *kmsg.ListOffsetsRequest:
 		return s.listOffsets(k)
+	case *kmsg.CreateTopicsRequest:
+		return s.createTopics(ctx, k)
+	case *kmsg.DeleteTopicsRequest:
+		return s.deleteTopics(ctx, k)
 	}
 	return unsupported(req)
 }

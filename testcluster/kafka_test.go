@@ -13,7 +13,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // ctlRecord is a record as gostream-ctl consume -o json prints it.
@@ -156,4 +158,52 @@ func TestKcatProducesAndConsumes(t *testing.T) {
 	assert.ElementsMatch(t, want, got)
 	native := ctlOK(t, c, "consume", "kc", "-o", "json").Stdout
 	assert.Equal(t, len(want), strings.Count(native, "\n"), "gostream-ctl reads every record kcat wrote")
+}
+
+// A Kafka admin client creates a topic (sent to the controller Metadata
+// names) with a config gostream has, is refused one that exists and a
+// config it does not have, produces to and reads the topic, and deletes
+// it; gostream-ctl sees each change.
+func TestKafkaAdminCreatesAndDeletesTopics(t *testing.T) {
+	c := startClusterWith(t, Config{Nodes: 3, Kafka: true})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Node(2).Kafka), kgo.DisableIdempotentWrite())
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	create := func(name, key, value string) kmsg.CreateTopicsResponseTopic {
+		t.Helper()
+		req := kmsg.NewPtrCreateTopicsRequest()
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 4, 3
+		if key != "" {
+			cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+			cfg.Name, cfg.Value = key, kmsg.StringPtr(value)
+			rt.Configs = append(rt.Configs, cfg)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		require.NoError(t, err)
+		require.Len(t, resp.Topics, 1)
+		return resp.Topics[0]
+	}
+	assert.Equal(t, int16(0), create("made-by-kafka", "retention.ms", "3600000").ErrorCode)
+	assert.Equal(t, kerr.TopicAlreadyExists.Code, create("made-by-kafka", "", "").ErrorCode)
+	assert.NotEqual(t, int16(0), create("bad-config", "cleanup.policy", "compact").ErrorCode, "a config gostream does not have")
+	desc := ctlOK(t, c, "topic", "describe", "made-by-kafka").Stdout
+	assert.Contains(t, desc, "3600000")
+
+	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "made-by-kafka", Value: []byte("x")}).FirstErr())
+	assert.Contains(t, ctlOK(t, c, "consume", "made-by-kafka", "-o", "json").Stdout, `"value":"x"`)
+
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	dt := kmsg.NewDeleteTopicsRequestTopic()
+	dt.Topic = kmsg.StringPtr("made-by-kafka")
+	del.Topics = append(del.Topics, dt)
+	del.TopicNames = []string{"made-by-kafka"}
+	dresp, err := del.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	require.NotEmpty(t, dresp.Topics)
+	assert.Equal(t, int16(0), dresp.Topics[0].ErrorCode)
+	assert.NotContains(t, ctlOK(t, c, "topic", "list").Stdout, "made-by-kafka")
 }
