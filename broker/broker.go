@@ -151,6 +151,9 @@ func (b *Broker) Produce(principal string, req ProduceRequest) (func(context.Con
 	case len(req.Batch) > b.cfg.MaxBatchBytes:
 		return nil, transport.BatchTooLarge(len(req.Batch), b.cfg.MaxBatchBytes)
 	}
+	if err := req.Batch.CheckProduced(); err != nil {
+		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidBatch, err)
+	}
 	start := time.Now()
 	wait, err := rep.Part.Produce(req.Batch)
 	if err != nil {

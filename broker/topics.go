@@ -84,3 +84,19 @@ func (b *Broker) AlterTopicConfig(ctx context.Context, principal string, req *tr
 	}
 	return b.view(t), nil
 }
+
+// ChangeTopicConfig is AlterTopicConfig from any node: on one that is not
+// the active controller the change, authorized here for principal, is
+// forwarded to the active controller as this node, as Kafka clients expect
+// of any broker (KIP-590); only its outcome is returned.
+func (b *Broker) ChangeTopicConfig(ctx context.Context, principal string, req *transport.AlterTopicConfigRequest) error {
+	if err := b.Authorize(principal, metadata.OpAlter, metadata.ResourceTopic, req.Name); err != nil {
+		return err
+	}
+	if _, err := b.active(); err == nil || b.cfg.CallController == nil {
+		_, err := b.AlterTopicConfig(ctx, principal, req)
+		return err
+	}
+	var resp transport.TopicInfo
+	return b.cfg.CallController(ctx, transport.APIAlterTopicConfig, req, &resp)
+}

@@ -296,6 +296,12 @@ func (s *Server) handle(ctx context.Context, c net.Conn, req *request) (kmsg.Res
 		return s.createTopics(ctx, k)
 	case *kmsg.DeleteTopicsRequest:
 		return s.deleteTopics(ctx, k)
+	case *kmsg.DescribeConfigsRequest:
+		return s.describeConfigs(k)
+	case *kmsg.IncrementalAlterConfigsRequest:
+		return s.incrementalAlterConfigs(ctx, k)
+	case *kmsg.DescribeClusterRequest:
+		return s.describeCluster(k)
 	}
 	return unsupported(req)
 }

@@ -16,13 +16,16 @@ type versionRange struct{ min, max int16 }
 // on only when the range holds it) and refuses what is not a record
 // batch of magic 2, which versions below 3 cannot carry.
 var versions = map[int16]versionRange{
-	kmsg.Produce.Int16():      {0, 9},
-	kmsg.Fetch.Int16():        {4, 12},
-	kmsg.ListOffsets.Int16():  {1, 7},
-	kmsg.Metadata.Int16():     {1, 12},
-	kmsg.ApiVersions.Int16():  {0, 3},
-	kmsg.CreateTopics.Int16(): {0, 5},
-	kmsg.DeleteTopics.Int16(): {0, 4},
+	kmsg.Produce.Int16():                 {0, 9},
+	kmsg.Fetch.Int16():                   {4, 12},
+	kmsg.ListOffsets.Int16():             {1, 7},
+	kmsg.Metadata.Int16():                {1, 12},
+	kmsg.ApiVersions.Int16():             {0, 3},
+	kmsg.CreateTopics.Int16():            {0, 5},
+	kmsg.DeleteTopics.Int16():            {0, 4},
+	kmsg.DescribeConfigs.Int16():         {0, 4},
+	kmsg.IncrementalAlterConfigs.Int16(): {0, 1},
+	kmsg.DescribeCluster.Int16():         {0, 0},
 }
 
 // apiKeys is the ApiVersions answer's list, by key.

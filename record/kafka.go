@@ -361,3 +361,21 @@ func decodeKafkaRecord(b []byte, p int, r *Record) (next int, tsDelta, offDelta 
 	}
 	return end, tsDelta, offDelta, nil
 }
+
+// CheckProduced refuses what a producer may not send in a batch of magic
+// 2 that Validate alone would take: a Kafka batch flagged as a control or
+// transactional batch. The leader's core calls it for every protocol's
+// produce (the Kafka front end's WrapKafka checks the same and more).
+func (b Batch) CheckProduced() error {
+	if len(b) < HeaderSize+KafkaHeaderSize || b[offMagic] != MagicKafka {
+		return nil
+	}
+	a := b.kafka().attributes()
+	if a&kafkaControl != 0 {
+		return fmt.Errorf("%w: a control batch; clients do not send them", ErrInvalid)
+	}
+	if a&kafkaTransactional != 0 {
+		return fmt.Errorf("%w: a transactional batch; transactions are not supported", ErrInvalid)
+	}
+	return nil
+}

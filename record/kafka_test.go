@@ -212,3 +212,21 @@ func TestCheckKafkaBatchRefuses(t *testing.T) {
 		})
 	}
 }
+
+// A batch of magic 2 flagged as control or transactional is refused from
+// a producer of either protocol, though it would validate.
+func TestCheckProducedRefusesControlAndTransactional(t *testing.T) {
+	kb, err := record.AppendKafkaBatch(nil, kafkaRecords(), record.NoProducer)
+	require.NoError(t, err)
+	b, err := record.WrapKafka(kb)
+	require.NoError(t, err)
+	require.NoError(t, b.CheckProduced())
+	for _, bit := range []byte{0x10, 0x20} {
+		c := append(record.Batch(nil), b...)
+		c[record.HeaderSize+22] |= bit
+		binary.BigEndian.PutUint32(c[record.HeaderSize+17:], crc32.Checksum(c[record.HeaderSize+21:], crc32.MakeTable(crc32.Castagnoli)))
+		c.Stamp(0, 0, 0)
+		require.NoError(t, c.Validate(), "it validates")
+		assert.ErrorIs(t, c.CheckProduced(), record.ErrInvalid, "attribute bit %#x", bit)
+	}
+}

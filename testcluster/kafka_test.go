@@ -207,3 +207,67 @@ func TestKafkaAdminCreatesAndDeletesTopics(t *testing.T) {
 	assert.Equal(t, int16(0), dresp.Topics[0].ErrorCode)
 	assert.NotContains(t, ctlOK(t, c, "topic", "list").Stdout, "made-by-kafka")
 }
+
+// A Kafka admin client reads a topic's configs (those gostream has, and
+// cleanup.policy=delete, read-only), changes one (gostream-ctl sees it),
+// is refused what gostream cannot do, and describes the cluster with
+// every broker at its Kafka endpoint.
+func TestKafkaConfigsAndDescribeCluster(t *testing.T) {
+	c := startClusterWith(t, Config{Nodes: 3, Kafka: true})
+	ctlOK(t, c, "topic", "create", "cfg", "--partitions", "1", "--replication-factor", "3")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Node(3).Kafka))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	describe := func() map[string]kmsg.DescribeConfigsResponseResourceConfig {
+		t.Helper()
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		r := kmsg.NewDescribeConfigsRequestResource()
+		r.ResourceType, r.ResourceName = 2, "cfg"
+		req.Resources = append(req.Resources, r)
+		resp, err := req.RequestWith(ctx, cl)
+		require.NoError(t, err)
+		require.Len(t, resp.Resources, 1)
+		require.Equal(t, int16(0), resp.Resources[0].ErrorCode)
+		out := map[string]kmsg.DescribeConfigsResponseResourceConfig{}
+		for _, c := range resp.Resources[0].Configs {
+			out[c.Name] = c
+		}
+		return out
+	}
+	cfgs := describe()
+	require.Contains(t, cfgs, "retention.ms")
+	assert.Equal(t, "delete", *cfgs["cleanup.policy"].Value)
+	assert.True(t, cfgs["cleanup.policy"].ReadOnly)
+
+	alter := func(name, value string, op kmsg.IncrementalAlterConfigOp) int16 {
+		t.Helper()
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		r := kmsg.NewIncrementalAlterConfigsRequestResource()
+		r.ResourceType, r.ResourceName = 2, "cfg"
+		rc := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		rc.Name, rc.Value, rc.Op = name, kmsg.StringPtr(value), op
+		r.Configs = append(r.Configs, rc)
+		req.Resources = append(req.Resources, r)
+		resp, err := req.RequestWith(ctx, cl)
+		require.NoError(t, err)
+		require.Len(t, resp.Resources, 1)
+		return resp.Resources[0].ErrorCode
+	}
+	require.Equal(t, int16(0), alter("retention.ms", "7200000", 0))
+	assert.Equal(t, "7200000", *describe()["retention.ms"].Value)
+	assert.Contains(t, ctlOK(t, c, "topic", "describe", "cfg").Stdout, "7200000")
+	assert.Equal(t, kerr.InvalidConfig.Code, alter("retention.ms", "two hours", 0))
+	assert.NotEqual(t, int16(0), alter("cleanup.policy", "compact", 0), "gostream does not compact")
+
+	dc := kmsg.NewPtrDescribeClusterRequest()
+	dresp, err := dc.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	require.Equal(t, int16(0), dresp.ErrorCode)
+	require.Len(t, dresp.Brokers, 3)
+	for _, b := range dresp.Brokers {
+		assert.Equal(t, c.Node(b.NodeID).Kafka, fmt.Sprintf("%s:%d", b.Host, b.Port))
+	}
+}
