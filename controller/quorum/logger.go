@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -65,6 +66,17 @@ func closing(args []interface{}) bool {
 	return false
 }
 
+// reset reports whether an error among args is a connection reset by the
+// peer.
+func reset(args []interface{}) bool {
+	for _, a := range args {
+		if err, ok := a.(error); ok && errors.Is(err, syscall.ECONNRESET) {
+			return true
+		}
+	}
+	return false
+}
+
 func hasPrefix(msg string, prefixes []string) bool {
 	for _, p := range prefixes {
 		if strings.HasPrefix(msg, p) {
@@ -85,6 +97,12 @@ func (l *limiter) level(level hclog.Level, msg string, args []interface{}) hclog
 		// A connection of ours closed as the node stops (Raft's stream
 		// layer reads on until then): how every stop goes.
 		return hclog.Debug
+	case msg == "failed to decode incoming command" && reset(args):
+		// The peer's end went away abruptly (it stopped or was killed
+		// while its stream to us still had bytes in flight): the peer's
+		// state, said where Raft sees it (unreachable peers above); the
+		// command was never half applied.
+		return hclog.Info
 	case hasPrefix(msg, unreachable) && starting:
 		return hclog.Debug
 	case hasPrefix(msg, unreachable):

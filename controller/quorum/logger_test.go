@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,6 +51,10 @@ func TestAStopLogsNoError(t *testing.T) {
 	closed := &net.OpError{Op: "read", Net: "tcp", Err: net.ErrClosed}
 	assert.Equal(t, hclog.Debug, l.level(hclog.Error, "failed to decode incoming command", []interface{}{"error", closed}))
 	assert.Equal(t, hclog.Error, l.level(hclog.Error, "failed to decode incoming command", []interface{}{"error", errors.New("unexpected EOF")}))
+	// A peer that stopped with bytes in flight on its stream to us resets
+	// it (seen in TestCleanStartLogsNoError when the three stop together).
+	reset := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+	assert.Equal(t, hclog.Info, l.level(hclog.Error, "failed to decode incoming command", []interface{}{"error", reset}))
 }
 
 // What a clean start logs has no ERROR line.
