@@ -2,6 +2,8 @@ package kafkaapi
 
 import (
 	"encoding/hex"
+	"net"
+	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -103,4 +105,27 @@ func contains(s []int32, v int32) bool {
 		}
 	}
 	return false
+}
+
+// MetadataEndpoints are the brokers' addresses on a Kafka listener, as the
+// cluster's metadata has them (what each node advertised for it when it
+// registered); a broker without that listener is left out.
+func MetadataEndpoints(meta *metadata.Cluster, listener string) []Endpoint {
+	var out []Endpoint
+	for _, b := range meta.Brokers {
+		addr, ok := b.KafkaEndpoint(listener)
+		if !ok {
+			continue
+		}
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			continue
+		}
+		p, err := strconv.ParseUint(port, 10, 16)
+		if err != nil {
+			continue
+		}
+		out = append(out, Endpoint{Broker: b.ID, Host: host, Port: int32(p)})
+	}
+	return out
 }

@@ -35,7 +35,7 @@ type Config struct {
 	Listener string
 	Core     *broker.Broker
 	// Endpoints are every broker's endpoints on a listener, from the
-	// cluster's metadata.
+	// cluster's metadata (nil: MetadataEndpoints).
 	Endpoints func(meta *metadata.Cluster, listener string) []Endpoint
 	// MaxRequestBytes bounds one request frame (default 100 MiB; at least
 	// the node's batch limit and room for a request's other fields).
@@ -71,6 +71,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 10 * time.Minute
+	}
+	if cfg.Endpoints == nil {
+		cfg.Endpoints = MetadataEndpoints
 	}
 	return &Server{cfg: cfg, log: cfg.Logger, conn: map[net.Conn]struct{}{}}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"gostream/controller"
+	"gostream/listeners"
 	"gostream/metadata"
 	"gostream/storage"
 	"gostream/transport"
@@ -122,7 +123,7 @@ func parseControllerAddr(s string) (ControllerAddr, error) {
 	if err != nil || id <= 0 {
 		return bad("want ID@HOST:PORT with ID a positive integer")
 	}
-	if reason := checkHostPort(addr); reason != "" {
+	if reason := listeners.CheckHostPort(addr); reason != "" {
 		return bad(controllerReason(reason))
 	}
 	return ControllerAddr{ID: int32(id), Addr: addr}, nil
@@ -134,7 +135,7 @@ func checkControllers(cs []ControllerAddr) error {
 		if c.ID <= 0 {
 			return &FieldError{Field: "Controllers", Value: c.String(), Reason: "want ID@HOST:PORT with ID a positive integer"}
 		}
-		if reason := checkHostPort(c.Addr); reason != "" {
+		if reason := listeners.CheckHostPort(c.Addr); reason != "" {
 			return &FieldError{Field: "Controllers", Value: c.String(), Reason: controllerReason(reason)}
 		}
 		if seen[c.ID] {
@@ -149,19 +150,6 @@ func checkControllers(cs []ControllerAddr) error {
 // ID@HOST:PORT entry.
 func controllerReason(hostPortReason string) string {
 	return strings.Replace(hostPortReason, "want HOST:PORT", "want ID@HOST:PORT", 1)
-}
-
-// checkHostPort returns why addr is not a HOST:PORT address, or "" if it is.
-// An empty host (":9400") and port 0 are allowed, as for net.Listen.
-func checkHostPort(addr string) string {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "want HOST:PORT"
-	}
-	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return "want HOST:PORT with PORT a number from 0 to 65535"
-	}
-	return ""
 }
 
 // Config is everything one node needs to run. The command line (cmd/node)
@@ -179,7 +167,7 @@ type Config struct {
 	// KafkaListen are the Kafka protocol's listeners, NAME://HOST:PORT,...
 	// (a bare HOST:PORT is the listener named default); empty: none.
 	// KafkaAdvertise are the addresses clients dial for each, by name
-	// (docs/kafka.md, "Listeners"; ParseListeners).
+	// (docs/kafka.md, "Listeners"; package listeners).
 	KafkaListen    string
 	KafkaAdvertise string
 	// Gossip is the memberlist address (TCP and UDP). Empty means
@@ -322,11 +310,11 @@ func (c Config) Validate() error {
 		if f.value == "" {
 			continue
 		}
-		if reason := checkHostPort(f.value); reason != "" {
+		if reason := listeners.CheckHostPort(f.value); reason != "" {
 			return &FieldError{Field: f.name, Value: f.value, Reason: reason}
 		}
 	}
-	if _, err := ParseListeners("KafkaListen", c.KafkaListen, "KafkaAdvertise", c.KafkaAdvertise); err != nil {
+	if _, err := parseKafkaListeners(c); err != nil {
 		return err
 	}
 	if c.DialSource != "" {
@@ -335,7 +323,7 @@ func (c Config) Validate() error {
 		}
 	}
 	for _, seed := range c.Join {
-		if reason := checkHostPort(seed); reason != "" {
+		if reason := listeners.CheckHostPort(seed); reason != "" {
 			return &FieldError{Field: "Join", Value: seed, Reason: reason}
 		}
 	}
@@ -345,7 +333,7 @@ func (c Config) Validate() error {
 	if err := checkControllers(c.Controllers); err != nil {
 		return err
 	}
-	return c.Security.validate()
+	return securityFieldError(c.Security.Validate())
 }
 
 // checkControllerAddr refuses a node that --controller names as a
@@ -521,4 +509,19 @@ func (c Config) withDefaults() Config {
 		c.HWCheckpointInterval = time.Second
 	}
 	return c
+}
+
+// parseKafkaListeners reads the Kafka listeners of c; its error is a
+// *FieldError naming KafkaListen or KafkaAdvertise.
+func parseKafkaListeners(c Config) ([]listeners.Listener, error) {
+	ls, err := listeners.Parse(c.KafkaListen, c.KafkaAdvertise)
+	var le *listeners.Error
+	if errors.As(err, &le) {
+		field := "KafkaListen"
+		if le.Which == listeners.InAdvertise {
+			field = "KafkaAdvertise"
+		}
+		return nil, &FieldError{Field: field, Value: le.Value, Reason: le.Reason}
+	}
+	return ls, err
 }

@@ -125,7 +125,7 @@ func (n *Node) startCandidate(self ControllerAddr) error {
 	root := n.root
 	cd, err := controller.OpenCandidacy(controller.CandidacyConfig{
 		Dir: filepath.Join(n.cfg.DataDir, "controller"), Self: quorum.Candidate{ID: self.ID, Addr: self.Addr}, Candidates: cands,
-		Broker: n.selfBroker(), LocalIP: net.ParseIP(n.cfg.DialSource), TLS: n.sec.clientTLS(), Allow: n.sec.raftAllowed,
+		Broker: n.selfBroker(), LocalIP: net.ParseIP(n.cfg.DialSource), TLS: n.sec.ClientTLS(), Allow: n.sec.RaftAllowed,
 		Logger: n.logger, ClusterID: func() string { return root.Stamp().ClusterID }, SetClusterID: root.SetClusterID,
 		Metadata: n.broker.Metadata, Apply: n.broker.ApplyMetadata, Push: n.pushMetadata, Pool: n.pool, WireError: rpcapi.WireError,
 	})

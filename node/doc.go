@@ -56,12 +56,15 @@
 //   - the front ends: the native protocol (package rpcapi, its handler
 //     built by rpcHandler in node.go) on Listen, with the candidates' Raft
 //     traffic diverted from the same port; Durable Streams (package
-//     durable's handler over the streams server) on HTTP;
+//     durable's handler over the streams server) on HTTP; Kafka's (package
+//     kafkaapi) on each Kafka listener;
 //   - gossip (hashicorp/memberlist) on Gossip, which shows who is alive and
 //     decides nothing (gossip.go);
-//   - the node's security: TLS, tokens, the authorizer and its reload
-//     (security.go), handed to the core and the front ends as narrow
-//     interfaces;
+//   - the front ends' listeners: the Kafka protocol's named listeners
+//     (package listeners reads them, kafka.go serves them);
+//   - the node's security: its security.Guard (TLS, tokens, the
+//     authorizer and their reload), loaded in security.go and handed to
+//     the core and the front ends as narrow interfaces;
 //   - on HTTP: GET /api/health, /api/status and /metrics (status.go,
 //     metrics.go), and refusals of RPC sent there.
 //

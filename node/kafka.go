@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"strconv"
 	"strings"
 
 	"gostream/kafkaapi"
-	"gostream/metadata"
 	"gostream/rpcapi"
 	"gostream/transport"
 )
@@ -42,7 +40,7 @@ func (n *Node) serveKafka(lns []net.Listener, run func(func(context.Context) err
 			OnRefused: func(r transport.Refusal) { n.refusals.record("kafka", r) },
 		})
 		s := kafkaapi.New(kafkaapi.Config{
-			Broker: n.cfg.ID, Listener: l.Name, Core: n.core, Endpoints: kafkaEndpoints,
+			Broker: n.cfg.ID, Listener: l.Name, Core: n.core,
 			MaxRequestBytes: transport.FrameLimit(n.cfg.MaxBatchBytes), IdleTimeout: n.cfg.IdleTimeout,
 			Classify: rpcapi.WireError, Logger: log,
 		})
@@ -56,28 +54,6 @@ func (n *Node) serveKafka(lns []net.Listener, run func(func(context.Context) err
 		})
 	}
 	return servers
-}
-
-// kafkaEndpoints are the brokers' addresses on a Kafka listener, as the
-// metadata has them; a broker without that listener is left out.
-func kafkaEndpoints(meta *metadata.Cluster, listener string) []kafkaapi.Endpoint {
-	var out []kafkaapi.Endpoint
-	for _, b := range meta.Brokers {
-		addr, ok := b.KafkaEndpoint(listener)
-		if !ok {
-			continue
-		}
-		host, port, err := net.SplitHostPort(addr)
-		if err != nil {
-			continue
-		}
-		p, err := strconv.ParseUint(port, 10, 16)
-		if err != nil {
-			continue
-		}
-		out = append(out, kafkaapi.Endpoint{Broker: b.ID, Host: host, Port: int32(p)})
-	}
-	return out
 }
 
 func kafkaAddrs(lns []net.Listener) string {

@@ -2,11 +2,13 @@ package node
 
 import (
 	"context"
-	"gostream/broker"
 	"net"
 	"sync"
 	"testing"
 	"time"
+
+	"gostream/broker"
+	"gostream/security"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
@@ -30,7 +32,7 @@ func TestStalePushIsAnsweredOnceTheNewerMetadataIsApplied(t *testing.T) {
 	require.NoError(t, err)
 	b := broker.NewReplicas(broker.ReplicasConfig{Broker: 2, Root: root})
 	n := &Node{broker: b, cfg: Config{ID: 2, Controllers: []ControllerAddr{{ID: 1, Addr: "127.0.0.1:1"}}}}
-	n.sec = &nodeSecurity{}
+	n.sec = &security.Guard{}
 	h := rpcapi.New(rpcapi.Config{ID: 2, Replicas: b, Security: n.sec, Controller: n.activeController, ApplyMetadata: n.applyParsed})
 
 	meta := func(epoch int64, topics ...string) *metadata.Cluster {

@@ -24,8 +24,10 @@ import (
 	"gostream/durable"
 	"gostream/groups"
 	"gostream/httpapi"
+	"gostream/listeners"
 	"gostream/metadata"
 	"gostream/rpcapi"
+	"gostream/security"
 	"gostream/storage"
 	"gostream/streams"
 	"gostream/transport"
@@ -59,7 +61,7 @@ type Node struct {
 	// core is what the front ends call: the operations, authorized.
 	core *broker.Broker
 	// kafka are the Kafka protocol's listeners (kafka.go).
-	kafka []Listener
+	kafka []listeners.Listener
 	pool  *transport.Pool
 	// controller is the single controller when this node is it, or this
 	// candidate's controller (active or not) when --controller lists
@@ -71,7 +73,7 @@ type Node struct {
 	coords     *groups.Host
 	streams    *streams.Server
 	dsMetrics  *streams.Metrics
-	sec        *nodeSecurity
+	sec        *security.Guard
 
 	// registered is closed once the controller has accepted this broker.
 	registered chan struct{}
@@ -93,7 +95,7 @@ func (n *Node) isController() bool {
 // selfBroker is this node as the metadata lists it.
 func (n *Node) selfBroker() metadata.Broker {
 	return metadata.Broker{ID: n.cfg.ID, Addr: n.cfg.Advertise, HTTP: n.cfg.HTTP, Gossip: n.cfg.Gossip,
-		Kafka: metadata.FormatEndpoints(advertised(n.kafka)), RootID: n.root.Stamp().RootID}
+		Kafka: metadata.FormatEndpoints(listeners.Advertised(n.kafka)), RootID: n.root.Stamp().RootID}
 }
 
 // activeController is this node's controller if it makes changes now: the
@@ -121,7 +123,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// stamped a new storage root.
 	nodeMetrics := newMetrics()
 	n := &Node{cfg: cfg, logger: log, metrics: nodeMetrics}
-	n.kafka, _ = ParseListeners("KafkaListen", cfg.KafkaListen, "KafkaAdvertise", cfg.KafkaAdvertise) // validated above
+	n.kafka, _ = parseKafkaListeners(cfg) // validated above
 	if err := n.loadSecurity(); err != nil {
 		return err
 	}
@@ -130,7 +132,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("open storage root %s: %w", cfg.DataDir, err)
 	}
 	n.root = root
-	n.pool = transport.NewPool(transport.ConnConfig{LocalIP: net.ParseIP(cfg.DialSource), TLS: n.sec.clientTLS()})
+	n.pool = transport.NewPool(transport.ConnConfig{LocalIP: net.ParseIP(cfg.DialSource), TLS: n.sec.ClientTLS()})
 	n.refusals = newRefusals(n.metrics)
 	n.coords = n.newGroupHost()
 	n.dsMetrics = streams.NewMetrics(n.metrics.registry)
@@ -244,7 +246,7 @@ func (n *Node) startBroker() error {
 func (n *Node) followController(ctx context.Context) error {
 	stamp := n.root.Stamp()
 	req := &transport.RegisterBrokerRequest{ID: n.cfg.ID, Addr: n.cfg.Advertise, HTTP: n.cfg.HTTP, Gossip: n.cfg.Gossip,
-		ClusterID: stamp.ClusterID, RootID: stamp.RootID, Kafka: metadata.FormatEndpoints(advertised(n.kafka))}
+		ClusterID: stamp.ClusterID, RootID: stamp.RootID, Kafka: metadata.FormatEndpoints(listeners.Advertised(n.kafka))}
 	backoff := 200 * time.Millisecond
 	warned := false
 	for {
@@ -384,15 +386,15 @@ func (n *Node) serve(ctx context.Context) error {
 		Logger:          log.Named("rpc"),
 		OnConn:          func(d int) { n.metrics.connections.Add(float64(d)) },
 		OnRefused:       func(r transport.Refusal) { n.refusals.record("rpc", r) },
-		TLS:             n.sec.serverTLS(),
-		RequireAuth:     cfg.Security.authOn(),
-		OnAuthFailure:   n.sec.onAuthFailure,
+		TLS:             n.sec.ServerTLS(),
+		RequireAuth:     cfg.Security.AuthOn(),
+		OnAuthFailure:   n.sec.OnAuthFailure,
 	}
-	if n.sec.tokens != nil {
-		scfg.Authenticate = n.sec.authenticate
+	if n.sec.HasTokens() {
+		scfg.Authenticate = n.sec.Authenticate
 	}
-	if n.sec.tls != nil {
-		scfg.Recheck = n.sec.stands
+	if n.sec.HasTLS() {
+		scfg.Recheck = n.sec.Stands
 	}
 	if cd := n.candidacy; cd != nil {
 		// The candidates' Raft traffic shares the RPC address.
@@ -408,7 +410,7 @@ func (n *Node) serve(ctx context.Context) error {
 	// A gostream client that dialed this address by mistake is told where
 	// the RPC address is, at once.
 	httpLn = transport.RefuseRPCOnHTTP(httpLn, cfg.Advertise)
-	if tc := n.sec.serverTLS("http/1.1"); tc != nil {
+	if tc := n.sec.ServerTLS("http/1.1"); tc != nil {
 		httpLn = tls.NewListener(httpLn, tc)
 	}
 	n.metrics.registry.MustRegister(
@@ -431,17 +433,17 @@ func (n *Node) serve(ctx context.Context) error {
 		Problems: n.refusals.problems,
 		Streams:  dsHandler,
 	}
-	if n.sec.tls != nil || cfg.Security.authOn() {
-		hcfg.Authenticate = n.sec.httpPrincipal
+	if n.sec.HasTLS() || cfg.Security.AuthOn() {
+		hcfg.Authenticate = n.sec.HTTPPrincipal
 		dsHandler.SetPrincipal(httpapi.Principal)
 	}
-	if n.sec.authz != nil {
+	if n.sec.Authorizing() {
 		hcfg.AllowDescribe = func(p string) error {
 			return n.sec.Authorize(p, metadata.OpDescribe, metadata.ResourceCluster, "")
 		}
 	}
-	if n.sec.tls != nil {
-		dsHandler.SetWatch(n.sec.watchLive)
+	if n.sec.HasTLS() {
+		dsHandler.SetWatch(n.sec.WatchLive)
 	}
 	srv := &http.Server{
 		Handler: httpapi.New(hcfg),
@@ -454,8 +456,8 @@ func (n *Node) serve(ctx context.Context) error {
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          stdlog.New(n.sec.httpErrorLog(httpLog), "", 0),
-		ConnContext:       n.sec.connContext,
+		ErrorLog:          stdlog.New(n.sec.HTTPErrorLog(httpLog), "", 0),
+		ConnContext:       n.sec.ConnContext,
 	}
 
 	stamp := n.root.Stamp()
@@ -516,7 +518,7 @@ func (n *Node) serve(ctx context.Context) error {
 			for {
 				select {
 				case <-reload:
-					n.reloadSecurity(rpc)
+					n.sec.Reload(rpc)
 				case <-ctx.Done():
 					return nil
 				}

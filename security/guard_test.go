@@ -1,4 +1,4 @@
-package node
+package security
 
 import (
 	"context"
@@ -15,23 +15,22 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"gostream/security"
 	"gostream/transport"
 )
 
-// testSecurity is a nodeSecurity over TLS files (a CA file that trusts
-// two CAs, and a node certificate), as loadSecurity makes one.
-func testSecurity(t *testing.T, caFile, certFile, keyFile string) *nodeSecurity {
+// testSecurity is a Guard over TLS files (a CA file that trusts
+// two CAs, and a node certificate), as NewGuard makes one.
+func testSecurity(t *testing.T, caFile, certFile, keyFile string) *Guard {
 	t.Helper()
-	files, err := security.LoadTLSFiles(certFile, keyFile, caFile, security.ClientAuthRequest)
+	files, err := LoadTLSFiles(certFile, keyFile, caFile, ClientAuthRequest)
 	require.NoError(t, err)
-	s := &nodeSecurity{
-		cfg:          SecurityConfig{TLSCert: certFile, TLSKey: keyFile, TLSCA: caFile},
+	s := &Guard{
+		cfg:          Config{TLSCert: certFile, TLSKey: keyFile, TLSCA: caFile},
 		tls:          files,
 		denied:       transport.NewRateLog(nil, 0),
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "f"}, []string{"kind"}),
 	}
-	s.live = transport.NewSessions(s.stands, nil)
+	s.live = transport.NewSessions(s.Stands, nil)
 	return s
 }
 
@@ -42,12 +41,12 @@ func testSecurity(t *testing.T, caFile, certFile, keyFile string) *nodeSecurity 
 // certificate that still verifies goes on, on its kept connection.
 func TestHTTPClientCertificateOnAKeptConnection(t *testing.T) {
 	dir := t.TempDir()
-	ca, err := security.NewCA("cluster CA", time.Hour)
+	ca, err := NewCA("cluster CA", time.Hour)
 	require.NoError(t, err)
-	other, err := security.NewCA("other CA", time.Hour)
+	other, err := NewCA("other CA", time.Hour)
 	require.NoError(t, err)
-	issue := func(c *security.CA, name string, hosts []string, notAfter time.Time) {
-		is, err := c.Issue(security.IssueOptions{Name: name, Hosts: hosts, NotAfter: notAfter})
+	issue := func(c *CA, name string, hosts []string, notAfter time.Time) {
+		is, err := c.Issue(IssueOptions{Name: name, Hosts: hosts, NotAfter: notAfter})
 		require.NoError(t, err)
 		require.NoError(t, is.WriteFiles(dir, name))
 	}
@@ -64,19 +63,19 @@ func TestHTTPClientCertificateOnAKeptConnection(t *testing.T) {
 	require.NoError(t, err)
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if _, err := s.httpPrincipal(r); err != nil {
+			if _, err := s.HTTPPrincipal(r); err != nil {
 				http.Error(w, err.Error(), http.StatusUnauthorized)
 				return
 			}
 			w.WriteHeader(http.StatusNoContent)
 		}),
-		ConnContext: s.connContext,
+		ConnContext: s.ConnContext,
 	}
-	go srv.Serve(tls.NewListener(ln, s.serverTLS("http/1.1")))
+	go srv.Serve(tls.NewListener(ln, s.ServerTLS("http/1.1")))
 	t.Cleanup(func() { srv.Close() })
 
 	client := func(name string) func() (status int, reused bool) {
-		cfg, err := security.ClientTLS(caFile, filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key"))
+		cfg, err := ClientTLS(caFile, filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key"))
 		require.NoError(t, err)
 		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
 		return func() (int, bool) {
@@ -96,7 +95,7 @@ func TestHTTPClientCertificateOnAKeptConnection(t *testing.T) {
 		require.Equal(t, http.StatusNoContent, status, name)
 	}
 
-	// The other CA leaves the file; the node reloads (reloadSecurity).
+	// The other CA leaves the file; the node reloads (Guard.Reload).
 	require.NoError(t, os.WriteFile(caFile, ca.PEM, 0o644))
 	require.NoError(t, s.tls.Reload())
 	s.reloads.Add(1)
