@@ -62,7 +62,7 @@
 //     decides nothing (gossip.go);
 //   - the front ends' listeners: the Kafka protocol's named listeners
 //     (package listeners reads them, kafka.go serves them);
-//   - the node's security: its security.Guard (TLS, tokens, the
+//   - the node's security: its guard.Guard (TLS, tokens, the
 //     authorizer and their reload), loaded in security.go and handed to
 //     the core and the front ends as narrow interfaces;
 //   - on HTTP: GET /api/health, /api/status and /metrics (status.go,

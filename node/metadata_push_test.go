@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"gostream/broker"
-	"gostream/security"
+	"gostream/security/guard"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
@@ -32,7 +32,7 @@ func TestStalePushIsAnsweredOnceTheNewerMetadataIsApplied(t *testing.T) {
 	require.NoError(t, err)
 	b := broker.NewReplicas(broker.ReplicasConfig{Broker: 2, Root: root})
 	n := &Node{broker: b, cfg: Config{ID: 2, Controllers: []ControllerAddr{{ID: 1, Addr: "127.0.0.1:1"}}}}
-	n.sec = &security.Guard{}
+	n.sec = &guard.Guard{}
 	h := rpcapi.New(rpcapi.Config{ID: 2, Replicas: b, Security: n.sec, Controller: n.activeController, ApplyMetadata: n.applyParsed})
 
 	meta := func(epoch int64, topics ...string) *metadata.Cluster {

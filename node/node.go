@@ -27,7 +27,7 @@ import (
 	"gostream/listeners"
 	"gostream/metadata"
 	"gostream/rpcapi"
-	"gostream/security"
+	"gostream/security/guard"
 	"gostream/storage"
 	"gostream/streams"
 	"gostream/transport"
@@ -73,7 +73,7 @@ type Node struct {
 	coords     *groups.Host
 	streams    *streams.Server
 	dsMetrics  *streams.Metrics
-	sec        *security.Guard
+	sec        *guard.Guard
 
 	// registered is closed once the controller has accepted this broker.
 	registered chan struct{}

@@ -14,14 +14,8 @@
 //     one place that says whether a principal may do an operation on a
 //     resource;
 //   - the development CA of `gostream-ctl cert init` (certs.go);
-//   - Guard: what a node loaded of its Config (guard.go), which its
-//     listeners ask who a token or a certificate proves, whether an open
-//     connection's or a live read's credential still stands, and whether
-//     a principal may do something; with the metrics and the bounded log
-//     of refusals, and the reload (SIGHUP) that ends what no longer
-//     stands.
-//
-// Nothing here reads the network; the node wires the Guard into its
+// Nothing here reads the network. Package security/guard puts these
+// together for a node (its Guard), and the node wires that into its
 // listeners and the transport.
 //
 // Invariants:
@@ -39,6 +33,6 @@
 //     above; with a CA, a client certificate is verified against it
 //     (and required under ClientAuthRequire).
 //
-// It imports metadata (the ACLs and the principal rule) and transport
-// (credentials, sessions, the bounded log), and nothing else of gostream.
+// It imports metadata (the ACLs and the principal rule) and nothing else
+// of gostream.
 package security

@@ -1,4 +1,4 @@
-package security
+package guard
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"gostream/security"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -22,7 +24,7 @@ import (
 // two CAs, and a node certificate), as NewGuard makes one.
 func testSecurity(t *testing.T, caFile, certFile, keyFile string) *Guard {
 	t.Helper()
-	files, err := LoadTLSFiles(certFile, keyFile, caFile, ClientAuthRequest)
+	files, err := security.LoadTLSFiles(certFile, keyFile, caFile, security.ClientAuthRequest)
 	require.NoError(t, err)
 	s := &Guard{
 		cfg:          Config{TLSCert: certFile, TLSKey: keyFile, TLSCA: caFile},
@@ -41,12 +43,12 @@ func testSecurity(t *testing.T, caFile, certFile, keyFile string) *Guard {
 // certificate that still verifies goes on, on its kept connection.
 func TestHTTPClientCertificateOnAKeptConnection(t *testing.T) {
 	dir := t.TempDir()
-	ca, err := NewCA("cluster CA", time.Hour)
+	ca, err := security.NewCA("cluster CA", time.Hour)
 	require.NoError(t, err)
-	other, err := NewCA("other CA", time.Hour)
+	other, err := security.NewCA("other CA", time.Hour)
 	require.NoError(t, err)
-	issue := func(c *CA, name string, hosts []string, notAfter time.Time) {
-		is, err := c.Issue(IssueOptions{Name: name, Hosts: hosts, NotAfter: notAfter})
+	issue := func(c *security.CA, name string, hosts []string, notAfter time.Time) {
+		is, err := c.Issue(security.IssueOptions{Name: name, Hosts: hosts, NotAfter: notAfter})
 		require.NoError(t, err)
 		require.NoError(t, is.WriteFiles(dir, name))
 	}
@@ -75,7 +77,7 @@ func TestHTTPClientCertificateOnAKeptConnection(t *testing.T) {
 	t.Cleanup(func() { srv.Close() })
 
 	client := func(name string) func() (status int, reused bool) {
-		cfg, err := ClientTLS(caFile, filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key"))
+		cfg, err := security.ClientTLS(caFile, filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key"))
 		require.NoError(t, err)
 		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
 		return func() (int, bool) {

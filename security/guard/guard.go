@@ -1,4 +1,11 @@
-package security
+// Package guard is what a node loaded of its security configuration
+// (Config; docs/security.md): the TLS and tokens files and the authorizer
+// of package security, and what its listeners ask of them: who a token or
+// a certificate proves, whether an open connection's or a live read's
+// credential still stands, whether a principal may do something. It keeps
+// the metrics and the bounded log of refusals, and reloads the files on
+// demand (SIGHUP), ending what no longer stands.
+package guard
 
 import (
 	"context"
@@ -12,6 +19,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"gostream/security"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,7 +41,7 @@ type Config struct {
 	TLSCA string
 	// TLSClientAuth is what clients must show: "" is ClientAuthNone
 	// without a CA and ClientAuthRequest with one.
-	TLSClientAuth ClientAuth
+	TLSClientAuth security.ClientAuth
 	// GossipKeyFile holds the gossip encryption keys (base64, one per
 	// line, the first sends).
 	GossipKeyFile string
@@ -48,20 +57,20 @@ type Config struct {
 }
 
 // ClientAuthMode is TLSClientAuth with its default filled in.
-func (s Config) ClientAuthMode() ClientAuth {
+func (s Config) ClientAuthMode() security.ClientAuth {
 	if s.TLSClientAuth != "" {
 		return s.TLSClientAuth
 	}
 	if s.TLSCA != "" {
-		return ClientAuthRequest
+		return security.ClientAuthRequest
 	}
-	return ClientAuthNone
+	return security.ClientAuthNone
 }
 
 // AuthOn reports whether authentication (and with it authorization) is
 // on.
 func (s Config) AuthOn() bool {
-	return s.AuthTokensFile != "" || s.ClientAuthMode() == ClientAuthRequire
+	return s.AuthTokensFile != "" || s.ClientAuthMode() == security.ClientAuthRequire
 }
 
 // Validate checks the combination of the security settings; the files
@@ -78,11 +87,11 @@ func (s Config) Validate() error {
 	}
 	switch s.TLSClientAuth {
 	case "":
-	case ClientAuthNone:
+	case security.ClientAuthNone:
 		if s.TLSCA != "" {
 			return bad("TLSClientAuth", string(s.TLSClientAuth), "with --tls-ca a node asks every connection for a certificate, so that nodes can present theirs: use request (optional for clients) or require")
 		}
-	case ClientAuthRequest, ClientAuthRequire:
+	case security.ClientAuthRequest, security.ClientAuthRequire:
 		if s.TLSCA == "" {
 			return bad("TLSClientAuth", string(s.TLSClientAuth), "client certificates are verified against the cluster's CA: give --tls-ca")
 		}
@@ -93,7 +102,7 @@ func (s Config) Validate() error {
 		return bad("AuthTokensFile", s.AuthTokensFile, "tokens are never sent in the clear, and nodes prove themselves to each other by certificate: give --tls-cert, --tls-key and --tls-ca")
 	}
 	for _, p := range s.Superusers {
-		if err := CheckPrincipal(p); err != nil {
+		if err := security.CheckPrincipal(p); err != nil {
 			return bad("Superusers", p, err.Error())
 		}
 	}
@@ -110,9 +119,9 @@ func (s Config) Validate() error {
 // refusals. Its zero value allows everything and loads nothing.
 type Guard struct {
 	cfg    Config
-	tls    *TLSFiles   // nil without TLS
-	tokens *Tokens     // nil without tokens
-	authz  *Authorizer // nil while authorization is off
+	tls    *security.TLSFiles   // nil without TLS
+	tokens *security.Tokens     // nil without tokens
+	authz  *security.Authorizer // nil while authorization is off
 	denied *transport.RateLog
 	// live holds the credentials of the Durable Streams live reads in
 	// progress (long-polls, SSE streams), ended as the RPC server ends
@@ -182,26 +191,26 @@ func NewGuard(cfg Config, opts GuardOptions) (*Guard, error) {
 	}
 	s.live = transport.NewSessions(s.Stands, opts.Logger.Named("http"))
 	if cfg.TLSCert != "" {
-		f, err := LoadTLSFiles(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA, cfg.ClientAuthMode())
+		f, err := security.LoadTLSFiles(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA, cfg.ClientAuthMode())
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrFiles, err)
 		}
 		s.tls = f
 	}
 	if cfg.AuthTokensFile != "" {
-		t, err := LoadTokens(cfg.AuthTokensFile)
+		t, err := security.LoadTokens(cfg.AuthTokensFile)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrFiles, err)
 		}
 		s.tokens = t
 	}
 	if cfg.GossipKeyFile != "" {
-		if _, err := LoadGossipKeys(cfg.GossipKeyFile); err != nil {
+		if _, err := security.LoadGossipKeys(cfg.GossipKeyFile); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrFiles, err)
 		}
 	}
 	if cfg.AuthOn() {
-		s.authz = NewAuthorizer(cfg.Superusers, opts.ACLs)
+		s.authz = security.NewAuthorizer(cfg.Superusers, opts.ACLs)
 		if name := s.tls.Name(); !s.authz.Superuser(name) {
 			return nil, &ConfigError{Field: "Superusers", Value: strings.Join(cfg.Superusers, ","), Reason: fmt.Sprintf(
 				"this node's certificate (%s) names %q, which --superusers does not list: nodes act for each other (replication, registration, the controller), so every node's certificate name must be a superuser", cfg.TLSCert, name)}
@@ -406,7 +415,7 @@ func (s *Guard) tokenCredential(token string) (transport.Credential, error) {
 	}
 	c := transport.TokenCredential("", token)
 	p, err := s.tokens.PrincipalOf(c.TokenSHA256)
-	if token == "" || errors.Is(err, ErrUnknownToken) {
+	if token == "" || errors.Is(err, security.ErrUnknownToken) {
 		return transport.Credential{}, fmt.Errorf("%w: the token is not recognized", transport.ErrUnauthenticated)
 	}
 	if err != nil {
@@ -424,8 +433,8 @@ func (s *Guard) Authorize(principal string, op metadata.Operation, rt metadata.R
 		return nil
 	}
 	s.deniedTotal.WithLabelValues(string(op), string(rt)).Inc()
-	s.denied.Warn("denied:"+principal, "request denied", "principal", principal, "operation", op, "resource", Describe(rt, name))
-	return fmt.Errorf("%w: principal %q may not %s %s", transport.ErrUnauthorized, principal, op, Describe(rt, name))
+	s.denied.Warn("denied:"+principal, "request denied", "principal", principal, "operation", op, "resource", security.Describe(rt, name))
+	return fmt.Errorf("%w: principal %q may not %s %s", transport.ErrUnauthorized, principal, op, security.Describe(rt, name))
 }
 
 // CanDescribe reports, without counting a refusal, whether principal may
