@@ -126,6 +126,14 @@ func consumeOptionsOf(c *cli.Context) (consumeOptions, error) {
 	if c.IsSet("group") && o.group == "" {
 		return o, exitcode.Usagef("InvalidFlag", "--group \"\": want a group name")
 	}
+	// The cluster's rule for a group name, checked before anything is
+	// read: a partition that cannot be read at once would otherwise end
+	// the command quietly before the coordinator refuses the name.
+	if o.group != "" {
+		if err := metadata.ValidateTopicName(o.group); err != nil {
+			return o, exitcode.Fail("InvalidGroupName", fmt.Errorf("group %q: %v (nothing read, nothing written)", o.group, err))
+		}
+	}
 	if c.IsSet("partition") {
 		p := c.Int("partition")
 		if p < 0 {
