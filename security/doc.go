@@ -14,6 +14,7 @@
 //     one place that says whether a principal may do an operation on a
 //     resource;
 //   - the development CA of `gostream-ctl cert init` (certs.go);
+//
 // Nothing here reads the network. Package security/guard puts these
 // together for a node (its Guard), and the node wires that into its
 // listeners and the transport.
