@@ -10,7 +10,9 @@ import (
 	"gostream/controller"
 	"gostream/groups"
 	"gostream/metadata"
+	"gostream/producers"
 	"gostream/record"
+	"gostream/replication"
 	"gostream/transport"
 )
 
@@ -56,6 +58,9 @@ type Config struct {
 	// groups creates it.
 	Groups            *groups.Host
 	OffsetsPartitions int
+	// Producers keeps the idempotent producers' state on the partitions
+	// this broker leads; nil refuses their batches.
+	Producers *producers.Host
 }
 
 // Broker is the core of a node: the typed operations its front ends call,
@@ -64,6 +69,7 @@ type Config struct {
 // them); each front end maps them to its protocol once.
 type Broker struct {
 	cfg Config
+	ids producerIDs
 }
 
 // New returns the core of a node.
@@ -155,14 +161,26 @@ func (b *Broker) Produce(principal string, req ProduceRequest) (func(context.Con
 		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidBatch, err)
 	}
 	start := time.Now()
-	wait, err := rep.Part.Produce(req.Batch)
-	if err != nil {
-		return nil, err
-	}
 	size := len(req.Batch)
 	timeout := DefaultAckWait
 	if req.Timeout > 0 {
 		timeout = min(req.Timeout, MaxAckWait)
+	}
+	var wait func(context.Context) (replication.Ack, error)
+	if id, _, _ := req.Batch.Producer(); id >= 0 {
+		if b.cfg.Producers == nil {
+			return nil, fmt.Errorf("%w: this node takes no idempotent producer's batch", transport.ErrInvalidRequest)
+		}
+		// The first batch after a change of leader waits for the
+		// producers' state to be read from the log.
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		wait, err = b.cfg.Producers.Produce(ctx, rep.Part, req.Batch)
+		cancel()
+	} else {
+		wait, err = rep.Part.Produce(req.Batch)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return func(ctx context.Context) (ProduceResult, error) {
 		ctx, cancel := context.WithTimeout(ctx, timeout)

@@ -259,6 +259,14 @@ func (c *Controller) RestoreMetadata(ctx context.Context, req transport.RestoreR
 		next.PutBroker(self)
 	}
 	next.AssignTopicIDs()
+	// Producer ids below either copy's next one may have been handed out.
+	// Without the controller's own copy, one that ran ahead of every
+	// broker's (a block whose push did not land) is unknown: skip a
+	// margin past it.
+	next.NextProducerID = max(next.NextProducerID, own.NextProducerID)
+	if missing {
+		next.NextProducerID += ProducerIDRestoreMargin
+	}
 	// A reserved epoch is the controller's own bookkeeping, never pushed:
 	// keep the higher of the two copies', so a failover never reuses one.
 	for i := range next.Topics {

@@ -40,6 +40,8 @@ var kafkaCodes = map[transport.Code]*kerr.Error{
 	transport.CodeInvalidReplication:    kerr.InvalidReplicationFactor,
 	transport.CodeInvalidConfig:         kerr.InvalidConfig,
 	transport.CodeControllerUnavailable: kerr.NotController,
+	transport.CodeOutOfOrderSequence:    kerr.OutOfOrderSequenceNumber,
+	transport.CodeInvalidProducerEpoch:  kerr.InvalidProducerEpoch,
 }
 
 // code is the Kafka error code of err (0 for nil).

@@ -305,6 +305,8 @@ func (s *Server) handle(ctx context.Context, c net.Conn, req *request) (kmsg.Res
 		return s.incrementalAlterConfigs(ctx, k)
 	case *kmsg.DescribeClusterRequest:
 		return s.describeCluster(k)
+	case *kmsg.InitProducerIDRequest:
+		return s.initProducerID(ctx, k)
 	}
 	return unsupported(req)
 }

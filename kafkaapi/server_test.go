@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,7 +21,10 @@ import (
 	"gostream/broker"
 	"gostream/kafkaapi"
 	"gostream/metadata"
+	"gostream/producers"
+	"gostream/record"
 	"gostream/storage"
+	"gostream/transport"
 )
 
 // oneNode is a broker (id 1) that leads every partition of its topics
@@ -32,6 +36,14 @@ type oneNode struct {
 }
 
 func startOneNode(t *testing.T, topics map[string]int) *oneNode {
+	t.Helper()
+	return startOneNodeAdvertising(t, topics, "")
+}
+
+// startOneNodeAdvertising is startOneNode with its Metadata naming
+// advertise (HOST:PORT), when set, as the broker's address; its producer
+// ids come from a stand-in for the controller.
+func startOneNodeAdvertising(t *testing.T, topics map[string]int, advertise string) *oneNode {
 	t.Helper()
 	root, err := storage.OpenRoot(t.TempDir(), 1, "", hclog.NewNullLogger())
 	require.NoError(t, err)
@@ -51,8 +63,24 @@ func startOneNode(t *testing.T, topics map[string]int) *oneNode {
 		i++
 	}
 	require.NoError(t, r.ApplyMetadata(meta))
-	core := broker.New(broker.Config{Broker: 1, Replicas: r, MaxBatchBytes: 1 << 20})
-	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	prod := producers.New(producers.Config{})
+	t.Cleanup(prod.Close)
+	var blocks atomic.Int64
+	core := broker.New(broker.Config{Broker: 1, Replicas: r, MaxBatchBytes: 1 << 20, Producers: prod,
+		CallController: func(_ context.Context, api transport.API, req, resp transport.Message) error {
+			if api != transport.APIAllocateProducerIDs {
+				return transport.ErrNotController
+			}
+			a := resp.(*transport.AllocateProducerIDsResponse)
+			a.Count = req.(*transport.AllocateProducerIDsRequest).Count
+			a.First = blocks.Add(int64(a.Count)) - int64(a.Count)
+			return nil
+		}})
+	addr := ln.Addr().String()
+	if advertise != "" {
+		addr = advertise
+	}
+	host, port, _ := net.SplitHostPort(addr)
 	p, _ := strconv.Atoi(port)
 	s := kafkaapi.New(kafkaapi.Config{Broker: 1, Core: core, Endpoints: func(*metadata.Cluster, string) []kafkaapi.Endpoint {
 		return []kafkaapi.Endpoint{{Broker: 1, Host: host, Port: int32(p)}}
@@ -62,8 +90,8 @@ func startOneNode(t *testing.T, topics map[string]int) *oneNode {
 	return &oneNode{addr: ln.Addr().String(), replicas: r, core: core}
 }
 
-// franz-go, with its defaults (idempotence off here: InitProducerId is
-// not served yet), produces keyed records with headers in every codec,
+// franz-go, with its defaults (idempotence off here: InitProducerId needs
+// a controller; testcluster's tests use real nodes and idempotence), produces keyed records with headers in every codec,
 // and reads them back from the start, record for record, timestamps kept.
 func TestFranzGoProducesAndFetches(t *testing.T) {
 	n := startOneNode(t, map[string]int{"orders": 3})
@@ -193,4 +221,50 @@ func TestCloseEndsServe(t *testing.T) {
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	_, err = c.Read(make([]byte, 1))
 	assert.ErrorIs(t, err, io.EOF, "the connection is closed")
+}
+
+// An idempotent producer's batches through Kafka's Produce: a retry is
+// answered with the original's base offset and appends nothing; a gap is
+// OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch INVALID_PRODUCER_EPOCH.
+func TestIdempotentProduce(t *testing.T) {
+	n := startOneNode(t, map[string]int{"orders": 1})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.addr))
+	require.NoError(t, err)
+	defer cl.Close()
+	produce := func(epoch int16, seq int32, count int) kmsg.ProduceResponseTopicPartition {
+		t.Helper()
+		recs := make([]record.Record, count)
+		for i := range recs {
+			recs[i] = record.Record{Value: []byte(fmt.Sprint(seq + int32(i)))}
+		}
+		kb, err := record.AppendKafkaBatch(nil, recs, record.KafkaBatchOptions{ProducerID: 42, ProducerEpoch: epoch, BaseSequence: seq})
+		require.NoError(t, err)
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis = 7, -1, 10000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "orders"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = kb
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := req.RequestWith(ctx, cl)
+		require.NoError(t, err)
+		return resp.Topics[0].Partitions[0]
+	}
+	first := produce(0, 0, 3)
+	require.Zero(t, first.ErrorCode)
+	second := produce(0, 3, 2)
+	require.Zero(t, second.ErrorCode)
+	assert.Equal(t, int64(3), second.BaseOffset)
+	again := produce(0, 0, 3)
+	assert.Zero(t, again.ErrorCode, "a duplicate succeeds")
+	assert.Equal(t, first.BaseOffset, again.BaseOffset, "as the original")
+	assert.Equal(t, kerr.OutOfOrderSequenceNumber.Code, produce(0, 9, 1).ErrorCode)
+	assert.Zero(t, produce(1, 0, 1).ErrorCode)
+	assert.Equal(t, kerr.InvalidProducerEpoch.Code, produce(0, 5, 1).ErrorCode)
+	offs, err := n.core.ListOffsets("", "orders", "", 0)
+	require.NoError(t, err)
+	assert.Equal(t, int64(6), offs.HighWatermark, "3 + 2 + 1 records, nothing twice")
 }

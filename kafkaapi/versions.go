@@ -26,6 +26,7 @@ var versions = map[int16]versionRange{
 	kmsg.DescribeConfigs.Int16():         {0, 4},
 	kmsg.IncrementalAlterConfigs.Int16(): {0, 1},
 	kmsg.DescribeCluster.Int16():         {0, 0},
+	kmsg.InitProducerID.Int16():          {0, 4},
 }
 
 // apiKeys is the ApiVersions answer's list, by key.

@@ -41,6 +41,10 @@ type Cluster struct {
 	// ACLs are the access control entries, sorted (AddACLs keeps them
 	// so); absent until the first is added.
 	ACLs []ACL `json:"acls,omitempty"`
+	// NextProducerID is the first producer id the controller has not yet
+	// allocated to a broker (idempotent producers: docs/kafka.md); ids
+	// below it were handed out, in blocks, and are never handed out again.
+	NextProducerID int64 `json:"next_producer_id,omitempty"`
 }
 
 // Broker is a registered broker and its addresses.
@@ -264,6 +268,9 @@ func (c *Cluster) Validate() error {
 	}
 	if c.ControllerID <= 0 {
 		return fmt.Errorf("%w: controller id %d", ErrInvalid, c.ControllerID)
+	}
+	if c.NextProducerID < 0 {
+		return fmt.Errorf("%w: negative next producer id %d", ErrInvalid, c.NextProducerID)
 	}
 	if err := validateACLs(c.ACLs); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)

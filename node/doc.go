@@ -38,8 +38,9 @@
 //     them (broker.Broker: produce, fetch, offsets, metadata, topic
 //     administration and groups, authorized there) that every front end
 //     calls;
-//   - the host of its group coordinators (groups.Host, group_host.go) and
-//     its Durable Streams server (streams.Server, stream_host.go), each a
+//   - the host of its group coordinators (groups.Host, group_host.go),
+//     its Durable Streams server (streams.Server, stream_host.go) and its
+//     idempotent producers' sequences (producers.Host, node.go), each a
 //     state kept on partition leaders (replication.LeaderStates);
 //   - on the node --controller names, the controller (package controller),
 //     built in node.go from the node's data directory, its RPC pool and two

@@ -26,6 +26,7 @@ import (
 	"gostream/httpapi"
 	"gostream/listeners"
 	"gostream/metadata"
+	"gostream/producers"
 	"gostream/rpcapi"
 	"gostream/security/guard"
 	"gostream/storage"
@@ -71,6 +72,7 @@ type Node struct {
 	gossip     *gossip
 	refusals   *refusals
 	coords     *groups.Host
+	producers  *producers.Host
 	streams    *streams.Server
 	dsMetrics  *streams.Metrics
 	sec        *guard.Guard
@@ -135,6 +137,7 @@ func Run(ctx context.Context, cfg Config) error {
 	n.pool = transport.NewPool(transport.ConnConfig{LocalIP: net.ParseIP(cfg.DialSource), TLS: n.sec.ClientTLS()})
 	n.refusals = newRefusals(n.metrics)
 	n.coords = n.newGroupHost()
+	n.producers = producers.New(producers.Config{AckWait: broker.MaxAckWait, Logger: log.Named("producers")})
 	n.dsMetrics = streams.NewMetrics(n.metrics.registry)
 	n.streams = n.newStreams(n.dsMetrics)
 	n.pushes = newPushers(cfg.ID, n.pool, n.activeController, n.logger)
@@ -174,7 +177,7 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 			return nil
 		},
-		Groups: n.coords, OffsetsPartitions: cfg.OffsetsPartitions})
+		Groups: n.coords, OffsetsPartitions: cfg.OffsetsPartitions, Producers: n.producers})
 	n.metrics.registry.MustRegister(newReplicationCollector(cfg.ID, n.broker), groups.NewCollector(n.coords))
 
 	err = n.start()
@@ -512,6 +515,7 @@ func (n *Node) serve(ctx context.Context) error {
 		run(n.candidacy.Lead)
 	}
 	run(n.coords.Run)
+	run(n.producers.Run)
 	run(n.streams.Run)
 	if reload := cfg.Security.Reload; reload != nil {
 		run(func(ctx context.Context) error {

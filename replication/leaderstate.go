@@ -135,23 +135,38 @@ func (l *Leadership) Replay(ctx context.Context, fn func(record.Batch) error) (i
 // leader's log, and whether the state still says what the log holds is
 // no longer known.
 func (l *Leadership) Append(batch record.Batch) (end int64, wait func(context.Context) error, err error) {
-	res, w, err := l.p.produce(batch, l)
+	w, err := l.Produce(batch)
 	if err != nil {
 		return 0, nil, err
 	}
-	return res.NextOffset, func(ctx context.Context) error {
+	return batch.NextOffset(), func(ctx context.Context) error {
+		_, err := w(ctx)
+		return err
+	}, nil
+}
+
+// Produce is Append for a caller that answers a producer: its wait returns
+// the Ack, as Partition.Produce's does. The batch is stamped in place, so
+// its BaseOffset and NextOffset are where it landed once Produce returns.
+func (l *Leadership) Produce(batch record.Batch) (func(context.Context) (Ack, error), error) {
+	_, w, err := l.p.produce(batch, l)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (Ack, error) {
 		if l.ackWait > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, l.ackWait)
 			defer cancel()
 		}
-		if _, err := w(ctx); err != nil {
+		ack, err := w(ctx)
+		if err != nil {
 			if l.onAckFailed != nil {
 				l.onAckFailed()
 			}
-			return err
+			return Ack{}, err
 		}
-		return nil
+		return ack, nil
 	}, nil
 }
 

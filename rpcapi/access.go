@@ -46,6 +46,7 @@ var apiAccess = map[transport.API]access{
 	transport.APIReplicaState:     accessResource, // describe on the topic; fencing: nodes only
 	transport.APIReplicaDigest:    accessResource, // describe on the topic
 	transport.APIACL:              accessResource, // list: describe the cluster; add, remove: alter it
+	transport.APIInitProducerID:   accessResource, // write on the cluster or on a topic
 
 	transport.APIDescribeCluster:  accessDescribeCluster,
 	transport.APIHistory:          accessDescribeCluster,
@@ -74,6 +75,8 @@ var apiAccess = map[transport.API]access{
 	transport.APIStreamHead:      accessPeer,
 	transport.APIStreamInit:      accessPeer,
 	transport.APIStreamLog:       accessPeer,
+
+	transport.APIAllocateProducerIDs: accessPeer,
 }
 
 // admit checks what a request needs before its handler runs.

@@ -190,6 +190,10 @@ func (h *Handler) Handle(ctx context.Context, req *transport.Request) transport.
 		reply = h.controllerChange(req)
 	case transport.APIACL:
 		reply = h.acl(req)
+	case transport.APIInitProducerID:
+		reply = h.initProducerID(req)
+	case transport.APIAllocateProducerIDs:
+		reply = h.allocateProducerIDs(req)
 	default:
 		return h.fail(api, start, fmt.Errorf("%w: unknown API %d", transport.ErrUnsupportedVersion, req.API))
 	}

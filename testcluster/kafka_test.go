@@ -31,8 +31,9 @@ type ctlRecord struct {
 	} `json:"headers"`
 }
 
-// One log, two protocols: franz-go produces keyed records with headers
-// and their own timestamps, in gzip, to an RF=3 topic through one node;
+// One log, two protocols: franz-go (idempotent, as it is by default)
+// produces keyed records with headers and their own timestamps, in gzip,
+// to an RF=3 topic through one node;
 // franz-go reads them back through each node, and gostream-ctl consume
 // reads the same records at the same offsets, keys, values, headers and
 // timestamps intact.
@@ -41,8 +42,8 @@ func TestKafkaClientsAndNativeConsumersShareTheLog(t *testing.T) {
 	ctlOK(t, c, "topic", "create", "k", "--partitions", "3", "--replication-factor", "3")
 
 	const n = 3000
-	pr, err := kgo.NewClient(kgo.SeedBrokers(c.Node(2).Kafka), kgo.DisableIdempotentWrite(), kgo.ProducerBatchCompression(kgo.GzipCompression()),
-		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond))
+	pr, err := kgo.NewClient(kgo.SeedBrokers(c.Node(2).Kafka), kgo.ProducerBatchCompression(kgo.GzipCompression()),
+		kgo.ProducerLinger(5*time.Millisecond))
 	require.NoError(t, err)
 	defer pr.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -121,6 +121,8 @@
 //	47    Unauthenticated           no
 //	48    Unauthorized              no
 //	49    TLSMismatch               no
+//	50    OutOfOrderSequence        no
+//	51    InvalidProducerEpoch      no
 //
 // A code this package does not know is named "Code<n>"; its Error keeps the
 // retriable flag it came with.

@@ -61,6 +61,8 @@ const (
 	CodeUnauthenticated       Code = 47
 	CodeUnauthorized          Code = 48
 	CodeTLSMismatch           Code = 49
+	CodeOutOfOrderSequence    Code = 50
+	CodeInvalidProducerEpoch  Code = 51
 )
 
 // Error is an error that crosses the wire: a code, whether retrying the same
@@ -149,6 +151,10 @@ var codes = map[Code]codeInfo{
 	CodeUnauthenticated:   {"Unauthenticated", false},
 	CodeUnauthorized:      {"Unauthorized", false},
 	CodeTLSMismatch:       {"TLSMismatch", false},
+	// Not retriable as they are: an idempotent producer's batch out of
+	// its sequence, or from an epoch of its producer id that is past.
+	CodeOutOfOrderSequence:   {"OutOfOrderSequence", false},
+	CodeInvalidProducerEpoch: {"InvalidProducerEpoch", false},
 }
 
 // String is the code's name, as printed at the start of error messages.
@@ -254,6 +260,14 @@ var (
 	// other does not: a plaintext client at a TLS listener, or a TLS
 	// client at a plaintext one. The message says which.
 	ErrTLSMismatch = sentinel(CodeTLSMismatch)
+	// ErrOutOfOrderSequence means an idempotent producer's batch whose
+	// first sequence does not follow the last one the partition's leader
+	// has from that producer (and is not a duplicate of one of its last
+	// five batches): a batch in between was lost to the producer.
+	ErrOutOfOrderSequence = sentinel(CodeOutOfOrderSequence)
+	// ErrInvalidProducerEpoch means a batch from an epoch of its producer
+	// id older than one the leader has seen: that producer was fenced.
+	ErrInvalidProducerEpoch = sentinel(CodeInvalidProducerEpoch)
 )
 
 // ToWire turns any error into the *Error sent to a client. An error that

@@ -69,6 +69,8 @@ var codeTable = []struct {
 	{CodeUnauthenticated, 47, "Unauthenticated", false, ErrUnauthenticated},
 	{CodeUnauthorized, 48, "Unauthorized", false, ErrUnauthorized},
 	{CodeTLSMismatch, 49, "TLSMismatch", false, ErrTLSMismatch},
+	{CodeOutOfOrderSequence, 50, "OutOfOrderSequence", false, ErrOutOfOrderSequence},
+	{CodeInvalidProducerEpoch, 51, "InvalidProducerEpoch", false, ErrInvalidProducerEpoch},
 }
 
 func TestCodeTable(t *testing.T) {
