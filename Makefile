@@ -29,7 +29,11 @@ build:
 # fuzz target. The chaos smoke (TestChaosSmoke) needs root, unshare, ip and
 # iptables; where it cannot run it skips, and since go test shows a skip only
 # with -v, it writes why to a file that the line after the tests prints.
+# kafkajs (testcluster/kafkajs, pinned by its lock file) is installed first
+# where npm is; without it its test skips.
 test:
+	@if [ ! -e testcluster/kafkajs/node_modules/kafkajs/package.json ] && command -v npm >/dev/null 2>&1; then \
+		echo "npm ci --prefix testcluster/kafkajs"; npm ci --prefix testcluster/kafkajs --no-audit --no-fund; fi
 	$(GO) vet ./...
 	@report=$$(mktemp); \
 	echo "$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./..."; \
