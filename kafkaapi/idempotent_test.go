@@ -34,11 +34,18 @@ type lossyProxy struct {
 	max     int32        // at most this many
 }
 
-func startLossyProxy(t *testing.T, every, max int32) *lossyProxy {
+// newLossyProxy binds the proxy's address; start serves it.
+func newLossyProxy(t *testing.T, every, max int32) *lossyProxy {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	p := &lossyProxy{ln: ln, every: every, max: max}
 	t.Cleanup(func() { ln.Close() })
+	return &lossyProxy{ln: ln, every: every, max: max}
+}
+
+// start forwards to target.
+func (p *lossyProxy) start(target string) {
+	p.target = target
+	ln := p.ln
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -48,7 +55,6 @@ func startLossyProxy(t *testing.T, every, max int32) *lossyProxy {
 			go p.serve(c)
 		}
 	}()
-	return p
 }
 
 func (p *lossyProxy) serve(client net.Conn) {
@@ -113,9 +119,9 @@ func proxyFrame(r io.Reader) ([]byte, error) {
 // With the duplicate check taken out, the retries are refused as out of
 // sequence (or appended twice): this test fails.
 func TestIdempotentRetriesOfLostAnswersAreDuplicates(t *testing.T) {
-	proxy := startLossyProxy(t, 5, 4)
+	proxy := newLossyProxy(t, 5, 4)
 	n := startOneNodeAdvertising(t, map[string]int{"orders": 1}, proxy.ln.Addr().String())
-	proxy.target = n.addr
+	proxy.start(n.addr)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(proxy.ln.Addr().String()), kgo.ProducerLinger(0),
 		kgo.MaxBufferedRecords(64), kgo.RecordRetries(20))
 	require.NoError(t, err)
