@@ -31,7 +31,7 @@ COPY --from=build /out/gostream-ctl /usr/local/bin/gostream-ctl
 USER gostream
 WORKDIR /data
 VOLUME ["/data"]
-EXPOSE 9400/tcp 9401/tcp 9401/udp 9402/tcp
+EXPOSE 9400/tcp 9401/tcp 9401/udp 9402/tcp 9092/tcp 19400/tcp 19092/tcp
 # SIGTERM (docker stop) stops the node cleanly, exit status 0.
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["/usr/local/bin/gostream-node"]

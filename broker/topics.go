@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 
 	"gostream/controller"
 	"gostream/metadata"
@@ -99,4 +100,37 @@ func (b *Broker) ChangeTopicConfig(ctx context.Context, principal string, req *t
 	}
 	var resp transport.TopicInfo
 	return b.cfg.CallController(ctx, transport.APIAlterTopicConfig, req, &resp)
+}
+
+// AutoCreateTopic creates topic name for principal as Kafka's
+// auto-creation does (a client asks for the metadata of a topic that does
+// not exist): partitions partitions of rf replicas (0: min(3, the
+// brokers)), from any node, the creation forwarded to the active
+// controller as this node once principal's create (on the cluster or the
+// topic) is checked here. A topic that exists by then is no error.
+func (b *Broker) AutoCreateTopic(ctx context.Context, principal, name string, partitions, rf int) error {
+	if !b.CanDo(principal, metadata.OpCreate, metadata.ResourceCluster, "") {
+		if err := b.Authorize(principal, metadata.OpCreate, metadata.ResourceTopic, name); err != nil {
+			return err
+		}
+	}
+	if rf <= 0 {
+		rf = 3
+		if m := b.cfg.Replicas.Metadata(); m != nil {
+			rf = max(1, min(rf, len(m.Brokers)))
+		}
+	}
+	req := &transport.CreateTopicRequest{Name: name, Partitions: int32(partitions), ReplicationFactor: int16(rf)}
+	var err error
+	if c, aerr := b.active(); aerr == nil {
+		_, err = c.CreateTopic(ctx, req)
+	} else if b.cfg.CallController != nil {
+		err = b.cfg.CallController(ctx, transport.APICreateTopic, req, &transport.TopicInfo{})
+	} else {
+		err = aerr
+	}
+	if errors.Is(err, transport.ErrTopicExists) || errors.Is(err, metadata.ErrTopicExists) {
+		return nil
+	}
+	return err
 }

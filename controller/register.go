@@ -49,7 +49,7 @@ func (c *Controller) Register(ctx context.Context, req *transport.RegisterBroker
 				req.ID, old.RootID, old.Addr, req.Addr)
 		}
 	}
-	b := metadata.Broker{ID: req.ID, Addr: req.Addr, HTTP: req.HTTP, Gossip: req.Gossip, Kafka: req.Kafka, RootID: req.RootID}
+	b := metadata.Broker{ID: req.ID, Addr: req.Addr, HTTP: req.HTTP, Gossip: req.Gossip, Kafka: req.Kafka, Listeners: req.Listeners, RootID: req.RootID}
 	err := c.change(ctx, fmt.Sprintf("register broker %d", req.ID), func(m *metadata.Cluster) error {
 		if old, ok := m.Broker(b.ID); ok && old == b {
 			return errNoChange

@@ -54,16 +54,40 @@ func loadComposeEnv(t *testing.T, root string, files, env []string, profiles ...
 	return p
 }
 
-// composeNode is a node service of docker-compose.yml with its addresses.
+// composeNode is a node service of docker-compose.yml with its addresses:
+// listen and advert are its internal RPC listener's (the nodes' own), ext
+// and extAdvert its external one's; kafka and kafkaAdvert, kafkaExt and
+// kafkaExtAdvert the same for Kafka's protocol.
 type composeNode struct {
-	service string
-	id      int
-	env     map[string]string
-	listen  hostPort
-	gossip  hostPort
-	http    hostPort
-	advert  hostPort
-	svc     types.ServiceConfig
+	service                  string
+	id                       int
+	env                      map[string]string
+	listen, advert           hostPort
+	ext, extAdvert           hostPort
+	kafka, kafkaAdvert       hostPort
+	kafkaExt, kafkaExtAdvert hostPort
+	gossip                   hostPort
+	http                     hostPort
+	svc                      types.ServiceConfig
+}
+
+// parseListeners reads NAME://HOST:PORT,... into the internal and
+// external listeners, failing on anything else: every node has exactly
+// those two of each protocol.
+func parseListeners(t *testing.T, where, s string) (internal, external hostPort) {
+	t.Helper()
+	byName := map[string]hostPort{}
+	var names []string
+	for _, item := range strings.Split(s, ",") {
+		name, addr, ok := strings.Cut(strings.TrimSpace(item), "://")
+		require.True(t, ok, "%s %q: want NAME://HOST:PORT,...", where, s)
+		hp, err := parseHostPort(addr)
+		require.NoError(t, err, "%s %q", where, s)
+		byName[name] = hp
+		names = append(names, name)
+	}
+	require.Equal(t, []string{"internal", "external"}, names, "%s %q: the listeners internal (first: the nodes' own) and external", where, s)
+	return byName["internal"], byName["external"]
 }
 
 type hostPort struct {
@@ -126,10 +150,20 @@ func TestComposeFile(t *testing.T) {
 		for _, a := range []struct {
 			dst *hostPort
 			key string
-		}{{&n.listen, "GOSTREAM_LISTEN"}, {&n.gossip, "GOSTREAM_GOSSIP"}, {&n.http, "GOSTREAM_HTTP"}, {&n.advert, "GOSTREAM_ADVERTISE"}} {
+		}{{&n.gossip, "GOSTREAM_GOSSIP"}, {&n.http, "GOSTREAM_HTTP"}} {
 			require.Contains(t, env, a.key, "service %s", name)
 			*a.dst, err = parseHostPort(env[a.key])
 			require.NoError(t, err, "service %s: %s", name, a.key)
+		}
+		for _, l := range []struct {
+			internal, external *hostPort
+			key                string
+		}{
+			{&n.listen, &n.ext, "GOSTREAM_LISTEN"}, {&n.advert, &n.extAdvert, "GOSTREAM_ADVERTISE"},
+			{&n.kafka, &n.kafkaExt, "GOSTREAM_KAFKA_LISTEN"}, {&n.kafkaAdvert, &n.kafkaExtAdvert, "GOSTREAM_KAFKA_ADVERTISE"},
+		} {
+			require.Contains(t, env, l.key, "service %s", name)
+			*l.internal, *l.external = parseListeners(t, "service "+name+": "+l.key, env[l.key])
 		}
 		nodes[name] = n
 		names = append(names, name)
@@ -157,13 +191,20 @@ func TestComposeFile(t *testing.T) {
 			for _, a := range []struct {
 				key string
 				hp  hostPort
-			}{{"GOSTREAM_LISTEN", n.listen}, {"GOSTREAM_GOSSIP", n.gossip}, {"GOSTREAM_HTTP", n.http}} {
+			}{{"GOSTREAM_LISTEN", n.listen}, {"GOSTREAM_LISTEN", n.ext}, {"GOSTREAM_KAFKA_LISTEN", n.kafka}, {"GOSTREAM_KAFKA_LISTEN", n.kafkaExt},
+				{"GOSTREAM_GOSSIP", n.gossip}, {"GOSTREAM_HTTP", n.http}} {
 				// Gossip especially: memberlist advertises the bind host, so a
 				// wildcard makes it pick the container's own address.
 				assert.True(t, bindsAll(a.hp.host), "service %s: %s=%s must bind 0.0.0.0 inside the container", name, a.key, a.hp)
 			}
 			assert.Equal(t, hostPort{host: name, port: n.listen.port}, n.advert,
-				"service %s: GOSTREAM_ADVERTISE must be its service name and its GOSTREAM_LISTEN port, the address other containers dial", name)
+				"service %s: GOSTREAM_ADVERTISE's internal listener must be its service name and its internal port, the address other containers dial", name)
+			assert.Equal(t, hostPort{host: name, port: n.kafka.port}, n.kafkaAdvert,
+				"service %s: GOSTREAM_KAFKA_ADVERTISE's internal listener must be its service name and its internal Kafka port", name)
+			assert.Equal(t, "127.0.0.1", n.extAdvert.host, "service %s: the external RPC listener is advertised at the host's loopback by default", name)
+			assert.Equal(t, "127.0.0.1", n.kafkaExtAdvert.host, "service %s: the external Kafka listener is advertised at the host's loopback by default", name)
+			ports := []int{n.listen.port, n.ext.port, n.kafka.port, n.kafkaExt.port, n.gossip.port, n.http.port}
+			assert.Len(t, slices.Compact(slices.Sorted(slices.Values(ports))), len(ports), "service %s: two listeners on one port: %v", name, ports)
 		}
 	})
 
@@ -279,6 +320,9 @@ func TestComposeFile(t *testing.T) {
 			assert.Empty(t, n.svc.Command, "service %s: gostream-node takes its configuration from GOSTREAM_* only", name)
 			for _, p := range []string{
 				fmt.Sprintf("%d/tcp", n.listen.port),
+				fmt.Sprintf("%d/tcp", n.ext.port),
+				fmt.Sprintf("%d/tcp", n.kafka.port),
+				fmt.Sprintf("%d/tcp", n.kafkaExt.port),
 				fmt.Sprintf("%d/tcp", n.gossip.port),
 				fmt.Sprintf("%d/udp", n.gossip.port),
 				fmt.Sprintf("%d/tcp", n.http.port),
@@ -288,54 +332,81 @@ func TestComposeFile(t *testing.T) {
 		}
 	})
 
-	t.Run("published ports", func(t *testing.T) {
-		hostPorts := map[string]string{}
-		for _, name := range names {
-			for _, p := range nodes[name].svc.Ports {
-				if other, dup := hostPorts[p.HostIP+":"+p.Published]; dup {
-					t.Errorf("services %s and %s both publish host port %s", other, name, p.Published)
-				}
-				hostPorts[p.HostIP+":"+p.Published] = name
-				assert.Equal(t, uint32(nodes[name].http.port), p.Target,
-					"service %s publishes container port %d: only the HTTP port is useful outside, the RPC addresses are service names", name, p.Target)
-			}
-		}
-	})
-
-	// Node N's HTTP port is published on the host's loopback at
-	// NODEN_HTTP_PORT, by default the HTTP port of make run's node N
-	// (9402, 9412, 9422), as the README says.
-	published := func(t *testing.T, p *types.Project) map[int]types.ServicePortConfig {
+	// Each node publishes three ports on the host: HTTP, and its external
+	// RPC and Kafka listeners, each advertised at the port published for
+	// it, so that a client on the host dials what it is told.
+	type publishedPorts struct{ http, rpc, kafka types.ServicePortConfig }
+	published := func(t *testing.T, p *types.Project) map[int]publishedPorts {
 		t.Helper()
-		byID := map[int]types.ServicePortConfig{}
+		byID := map[int]publishedPorts{}
+		seen := map[string]string{}
 		for id, n := range nodeByID {
 			svc, err := p.GetService(n.service)
 			require.NoError(t, err)
-			require.Len(t, svc.Ports, 1, "service %s publishes its HTTP port only", n.service)
-			byID[id] = svc.Ports[0]
+			require.Len(t, svc.Ports, 3, "service %s publishes its HTTP port and its external RPC and Kafka listeners, nothing else", n.service)
+			var pp publishedPorts
+			for _, port := range svc.Ports {
+				key := port.HostIP + ":" + port.Published
+				if other, dup := seen[key]; dup {
+					t.Errorf("services %s and %s both publish host port %s", other, n.service, key)
+				}
+				seen[key] = n.service
+				switch port.Target {
+				case uint32(n.http.port):
+					pp.http = port
+				case uint32(n.ext.port):
+					pp.rpc = port
+				case uint32(n.kafkaExt.port):
+					pp.kafka = port
+				default:
+					t.Errorf("service %s publishes container port %d: only HTTP and the external listeners are for outside", n.service, port.Target)
+				}
+			}
+			env := serviceEnv(t, svc)
+			_, extAdvert := parseListeners(t, "service "+n.service+": GOSTREAM_ADVERTISE", env["GOSTREAM_ADVERTISE"])
+			assert.Equal(t, pp.rpc.Published, strconv.Itoa(extAdvert.port), "service %s: its external RPC listener is advertised at the port published for it", n.service)
+			if env["GOSTREAM_KAFKA_LISTEN"] != "" { // the secure override turns Kafka off
+				_, kafkaExtAdvert := parseListeners(t, "service "+n.service+": GOSTREAM_KAFKA_ADVERTISE", env["GOSTREAM_KAFKA_ADVERTISE"])
+				assert.Equal(t, pp.kafka.Published, strconv.Itoa(kafkaExtAdvert.port), "service %s: its external Kafka listener is advertised at the port published for it", n.service)
+			}
+			assert.Equal(t, pp.rpc.HostIP, pp.http.HostIP, "service %s", n.service)
+			assert.Equal(t, pp.kafka.HostIP, pp.http.HostIP, "service %s", n.service)
+			byID[id] = pp
 		}
 		return byID
 	}
-	t.Run("published ports default to make run's", func(t *testing.T) {
+	t.Run("published ports default to make run's and the external ones", func(t *testing.T) {
 		for id, p := range published(t, project) {
-			assert.Equal(t, "127.0.0.1", p.HostIP, "node %d publishes on the host's loopback only", id)
-			assert.Equal(t, strconv.Itoa(9402+10*(id-1)), p.Published, "node %d's HTTP port on the host", id)
+			assert.Equal(t, "127.0.0.1", p.http.HostIP, "node %d publishes on the host's loopback only", id)
+			assert.Equal(t, strconv.Itoa(9402+10*(id-1)), p.http.Published, "node %d's HTTP port on the host", id)
+			assert.Equal(t, strconv.Itoa(19400+10*(id-1)), p.rpc.Published, "node %d's external RPC port on the host", id)
+			assert.Equal(t, strconv.Itoa(19092+(id-1)), p.kafka.Published, "node %d's external Kafka port on the host", id)
 		}
 	})
-	t.Run("published ports follow NODEn_HTTP_PORT", func(t *testing.T) {
-		var env []string
+	t.Run("published ports follow NODEn_*_PORT, PUBLISH_ADDR and EXTERNAL_HOST", func(t *testing.T) {
+		env := []string{"PUBLISH_ADDR=0.0.0.0", "EXTERNAL_HOST=streams.example.net"}
 		for id := range nodeByID {
-			env = append(env, fmt.Sprintf("NODE%d_HTTP_PORT=%d", id, 19402+10*(id-1)))
+			env = append(env, fmt.Sprintf("NODE%d_HTTP_PORT=%d", id, 29402+10*(id-1)),
+				fmt.Sprintf("NODE%d_RPC_PORT=%d", id, 29400+10*(id-1)), fmt.Sprintf("NODE%d_KAFKA_PORT=%d", id, 29092+(id-1)))
 		}
 		moved := loadComposeEnv(t, root, []string{"docker-compose.yml"}, env, "tools")
 		for id, p := range published(t, moved) {
-			assert.Equal(t, "127.0.0.1", p.HostIP, "node %d publishes on the host's loopback only", id)
-			assert.Equal(t, strconv.Itoa(19402+10*(id-1)), p.Published, "node %d: NODE%d_HTTP_PORT sets its HTTP port on the host", id, id)
-			assert.Equal(t, uint32(nodeByID[id].http.port), p.Target, "node %d: the container port stays its GOSTREAM_HTTP port", id)
+			assert.Equal(t, "0.0.0.0", p.http.HostIP, "node %d: PUBLISH_ADDR", id)
+			assert.Equal(t, strconv.Itoa(29402+10*(id-1)), p.http.Published, "node %d: NODE%d_HTTP_PORT sets its HTTP port on the host", id, id)
+			assert.Equal(t, strconv.Itoa(29400+10*(id-1)), p.rpc.Published, "node %d: NODE%d_RPC_PORT", id, id)
+			assert.Equal(t, strconv.Itoa(29092+(id-1)), p.kafka.Published, "node %d: NODE%d_KAFKA_PORT", id, id)
+			assert.Equal(t, uint32(nodeByID[id].http.port), p.http.Target, "node %d: the container port stays its GOSTREAM_HTTP port", id)
+			svc, err := moved.GetService(nodeByID[id].service)
+			require.NoError(t, err)
+			menv := serviceEnv(t, svc)
+			_, extAdvert := parseListeners(t, "GOSTREAM_ADVERTISE", menv["GOSTREAM_ADVERTISE"])
+			_, kafkaExtAdvert := parseListeners(t, "GOSTREAM_KAFKA_ADVERTISE", menv["GOSTREAM_KAFKA_ADVERTISE"])
+			assert.Equal(t, "streams.example.net", extAdvert.host, "node %d: EXTERNAL_HOST", id)
+			assert.Equal(t, "streams.example.net", kafkaExtAdvert.host, "node %d: EXTERNAL_HOST", id)
 		}
 		secure := loadComposeEnv(t, root, []string{"docker-compose.yml", secureFile}, env, "tools")
 		for id, p := range published(t, secure) {
-			assert.Equal(t, strconv.Itoa(19402+10*(id-1)), p.Published, "node %d with %s", id, secureFile)
+			assert.Equal(t, strconv.Itoa(29402+10*(id-1)), p.http.Published, "node %d with %s", id, secureFile)
 		}
 	})
 

@@ -1,15 +1,20 @@
 package kafkaapi
 
 import (
+	"context"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"gostream/broker"
 	"gostream/metadata"
+	"gostream/transport"
 )
 
 // principal is who a connection authenticated as ("" until security
@@ -19,7 +24,7 @@ const principal = ""
 // metadata answers Metadata with the brokers' endpoints on this server's
 // listener and the topics asked for (all it may describe when none are
 // named), each topic's error on its own.
-func (s *Server) metadata(req *kmsg.MetadataRequest) (kmsg.Response, error) {
+func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	meta, views, err := s.cfg.Core.Metadata(principal, nil)
 	if err != nil {
@@ -53,6 +58,9 @@ func (s *Server) metadata(req *kmsg.MetadataRequest) (kmsg.Response, error) {
 			continue
 		}
 		_, views, err := s.cfg.Core.Metadata(principal, []string{*t.Topic})
+		if errors.Is(err, transport.ErrUnknownTopic) && s.cfg.AutoCreate != nil && (req.AllowAutoTopicCreation || req.Version < 4) {
+			err = s.autoCreate(ctx, *t.Topic)
+		}
 		if err != nil {
 			rt := kmsg.NewMetadataResponseTopic()
 			rt.Topic, rt.ErrorCode = t.Topic, s.code(err)
@@ -129,3 +137,28 @@ func MetadataEndpoints(meta *metadata.Cluster, listener string) []Endpoint {
 	}
 	return out
 }
+
+// autoCreateWait bounds the creation of a topic a Metadata request names.
+const autoCreateWait = 10 * time.Second
+
+// autoCreate creates topic with the AutoCreate settings. A topic created
+// (or found created) is answered LEADER_NOT_AVAILABLE, as Kafka does:
+// the client asks again, and finds its leaders once the metadata reached
+// this node.
+func (s *Server) autoCreate(ctx context.Context, topic string) error {
+	ctx, cancel := context.WithTimeout(ctx, autoCreateWait)
+	defer cancel()
+	partitions := s.cfg.AutoCreate.Partitions
+	if partitions <= 0 {
+		partitions = 1
+	}
+	if err := s.cfg.Core.AutoCreateTopic(ctx, principal, topic, partitions, s.cfg.AutoCreate.ReplicationFactor); err != nil {
+		s.log.Debug("auto-creation failed", "topic", topic, "err", err)
+		return err
+	}
+	s.log.Info("topic auto-created", "topic", topic, "partitions", partitions)
+	return errLeaderNotAvailable
+}
+
+// errLeaderNotAvailable answers a topic just created.
+var errLeaderNotAvailable = fmt.Errorf("%w: the topic was just created; ask again", transport.ErrNotReady)

@@ -47,7 +47,18 @@ type Config struct {
 	// native protocol's table does; the Kafka code follows from it
 	// (errors.go).
 	Classify func(error) error
-	Logger   hclog.Logger
+	// AutoCreate, when set, has a Metadata request that names a topic
+	// that does not exist, and allows auto-creation, create it (Kafka's
+	// auto.create.topics.enable).
+	AutoCreate *AutoCreate
+	Logger     hclog.Logger
+}
+
+// AutoCreate is how topics are auto-created: Partitions partitions (0:
+// one) of ReplicationFactor replicas (0: min(3, the brokers)).
+type AutoCreate struct {
+	Partitions        int
+	ReplicationFactor int
 }
 
 // Server serves Kafka's protocol on one listener.
@@ -288,7 +299,7 @@ func (s *Server) handle(ctx context.Context, c net.Conn, req *request) (kmsg.Res
 	}
 	switch k := req.kreq.(type) {
 	case *kmsg.MetadataRequest:
-		return s.metadata(k)
+		return s.metadata(ctx, k)
 	case *kmsg.ProduceRequest:
 		return s.produce(ctx, k)
 	case *kmsg.FetchRequest:

@@ -57,6 +57,11 @@ type Broker struct {
 	// NAME://HOST:PORT,... sorted by name (FormatEndpoints); empty when it
 	// has none.
 	Kafka string `json:"kafka,omitempty"`
+	// Listeners are the broker's named listeners of the native protocol
+	// as clients dial them, NAME://HOST:PORT,... sorted by name; empty
+	// when it has one listener, at Addr. Addr is always its first
+	// listener's, the one the nodes use among themselves.
+	Listeners string `json:"listeners,omitempty"`
 	// RootID is the unique id stamped in the broker's storage root: a
 	// broker id belongs to one storage root. Empty until the broker's first
 	// registration binds it, and again after the operator replaced a broker
@@ -401,7 +406,22 @@ func FormatEndpoints(byName map[string]string) string {
 // KafkaEndpoint is the address clients dial for the broker's Kafka
 // listener of that name.
 func (b Broker) KafkaEndpoint(listener string) (string, bool) {
-	for _, part := range strings.Split(b.Kafka, ",") {
+	return endpoint(b.Kafka, listener)
+}
+
+// RPCEndpoint is the address clients dial for the broker's native
+// listener of that name: Addr for "" (a node's first listener, the one
+// the nodes use among themselves), else the one of that name in
+// Listeners, if it has one.
+func (b Broker) RPCEndpoint(listener string) (string, bool) {
+	if listener == "" {
+		return b.Addr, true
+	}
+	return endpoint(b.Listeners, listener)
+}
+
+func endpoint(list, listener string) (string, bool) {
+	for _, part := range strings.Split(list, ",") {
 		if name, addr, ok := strings.Cut(part, "://"); ok && name == listener {
 			return addr, true
 		}

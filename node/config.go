@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -152,6 +153,17 @@ func controllerReason(hostPortReason string) string {
 	return strings.Replace(hostPortReason, "want HOST:PORT", "want ID@HOST:PORT", 1)
 }
 
+// AutoCreateConfig is how Kafka clients create topics by asking for their
+// metadata (docs/kafka.md, "Topic auto-creation").
+type AutoCreateConfig struct {
+	Enabled bool
+	// Partitions of an auto-created topic; zero means one.
+	Partitions int
+	// ReplicationFactor of an auto-created topic, capped at the brokers;
+	// zero means min(3, brokers).
+	ReplicationFactor int
+}
+
 // Config is everything one node needs to run. The command line (cmd/node)
 // builds it from flags; tests build it directly.
 type Config struct {
@@ -160,9 +172,13 @@ type Config struct {
 	// DataDir is the storage root this node alone owns. Required.
 	DataDir string
 	// Listen is the RPC address to bind (clients and peers). Empty means
-	// DefaultListen.
+	// DefaultListen. Named listeners, NAME://HOST:PORT,..., give the
+	// native protocol several (docs/cluster.md, "Listeners"): the first
+	// is the one the nodes use among themselves, and each is advertised
+	// as Advertise names it.
 	Listen string
 	// Advertise is the RPC address given to others. Empty means Listen.
+	// With named listeners: NAME://HOST:PORT,... (package listeners).
 	Advertise string
 	// KafkaListen are the Kafka protocol's listeners, NAME://HOST:PORT,...
 	// (a bare HOST:PORT is the listener named default); empty: none.
@@ -170,6 +186,9 @@ type Config struct {
 	// (docs/kafka.md, "Listeners"; package listeners).
 	KafkaListen    string
 	KafkaAdvertise string
+	// AutoCreate configures Kafka's topic auto-creation (--auto-create-topics):
+	// off unless Enabled.
+	AutoCreate AutoCreateConfig
 	// Gossip is the memberlist address (TCP and UDP). Empty means
 	// DefaultGossip.
 	Gossip string
@@ -256,6 +275,10 @@ type Config struct {
 	// Security configures TLS, gossip encryption, authentication and
 	// authorization (docs/security.md); the zero value is none of them.
 	Security SecurityConfig
+
+	// rpcNamed are the named RPC listeners withDefaults read (none for
+	// one bare HOST:PORT).
+	rpcNamed []listeners.Listener
 }
 
 // DSConfig is the configuration of a node's Durable Streams.
@@ -301,13 +324,18 @@ func (c Config) Validate() error {
 	if strings.TrimSpace(c.DataDir) == "" {
 		return &FieldError{Field: "DataDir", Value: c.DataDir, Reason: "want a directory path"}
 	}
+	if namedListeners(c) {
+		if _, err := parseRPCListeners(c); err != nil {
+			return err
+		}
+	}
 	for _, f := range []struct{ name, value string }{
 		{"Listen", c.Listen},
 		{"Advertise", c.Advertise},
 		{"Gossip", c.Gossip},
 		{"HTTP", c.HTTP},
 	} {
-		if f.value == "" {
+		if f.value == "" || (f.name == "Listen" || f.name == "Advertise") && namedListeners(c) {
 			continue
 		}
 		if reason := listeners.CheckHostPort(f.value); reason != "" {
@@ -390,6 +418,10 @@ func (c Config) validateLimits() error {
 		return &FieldError{Field: "IdleTimeout", Value: c.IdleTimeout.String(), Reason: "want a positive duration"}
 	case c.RetentionInterval < 0:
 		return &FieldError{Field: "RetentionInterval", Value: c.RetentionInterval.String(), Reason: "want a positive duration"}
+	case c.AutoCreate.Partitions < 0 || c.AutoCreate.Partitions > metadata.MaxPartitions:
+		return &FieldError{Field: "AutoCreate.Partitions", Value: itoa(int64(c.AutoCreate.Partitions)), Reason: fmt.Sprintf("want a number of partitions from 1 to %d", metadata.MaxPartitions)}
+	case c.AutoCreate.ReplicationFactor < 0 || c.AutoCreate.ReplicationFactor > math.MaxInt16:
+		return &FieldError{Field: "AutoCreate.ReplicationFactor", Value: itoa(int64(c.AutoCreate.ReplicationFactor)), Reason: "want a positive replication factor"}
 	case c.OffsetsPartitions < 0 || c.OffsetsPartitions > MaxOffsetsPartitions:
 		return &FieldError{Field: "OffsetsPartitions", Value: itoa(int64(c.OffsetsPartitions)), Reason: fmt.Sprintf("want a number of partitions from 1 to %d", MaxOffsetsPartitions)}
 	case c.DS.ReplicationFactor < 0:
@@ -430,8 +462,14 @@ func (c Config) topicDefaults() metadata.LogConfig {
 	return metadata.LogConfig{RetentionBytes: c.RetentionBytes, RetentionMs: c.RetentionMs, SegmentBytes: c.SegmentBytes, SegmentMs: c.SegmentMs}
 }
 
-// withDefaults returns c with its empty optional fields filled in.
+// withDefaults returns c with its empty optional fields filled in. With
+// named RPC listeners, Listen and Advertise become the first one's
+// addresses, and the others go to rpcExtra.
 func (c Config) withDefaults() Config {
+	if namedListeners(c) {
+		ls, _ := parseRPCListeners(c) // validated
+		c.Listen, c.Advertise, c.rpcNamed = ls[0].Listen, ls[0].Advertise, ls
+	}
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
@@ -520,6 +558,27 @@ func parseKafkaListeners(c Config) ([]listeners.Listener, error) {
 		field := "KafkaListen"
 		if le.Which == listeners.InAdvertise {
 			field = "KafkaAdvertise"
+		}
+		return nil, &FieldError{Field: field, Value: le.Value, Reason: le.Reason}
+	}
+	return ls, err
+}
+
+// namedListeners reports whether c gives the native protocol named
+// listeners (NAME://HOST:PORT in Listen or Advertise).
+func namedListeners(c Config) bool {
+	return strings.Contains(c.Listen, "://") || strings.Contains(c.Advertise, "://")
+}
+
+// parseRPCListeners reads c's named RPC listeners; its error is a
+// *FieldError naming Listen or Advertise.
+func parseRPCListeners(c Config) ([]listeners.Listener, error) {
+	ls, err := listeners.Parse(c.Listen, c.Advertise)
+	var le *listeners.Error
+	if errors.As(err, &le) {
+		field := "Listen"
+		if le.Which == listeners.InAdvertise {
+			field = "Advertise"
 		}
 		return nil, &FieldError{Field: field, Value: le.Value, Reason: le.Reason}
 	}

@@ -193,3 +193,45 @@ func TestLimitDefaults(t *testing.T) {
 	c = Config{ID: 1, DataDir: "d", MaxConns: 10}.withDefaults()
 	assert.Equal(t, 10, c.MaxConnsPerAddr, "the per-address default is at most the total")
 }
+
+// Named RPC listeners: the first is the nodes' own (Listen and Advertise
+// become its addresses), every one is advertised by name; a bare
+// HOST:PORT stays as it was, and what a client could not dial is refused
+// naming the field.
+func TestNamedRPCListeners(t *testing.T) {
+	base := Config{ID: 1, DataDir: "/d"}
+	c := base
+	c.Listen = "internal://0.0.0.0:9400,external://0.0.0.0:19400"
+	c.Advertise = "internal://node1:9400,external://localhost:19400"
+	require.NoError(t, c.Validate())
+	d := c.withDefaults()
+	assert.Equal(t, "0.0.0.0:9400", d.Listen)
+	assert.Equal(t, "node1:9400", d.Advertise)
+	require.Len(t, d.rpcNamed, 2)
+	assert.Equal(t, "external", d.rpcNamed[1].Name)
+	n := &Node{cfg: d}
+	assert.Equal(t, "external://localhost:19400,internal://node1:9400", n.rpcEndpoints())
+
+	c = base
+	c.Listen = "127.0.0.1:9400"
+	require.NoError(t, c.Validate())
+	d = c.withDefaults()
+	assert.Equal(t, "127.0.0.1:9400", d.Advertise)
+	assert.Empty(t, d.rpcNamed)
+	assert.Empty(t, (&Node{cfg: d}).rpcEndpoints())
+
+	for _, bad := range []struct{ listen, advertise, field, why string }{
+		{"internal://0.0.0.0:9400", "", "Advertise", "binds every interface"},
+		{"internal://127.0.0.1:9400", "external://h:1", "Advertise", "no listener of that name"},
+		{"a://127.0.0.1:9400,b://127.0.0.1:9400", "", "Listen", "share port"},
+		{"", "internal://h:9400", "Advertise", "no listener of that name"},
+	} {
+		c := base
+		c.Listen, c.Advertise = bad.listen, bad.advertise
+		err := c.Validate()
+		var fe *FieldError
+		require.ErrorAs(t, err, &fe, "%+v", bad)
+		assert.Equal(t, bad.field, fe.Field, "%+v", bad)
+		assert.Contains(t, fe.Reason, bad.why, "%+v", bad)
+	}
+}

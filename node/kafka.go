@@ -42,7 +42,7 @@ func (n *Node) serveKafka(lns []net.Listener, run func(func(context.Context) err
 		s := kafkaapi.New(kafkaapi.Config{
 			Broker: n.cfg.ID, Listener: l.Name, Core: n.core,
 			MaxRequestBytes: transport.FrameLimit(n.cfg.MaxBatchBytes), IdleTimeout: n.cfg.IdleTimeout,
-			Classify: rpcapi.WireError, Logger: log,
+			Classify: rpcapi.WireError, AutoCreate: n.autoCreate(), Logger: log,
 		})
 		servers = append(servers, s)
 		limited := transport.LimitListener(ln, limits)
@@ -62,4 +62,13 @@ func kafkaAddrs(lns []net.Listener) string {
 		parts = append(parts, ln.Addr().String())
 	}
 	return strings.Join(parts, ",")
+}
+
+// autoCreate is the Kafka listeners' topic auto-creation, nil when off.
+func (n *Node) autoCreate() *kafkaapi.AutoCreate {
+	a := n.cfg.AutoCreate
+	if !a.Enabled {
+		return nil
+	}
+	return &kafkaapi.AutoCreate{Partitions: a.Partitions, ReplicationFactor: a.ReplicationFactor}
 }

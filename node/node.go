@@ -97,7 +97,7 @@ func (n *Node) isController() bool {
 // selfBroker is this node as the metadata lists it.
 func (n *Node) selfBroker() metadata.Broker {
 	return metadata.Broker{ID: n.cfg.ID, Addr: n.cfg.Advertise, HTTP: n.cfg.HTTP, Gossip: n.cfg.Gossip,
-		Kafka: metadata.FormatEndpoints(listeners.Advertised(n.kafka)), RootID: n.root.Stamp().RootID}
+		Kafka: metadata.FormatEndpoints(listeners.Advertised(n.kafka)), Listeners: n.rpcEndpoints(), RootID: n.root.Stamp().RootID}
 }
 
 // activeController is this node's controller if it makes changes now: the
@@ -249,7 +249,7 @@ func (n *Node) startBroker() error {
 func (n *Node) followController(ctx context.Context) error {
 	stamp := n.root.Stamp()
 	req := &transport.RegisterBrokerRequest{ID: n.cfg.ID, Addr: n.cfg.Advertise, HTTP: n.cfg.HTTP, Gossip: n.cfg.Gossip,
-		ClusterID: stamp.ClusterID, RootID: stamp.RootID, Kafka: metadata.FormatEndpoints(listeners.Advertised(n.kafka))}
+		ClusterID: stamp.ClusterID, RootID: stamp.RootID, Kafka: metadata.FormatEndpoints(listeners.Advertised(n.kafka)), Listeners: n.rpcEndpoints()}
 	backoff := 200 * time.Millisecond
 	warned := false
 	for {
@@ -379,6 +379,16 @@ func (n *Node) serve(ctx context.Context) error {
 		httpLn.Close()
 		return err
 	}
+	extraLns, err := n.listenRPCNamed()
+	if err != nil {
+		rpcLn.Close()
+		httpLn.Close()
+		for _, ln := range kafkaLns {
+			ln.Close()
+		}
+		return err
+	}
+	kafkaLns = append(kafkaLns, extraLns...) // closed with them on the way out; served apart
 	scfg := transport.ServerConfig{
 		MaxBatchBytes:   cfg.MaxBatchBytes,
 		MaxConns:        cfg.MaxConns,
@@ -535,7 +545,8 @@ func (n *Node) serve(ctx context.Context) error {
 		}
 		return nil
 	})
-	kafkaServers := n.serveKafka(kafkaLns, run)
+	kafkaServers := n.serveKafka(kafkaLns[:len(kafkaLns)-len(extraLns)], run)
+	n.serveRPCNamed(rpc, extraLns, run)
 	run(func(context.Context) error {
 		if err := srv.Serve(httpLn); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("http server on %s: %w", httpLn.Addr(), err)
@@ -611,7 +622,7 @@ func (n *Node) serve(ctx context.Context) error {
 		"data_dir", n.root.Dir(),
 		"rpc", rpcLn.Addr().String(),
 		"http", httpLn.Addr().String(),
-		"kafka", kafkaAddrs(kafkaLns),
+		"kafka", kafkaAddrs(kafkaLns[:len(kafkaLns)-len(extraLns)]), "rpc_listeners", n.rpcEndpoints(),
 		"controller", fmt.Sprint(cfg.Controllers),
 	)
 	return g.Wait()

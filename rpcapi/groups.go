@@ -11,7 +11,19 @@ import (
 func (h *Handler) findCoordinator(req *transport.Request) transport.Reply {
 	var r transport.FindCoordinatorRequest
 	return h.serve(req, &r, func(ctx context.Context) (transport.Message, error) {
-		return h.cfg.Core.FindCoordinator(ctx, req.Principal, r.Group)
+		resp, err := h.cfg.Core.FindCoordinator(ctx, req.Principal, r.Group)
+		if err != nil || req.Listener == "" {
+			return resp, err
+		}
+		// The coordinator's address on the listener the request came in
+		// on (none if its node has no listener of that name).
+		resp.Addr = ""
+		if meta := h.cfg.Core.Replicas().Metadata(); meta != nil {
+			if b, ok := meta.Broker(resp.Leader); ok {
+				resp.Addr, _ = b.RPCEndpoint(req.Listener)
+			}
+		}
+		return resp, nil
 	})
 }
 

@@ -315,7 +315,14 @@ func (h *Handler) metadata(req *transport.Request) transport.Reply {
 	resp := &transport.MetadataResponse{ClusterID: meta.ClusterID, ControllerID: meta.ControllerID, MetadataEpoch: meta.Epoch,
 		MaxBatchBytes: int32(h.cfg.MaxBatchBytes)}
 	for _, b := range meta.Brokers {
-		resp.Brokers = append(resp.Brokers, transport.BrokerInfo{ID: b.ID, Addr: b.Addr, HTTP: b.HTTP, Gossip: b.Gossip})
+		// Each broker at its address on the listener the request came in
+		// on; one without a listener of that name is left out, as Kafka
+		// does.
+		addr, ok := b.RPCEndpoint(req.Listener)
+		if !ok {
+			continue
+		}
+		resp.Brokers = append(resp.Brokers, transport.BrokerInfo{ID: b.ID, Addr: addr, HTTP: b.HTTP, Gossip: b.Gossip})
 	}
 	for _, t := range topics {
 		resp.Topics = append(resp.Topics, topicInfo(t))

@@ -272,3 +272,48 @@ func TestKafkaConfigsAndDescribeCluster(t *testing.T) {
 		assert.Equal(t, c.Node(b.NodeID).Kafka, fmt.Sprintf("%s:%d", b.Host, b.Port))
 	}
 }
+
+// With --auto-create-topics, producing to a topic that does not exist
+// creates it, through any node (the creation is forwarded to the active
+// controller), with --auto-create-partitions partitions and min(3,
+// brokers) replicas: kcat and franz-go (with AllowAutoTopicCreation)
+// produce to new topics, and
+// gostream-ctl sees them. A consumer's metadata request does not create.
+func TestKafkaAutoCreatesTopics(t *testing.T) {
+	c := startClusterWith(t, Config{Nodes: 3, Kafka: true, NodeArgs: []string{"--auto-create-topics", "--auto-create-partitions", "2"}})
+	kcat := kcatPath(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kcat, "-b", c.Node(3).Kafka, "-t", "made-by-kcat", "-P", "-K:")
+	cmd.Stdin = strings.NewReader("k1:v1\nk2:v2\n")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	// franz-go asks for auto-creation only when told to.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Node(2).Kafka), kgo.AllowAutoTopicCreation())
+	require.NoError(t, err)
+	defer cl.Close()
+	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "made-by-franz", Value: []byte("v")}).FirstErr())
+
+	for _, topic := range []string{"made-by-kcat", "made-by-franz"} {
+		var desc struct {
+			Partitions        []json.RawMessage `json:"partitions"`
+			ReplicationFactor int               `json:"replication_factor"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(ctlOK(t, c, "-o", "json", "topic", "describe", topic).Stdout), &desc))
+		assert.Len(t, desc.Partitions, 2, topic)
+		assert.Equal(t, 3, desc.ReplicationFactor, topic)
+	}
+	assert.Len(t, strings.Split(strings.TrimSpace(ctlOK(t, c, "consume", "made-by-kcat").Stdout), "\n"), 3, "a header line and two records")
+
+	// A consumer asks without auto-creation: nothing is created.
+	cons, err := kgo.NewClient(kgo.SeedBrokers(c.Node(1).Kafka), kgo.ConsumeTopics("never-made"))
+	require.NoError(t, err)
+	pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+	cons.PollFetches(pctx)
+	pcancel()
+	cons.Close()
+	res, err := c.Ctl(ctx, "", "topic", "describe", "never-made")
+	require.NoError(t, err)
+	assert.NotEqual(t, 0, res.Exit, "a consumer created a topic: %s", res.Stdout)
+}

@@ -35,6 +35,11 @@ type Node struct {
 	HTTP      string
 	// Kafka, when set, is the node's Kafka listener (--kafka-listen).
 	Kafka string
+	// Listeners, when set, are named listeners besides RPC and Kafka: the
+	// node's RPC address becomes the listener "internal" of --listen and
+	// Kafka the one of --kafka-listen, and each of these is a further
+	// listener of both protocols, advertised as it says.
+	Listeners []NamedListener
 	// Args are extra flags given at every start.
 	Args []string
 	// Env is extra environment (NAME=value) given at every start.
@@ -142,11 +147,33 @@ func (n *Node) Start(controller string, join []string) error {
 		"--listen", n.RPC, "--gossip", n.Gossip, "--http", n.HTTP,
 		"--log-level", "debug",
 	}
-	if n.Advertise != "" {
-		args = append(args, "--advertise", n.Advertise)
+	listen, advertise, kafka, kafkaAdvertise := n.RPC, n.Advertise, n.Kafka, ""
+	if len(n.Listeners) > 0 {
+		if advertise == "" {
+			advertise = n.RPC
+		}
+		listen, advertise = "internal://"+n.RPC, "internal://"+advertise
+		if kafka != "" {
+			kafka, kafkaAdvertise = "internal://"+n.Kafka, "internal://"+n.Kafka
+		}
+		for _, l := range n.Listeners {
+			listen += fmt.Sprintf(",%s://%s", l.Name, l.RPC)
+			advertise += fmt.Sprintf(",%s://%s", l.Name, l.AdvertiseRPC)
+			if kafka != "" {
+				kafka += fmt.Sprintf(",%s://%s", l.Name, l.Kafka)
+				kafkaAdvertise += fmt.Sprintf(",%s://%s", l.Name, l.AdvertiseKafka)
+			}
+		}
 	}
-	if n.Kafka != "" {
-		args = append(args, "--kafka-listen", n.Kafka)
+	args[5] = listen
+	if advertise != "" {
+		args = append(args, "--advertise", advertise)
+	}
+	if kafka != "" {
+		args = append(args, "--kafka-listen", kafka)
+	}
+	if kafkaAdvertise != "" {
+		args = append(args, "--kafka-advertise", kafkaAdvertise)
 	}
 	if controller != "" {
 		args = append(args, "--controller", controller)
@@ -470,4 +497,12 @@ func (n *Node) FreeDisk() error {
 		return err
 	}
 	return nil
+}
+
+// NamedListener is a further listener of a node (Node.Listeners): the
+// addresses it binds for RPC and Kafka, and those it advertises.
+type NamedListener struct {
+	Name                         string
+	RPC, Kafka                   string
+	AdvertiseRPC, AdvertiseKafka string
 }

@@ -37,6 +37,10 @@ type RegisterBrokerRequest struct {
 	// sent only when it has some: a controller of the release before
 	// them takes the registration of a broker without Kafka listeners.
 	Kafka string
+	// Listeners are the broker's named native listeners
+	// (metadata.Broker.Listeners), sent, after Kafka, only when it has
+	// some.
+	Listeners string
 }
 
 // Encode implements Message.
@@ -48,8 +52,11 @@ func (r *RegisterBrokerRequest) Encode(e *Encoder) {
 	e.String(r.ClusterID)
 	e.String(r.RootID)
 	e.Int64(r.MetadataEpoch)
-	if r.Kafka != "" {
+	if r.Kafka != "" || r.Listeners != "" {
 		e.String(r.Kafka)
+	}
+	if r.Listeners != "" {
+		e.String(r.Listeners)
 	}
 }
 
@@ -64,6 +71,9 @@ func (r *RegisterBrokerRequest) Decode(d *Decoder) {
 	r.MetadataEpoch = d.Int64()
 	if d.Remaining() > 0 {
 		r.Kafka = d.String()
+	}
+	if d.Remaining() > 0 {
+		r.Listeners = d.String()
 	}
 }
 

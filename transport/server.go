@@ -22,6 +22,10 @@ import (
 type Request struct {
 	Frame
 	RemoteAddr string
+	// Listener is the name of the listener the request came in on, as
+	// ServeNamed was given it; "" for Serve's (a node's first listener,
+	// the one the nodes use among themselves).
+	Listener string
 	// Principal is who the connection proved to be when the request was
 	// read: a verified client certificate's name or an accepted token's
 	// principal; "" when it proved nothing.
@@ -261,7 +265,12 @@ func NewServer(cfg ServerConfig, h Handler) *Server {
 }
 
 // Serve accepts connections on ln until Close. It returns nil after Close.
-func (s *Server) Serve(ln net.Listener) error {
+func (s *Server) Serve(ln net.Listener) error { return s.ServeNamed(ln, "") }
+
+// ServeNamed is Serve for a named listener: each request read from its
+// connections carries the name (Request.Listener), so that a handler
+// answers with the addresses clients on that listener dial.
+func (s *Server) ServeNamed(ln net.Listener, name string) error {
 	s.mu.Lock()
 	if s.mu.closed {
 		s.mu.Unlock()
@@ -298,7 +307,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			nc.Close()
 			continue
 		}
-		s.startConn(nc, release)
+		s.startConn(nc, name, release)
 	}
 }
 
@@ -308,8 +317,8 @@ func isTemporary(err error) bool {
 	return errors.As(err, &t) && t.Temporary()
 }
 
-func (s *Server) startConn(nc net.Conn, release func()) {
-	c := &serverConn{s: s, nc: nc, sem: make(chan struct{}, s.cfg.MaxInFlight), waitSem: make(chan struct{}, s.cfg.MaxWaiting),
+func (s *Server) startConn(nc net.Conn, listener string, release func()) {
+	c := &serverConn{s: s, nc: nc, listener: listener, sem: make(chan struct{}, s.cfg.MaxInFlight), waitSem: make(chan struct{}, s.cfg.MaxWaiting),
 		mem: newMemory(s.cfg.ConnMemoryBytes, 0)}
 	if s.cfg.TLS != nil {
 		// No I/O yet: serve checks the first byte, then shakes hands.
@@ -390,9 +399,10 @@ func (s *Server) Close() error {
 }
 
 type serverConn struct {
-	s   *Server
-	nc  net.Conn
-	raw *peekedConn // under nc when the server speaks TLS; nil otherwise
+	s        *Server
+	nc       net.Conn
+	listener string      // the name of its listener (Request.Listener)
+	raw      *peekedConn // under nc when the server speaks TLS; nil otherwise
 	// principal is who the connection proved to be ("" none yet): its
 	// verified client certificate's name, or an accepted token's; session
 	// is the credential it proved it with, rechecked by Server.Recheck.
@@ -535,7 +545,7 @@ func (c *serverConn) read(br *bufio.Reader, r *deadlineReader, maxBody int, log 
 	if err != nil {
 		return nil, nil, err
 	}
-	req := &Request{Frame: f, RemoteAddr: c.nc.RemoteAddr().String()}
+	req := &Request{Frame: f, RemoteAddr: c.nc.RemoteAddr().String(), Listener: c.listener}
 	if n > maxBody {
 		log.Debug("request over the frame limit; discarding it", "api", API(f.API).String(), "bytes", n+FrameHeaderSize, "limit", c.s.frameLimit)
 		if err := discard(br, n); err != nil {

@@ -38,6 +38,9 @@ const (
 	flagListen         = "listen"
 	flagKafkaListen    = "kafka-listen"
 	flagKafkaAdvertise = "kafka-advertise"
+	flagAutoCreate     = "auto-create-topics"
+	flagAutoPartitions = "auto-create-partitions"
+	flagAutoRF         = "auto-create-replication-factor"
 	flagAdvertise      = "advertise"
 	flagGossip         = "gossip"
 	flagJoin           = "join"
@@ -86,11 +89,14 @@ var configFlag = map[string]string{
 	"Advertise":      flagAdvertise,
 	"KafkaListen":    flagKafkaListen,
 	"KafkaAdvertise": flagKafkaAdvertise,
-	"Gossip":         flagGossip,
-	"Join":           flagJoin,
-	"DialSource":     flagDialSource,
-	"HTTP":           flagHTTP,
-	"Controllers":    flagController,
+
+	"AutoCreate.Partitions":        flagAutoPartitions,
+	"AutoCreate.ReplicationFactor": flagAutoRF,
+	"Gossip":                       flagGossip,
+	"Join":                         flagJoin,
+	"DialSource":                   flagDialSource,
+	"HTTP":                         flagHTTP,
+	"Controllers":                  flagController,
 
 	"MaxBatchBytes":     flagMaxBatchBytes,
 	"RequestMemory":     flagRequestMemory,
@@ -174,6 +180,10 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			stringFlag(flagAdvertise, "RPC address `HOST:PORT` given to others", "", "the --listen address"),
 			stringFlag(flagKafkaListen, "Kafka protocol listeners `NAME://HOST:PORT,...` (a bare HOST:PORT is one named default)", "", "off"),
 			stringFlag(flagKafkaAdvertise, "the address Kafka clients dial for each listener, `NAME://HOST:PORT,...`; never 0.0.0.0", "", "each listener's own address"),
+			&cli.BoolFlag{Name: flagAutoCreate, EnvVars: []string{envName(flagAutoCreate)},
+				Usage: "Kafka clients may create a topic by asking for its metadata (as they do before they produce to it)"},
+			stringFlag(flagAutoPartitions, "partitions `N` of an auto-created topic", "", "1"),
+			stringFlag(flagAutoRF, "replication factor `N` of an auto-created topic (capped at the brokers)", "", "min(3, brokers)"),
 			stringFlag(flagGossip, "memberlist address `HOST:PORT` (TCP and UDP)", node.DefaultGossip, ""),
 			stringFlag(flagJoin, "gossip seeds `HOST:PORT,...`", "", "none"),
 			stringFlag(flagDialSource, "source `IP` of connections to peers (RPC and gossip streams)", "", "chosen by the system"),
@@ -281,6 +291,7 @@ func configFromFlags(c *cli.Context) (node.Config, error) {
 		Advertise:      strings.TrimSpace(c.String(flagAdvertise)),
 		KafkaListen:    strings.TrimSpace(c.String(flagKafkaListen)),
 		KafkaAdvertise: strings.TrimSpace(c.String(flagKafkaAdvertise)),
+		AutoCreate:     node.AutoCreateConfig{Enabled: c.Bool(flagAutoCreate)},
 		Gossip:         strings.TrimSpace(c.String(flagGossip)),
 		HTTP:           strings.TrimSpace(c.String(flagHTTP)),
 		DialSource:     strings.TrimSpace(c.String(flagDialSource)),
@@ -352,7 +363,8 @@ func limitsFromFlags(c *cli.Context, cfg *node.Config) error {
 		name string
 		dst  *int
 	}{{flagMaxConns, &cfg.MaxConns}, {flagMaxConnsPerIP, &cfg.MaxConnsPerAddr}, {flagOffsetsPartitions, &cfg.OffsetsPartitions},
-		{flagDSReplicationFactor, &cfg.DS.ReplicationFactor}, {flagDSMaxLiveReaders, &cfg.DS.MaxLiveReaders}} {
+		{flagDSReplicationFactor, &cfg.DS.ReplicationFactor}, {flagDSMaxLiveReaders, &cfg.DS.MaxLiveReaders},
+		{flagAutoPartitions, &cfg.AutoCreate.Partitions}, {flagAutoRF, &cfg.AutoCreate.ReplicationFactor}} {
 		if text := strings.TrimSpace(c.String(f.name)); text != "" {
 			n, err := strconv.Atoi(text)
 			if err != nil || n <= 0 {
