@@ -35,7 +35,7 @@ var readOnlyConfigs = []struct{ name, value string }{
 // describeConfigs answers a topic's configs (the ones gostream has, with
 // their values and whether the topic sets them, and the read-only ones
 // above); a broker's configs are answered empty.
-func (s *Server) describeConfigs(req *kmsg.DescribeConfigsRequest) (kmsg.Response, error) {
+func (s *Server) describeConfigs(ctx context.Context, req *kmsg.DescribeConfigsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	for _, r := range req.Resources {
 		rr := kmsg.NewDescribeConfigsResponseResource()
@@ -44,7 +44,7 @@ func (s *Server) describeConfigs(req *kmsg.DescribeConfigsRequest) (kmsg.Respons
 		switch r.ResourceType {
 		case resourceBroker:
 		case resourceTopic:
-			_, views, err := s.cfg.Core.Metadata(principal, []string{r.ResourceName})
+			_, views, err := s.cfg.Core.Metadata(principalOf(ctx), []string{r.ResourceName})
 			if err != nil {
 				rr.ErrorCode, rr.ErrorMessage = s.code(err), kmsg.StringPtr(err.Error())
 				break
@@ -124,7 +124,7 @@ func (s *Server) incrementalAlterConfigs(ctx context.Context, req *kmsg.Incremen
 		case bad != "":
 			fail(kerr.InvalidConfig.Code, bad)
 		default:
-			if err := s.cfg.Core.ChangeTopicConfig(ctx, principal, ar); err != nil {
+			if err := s.cfg.Core.ChangeTopicConfig(ctx, principalOf(ctx), ar); err != nil {
 				fail(s.code(err), err.Error())
 			}
 		}
@@ -135,9 +135,9 @@ func (s *Server) incrementalAlterConfigs(ctx context.Context, req *kmsg.Incremen
 
 // describeCluster answers the cluster's id, its controller, and the
 // brokers at their endpoints on this listener.
-func (s *Server) describeCluster(req *kmsg.DescribeClusterRequest) (kmsg.Response, error) {
+func (s *Server) describeCluster(ctx context.Context, req *kmsg.DescribeClusterRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
-	meta, _, err := s.cfg.Core.Metadata(principal, nil)
+	meta, _, err := s.cfg.Core.Metadata(principalOf(ctx), nil)
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = s.code(err), kmsg.StringPtr(err.Error())
 		return resp, nil

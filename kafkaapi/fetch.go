@@ -46,7 +46,7 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Respon
 		if max <= 0 {
 			max = 1
 		}
-		res, err := s.cfg.Core.Fetch(ctx, principal, broker.FetchRequest{Topic: p.topic, Partition: p.req.Partition,
+		res, err := s.cfg.Core.Fetch(ctx, principalOf(ctx), broker.FetchRequest{Topic: p.topic, Partition: p.req.Partition,
 			Offset: p.req.FetchOffset, MaxBytes: max, MaxWait: wait}, nil)
 		return fetched{res, err}
 	}

@@ -20,7 +20,7 @@ const (
 // latest (its high watermark: what a consumer may read), or the first
 // offset whose record's timestamp is at or after the one asked, read
 // from the log (-1 when there is none below the high watermark).
-func (s *Server) listOffsets(req *kmsg.ListOffsetsRequest) (kmsg.Response, error) {
+func (s *Server) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	for _, t := range req.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()
@@ -28,7 +28,7 @@ func (s *Server) listOffsets(req *kmsg.ListOffsetsRequest) (kmsg.Response, error
 		for _, p := range t.Partitions {
 			rp := kmsg.NewListOffsetsResponseTopicPartition()
 			rp.Partition, rp.LeaderEpoch, rp.Timestamp = p.Partition, -1, -1
-			o, err := s.cfg.Core.ListOffsets(principal, t.Topic, "", p.Partition)
+			o, err := s.cfg.Core.ListOffsets(principalOf(ctx), t.Topic, "", p.Partition)
 			switch {
 			case err != nil:
 				rp.ErrorCode, rp.Offset = s.code(err), -1
@@ -37,7 +37,7 @@ func (s *Server) listOffsets(req *kmsg.ListOffsetsRequest) (kmsg.Response, error
 			case p.Timestamp == latest:
 				rp.Offset = o.HighWatermark
 			default:
-				rp.Offset, rp.Timestamp, err = s.offsetForTime(t.Topic, p.Partition, o, p.Timestamp)
+				rp.Offset, rp.Timestamp, err = s.offsetForTime(ctx, t.Topic, p.Partition, o, p.Timestamp)
 				if err != nil {
 					rp.ErrorCode, rp.Offset = s.code(err), -1
 				}
@@ -53,11 +53,11 @@ func (s *Server) listOffsets(req *kmsg.ListOffsetsRequest) (kmsg.Response, error
 // whose timestamp is at least ts (for maxTimestamp: the record of the
 // greatest timestamp), below the high watermark. It returns -1, -1 when
 // there is none.
-func (s *Server) offsetForTime(topic string, partition int32, o broker.Offsets, ts int64) (offset, at int64, err error) {
+func (s *Server) offsetForTime(ctx context.Context, topic string, partition int32, o broker.Offsets, ts int64) (offset, at int64, err error) {
 	offset, at = -1, -1
 	best := int64(-1)
 	for next := o.LogStartOffset; next < o.HighWatermark; {
-		res, err := s.cfg.Core.Fetch(context.Background(), principal, broker.FetchRequest{Topic: topic, Partition: partition,
+		res, err := s.cfg.Core.Fetch(ctx, principalOf(ctx), broker.FetchRequest{Topic: topic, Partition: partition,
 			Offset: next, MaxBytes: 1 << 20}, nil)
 		if err != nil {
 			return -1, -1, err

@@ -17,16 +17,12 @@ import (
 	"gostream/transport"
 )
 
-// principal is who a connection authenticated as ("" until security
-// comes: 14 of 18, Security).
-const principal = ""
-
 // metadata answers Metadata with the brokers' endpoints on this server's
 // listener and the topics asked for (all it may describe when none are
 // named), each topic's error on its own.
 func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	meta, views, err := s.cfg.Core.Metadata(principal, nil)
+	meta, views, err := s.cfg.Core.Metadata(principalOf(ctx), nil)
 	if err != nil {
 		// No metadata yet: no brokers, and every topic asked for not
 		// available yet (retriable).
@@ -57,7 +53,7 @@ func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest) (kmsg.
 			resp.Topics = append(resp.Topics, rt)
 			continue
 		}
-		_, views, err := s.cfg.Core.Metadata(principal, []string{*t.Topic})
+		_, views, err := s.cfg.Core.Metadata(principalOf(ctx), []string{*t.Topic})
 		if errors.Is(err, transport.ErrUnknownTopic) && s.cfg.AutoCreate != nil && (req.AllowAutoTopicCreation || req.Version < 4) {
 			err = s.autoCreate(ctx, *t.Topic)
 		}
@@ -152,7 +148,7 @@ func (s *Server) autoCreate(ctx context.Context, topic string) error {
 	if partitions <= 0 {
 		partitions = 1
 	}
-	if err := s.cfg.Core.AutoCreateTopic(ctx, principal, topic, partitions, s.cfg.AutoCreate.ReplicationFactor); err != nil {
+	if err := s.cfg.Core.AutoCreateTopic(ctx, principalOf(ctx), topic, partitions, s.cfg.AutoCreate.ReplicationFactor); err != nil {
 		s.log.Debug("auto-creation failed", "topic", topic, "err", err)
 		return err
 	}

@@ -52,7 +52,7 @@ func (s *Server) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Re
 				rp.ErrorCode = s.code(err)
 				continue
 			}
-			wait, err := s.cfg.Core.Produce(principal, broker.ProduceRequest{Topic: t.Topic, Partition: p.Partition, Batch: b, Timeout: timeout})
+			wait, err := s.cfg.Core.Produce(principalOf(ctx), broker.ProduceRequest{Topic: t.Topic, Partition: p.Partition, Batch: b, Timeout: timeout})
 			if err != nil {
 				rp.ErrorCode = s.code(err)
 				continue

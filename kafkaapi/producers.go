@@ -22,7 +22,7 @@ func (s *Server) initProducerID(ctx context.Context, req *kmsg.InitProducerIDReq
 		resp.ErrorCode = kerrTransactionsUnsupported
 		return resp, nil
 	}
-	id, epoch, err := s.cfg.Core.InitProducerID(ctx, principal)
+	id, epoch, err := s.cfg.Core.InitProducerID(ctx, principalOf(ctx))
 	switch {
 	case errors.Is(err, transport.ErrUnauthorized):
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code

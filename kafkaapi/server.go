@@ -47,6 +47,8 @@ type Config struct {
 	// native protocol's table does; the Kafka code follows from it
 	// (errors.go).
 	Classify func(error) error
+	// Security is what the listener asks of its clients (TLS, SASL).
+	Security Security
 	// AutoCreate, when set, has a Metadata request that names a topic
 	// that does not exist, and allows auto-creation, create it (Kafka's
 	// auto.create.topics.enable).
@@ -160,9 +162,15 @@ var errClose = errors.New("kafkaapi: closing the connection")
 
 // serveConn reads requests one at a time, as a Kafka broker does, and
 // writes each answer before it reads the next.
-func (s *Server) serveConn(c net.Conn) {
+func (s *Server) serveConn(raw net.Conn) {
+	defer raw.Close()
+	c, st, err := s.secure(raw)
+	if err != nil {
+		s.log.Debug("closing a Kafka connection: TLS handshake failed", "peer", raw.RemoteAddr(), "err", err)
+		return
+	}
 	defer c.Close()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), connKey{}, st))
 	defer cancel()
 	r := bufio.NewReaderSize(c, 64<<10)
 	w := bufio.NewWriterSize(c, 64<<10)
@@ -181,6 +189,20 @@ func (s *Server) serveConn(c net.Conn) {
 		if _, err := io.ReadFull(r, frame); err != nil {
 			return
 		}
+		if st.rawToken && st.principal == "" {
+			// After SaslHandshake v0 the client sends its SASL message
+			// bare, and is answered with a bare (empty) one.
+			st.rawToken = false
+			if err := s.authenticate(st, frame); err != nil {
+				s.log.Debug("closing a Kafka connection: SASL authentication failed", "peer", c.RemoteAddr(), "err", err)
+				return
+			}
+			c.SetWriteDeadline(time.Now().Add(s.cfg.IdleTimeout))
+			if _, err := c.Write([]byte{0, 0, 0, 0}); err != nil {
+				return
+			}
+			continue
+		}
 		req, err := parseRequest(frame)
 		if err != nil {
 			s.log.Debug("closing a Kafka connection: request does not parse", "peer", c.RemoteAddr(), "err", err)
@@ -197,6 +219,9 @@ func (s *Server) serveConn(c net.Conn) {
 		c.SetWriteDeadline(time.Now().Add(s.cfg.IdleTimeout))
 		if err := writeResponse(w, req, resp); err != nil {
 			return
+		}
+		if req.key == kmsg.SASLAuthenticate.Int16() && st.principal == "" {
+			return // a failed authentication is answered, then the connection closed
 		}
 	}
 }
@@ -290,6 +315,10 @@ func (s *Server) handle(ctx context.Context, c net.Conn, req *request) (kmsg.Res
 	if req.key == kmsg.ApiVersions.Int16() {
 		return s.apiVersions(req), nil
 	}
+	st, _ := ctx.Value(connKey{}).(*connState)
+	if st != nil && !s.admitted(st, req.key) {
+		return nil, fmt.Errorf("%w: %s before authentication (only ApiVersions and SASL are served before it)", errClose, kmsg.NameForKey(req.key))
+	}
 	v, served := versions[req.key]
 	if req.kreq == nil {
 		if served && (req.version < v.min || req.version > v.max) || !served && kmsg.RequestForKey(req.key) != nil {
@@ -305,17 +334,21 @@ func (s *Server) handle(ctx context.Context, c net.Conn, req *request) (kmsg.Res
 	case *kmsg.FetchRequest:
 		return s.fetch(ctx, k)
 	case *kmsg.ListOffsetsRequest:
-		return s.listOffsets(k)
+		return s.listOffsets(ctx, k)
 	case *kmsg.CreateTopicsRequest:
 		return s.createTopics(ctx, k)
 	case *kmsg.DeleteTopicsRequest:
 		return s.deleteTopics(ctx, k)
 	case *kmsg.DescribeConfigsRequest:
-		return s.describeConfigs(k)
+		return s.describeConfigs(ctx, k)
 	case *kmsg.IncrementalAlterConfigsRequest:
 		return s.incrementalAlterConfigs(ctx, k)
 	case *kmsg.DescribeClusterRequest:
-		return s.describeCluster(k)
+		return s.describeCluster(ctx, k)
+	case *kmsg.SASLHandshakeRequest:
+		return s.saslHandshake(st, k), nil
+	case *kmsg.SASLAuthenticateRequest:
+		return s.saslAuthenticate(st, k)
 	case *kmsg.InitProducerIDRequest:
 		return s.initProducerID(ctx, k)
 	}

@@ -54,7 +54,7 @@ func (s *Server) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest
 				fail(kerr.InvalidConfig.Code, bad)
 				break
 			}
-			if _, err := s.cfg.Core.CreateTopic(ctx, principal, cr); err != nil {
+			if _, err := s.cfg.Core.CreateTopic(ctx, principalOf(ctx), cr); err != nil {
 				fail(s.code(err), err.Error())
 			}
 		}
@@ -77,7 +77,7 @@ func (s *Server) deleteTopics(ctx context.Context, req *kmsg.DeleteTopicsRequest
 	for _, name := range names {
 		rt := kmsg.NewDeleteTopicsResponseTopic()
 		rt.Topic = kmsg.StringPtr(name)
-		if err := s.cfg.Core.DeleteTopic(ctx, principal, name); err != nil {
+		if err := s.cfg.Core.DeleteTopic(ctx, principalOf(ctx), name); err != nil {
 			rt.ErrorCode, rt.ErrorMessage = s.code(err), kmsg.StringPtr(err.Error())
 		}
 		resp.Topics = append(resp.Topics, rt)

@@ -27,6 +27,8 @@ var versions = map[int16]versionRange{
 	kmsg.IncrementalAlterConfigs.Int16(): {0, 1},
 	kmsg.DescribeCluster.Int16():         {0, 0},
 	kmsg.InitProducerID.Int16():          {0, 4},
+	kmsg.SASLHandshake.Int16():           {0, 1},
+	kmsg.SASLAuthenticate.Int16():        {0, 2},
 }
 
 // apiKeys is the ApiVersions answer's list, by key.

@@ -42,7 +42,7 @@ func (n *Node) serveKafka(lns []net.Listener, run func(func(context.Context) err
 		s := kafkaapi.New(kafkaapi.Config{
 			Broker: n.cfg.ID, Listener: l.Name, Core: n.core,
 			MaxRequestBytes: transport.FrameLimit(n.cfg.MaxBatchBytes), IdleTimeout: n.cfg.IdleTimeout,
-			Classify: rpcapi.WireError, AutoCreate: n.autoCreate(), Logger: log,
+			Classify: rpcapi.WireError, AutoCreate: n.autoCreate(), Security: n.kafkaSecurity(), Logger: log,
 		})
 		servers = append(servers, s)
 		limited := transport.LimitListener(ln, limits)
@@ -71,4 +71,16 @@ func (n *Node) autoCreate() *kafkaapi.AutoCreate {
 		return nil
 	}
 	return &kafkaapi.AutoCreate{Partitions: a.Partitions, ReplicationFactor: a.ReplicationFactor}
+}
+
+// kafkaSecurity is what the Kafka listeners ask of clients: TLS with the
+// node's certificate when it has one (a verified client certificate
+// names the principal), SASL PLAIN and OAUTHBEARER with its tokens, and
+// authentication before anything but ApiVersions and SASL when it is on.
+func (n *Node) kafkaSecurity() kafkaapi.Security {
+	sec := kafkaapi.Security{TLS: n.sec.ServerTLS(), Required: n.cfg.Security.AuthOn()}
+	if n.sec.HasTokens() {
+		sec.Token = n.sec.Authenticate
+	}
+	return sec
 }

@@ -109,8 +109,8 @@ port_name() { case $1 in 0) echo RPC ;; 1) echo gossip ;; 2) echo HTTP ;; 3) ech
 # port_taken PORT: something listens on TCP port PORT of 127.0.0.1. (A
 # UDP-only squatter on a gossip port is not seen; the node then exits with
 # CannotListen.)
-# node_offsets: the port offsets a node uses (Kafka's only without SECURE).
-node_offsets() { if secure; then echo 0 1 2; else echo 0 1 2 3; fi; }
+# node_offsets: the port offsets a node uses.
+node_offsets() { echo 0 1 2 3; }
 
 port_taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -259,10 +259,9 @@ node_args() {
 	NODE_ARGS=(--id "$id" --data-dir "$DATA/node$id"
 		--listen "127.0.0.1:$(node_port "$id" 0)" --gossip "127.0.0.1:$(node_port "$id" 1)" --http "127.0.0.1:$(node_port "$id" 2)"
 		--join "$(IFS=,; echo "${join[*]}")" --controller "$(controllers)")
-	if ! secure; then
-		# Kafka listeners do not speak TLS yet: a secure cluster has none.
-		NODE_ARGS+=(--kafka-listen "127.0.0.1:$(node_port "$id" 3)")
-	fi
+	# With SECURE=1 the Kafka listeners speak TLS and take SASL/PLAIN and
+	# OAUTHBEARER with the tokens (docs/kafka.md, "Security").
+	NODE_ARGS+=(--kafka-listen "127.0.0.1:$(node_port "$id" 3)")
 	if secure; then
 		local supers=() n
 		for n in "${NODES[@]}"; do supers+=("node$n"); done

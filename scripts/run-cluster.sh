@@ -244,11 +244,7 @@ nodes_table() {
 	local id http=HTTP
 	if secure; then http=HTTPS; fi
 	for id in "${NODES[@]}"; do
-		if secure; then
-			echo "  node $id  RPC 127.0.0.1:$(node_port "$id" 0)  gossip 127.0.0.1:$(node_port "$id" 1)  $http 127.0.0.1:$(node_port "$id" 2)"
-		else
-			echo "  node $id  RPC 127.0.0.1:$(node_port "$id" 0)  gossip 127.0.0.1:$(node_port "$id" 1)  $http 127.0.0.1:$(node_port "$id" 2)  Kafka 127.0.0.1:$(node_port "$id" 3)"
-		fi
+		echo "  node $id  RPC 127.0.0.1:$(node_port "$id" 0)  gossip 127.0.0.1:$(node_port "$id" 1)  $http 127.0.0.1:$(node_port "$id" 2)  Kafka 127.0.0.1:$(node_port "$id" 3)"
 	done
 }
 if secure; then
@@ -265,6 +261,8 @@ In another terminal, make gostream-ctl use them (as admin, a superuser):
   $ctl token create --principal alice --tokens-file $SECURE_DIR/tokens --out alice.token   # then: make reload$vars
   $ctl acl add --principal alice --topic orders --operation write --operation read
   curl -s --cacert $SECURE_DIR/ca.crt -H "Authorization: Bearer \$(cat $SECURE_DIR/admin.token)" https://127.0.0.1:$(node_port 2 2)/api/status
+Kafka clients use TLS and SASL/PLAIN (a principal and its token) or OAUTHBEARER (the token), for example:
+  kcat -b 127.0.0.1:$(node_port 1 3) -X security.protocol=SASL_SSL -X ssl.ca.location=$SECURE_DIR/ca.crt -X sasl.mechanisms=PLAIN -X sasl.username=admin -X sasl.password=\$(cat $SECURE_DIR/admin.token) -L
 'make reload$vars' makes the three read their certificates, tokens and gossip keys again (SIGHUP).
 Ctrl-C stops all three; 'make run SECURE=1$vars' again brings the same cluster back.
 If a node dies, the others keep running; 'make node N=<id> SECURE=1$vars' starts it again.
