@@ -103,7 +103,9 @@ bench:
 
 # gostream beside NATS JetStream in one run on this machine: one node, then
 # three nodes, every measurement interleaved three times, medians and ratios
-# against the targets (exit 1 if one is missed). Installs the NATS binaries
+# against the targets (exit 1 if one is missed); on the three nodes also
+# franz-go through the Kafka listeners beside gostream-ctl bench (B4, B5,
+# scripts/kafkabench). Installs the NATS binaries
 # into $(BIN)/peers if they are missing. See docs/benchmarks.md.
 .PHONY: bench-compare
 bench-compare: build

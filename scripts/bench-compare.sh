@@ -11,7 +11,11 @@
 #   Part B, cluster:   three gostream-nodes (RF=3 topics) against three
 #     nats-servers with sync_interval: always (fsync before acking, as we do),
 #     R3 stream. B1 pipelined produce, B2 one synchronous producer's p50,
-#     B3 sixteen synchronous producers.
+#     B3 sixteen synchronous producers. Then a Kafka client through the
+#     nodes' Kafka listeners against our own client, on the same cluster:
+#     B4 franz-go's pipelined produce (acks=all, idempotent;
+#     scripts/kafkabench) against gostream-ctl bench produce, B5 franz-go
+#     fetching against gostream-ctl bench consume of the same data.
 #
 # Every measurement runs RUNS times, interleaved (gostream, NATS, gostream,
 # NATS, ...); the table compares medians. Settings, all environment
@@ -29,10 +33,13 @@
 #   SYNC16_RECORDS=16000    records of 16 synchronous producers, in all
 #   NATS_SERVER, NATS_CLI   paths of the peer binaries, used as they are
 #                           (else found or installed, below)
-#   ONLY="A1 B3"            run only these measurements (A2 needs A1; default
-#                           all: A1 A2 A3 B1 B2 B3); the table shows those run
+#   ONLY="A1 B3"            run only these measurements (A2 needs A1, B5 B4;
+#                           default all: A1 A2 A3 B1 B2 B3 B4 B5); the table
+#                           shows those run
+#   B5_DATA=kafka           which of B4's topics B5 reads: kafka, the ones
+#                           franz-go wrote, or native, gostream-ctl's
 #   NATS=0                  skip NATS (our side alone, e.g. to profile it);
-#                           the table then has no ratios
+#                           the table then has no ratios against NATS
 #   KEEP=1                  keep the temporary directory (logs, data)
 #
 # The peers: nats-server v2.15.2 and nats (natscli) v0.5.0, taken from
@@ -58,8 +65,10 @@ SYNC16_RECORDS="${SYNC16_RECORDS:-16000}"
 NATS_SERVER_VERSION=v2.15.2
 NATS_CLI_VERSION=v0.5.0
 SIZE=1024
-ONLY="${ONLY:-A1 A2 A3 B1 B2 B3}"
+ALL="A1 A2 A3 B1 B2 B3 B4 B5"
+ONLY="${ONLY:-$ALL}"
 NATS="${NATS:-1}"
+B5_DATA="${B5_DATA:-kafka}"
 
 die() {
 	echo "bench-compare: $*" >&2
@@ -93,18 +102,29 @@ find_peer() {
 		die "could not install $module@$version"
 	printf -v "$var" '%s' "$BIN/peers/$name"
 }
-# want M: whether measurement M (A1 ... B3) is to be run.
+# want M: whether measurement M (A1 ... B5) is to be run.
 want() { [[ " $ONLY " == *" $1 "* ]]; }
 for m in $ONLY; do
-	case $m in A1 | A2 | A3 | B1 | B2 | B3) ;; *) die "ONLY: unknown measurement $m (A1 A2 A3 B1 B2 B3)" ;; esac
+	case $m in A1 | A2 | A3 | B1 | B2 | B3 | B4 | B5) ;; *) die "ONLY: unknown measurement $m ($ALL)" ;; esac
 done
 if want A2 && ! want A1; then
 	die "ONLY: A2 consumes what A1 produced; add A1"
 fi
+if want B5 && ! want B4; then
+	die "ONLY: B5 consumes what B4 produced; add B4"
+fi
+case $B5_DATA in kafka | native) ;; *) die "B5_DATA=$B5_DATA: want kafka or native" ;; esac
+# B4 and B5 set a Kafka client against ours: without any of the others,
+# NATS has nothing to do.
+if ! want A1 && ! want A3 && ! want B1 && ! want B2 && ! want B3; then
+	NATS=0
+fi
 # nats: whether the NATS side runs.
 nats() { [ "$NATS" = 1 ]; }
 part_a() { want A1 || want A3; }
-part_b() { want B1 || want B2 || want B3; }
+part_b() { want B1 || want B2 || want B3 || want B4; }
+# nats_b: whether Part B has a NATS side (B4 and B5 have none).
+nats_b() { nats && { want B1 || want B2 || want B3; }; }
 
 if nats; then
 find_peer NATS_SERVER nats-server "$NATS_SERVER_VERSION" github.com/nats-io/nats-server/v2
@@ -162,6 +182,9 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 "$GO" build -o "$WORK/fsyncbench" ./scripts/fsyncbench || die "cannot build scripts/fsyncbench"
+if want B4; then
+	"$GO" build -o "$WORK/kafkabench" ./scripts/kafkabench || die "cannot build scripts/kafkabench"
+fi
 
 # ---------------------------------------------------------------- ports
 
@@ -300,9 +323,10 @@ mkdir -p "$WORK/logs"
 
 gs_http=()
 # start_gostream N DIR: N nodes, node 1 the controller, each with its own
-# data directory under $WORK/DIR; sets BOOTSTRAP.
+# data directory under $WORK/DIR and a Kafka listener; sets BOOTSTRAP (the
+# native addresses) and KAFKA_BOOTSTRAP (the Kafka ones).
 start_gostream() {
-	local n=$1 dir=$WORK/$2 i rpc=() gossip=() http=() join controller p
+	local n=$1 dir=$WORK/$2 i rpc=() gossip=() http=() kafka=() join controller p
 	gs_srv=()
 	for i in $(seq "$n"); do
 		free_port p
@@ -311,22 +335,26 @@ start_gostream() {
 		gossip+=("127.0.0.1:$p")
 		free_port p
 		http+=("127.0.0.1:$p")
+		free_port p
+		kafka+=("127.0.0.1:$p")
 	done
 	controller="1@${rpc[0]}"
 	join="$(IFS=,; echo "${gossip[*]}")"
 	gs_http=("${http[@]}")
 	BOOTSTRAP="$(IFS=,; echo "${rpc[*]}")"
+	KAFKA_BOOTSTRAP="$(IFS=,; echo "${kafka[*]}")"
 	for i in $(seq "$n"); do
 		mkdir -p "$dir/node$i"
 		local args=(--id "$i" --data-dir "$dir/node$i" --listen "${rpc[$((i - 1))]}"
-			--gossip "${gossip[$((i - 1))]}" --http "${http[$((i - 1))]}")
+			--gossip "${gossip[$((i - 1))]}" --http "${http[$((i - 1))]}"
+			--kafka-listen "${kafka[$((i - 1))]}")
 		if [ "$n" -gt 1 ]; then
 			args+=(--controller "$controller" --join "$join")
 		fi
 		"$BIN/gostream-node" "${args[@]}" >"$dir/node$i.log" 2>&1 </dev/null &
 		pids+=("$!")
 		gs_srv+=("$!")
-		echo "  gostream-node $i: pid $!, rpc ${rpc[$((i - 1))]}, data $dir/node$i"
+		echo "  gostream-node $i: pid $!, rpc ${rpc[$((i - 1))]}, kafka ${kafka[$((i - 1))]}, data $dir/node$i"
 	done
 	local deadline=$((SECONDS + 60)) h
 	for h in "${gs_http[@]}"; do
@@ -383,6 +411,16 @@ gs_bench() {
 	settle
 	next_log
 	measure gs run_logged "$LOG" ctl bench "$@" -o json
+	RESULT="$(cat "$LOG.out")"
+}
+
+# kafka_bench FLAGS... produce|consume: one run of scripts/kafkabench
+# (franz-go) through the nodes' Kafka listeners; sets RESULT to its JSON
+# summary, which has gostream-ctl bench's fields.
+kafka_bench() {
+	settle
+	next_log
+	measure gs run_logged "$LOG" "$WORK/kafkabench" -brokers "$KAFKA_BOOTSTRAP" -json "$@"
 	RESULT="$(cat "$LOG.out")"
 }
 
@@ -465,7 +503,7 @@ started=$SECONDS
 if nats; then
 	peers="nats-server $("$NATS_SERVER" --version 2>&1 | awk '{ print $NF }') ($NATS_SERVER), nats $("$NATS_CLI" --version 2>&1) ($NATS_CLI)"
 else
-	peers="NATS=0: NATS not run, no ratios against it"
+	peers="NATS not run (NATS=0, or only B4 B5), no ratios against it"
 fi
 cat <<HEAD
 bench-compare: gostream $(git describe --always --dirty 2>/dev/null || echo dev) vs NATS JetStream
@@ -488,7 +526,8 @@ best_of() {
 	done
 	echo "$best"
 }
-A1_gs_n="" A1_nats_n="" B1_gs_n="" B1_nats_n=""
+A1_gs_n="" A1_nats_n="" B1_gs_n="" B1_nats_n="" B4_kafka_n=""
+read -r B5_n _ <<<"$PRODUCERS" # B5 reads B4's topics of the first producer count
 
 # ================================================================ Part A
 
@@ -569,12 +608,13 @@ if part_b; then
 echo
 echo "== Part B: three nodes. gostream RF 3 vs NATS JetStream R3 with sync_interval: always (both fsync before ack)"
 start_gostream 3 gostream-three
-nats && start_nats_cluster
+nats_b && start_nats_cluster
 
 echo "-- warm-up (not counted)"
 gs_topic warmup "$CLUSTER_PARTITIONS" 3
 gs_bench produce --topic warmup --records 20000 --record-size "$SIZE"
-nats && nats_bench pub async --create --purge --storage file --replicas 3 --msgs 20000 --size 1KB bench
+want B4 && kafka_bench -topic warmup -records 20000 -size "$SIZE" produce
+nats_b && nats_bench pub async --create --purge --storage file --replicas 3 --msgs 20000 --size 1KB bench
 
 if want B1; then
 echo "-- B1 pipelined produce, $RECORDS records; gostream topics with $CLUSTER_PARTITIONS partitions, RF 3; NATS R3"
@@ -639,6 +679,52 @@ for r in $(seq "$RUNS"); do
 	say "run $r" NATS "16 sync clients: $(fmt_rate "$v") msgs/s, p50 $(fmt_ms "$(nats_p50 <<<"$RESULT")") ms$CPU_NOTE"
 done
 fi
+
+if want B4; then
+echo "-- B4 pipelined produce, $RECORDS records, through the Kafka listeners (franz-go, scripts/kafkabench) vs our client (gostream-ctl bench produce: linger 5ms, batches up to 256 KiB, 5 in flight per partition); topics with $CLUSTER_PARTITIONS partitions, RF 3"
+for r in $(seq "$RUNS"); do
+	for n in $PRODUCERS; do
+		topic="b4-r$r-p$n-native"
+		gs_topic "$topic" "$CLUSTER_PARTITIONS" 3
+		gs_bench produce --topic "$topic" --records "$RECORDS" --record-size "$SIZE" --producers "$n"
+		v="$(json_num records_per_sec <<<"$RESULT")"
+		add "B4.native.$n" "$v"
+		cpu_note "B4.native.cpu.$n" "$RECORDS"
+		say "run $r" native "$n producer(s): $(fmt_rate "$v") records/s, p50 $(fmt_ms "$(json_num p50_ms <<<"$RESULT")") ms$CPU_NOTE"
+		topic="b4-r$r-p$n-kafka"
+		gs_topic "$topic" "$CLUSTER_PARTITIONS" 3
+		kafka_bench -topic "$topic" -records "$RECORDS" -size "$SIZE" -producers "$n" produce
+		if [ -z "${kafka_settings_said:-}" ]; then
+			say "" franz-go "settings: $(sed -n 's/.*"settings":"\([^"]*\)".*/\1/p' <<<"$RESULT")"
+			kafka_settings_said=1
+		fi
+		v="$(json_num records_per_sec <<<"$RESULT")"
+		add "B4.kafka.$n" "$v"
+		cpu_note "B4.kafka.cpu.$n" "$RECORDS"
+		say "run $r" franz-go "$n producer(s): $(fmt_rate "$v") records/s, p50 $(fmt_ms "$(json_num p50_ms <<<"$RESULT")") ms$CPU_NOTE"
+	done
+done
+for n in $PRODUCERS; do
+	say median native "$n producer(s): $(fmt_rate "$(median "B4.native.$n")") records/s"
+	say median franz-go "$n producer(s): $(fmt_rate "$(median "B4.kafka.$n")") records/s"
+done
+B4_kafka_n="$(best_of B4.kafka)"
+fi
+
+if want B5; then
+echo "-- B5 consume each run's B4 topic written by $([ "$B5_DATA" = kafka ] && echo franz-go || echo gostream-ctl) with $B5_n producer(s) ($RECORDS records, all partitions at once): gostream-ctl bench consume vs franz-go"
+for r in $(seq "$RUNS"); do
+	topic="b4-r$r-p$B5_n-$B5_DATA"
+	gs_bench consume --topic "$topic"
+	v="$(json_num records_per_sec <<<"$RESULT")"
+	add B5.native "$v"
+	say "run $r" native "consume: $(fmt_rate "$v") records/s ($(json_num records <<<"$RESULT") records)"
+	kafka_bench -topic "$topic" consume
+	v="$(json_num records_per_sec <<<"$RESULT")"
+	add B5.kafka "$v"
+	say "run $r" franz-go "consume: $(fmt_rate "$v") records/s ($(json_num records <<<"$RESULT") records)"
+done
+fi
 stop_all
 fi
 
@@ -701,15 +787,28 @@ row "B2 3 nodes sync p50 vs NATS R3 sync p50" ms "$(median B2.gs)" "$(median B2.
 row "B3 3 nodes 16 sync producers vs NATS (rec/s)" rate "$(median B3.gs)" "$(median B3.nats)" ge 2.0
 row "B1 CPU per record, servers + client (us)" us "$(median "B1.gs.cpu.$B1_gs_n")" "$(median "B1.nats.cpu.$B1_nats_n")" ref 0
 row "B3 CPU per record, servers + client (us)" us "$(median B3.gs.cpu)" "$(median B3.nats.cpu)" ref 0
+# B4 and B5: the gostream column is franz-go through the Kafka listeners,
+# the baseline our own client (gostream-ctl bench) on the same cluster.
+for n in $PRODUCERS; do
+	row "B4 franz-go vs native produce, $n prod (rec/s)" rate "$(median "B4.kafka.$n")" "$(median "B4.native.$n")" ge 0.8
+done
+row "B5 franz-go vs native consume (rec/s)" rate "$(median B5.kafka)" "$(median B5.native)" ge 0.8
+for n in $PRODUCERS; do
+	row "B4 CPU/record franz-go vs native, $n prod (us)" us "$(median "B4.kafka.cpu.$n")" "$(median "B4.native.cpu.$n")" ref 0
+done
+if want B1 && nats; then
+	row "B4 franz-go produce vs NATS R3 async (rec/s)" rate "$(median "B4.kafka.$B4_kafka_n")" "$(median "B1.nats.$B1_nats_n")" ref 0
+fi
 echo "settings: A1 gostream ${A1_gs_n:--} producer(s) x $PARTITIONS partitions, NATS ${A1_nats_n:--} client(s);" \
 	"B1 gostream ${B1_gs_n:--} producer(s) x $CLUSTER_PARTITIONS partitions, NATS ${B1_nats_n:--} client(s);" \
-	"B3 16 producers x $SYNC16_PARTITIONS partition(s); $RECORDS / $SYNC_RECORDS / $SYNC16_RECORDS records"
+	"B3 16 producers x $SYNC16_PARTITIONS partition(s); B4 $PRODUCERS producer(s) x $CLUSTER_PARTITIONS partitions" \
+	"(franz-go's best ${B4_kafka_n:--}); B5 reads B4's $B5_DATA topics of $B5_n producer(s); $RECORDS / $SYNC_RECORDS / $SYNC16_RECORDS records"
 echo "at the end (this run's own processes included): $(busy); took $((SECONDS - started)) s"
 if [ "$missed" = 1 ]; then
 	echo "bench-compare: at least one target MISSED"
 	exit 1
 fi
-if [ "$ONLY" != "A1 A2 A3 B1 B2 B3" ] || ! nats; then
+if [ "$ONLY" != "$ALL" ] || ! nats; then
 	echo "bench-compare: every target run MET (not all were run)"
 	exit 0
 fi
