@@ -69,11 +69,19 @@ func (r *RegisterBrokerRequest) Decode(d *Decoder) {
 	r.ClusterID = d.String()
 	r.RootID = d.String()
 	r.MetadataEpoch = d.Int64()
+	// The trailing fields are sent only when they say something (see
+	// Encode): an empty one where nothing follows is not an encoding.
 	if d.Remaining() > 0 {
 		r.Kafka = d.String()
+		if r.Kafka == "" && d.Remaining() == 0 {
+			d.fail("an empty trailing Kafka field")
+		}
 	}
 	if d.Remaining() > 0 {
 		r.Listeners = d.String()
+		if r.Listeners == "" {
+			d.fail("an empty trailing Listeners field")
+		}
 	}
 }
 
