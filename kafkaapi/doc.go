@@ -5,8 +5,13 @@
 //
 // Invariants:
 //
-//   - A connection's requests are answered one at a time, in the order
-//     they came, as a Kafka broker does; acks=0 produces get no answer.
+//   - A connection's requests are answered in the order they came;
+//     acks=0 produces get no answer. A produce is appended when it is
+//     read, so the next request is read while its replicas make it
+//     durable (up to 16 requests, and MaxRequestBytes of frames, read
+//     and not yet answered); every other answer is computed in turn, one
+//     at a time, when the answers before it are written. Every append's
+//     wait is run, also for a connection that is gone.
 //   - Bytes that are not a request close the connection (a frame size out
 //     of bounds, a header or body that does not decode, a key that is not
 //     Kafka's); a request of a key or version not served is answered
@@ -22,5 +27,5 @@
 //     core's codes.
 //
 // It imports broker, record, metadata and transport (for the core's error
-// codes), and franz-go's kmsg and kerr; nothing above it.
+// codes and credentials), and franz-go's kmsg and kerr; nothing above it.
 package kafkaapi

@@ -49,7 +49,11 @@ func FuzzKafkaRequest(f *testing.F) {
 				return // would call the core
 			}
 		}
-		resp, err := s.handle(context.Background(), nil, req)
+		rep, err := s.handle(context.Background(), nil, req)
+		if err != nil {
+			return
+		}
+		resp, err := rep(context.Background())
 		if err != nil || resp == nil {
 			return
 		}

@@ -16,9 +16,11 @@ import (
 var errUnknownTopicID = fmt.Errorf("%w: topics are named, not looked up by id, here", transport.ErrUnknownTopicID)
 
 // produce appends each partition's batch on this node's leader replica
-// and answers once every active replica holds each durably, whatever acks
-// asks for (acks=1 gets the guarantee of acks=all); acks=0 gets no answer.
-func (s *Server) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Response, error) {
+// now, in the order the request lists them, and returns the answer to
+// come: each partition's outcome once every active replica holds its
+// batch durably, whatever acks asked for (acks=1 gets the guarantee of
+// acks=all); acks=0 gets no answer.
+func (s *Server) produce(ctx context.Context, req *kmsg.ProduceRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	if req.TransactionID != nil {
 		for _, t := range req.Topics {
@@ -31,14 +33,14 @@ func (s *Server) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Re
 			}
 			resp.Topics = append(resp.Topics, rt)
 		}
-		return resp, nil
+		return func(context.Context) (kmsg.Response, error) { return resp, nil }, nil
 	}
 	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
-	type pending struct {
+	type waiting struct {
 		rp   *kmsg.ProduceResponseTopicPartition
 		wait func(context.Context) (broker.ProduceResult, error)
 	}
-	var waits []pending
+	var waits []waiting
 	for _, t := range req.Topics {
 		rt := kmsg.NewProduceResponseTopic()
 		rt.Topic = t.Topic
@@ -57,29 +59,36 @@ func (s *Server) produce(ctx context.Context, req *kmsg.ProduceRequest) (kmsg.Re
 				rp.ErrorCode = s.code(err)
 				continue
 			}
-			waits = append(waits, pending{rp, wait})
+			waits = append(waits, waiting{rp, wait})
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	var wg sync.WaitGroup
-	for _, w := range waits {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res, err := w.wait(ctx)
-			if err != nil {
-				w.rp.ErrorCode = s.code(err)
-				return
-			}
-			w.rp.BaseOffset = res.BaseOffset
-		}()
+	collect := func(ctx context.Context) {
+		var wg sync.WaitGroup
+		for _, w := range waits {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := w.wait(ctx)
+				if err != nil {
+					w.rp.ErrorCode = s.code(err)
+					return
+				}
+				w.rp.BaseOffset = res.BaseOffset
+			}()
+		}
+		wg.Wait()
 	}
 	if req.Acks == 0 {
-		go wg.Wait() // appended; nobody is told
-		return nil, nil
+		// Appended; nobody is told. The waits still run, for the
+		// metrics and the high watermark.
+		go collect(context.WithoutCancel(ctx))
+		return func(context.Context) (kmsg.Response, error) { return nil, nil }, nil
 	}
-	wg.Wait()
-	return resp, nil
+	return func(ctx context.Context) (kmsg.Response, error) {
+		collect(ctx)
+		return resp, nil
+	}, nil
 }
 
 // batch is the one Kafka record batch of a partition's records, wrapped

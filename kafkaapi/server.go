@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/hashicorp/go-hclog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -160,8 +162,29 @@ type request struct {
 // errClose ends a connection: the bytes cannot be answered.
 var errClose = errors.New("kafkaapi: closing the connection")
 
-// serveConn reads requests one at a time, as a Kafka broker does, and
-// writes each answer before it reads the next.
+// maxPipelined bounds the requests of one connection read and not yet
+// answered.
+const maxPipelined = 16
+
+// reply computes a request's answer once the answers before it are
+// written: nil is no answer (acks=0); an error closes the connection.
+type reply func(context.Context) (kmsg.Response, error)
+
+// pending is a request read, waiting for its answer to be written.
+type pending struct {
+	req   *request // nil for the bare answer to a bare SASL message
+	reply reply
+	size  int64 // its frame's bytes, held in the connection's budget
+	last  bool  // the connection closes once it is answered
+}
+
+// serveConn reads a connection's requests in order and writes their
+// answers in the same order (docs/kafka.md, "Failure cases"). A produce
+// is appended as it is read, so that the next request is read while its
+// replicas make it durable, and answered when they have; every other
+// answer is computed when its turn to be written comes, one at a time
+// (a fetch reads then, and holds its memory only while it is written).
+// The frames read and not yet answered hold at most MaxRequestBytes.
 func (s *Server) serveConn(raw net.Conn) {
 	defer raw.Close()
 	c, st, err := s.secure(raw)
@@ -172,8 +195,22 @@ func (s *Server) serveConn(raw net.Conn) {
 	defer c.Close()
 	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), connKey{}, st))
 	defer cancel()
+	budget := semaphore.NewWeighted(int64(s.cfg.MaxRequestBytes))
+	queue := make(chan pending, maxPipelined)
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		s.writeAnswers(ctx, cancel, c, queue, budget)
+	}()
+	s.readRequests(ctx, c, st, queue, budget)
+	close(queue)
+	<-written
+}
+
+// readRequests reads frames and queues their answers until the
+// connection ends, a frame cannot be answered, or ctx ends.
+func (s *Server) readRequests(ctx context.Context, c net.Conn, st *connState, queue chan<- pending, budget *semaphore.Weighted) {
 	r := bufio.NewReaderSize(c, 64<<10)
-	w := bufio.NewWriterSize(c, 64<<10)
 	var size [4]byte
 	for {
 		c.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
@@ -183,6 +220,9 @@ func (s *Server) serveConn(raw net.Conn) {
 		n := int32(binary.BigEndian.Uint32(size[:]))
 		if n < 8 || int(n) > s.cfg.MaxRequestBytes {
 			s.log.Debug("closing a Kafka connection: request frame size out of bounds", "peer", c.RemoteAddr(), "size", n, "limit", s.cfg.MaxRequestBytes)
+			return
+		}
+		if err := budget.Acquire(ctx, int64(n)); err != nil {
 			return
 		}
 		frame := make([]byte, n)
@@ -197,10 +237,7 @@ func (s *Server) serveConn(raw net.Conn) {
 				s.log.Debug("closing a Kafka connection: SASL authentication failed", "peer", c.RemoteAddr(), "err", err)
 				return
 			}
-			c.SetWriteDeadline(time.Now().Add(s.cfg.IdleTimeout))
-			if _, err := c.Write([]byte{0, 0, 0, 0}); err != nil {
-				return
-			}
+			queue <- pending{size: int64(n)}
 			continue
 		}
 		req, err := parseRequest(frame)
@@ -208,20 +245,61 @@ func (s *Server) serveConn(raw net.Conn) {
 			s.log.Debug("closing a Kafka connection: request does not parse", "peer", c.RemoteAddr(), "err", err)
 			return
 		}
-		resp, err := s.handle(ctx, c, req)
+		rep, err := s.handle(ctx, c, req)
 		if err != nil {
 			s.log.Debug("closing a Kafka connection", "peer", c.RemoteAddr(), "key", req.key, "version", req.version, "err", err)
 			return
 		}
-		if resp == nil {
-			continue // acks=0: no answer
-		}
-		c.SetWriteDeadline(time.Now().Add(s.cfg.IdleTimeout))
-		if err := writeResponse(w, req, resp); err != nil {
+		// A failed authentication is answered, then the connection closed.
+		last := req.key == kmsg.SASLAuthenticate.Int16() && st.principal == ""
+		select {
+		case queue <- pending{req: req, reply: rep, size: int64(n), last: last}:
+		case <-ctx.Done():
 			return
 		}
-		if req.key == kmsg.SASLAuthenticate.Int16() && st.principal == "" {
-			return // a failed authentication is answered, then the connection closed
+		if last {
+			return
+		}
+	}
+}
+
+// writeAnswers writes the queued answers in order. A write that fails,
+// an answer that cannot be computed, or the last answer ends the
+// connection (cancel). Every answer is computed, also after that (then
+// with ctx ended, at once): a produce's wait is what lets the leader
+// count its batch as durable, and a batch appended must be counted even
+// when its producer is gone.
+func (s *Server) writeAnswers(ctx context.Context, cancel context.CancelFunc, c net.Conn, queue <-chan pending, budget *semaphore.Weighted) {
+	w := bufio.NewWriterSize(c, 64<<10)
+	failed := false
+	for p := range queue {
+		if failed {
+			if p.reply != nil {
+				p.reply(ctx) //nolint:errcheck // nobody to answer
+			}
+			budget.Release(p.size)
+			continue
+		}
+		var resp kmsg.Response
+		var err error
+		if p.reply != nil {
+			resp, err = p.reply(ctx)
+		}
+		c.SetWriteDeadline(time.Now().Add(s.cfg.IdleTimeout))
+		switch {
+		case err != nil:
+			s.log.Debug("closing a Kafka connection", "peer", c.RemoteAddr(), "key", p.req.key, "version", p.req.version, "err", err)
+			failed = true
+		case p.req == nil:
+			_, err = c.Write([]byte{0, 0, 0, 0})
+		case resp != nil:
+			err = writeResponse(w, p.req, resp)
+		}
+		budget.Release(p.size)
+		if err != nil || failed || p.last {
+			failed = true
+			cancel()
+			c.Close() // the reader stops too
 		}
 	}
 }
@@ -296,7 +374,7 @@ func skipTags(b []byte) ([]byte, error) {
 // tagged fields) for ApiVersions and every version that is not flexible,
 // header v1 otherwise.
 func writeResponse(w *bufio.Writer, req *request, resp kmsg.Response) error {
-	buf := make([]byte, 8, 256)
+	buf := make([]byte, 8, 256+sizeHint(resp))
 	if resp.IsFlexible() && resp.Key() != kmsg.ApiVersions.Int16() {
 		buf = append(buf, 0)
 	}
@@ -309,9 +387,32 @@ func writeResponse(w *bufio.Writer, req *request, resp kmsg.Response) error {
 	return w.Flush()
 }
 
-// handle answers one request. A nil response is no answer (acks=0); an
-// error closes the connection.
-func (s *Server) handle(ctx context.Context, c net.Conn, req *request) (kmsg.Response, error) {
+// handle begins one request and returns its answer to come: a produce
+// is appended now and answered once durable, a fetch reads when its turn
+// comes, everything else is answered now. An error closes the
+// connection.
+func (s *Server) handle(ctx context.Context, c net.Conn, req *request) (reply, error) {
+	switch k := req.kreq.(type) {
+	case *kmsg.ProduceRequest:
+		if st, _ := ctx.Value(connKey{}).(*connState); st != nil && !s.admitted(st, req.key) {
+			break
+		}
+		return s.produce(ctx, k)
+	case *kmsg.FetchRequest:
+		if st, _ := ctx.Value(connKey{}).(*connState); st != nil && !s.admitted(st, req.key) {
+			break
+		}
+		return func(ctx context.Context) (kmsg.Response, error) { return s.fetch(ctx, k) }, nil
+	}
+	resp, err := s.answer(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return func(context.Context) (kmsg.Response, error) { return resp, nil }, nil
+}
+
+// answer answers a request at once.
+func (s *Server) answer(ctx context.Context, req *request) (kmsg.Response, error) {
 	if req.key == kmsg.ApiVersions.Int16() {
 		return s.apiVersions(req), nil
 	}
@@ -329,10 +430,6 @@ func (s *Server) handle(ctx context.Context, c net.Conn, req *request) (kmsg.Res
 	switch k := req.kreq.(type) {
 	case *kmsg.MetadataRequest:
 		return s.metadata(ctx, k)
-	case *kmsg.ProduceRequest:
-		return s.produce(ctx, k)
-	case *kmsg.FetchRequest:
-		return s.fetch(ctx, k)
 	case *kmsg.ListOffsetsRequest:
 		return s.listOffsets(ctx, k)
 	case *kmsg.CreateTopicsRequest:
@@ -372,4 +469,23 @@ func unsupported(req *request) (kmsg.Response, error) {
 		return nil, fmt.Errorf("%w: %s v%d is not served and its response has no error code", errClose, kmsg.NameForKey(req.key), req.version)
 	}
 	return resp, nil
+}
+
+// sizeHint is about the bytes of resp's encoding beyond its fixed fields,
+// so that a large fetch answer is encoded into one allocation, not grown
+// and copied as it is.
+func sizeHint(resp kmsg.Response) int {
+	f, ok := resp.(*kmsg.FetchResponse)
+	if !ok {
+		return 0
+	}
+	n := 0
+	for i := range f.Topics {
+		t := &f.Topics[i]
+		n += len(t.Topic) + 16
+		for j := range t.Partitions {
+			n += len(t.Partitions[j].RecordBatches) + 64
+		}
+	}
+	return n
 }
