@@ -39,7 +39,11 @@
 // timestamp and CRC. Records gives each Kafka record its own timestamp,
 // null keys and values as nil. Kafka returns the carried batch as a Kafka
 // consumer is served it; AppendKafka builds an uncompressed Kafka batch of
-// a batch of magic 1. docs/kafka.md says why the format is this.
+// a batch of magic 1; AppendKafkaBatch builds one of records, as a
+// producer does (the Go client's idempotent producer, with LogAppendTime:
+// its records carry no timestamp of their own, and read as the leader's
+// append time, as records of magic 1 do). docs/kafka.md says why the
+// format is this.
 //
 // Invariants:
 //

@@ -22,6 +22,11 @@ type KafkaBatchOptions struct {
 	ProducerID    int64
 	ProducerEpoch int16
 	BaseSequence  int32
+	// LogAppendTime marks the batch's timestamps as the leader's append
+	// time (attribute bit 3): the leader writes its clock into the batch
+	// when it stamps it, and every record reads as that time, whatever
+	// its Timestamp here.
+	LogAppendTime bool
 }
 
 // NoProducer is the options of a batch from a producer without
@@ -59,7 +64,11 @@ func AppendKafkaBatch(dst []byte, records []Record, opts KafkaBatchOptions) ([]b
 	k := kafkaBatch(dst[start:])
 	binary.BigEndian.PutUint32(k[kOffLength:], uint32(len(k)-12))
 	k[kOffMagic] = 2
-	binary.BigEndian.PutUint16(k[kOffAttributes:], uint16(opts.Compression))
+	attributes := uint16(opts.Compression)
+	if opts.LogAppendTime {
+		attributes |= kafkaLogAppendTime
+	}
+	binary.BigEndian.PutUint16(k[kOffAttributes:], attributes)
 	binary.BigEndian.PutUint32(k[kOffLastOffsetDelta:], uint32(len(records)-1))
 	binary.BigEndian.PutUint64(k[kOffFirstTimestamp:], uint64(first))
 	binary.BigEndian.PutUint64(k[kOffMaxTimestamp:], uint64(maxTS))
@@ -92,6 +101,32 @@ func (b Batch) AppendKafka(dst []byte) ([]byte, error) {
 	binary.BigEndian.PutUint64(k[kOffBaseOffset:], uint64(b.BaseOffset()))
 	binary.BigEndian.PutUint32(k[kOffLeaderEpoch:], uint32(b.LeaderEpoch()))
 	return dst, nil
+}
+
+// KafkaEncodedSize returns the most bytes r takes among the records of a
+// Kafka batch that AppendKafkaBatch builds uncompressed, wherever it is in
+// the batch and whatever its timestamp.
+func (r *Record) KafkaEncodedSize() int {
+	body := 1 + binary.MaxVarintLen64 + varintLen(math.MaxInt32) // attributes, timestamp and offset deltas
+	body += bytesLen(r.Key) + bytesLen(r.Value) + varintLen(int64(len(r.Headers)))
+	for _, h := range r.Headers {
+		body += varintLen(int64(len(h.Key))) + len(h.Key) + bytesLen(h.Value)
+	}
+	return varintLen(int64(body)) + body
+}
+
+// varintLen is the size of v as a zigzag varint.
+func varintLen(v int64) int {
+	var buf [binary.MaxVarintLen64]byte
+	return binary.PutVarint(buf[:], v)
+}
+
+// bytesLen is the size of a nullable byte field of a Kafka record.
+func bytesLen(v []byte) int {
+	if v == nil {
+		return varintLen(-1)
+	}
+	return varintLen(int64(len(v))) + len(v)
 }
 
 func appendVarint(b []byte, v int64) []byte { return binary.AppendVarint(b, v) }

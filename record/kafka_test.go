@@ -163,6 +163,62 @@ func TestKafkaBatchLogAppendTime(t *testing.T) {
 	}
 }
 
+// The LogAppendTime option builds such a batch: a producer without clocks
+// of its own (the native Go client's idempotent producer) gets the
+// leader's append time on every record, as a batch of magic 1 does.
+func TestKafkaBatchLogAppendTimeOption(t *testing.T) {
+	opts := record.KafkaBatchOptions{ProducerID: 9, ProducerEpoch: 0, BaseSequence: 3, LogAppendTime: true}
+	kb, err := record.AppendKafkaBatch(nil, []record.Record{{Value: []byte("a")}, {Key: []byte("k"), Value: []byte("b")}}, opts)
+	require.NoError(t, err)
+	rb, _ := kmsgRecords(t, kb)
+	assert.Equal(t, int16(0x08), rb.Attributes&0x08, "timestamp type LogAppendTime")
+	b, err := record.WrapKafka(kb)
+	require.NoError(t, err)
+	b.Stamp(7, 2, 1_900_000_000_000)
+	require.NoError(t, b.Validate())
+	out, err := b.Decode()
+	require.NoError(t, err)
+	require.Len(t, out, 2)
+	for _, r := range out {
+		assert.Equal(t, int64(1_900_000_000_000), r.Timestamp)
+	}
+	assert.Equal(t, int64(1_900_000_000_000), b.MaxTimestamp())
+
+	plain, err := record.AppendKafkaBatch(nil, []record.Record{{Value: []byte("a")}}, record.NoProducer)
+	require.NoError(t, err)
+	rb, _ = kmsgRecords(t, plain)
+	assert.Zero(t, rb.Attributes&0x08, "create time unless asked")
+}
+
+// KafkaEncodedSize bounds what a record takes in an uncompressed Kafka
+// batch, wherever it sits and whatever its timestamp: a batch is never
+// larger than its header and its records' bounds.
+func TestKafkaEncodedSizeBoundsTheBatch(t *testing.T) {
+	big := make([]byte, 300)
+	cases := map[string][]record.Record{
+		"kafka records":               kafkaRecords(),
+		"empty":                       {{}},
+		"null key and value, headers": {{Key: nil, Value: nil, Headers: []record.Header{{Key: "", Value: nil}, {Key: "h", Value: big}}}},
+		"large fields":                {{Key: big, Value: make([]byte, 70_000), Timestamp: -1 << 62}, {Timestamp: 1 << 62}},
+	}
+	many := make([]record.Record, 20_000) // offset deltas of three varint bytes
+	for i := range many {
+		many[i] = record.Record{Value: []byte{byte(i)}}
+	}
+	cases["many"] = many
+	for name, recs := range cases {
+		t.Run(name, func(t *testing.T) {
+			bound := record.KafkaHeaderSize
+			for i := range recs {
+				bound += recs[i].KafkaEncodedSize()
+			}
+			kb, err := record.AppendKafkaBatch(nil, recs, record.NoProducer)
+			require.NoError(t, err)
+			assert.LessOrEqual(t, len(kb), bound)
+		})
+	}
+}
+
 // A batch of magic 1 is served to a Kafka consumer as an uncompressed
 // Kafka batch at its offsets and epoch, each record's timestamp the
 // append time.
