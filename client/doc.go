@@ -101,8 +101,11 @@
 // Delivery is at least once for the records the caller retries itself and
 // at most once for everything the client does on its own: the client never
 // sends a batch a second time unless the answer to the first attempt proves
-// it was not appended, so the client itself never writes a duplicate.
-// Every record ends with exactly one outcome:
+// it was not appended, so the client itself never writes a duplicate. An
+// idempotent producer (ProducerConfig.Idempotent, below) does better: it
+// also sends again a batch whose outcome is unknown, which the leader
+// recognizes, so that every record acknowledged is in its partition
+// exactly once. Every record ends with exactly one outcome:
 //
 //   - acknowledged: Ack names its offset, leader and leader epoch. The batch
 //     is durable on every active replica.
@@ -111,9 +114,10 @@
 //   - an error matching ErrUnknownOutcome: the record may or may not be in
 //     the log (a timeout, or the connection closed after the request was
 //     written, or an error the broker may have raised after appending). The
-//     client does not resend it; the caller decides, knowing it may
-//     duplicate. Send also returns such an error when its context ends
-//     before the answer: the record stays in flight.
+//     client does not resend it (an idempotent producer did, until it gave
+//     up); the caller decides, knowing it may duplicate. Send also returns
+//     such an error when its context ends before the answer: the record
+//     stays in flight.
 //
 // # Producing: the retry policy
 //
@@ -170,6 +174,77 @@
 // ReplicationFailed, StorageFailed, and ShuttingDown (the broker may return
 // it after appending, so it proves nothing). The client refreshes metadata
 // before its next send after any failure but TopicSealed and the like.
+// That is a producer without idempotence; an idempotent one differs, as
+// the next section says.
+//
+// # Producing: idempotence
+//
+// A Producer made with ProducerConfig.Idempotent is an idempotent
+// producer, as Kafka's is (docs/kafka.md, "Idempotent producers").
+// NewProducer asks a broker for a producer id (InitProducerID: any node
+// answers; retried as every call is, for up to the client's
+// RetryTimeout); a cluster whose nodes hand out none, being older than
+// the client, is an error matching transport.ErrUnsupportedVersion. Each
+// partition keeps the sequence of its next record, from 0. A batch is
+// built when it is first sent: a Kafka record batch (magic 2) that carries
+// the producer id, its epoch and the sequence of its first record; the
+// partition's sequence moves on by its record count (past 2^31-1 to 0,
+// as the leader counts). Its bytes never change after, whatever attempt
+// sends them. Its records carry no timestamp of their own: the batch asks
+// for the leader's append time (Kafka's LogAppendTime), so consumers see
+// the same timestamps as for records of a producer without idempotence.
+// The partition's leader checks a batch's sequence before it appends it
+// (package producers): a batch equal to one of the producer's last five
+// is a duplicate, answered with the original's offsets once the original
+// is acknowledged, and nothing is appended; a batch whose first sequence
+// does not follow the last one appended is refused with
+// OutOfOrderSequence, and nothing is appended.
+//
+// The promise: every acknowledged record is in its partition exactly
+// once, at the offset its Ack names, in the order given (as above),
+// across lost answers, closed connections, timeouts and the operator's
+// failovers (a new leader rebuilds the producers' state from its log,
+// which holds every acknowledged batch). A record that ends with an error
+// is in the log at most once.
+//
+// The retry policy is the one above, with these differences:
+//
+//   - A batch whose outcome is unknown (a timeout, a connection closed
+//     after the request was written, ReplicationFailed where the leader
+//     keeps the batch, StorageFailed, ShuttingDown, ...) is sent again as
+//     a batch that provably was not appended is: the partition waits for
+//     every batch in flight, and sends it again in order with the batches
+//     after it, before anything newer, until its deadline. The leader
+//     answers it as a duplicate if an attempt was appended, and appends
+//     it if none was.
+//   - A batch refused with OutOfOrderSequence after a batch that is sent
+//     again (the gap is that batch) is sent again too, after it. A batch
+//     that provably was not appended is still not sent again after one
+//     that was appended: it would follow it (the leader would refuse it
+//     out of sequence anyway).
+//   - DeliveryTimeout is by default at least four RequestTimeouts, so that
+//     an attempt that timed out leaves time for another.
+//   - A batch that ends without being appended (given up at its deadline
+//     or when Retries are used up, or refused for good) leaves a gap in
+//     the producer id's sequence, for which the leader would refuse every
+//     later batch. The partition then continues with a new producer id,
+//     asked for when its next batch is first sent (once every batch of the
+//     old id in flight is answered), from sequence 0. A batch refused out
+//     of sequence with no batch before it that explains the gap, and no
+//     attempt of which may have been appended, is built again under the
+//     new producer id and sent again; one that may have been appended
+//     ends with ErrUnknownOutcome.
+//   - What the caller is told for a batch that is not acknowledged:
+//     ErrUnknownOutcome when an attempt's outcome was unknown (the record
+//     may be in the log, once), ErrNotAppended when every attempt proves
+//     it was not appended; the error wraps the last attempt's error and
+//     says why the batch was not sent again.
+//
+// MaxInFlightPerPartition is at most 5 for an idempotent producer
+// (ErrInvalidConfig otherwise): a leader finds a duplicate among a
+// producer's last five batches only. A leader forgets a producer idle for
+// a day (producers.DefaultExpiry): its next batch is then taken at
+// whatever sequence it has.
 //
 // # Consuming
 //
@@ -272,10 +347,13 @@
 //
 // Gathered from the sections above:
 //
-//   - The client never writes a duplicate: it sends a batch again only
-//     when the answer to its attempt proves it was not appended, and
-//     never after a later batch of its partition that was (or may have
-//     been) appended.
+//   - The client never writes a duplicate: without idempotence it sends a
+//     batch again only when the answer to its attempt proves it was not
+//     appended, and never after a later batch of its partition that was
+//     (or may have been) appended; an idempotent producer also sends
+//     again a batch whose outcome is unknown, with the bytes of its first
+//     attempt, which the leader answers as the original if it was
+//     appended.
 //   - Every record given to a Producer ends with exactly one outcome (an
 //     Ack, ErrNotAppended or ErrUnknownOutcome); among the acknowledged
 //     records one goroutine gave one Producer for one partition, an

@@ -60,6 +60,11 @@ type fakeCluster struct {
 	// requests with a JSON body (nil: an empty report); it runs in the
 	// reply, so it may wait on ctx.
 	operator func(ctx context.Context, api transport.API, body []byte) ([]byte, error)
+	// noProducerIDs makes every broker answer InitProducerID as an old
+	// one does: an unknown API.
+	noProducerIDs bool
+	// nextProducerID is the id the next InitProducerID gets.
+	nextProducerID int64
 
 	// Observations.
 	requests     map[int32]map[transport.API]int
@@ -75,6 +80,21 @@ type fakeCluster struct {
 	operatorBodies []string
 	// digestReqs are the ReplicaDigest requests, with the broker asked.
 	digestReqs []digestReq
+	// idempotent are the idempotent producers' batches appended, in
+	// arrival order; duplicates counts those answered as a duplicate,
+	// changed those of them whose bytes were not the original's.
+	idempotent []idemBatch
+	duplicates int
+	changed    int
+}
+
+// idemBatch is an idempotent producer's batch as a fake leader keeps it.
+type idemBatch struct {
+	producer    int64
+	first, last int32 // sequences
+	values      []string
+	resp        transport.ProduceResponse // the original's answer
+	data        []byte                    // as the producer sent it
 }
 
 type digestReq struct {
@@ -104,6 +124,9 @@ type fakePartition struct {
 	end     int64
 	batches []record.Batch
 	changed chan struct{} // closed and replaced on every append
+	// producers are the last five batches of each idempotent producer,
+	// oldest first, as package producers checks them (one epoch).
+	producers map[int64][]idemBatch
 	// replicas and active are nil for a partition of the leader alone.
 	replicas, active []int32
 }
@@ -119,6 +142,8 @@ func newFakeCluster(t testing.TB, brokers int) *fakeCluster {
 		corrupt:    make(map[int64]bool),
 		requests:   make(map[int32]map[transport.API]int),
 		appended:   make(map[string]int),
+
+		nextProducerID: 1000,
 	}
 	// Every broker is in the maps before any serves: a handler reads them.
 	listeners := map[int32]net.Listener{}
@@ -327,6 +352,8 @@ func (b *fakeBroker) Handle(ctx context.Context, req *transport.Request) transpo
 		return b.operatorChange(api, req)
 	case transport.APIReplicaDigest:
 		return b.replicaDigest(req)
+	case transport.APIInitProducerID:
+		return b.initProducerID(req)
 	}
 	return transport.Immediate(nil, fmt.Errorf("%w: API %d", transport.ErrUnsupportedVersion, req.API))
 }
@@ -451,10 +478,22 @@ func (b *fakeBroker) produce(req *transport.Request) transport.Reply {
 		err = b.leads(p, r.Topic, r.Partition)
 	}
 	resp := &transport.ProduceResponse{Partition: r.Partition, LeaderID: b.id, Replicas: []int32{b.id}}
-	if err == nil {
+	var dup *idemBatch
+	if id, _, first := batch.Producer(); err == nil && id >= 0 {
+		dup, err = fc.checkSequenceLocked(p, id, first, int32(len(values)), r.Batch)
+	}
+	switch {
+	case dup != nil:
+		original := dup.resp
+		resp = &original
+	case err == nil:
 		resp.LeaderEpoch = p.epoch
 		resp.BaseOffset, resp.AppendTime = fc.appendLocked(p, batch, values)
 		resp.NextOffset = resp.BaseOffset + int64(len(values))
+		if id, _, first := batch.Producer(); id >= 0 {
+			fc.rememberLocked(p, idemBatch{producer: id, first: first, last: first + int32(len(values)) - 1,
+				values: values, resp: *resp, data: slices.Clone(r.Batch)})
+		}
 	}
 	fc.inflight++
 	fc.maxInflight = max(fc.maxInflight, fc.inflight)
@@ -487,6 +526,56 @@ func (b *fakeBroker) produce(req *transport.Request) transport.Reply {
 		}
 		return resp, nil
 	}
+}
+
+// checkSequenceLocked checks an idempotent producer's batch as a leader
+// does (package producers, one epoch, sequences that do not wrap): a
+// duplicate of one of its last five batches is returned, a gap is
+// OutOfOrderSequence, and an unknown producer starts at any sequence.
+func (fc *fakeCluster) checkSequenceLocked(p *fakePartition, id int64, first, count int32, data []byte) (*idemBatch, error) {
+	last := first + count - 1
+	kept := p.producers[id]
+	for i := range kept {
+		if e := &kept[i]; e.first == first && e.last == last {
+			fc.duplicates++
+			if !slices.Equal(e.data, data) {
+				fc.changed++
+			}
+			return e, nil
+		}
+	}
+	if n := len(kept); n > 0 && first != kept[n-1].last+1 {
+		return nil, fmt.Errorf("%w: producer %d sent sequence %d, expected %d", transport.ErrOutOfOrderSequence, id, first, kept[n-1].last+1)
+	}
+	return nil, nil
+}
+
+func (fc *fakeCluster) rememberLocked(p *fakePartition, e idemBatch) {
+	if p.producers == nil {
+		p.producers = map[int64][]idemBatch{}
+	}
+	kept := append(p.producers[e.producer], e)
+	if len(kept) > 5 {
+		kept = kept[1:]
+	}
+	p.producers[e.producer] = kept
+	fc.idempotent = append(fc.idempotent, e)
+}
+
+// initProducerID hands out the next producer id, at epoch 0.
+func (b *fakeBroker) initProducerID(req *transport.Request) transport.Reply {
+	if err := decodeReq(req, &transport.InitProducerIDRequest{}); err != nil {
+		return transport.Immediate(nil, err)
+	}
+	fc := b.fc
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if fc.noProducerIDs {
+		return transport.Immediate(nil, fmt.Errorf("%w: unknown API %d", transport.ErrUnsupportedVersion, req.API))
+	}
+	id := fc.nextProducerID
+	fc.nextProducerID++
+	return transport.Immediate(&transport.InitProducerIDResponse{ProducerID: id, Epoch: 0}, nil)
 }
 
 func (b *fakeBroker) fetch(req *transport.Request) transport.Reply {

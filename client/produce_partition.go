@@ -34,6 +34,7 @@ const (
 	notAppended                // provably not appended, and worth retrying after a refresh
 	rejected                   // provably not appended, and retrying will not help
 	unknown                    // may or may not be appended
+	outOfOrder                 // an idempotent producer's batch refused out of sequence: not appended
 )
 
 func classify(err error) outcome {
@@ -67,13 +68,20 @@ func classify(err error) outcome {
 
 // batch is a sealed batch of one partition.
 type batch struct {
-	records  []pending
-	data     []byte // the encoded batch, as AppendBatch made it
+	records []pending
+	// data is the encoded batch, as AppendBatch made it; an idempotent
+	// producer's is made when it is first sent (encode), with producer
+	// and its sequence, and never changes after.
+	data     []byte
+	producer producerID
 	attempts int
 	first    time.Time // when it was first sent
 	deadline time.Time // its records' earliest deadline: no attempt begins after it
 	gaveUp   string    // why a batch not appended was not sent again, for its error
 	final    bool      // the outcome below is final; the batch waits in the queue only to finish in order
+	// maybeAppended: an attempt's outcome was unknown (idempotent
+	// producers, which send such a batch again).
+	maybeAppended bool
 
 	// The latest attempt, once answered.
 	done    bool
@@ -133,6 +141,14 @@ type partitionProducer struct {
 	flushWaiters  []flushWaiter
 	pulledSeq     uint64 // every record with a lower seq has been pulled
 	topicID       string // the incarnation of the topic this producer writes to (see pinTopic)
+
+	// An idempotent producer's (owned by run): the producer id of the
+	// batches built next, the sequence of their first record, and whether
+	// a new producer id must be asked for first (a batch given up left a
+	// gap in the sequence).
+	pid      producerID
+	sequence int32
+	newPID   bool
 }
 
 func newPartitionProducer(p *Producer, tp topicPartition) *partitionProducer {
@@ -142,6 +158,7 @@ func newPartitionProducer(p *Producer, tp topicPartition) *partitionProducer {
 		log:     p.log.With("topic", tp.topic, "partition", tp.partition),
 		wake:    make(chan struct{}, 1),
 		results: make(chan *attempt, p.cfg.MaxInFlightPerPartition),
+		pid:     p.pid,
 	}
 }
 
@@ -227,7 +244,7 @@ func (pp *partitionProducer) pull() {
 			pp.seal()
 		}
 		if len(pp.building) == 0 {
-			pp.buildingBytes = record.HeaderSize
+			pp.buildingBytes = pp.p.batchOverhead()
 		}
 		pp.building = append(pp.building, r)
 		pp.buildingBytes += r.size
@@ -254,14 +271,18 @@ func (pp *partitionProducer) seal() {
 	if len(pp.building) == 0 {
 		return
 	}
-	recs := make([]record.Record, len(pp.building))
-	for i := range pp.building {
-		recs[i] = pp.building[i].rec
-	}
-	data, err := record.AppendBatch(make([]byte, 0, pp.buildingBytes), recs)
-	if err != nil {
-		// enqueue bounds every record, and a batch is never empty.
-		panic(fmt.Sprintf("client: encode batch of %d records, %d bytes: %v", len(recs), pp.buildingBytes, err))
+	var data []byte // an idempotent producer's batch is built when it is first sent (encode)
+	if !pp.p.cfg.Idempotent {
+		recs := make([]record.Record, len(pp.building))
+		for i := range pp.building {
+			recs[i] = pp.building[i].rec
+		}
+		var err error
+		data, err = record.AppendBatch(make([]byte, 0, pp.buildingBytes), recs)
+		if err != nil {
+			// enqueue bounds every record, and a batch is never empty.
+			panic(fmt.Sprintf("client: encode batch of %d records, %d bytes: %v", len(recs), pp.buildingBytes, err))
+		}
 	}
 	deadline := pp.building[0].deadline
 	for _, r := range pp.building[1:] {
@@ -288,6 +309,12 @@ func (pp *partitionProducer) sendReady() {
 			pp.settle()
 			continue
 		}
+		if b.data == nil && pp.newPID && len(pp.inflight) > 0 {
+			// A new producer id begins once every batch of the old one
+			// in flight is answered: a batch of the new id is taken at
+			// any sequence, so it must not pass one of the old.
+			return
+		}
 		if pp.refresh {
 			pp.refresh = false
 			pp.refreshMetadata()
@@ -305,6 +332,9 @@ func (pp *partitionProducer) sendReady() {
 			b.first = time.Now()
 		}
 		b.done = false
+		if err == nil && b.data == nil {
+			err = pp.encode(ctx, b)
+		}
 		if err != nil {
 			cancel()
 			pp.answered(b, transport.ProduceResponse{}, err)
@@ -391,19 +421,33 @@ func (a *attempt) collect() (transport.ProduceResponse, error) {
 
 // answered records the answer to b's latest attempt.
 func (pp *partitionProducer) answered(b *batch, resp transport.ProduceResponse, err error) {
-	b.done, b.resp, b.err, b.outcome = true, resp, err, classify(err)
+	b.done, b.resp, b.err, b.outcome = true, resp, err, pp.classify(err)
+	idempotent := pp.p.cfg.Idempotent
 	switch b.outcome {
 	case notAppended:
 		pp.refresh = true
-		if pp.mayRetry(b) {
-			pp.draining = true
-		} else {
-			pp.noteGaveUp(b)
-		}
+		pp.retryOrGiveUp(b)
 	case unknown:
 		pp.refresh = true
+		if idempotent {
+			// The leader answers the batch sent again as the original.
+			b.maybeAppended = true
+			pp.retryOrGiveUp(b)
+		}
+	case outOfOrder:
+		pp.retryOrGiveUp(b) // settleIdempotent decides
 	}
 	pp.settle()
+}
+
+// retryOrGiveUp stops sending new batches when b may be sent again, or
+// notes why it will not be.
+func (pp *partitionProducer) retryOrGiveUp(b *batch) {
+	if pp.mayRetry(b) {
+		pp.draining = true
+	} else {
+		pp.noteGaveUp(b)
+	}
 }
 
 // settle finishes the in-flight batches whose outcome is final, in send
@@ -425,6 +469,10 @@ func (pp *partitionProducer) settle() {
 		if !b.done {
 			return
 		}
+	}
+	if pp.p.cfg.Idempotent {
+		pp.settleIdempotent()
+		return
 	}
 	// The longest run at the end in which nothing was appended.
 	tail := len(pp.inflight)
@@ -459,6 +507,13 @@ func (pp *partitionProducer) settle() {
 		pp.draining = false
 		return
 	}
+	pp.sendAgain(first)
+}
+
+// sendAgain queues the in-flight batches from first on before anything
+// newer, those not final to be sent again after a backoff, and empties the
+// in-flight list; every batch before first is finished.
+func (pp *partitionProducer) sendAgain(first int) {
 	again := pp.inflight[first:]
 	pp.inflight = nil
 	pp.queue = append(slices.Clone(again), pp.queue...)
@@ -501,29 +556,38 @@ func (pp *partitionProducer) mayRetry(b *batch) bool {
 // noteGaveUp records, for its error, why a batch that was not appended is
 // not sent again.
 func (pp *partitionProducer) noteGaveUp(b *batch) {
-	if b.outcome != notAppended || b.gaveUp != "" {
+	resendable := b.outcome == notAppended || pp.p.cfg.Idempotent && (b.outcome == unknown || b.outcome == outOfOrder)
+	if !resendable || b.gaveUp != "" {
 		return
 	}
 	why := "its deadline leaves no time for another attempt"
 	if r := pp.p.cfg.Retries; r < 0 || r > 0 && b.attempts > r {
 		why = "ProducerConfig.Retries are used up"
 	}
+	if b.maybeAppended && b.outcome != unknown {
+		why += "; an earlier attempt's outcome is unknown"
+	}
 	b.gaveUp = fmt.Sprintf(" (%s in %s; not sent again: %s)", plural(b.attempts, "attempt"), time.Since(b.first).Round(time.Millisecond), why)
 }
 
 // finish gives every record of b its outcome and returns its buffer room.
+// An idempotent producer's batch that was sent and is not appended leaves
+// a gap in its producer id's sequence: the next batch takes a new one.
 func (pp *partitionProducer) finish(b *batch, reason string) {
 	size := 0
 	for i := range b.records {
 		size += b.records[i].size
 	}
 	pp.p.budget.release(size)
+	if b.outcome != appended && b.data != nil && pp.p.cfg.Idempotent && b.producer == pp.pid {
+		pp.newPID = true
+	}
 	var err error
-	switch b.outcome {
-	case notAppended, rejected:
+	switch {
+	case b.outcome == unknown, b.maybeAppended && b.outcome != appended:
+		err = fmt.Errorf("produce to %s/%d%s: %w: %w", pp.tp.topic, pp.tp.partition, reason, ErrUnknownOutcome, b.err)
+	case b.outcome == notAppended, b.outcome == rejected, b.outcome == outOfOrder:
 		err = fmt.Errorf("produce to %s/%d%s: %w: %w", pp.tp.topic, pp.tp.partition, reason, ErrNotAppended, b.err)
-	case unknown:
-		err = fmt.Errorf("produce to %s/%d: %w: %w", pp.tp.topic, pp.tp.partition, ErrUnknownOutcome, b.err)
 	}
 	tp, resp := pp.tp, b.resp
 	ack := func(i int) Ack {
@@ -593,7 +657,10 @@ func (pp *partitionProducer) shutdown() {
 		select {
 		case a := <-pp.results:
 			resp, err := a.collect()
-			a.b.done, a.b.resp, a.b.err, a.b.outcome = true, resp, err, classify(err)
+			a.b.done, a.b.resp, a.b.err, a.b.outcome = true, resp, err, pp.classify(err)
+			if a.b.outcome == unknown && pp.p.cfg.Idempotent {
+				a.b.maybeAppended = true
+			}
 		default:
 			drained = true
 		}

@@ -26,9 +26,13 @@ type ProducerConfig struct {
 	MaxInFlightPerPartition int
 	// DeliveryTimeout bounds how long after a record is given a batch
 	// holding it may still be sent again after an attempt that provably
-	// did not append it (see the package documentation); a Send whose
-	// context has a deadline is bounded by that deadline instead. Default
-	// the client's RetryTimeout.
+	// did not append it, or, for an idempotent producer, whose outcome is
+	// unknown (see the package documentation); a Send whose context has a
+	// deadline is bounded by that deadline instead. Default the client's
+	// RetryTimeout; for an idempotent producer at least four
+	// RequestTimeouts (as Kafka's delivery.timeout.ms is four of its
+	// request.timeout.ms), so that an attempt whose answer never came can
+	// be sent again.
 	DeliveryTimeout time.Duration
 	// Retries, if positive, caps how many times a batch is sent again,
 	// besides DeliveryTimeout; negative for never; default 0: the
@@ -54,6 +58,14 @@ type ProducerConfig struct {
 	// fails with transport.ErrMessageTooLarge before anything is sent.
 	// Default: the cluster's limit alone.
 	MaxRequestBytes int
+	// Idempotent makes an idempotent producer (see the package
+	// documentation, "Producing: idempotence"): NewProducer asks the
+	// cluster for a producer id, every batch carries it with its
+	// sequence, and a batch whose outcome is unknown is sent again, which
+	// the partition's leader answers with the original's offsets. Each
+	// acknowledged record is then in its partition exactly once.
+	// MaxInFlightPerPartition must be at most 5. Default off.
+	Idempotent bool
 }
 
 // requestOverhead is room for a produce request's frame header and fields
@@ -70,8 +82,14 @@ func (cfg *ProducerConfig) setDefaults(c *Config) error {
 	if cfg.MaxInFlightPerPartition <= 0 {
 		cfg.MaxInFlightPerPartition = 5
 	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = c.RequestTimeout
+	}
 	if cfg.DeliveryTimeout <= 0 {
 		cfg.DeliveryTimeout = c.RetryTimeout
+		if cfg.Idempotent {
+			cfg.DeliveryTimeout = max(cfg.DeliveryTimeout, 4*cfg.RequestTimeout)
+		}
 	}
 	if cfg.RetryBackoff <= 0 {
 		cfg.RetryBackoff = c.RetryBackoff
@@ -82,13 +100,35 @@ func (cfg *ProducerConfig) setDefaults(c *Config) error {
 	if cfg.MaxBlock <= 0 {
 		cfg.MaxBlock = c.RequestTimeout
 	}
-	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = c.RequestTimeout
-	}
-	if cfg.MaxRequestBytes < 0 || cfg.MaxRequestBytes > 0 && cfg.MaxRequestBytes <= requestOverhead+record.HeaderSize {
+	if cfg.MaxRequestBytes < 0 || cfg.MaxRequestBytes > 0 && cfg.MaxRequestBytes <= requestOverhead+cfg.batchOverhead() {
 		return fmt.Errorf("%w: MaxRequestBytes %d", ErrInvalidConfig, cfg.MaxRequestBytes)
 	}
+	if cfg.Idempotent && cfg.MaxInFlightPerPartition > maxIdempotentInFlight {
+		return fmt.Errorf("%w: MaxInFlightPerPartition %d: an idempotent producer may have at most %d batches of a partition in flight (a leader finds a batch sent again among a producer's last %d)",
+			ErrInvalidConfig, cfg.MaxInFlightPerPartition, maxIdempotentInFlight, maxIdempotentInFlight)
+	}
 	return nil
+}
+
+// batchOverhead is the size of a batch without its records: its header,
+// and for an idempotent producer the Kafka batch header inside it.
+func (cfg *ProducerConfig) batchOverhead() int {
+	if cfg.Idempotent {
+		return record.HeaderSize + record.KafkaHeaderSize
+	}
+	return record.HeaderSize
+}
+
+// batchOverhead is the size of the producer's batches without their
+// records.
+func (p *Producer) batchOverhead() int { return p.cfg.batchOverhead() }
+
+// recordSize is what r takes in the producer's batches, at most.
+func (p *Producer) recordSize(r *record.Record) int {
+	if p.cfg.Idempotent {
+		return r.KafkaEncodedSize()
+	}
+	return r.EncodedSize()
 }
 
 // batchLimit is the largest batch a request can carry, and whether the
@@ -147,6 +187,7 @@ type topicPartition struct {
 type Producer struct {
 	c         *Client
 	cfg       ProducerConfig
+	pid       producerID // an idempotent producer's, from NewProducer
 	log       hclog.Logger
 	budget    *byteBudget
 	callbacks *callbackQueue
@@ -163,14 +204,29 @@ type Producer struct {
 }
 
 // NewProducer returns a Producer that sends through c. It returns
-// ErrInvalidConfig for a config that cannot work.
+// ErrInvalidConfig for a config that cannot work. An idempotent producer
+// (ProducerConfig.Idempotent) first asks the cluster for a producer id,
+// retrying for up to the client's RetryTimeout while no broker gives one;
+// a cluster whose nodes hand out none (older than the client) is an error
+// matching transport.ErrUnsupportedVersion.
 func NewProducer(c *Client, cfg ProducerConfig) (*Producer, error) {
 	if err := cfg.setDefaults(&c.cfg); err != nil {
 		return nil, err
 	}
+	var pid producerID
+	if cfg.Idempotent {
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RetryTimeout)
+		defer cancel()
+		var err error
+		if pid, err = c.newProducerID(ctx); err != nil {
+			return nil, fmt.Errorf("idempotent producer: %w", err)
+		}
+		c.log.Debug("idempotent producer", "producer_id", pid.id, "epoch", pid.epoch)
+	}
 	p := &Producer{
 		c:         c,
 		cfg:       cfg,
+		pid:       pid,
 		log:       c.log.Named("producer"),
 		budget:    newByteBudget(cfg.BufferBytes),
 		callbacks: newCallbackQueue(),
@@ -235,18 +291,18 @@ func (p *Producer) enqueue(ctx context.Context, rec ProducerRecord, cb func(Ack,
 		return ErrClosed
 	}
 	r := record.Record{Key: rec.Key, Value: rec.Value, Headers: rec.Headers}
-	size := r.EncodedSize()
+	size := p.recordSize(&r)
 	t, err := p.c.topic(ctx, rec.Topic)
 	if err != nil {
 		return fmt.Errorf("produce to %s: %w", rec.Topic, err)
 	}
 	// The metadata is known now, and with it the cluster's limit.
-	if limit, cluster := p.batchLimit(); size+record.HeaderSize > limit {
+	if limit, cluster := p.batchLimit(); size+p.batchOverhead() > limit {
 		if cluster {
-			return fmt.Errorf("produce to %s: %w", rec.Topic, transport.BatchTooLarge(size+record.HeaderSize, limit))
+			return fmt.Errorf("produce to %s: %w", rec.Topic, transport.BatchTooLarge(size+p.batchOverhead(), limit))
 		}
 		return fmt.Errorf("produce to %s: %w: a batch of %d bytes exceeds the producer's limit of %d bytes (MaxRequestBytes %d less %d for the request)",
-			rec.Topic, transport.ErrMessageTooLarge, size+record.HeaderSize, limit, p.cfg.MaxRequestBytes, requestOverhead)
+			rec.Topic, transport.ErrMessageTooLarge, size+p.batchOverhead(), limit, p.cfg.MaxRequestBytes, requestOverhead)
 	}
 	n := len(t.Partitions)
 	if n == 0 {
