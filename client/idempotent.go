@@ -143,8 +143,9 @@ func (pp *partitionProducer) encode(ctx context.Context, b *batch) error {
 
 // settleIdempotent decides, for an idempotent producer once every batch
 // in flight is answered, which of them to send again, in their order: a
-// batch whose outcome is unknown (the leader answers a duplicate with the
-// original's offsets), one that provably was not appended and that no
+// batch that may have been appended (the leader answers a duplicate with
+// the original's offsets, and refuses out of sequence a batch that would
+// follow a later one), one that provably was not appended and that no
 // appended batch follows, and one refused out of sequence after a batch
 // that is sent again. A batch refused out of sequence with nothing before
 // it to explain the gap, that never may have been appended, is sent again
@@ -170,7 +171,9 @@ func (pp *partitionProducer) settleIdempotent() {
 				again = pp.mayRetry(b)
 				b.data = nil // never appended: it takes the new producer id's next sequence
 			}
-		case i < lastAppended && b.outcome != unknown:
+		case i < lastAppended && !b.maybeAppended:
+			// Provably not appended, and a batch after it was: sent
+			// again it would follow that one.
 			b.gaveUp = " (not sent again: a batch sent after it was appended)"
 		case b.outcome == unknown, b.outcome == notAppended:
 			again = pp.mayRetry(b)

@@ -245,3 +245,77 @@ func TestIdempotentProducerConfig(t *testing.T) {
 	require.NoError(t, err, "a producer without idempotence needs no producer id")
 	p.Close()
 }
+
+// A batch given up after an attempt whose outcome was unknown ends with
+// ErrUnknownOutcome, whatever its last attempt's error: that attempt may
+// have appended it (here it did), so ErrNotAppended would be false.
+func TestIdempotentProducerGivenUpAfterAnUnknownOutcome(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	fc.addTopic("t", 1)
+	g := newGate()
+	defer g.open()
+	var attempts, held atomic.Int32
+	fc.set(func(fc *fakeCluster) {
+		fc.hold = func(_ int32, values []string) <-chan struct{} {
+			if values[0] == "x" && held.Add(1) == 1 {
+				return g.wait() // the first attempt is appended; its answer never comes
+			}
+			return nil
+		}
+		fc.produceErr = func(_ int32, values []string) error {
+			if values[0] == "x" && attempts.Add(1) > 1 {
+				return fmt.Errorf("%w: injected", transport.ErrNotLeader) // provably not appended, this time
+			}
+			return nil
+		}
+	})
+	c := newTestClient(t, fc, nil)
+	p := newTestProducer(t, c, ProducerConfig{Idempotent: true, RequestTimeout: 200 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(testCtx(t), 1500*time.Millisecond)
+	defer cancel()
+	_, err := p.Send(ctx, ProducerRecord{Topic: "t", Value: []byte("x")})
+	require.ErrorIs(t, err, ErrUnknownOutcome)
+	assert.NotErrorIs(t, err, ErrNotAppended)
+	assert.ErrorIs(t, err, transport.ErrNotLeader, "the last attempt's error")
+	assert.Contains(t, err.Error(), "an earlier attempt's outcome is unknown")
+	assert.Greater(t, attempts.Load(), int32(1), "sent again")
+	assert.Equal(t, []string{"x"}, fc.values("t", 0))
+}
+
+// A batch that may have been appended is sent again even when a batch
+// after it was appended meanwhile: here both first attempts' answers are
+// lost, the second attempt of the first is refused (Busy) while the
+// second's is answered as a duplicate; the first is then sent a third
+// time and answered as the duplicate it is, at its offset, before the
+// second's.
+func TestIdempotentProducerResendsAMaybeAppendedBatchBehindAnAppendedOne(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	fc.addTopic("t", 1)
+	g := newGate()
+	defer g.open()
+	var heldA, heldB, triedA atomic.Int32
+	fc.set(func(fc *fakeCluster) {
+		fc.hold = func(_ int32, values []string) <-chan struct{} {
+			if values[0] == "a" && heldA.Add(1) == 1 || values[0] == "b" && heldB.Add(1) == 1 {
+				return g.wait() // appended; the answer never comes
+			}
+			return nil
+		}
+		fc.produceErr = func(_ int32, values []string) error {
+			if values[0] == "a" && triedA.Add(1) == 2 {
+				return fmt.Errorf("%w: injected", transport.ErrBusy)
+			}
+			return nil
+		}
+	})
+	c := newTestClient(t, fc, nil)
+	p := newTestProducer(t, c, ProducerConfig{Idempotent: true, Linger: -1, BatchBytes: 1, RequestTimeout: 300 * time.Millisecond})
+	acks := newAckLog()
+	for _, v := range []string{"a", "b"} {
+		p.SendAsync(ProducerRecord{Topic: "t", Value: []byte(v)}, acks.cb(v))
+	}
+	require.NoError(t, p.Flush(testCtx(t)))
+	assert.Equal(t, []int64{0, 1}, acks.offsets(t))
+	assert.Equal(t, int32(3), triedA.Load(), "a was sent three times")
+	assert.Equal(t, []string{"a", "b"}, fc.values("t", 0))
+}
