@@ -319,3 +319,33 @@ func TestIdempotentProducerResendsAMaybeAppendedBatchBehindAnAppendedOne(t *test
 	assert.Equal(t, int32(3), triedA.Load(), "a was sent three times")
 	assert.Equal(t, []string{"a", "b"}, fc.values("t", 0))
 }
+
+// An idempotent producer's DeliveryTimeout is by default at least four
+// RequestTimeouts, whatever the client's RetryTimeout: an attempt that
+// timed out leaves time to send the batch again.
+func TestIdempotentProducerDeliveryTimeoutOutlastsARequest(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	fc.addTopic("t", 1)
+	g := newGate()
+	defer g.open()
+	var held atomic.Int32
+	fc.set(func(fc *fakeCluster) {
+		fc.hold = func(_ int32, values []string) <-chan struct{} {
+			if held.Add(1) == 1 {
+				return g.wait()
+			}
+			return nil
+		}
+	})
+	c := newTestClient(t, fc, func(cfg *Config) { cfg.RetryTimeout = 250 * time.Millisecond })
+	p := newTestProducer(t, c, ProducerConfig{Idempotent: true, RequestTimeout: 300 * time.Millisecond})
+	assert.Equal(t, 1200*time.Millisecond, p.cfg.DeliveryTimeout)
+	ack, err := p.Send(context.Background(), ProducerRecord{Topic: "t", Value: []byte("x")}) // no deadline: DeliveryTimeout's
+	require.NoError(t, err, "sent again after the first attempt timed out")
+	assert.Equal(t, int64(0), ack.Offset)
+
+	plain, err := NewProducer(c, ProducerConfig{RequestTimeout: 300 * time.Millisecond})
+	require.NoError(t, err)
+	defer plain.Close()
+	assert.Equal(t, 250*time.Millisecond, plain.cfg.DeliveryTimeout, "without idempotence, the client's RetryTimeout")
+}
