@@ -32,7 +32,8 @@ func benchCommand() *cli.Command {
 		&cli.IntFlag{Name: "replication-factor", Usage: "replicas `R` of the topic when it has to be created", Value: 1},
 		&cli.DurationFlag{Name: "linger", Usage: "how long a batch waits for more records, `DURATION`", Value: 5 * time.Millisecond, DefaultText: "5ms, none with --sync"},
 		&cli.IntFlag{Name: "batch-bytes", Usage: "close a batch at `BYTES`", Value: 256 << 10},
-		&cli.IntFlag{Name: "max-in-flight", Usage: "batches `N` of one partition awaiting their answer at once", Value: 5},
+		&cli.IntFlag{Name: "max-in-flight", Usage: "batches `N` of one partition awaiting their answer at once (at most 5 with --idempotent)", Value: 5},
+		&cli.BoolFlag{Name: "idempotent", Usage: "idempotent producers (client.ProducerConfig Idempotent), each with its producer id"},
 		&cli.DurationFlag{Name: "duration", Usage: "stop sending after `DURATION` (or at --records if set, whichever is first)", DefaultText: "none"},
 		&cli.StringSliceFlag{Name: "config", Usage: "configuration `KEY=VALUE` of the topic when it has to be created, over the bench's " +
 			"retention.bytes=268435456 (256 MiB a partition) and segment.bytes=67108864; repeat for more"},
@@ -42,7 +43,9 @@ robin across the partitions), and measures each record from the moment it
 is given to the producer to its acknowledgment, so without --sync the
 latency includes the wait in the producer's buffer (32 MiB) behind the
 records sent before. With --sync each producer has one record in flight
-at a time.
+at a time. With --idempotent each producer is idempotent: it asks the
+cluster for a producer id, and its batches carry it with their sequences
+(magic 2), as a Kafka producer's do by default.
 
 A topic it creates keeps at most about 256 MiB a partition
 (retention.bytes=268435456, in 64 MiB segments), so that a bench cannot
@@ -313,6 +316,8 @@ func benchProduceAction(c *cli.Context) error {
 		return exitcode.Usagef("InvalidFlag", "--partitions and --replication-factor: want positive numbers")
 	case c.Duration("duration") < 0:
 		return exitcode.Usagef("InvalidFlag", "--duration %s: want a positive duration", c.Duration("duration"))
+	case c.Bool("idempotent") && c.Int("max-in-flight") > 5:
+		return exitcode.Usagef("InvalidFlag", "--max-in-flight %d: an idempotent producer has at most 5 batches of a partition in flight (a leader finds a batch sent again among a producer's last 5)", c.Int("max-in-flight"))
 	}
 	own, err := configFromFlags(c)
 	if err != nil {
@@ -327,6 +332,7 @@ func benchProduceAction(c *cli.Context) error {
 		MaxInFlightPerPartition: c.Int("max-in-flight"),
 		MaxBlock:                g.timeout,
 		RequestTimeout:          g.timeout,
+		Idempotent:              c.Bool("idempotent"),
 	}
 	if syncMode && !c.IsSet("linger") {
 		cfg.Linger = -1 // one record at a time: waiting for more only adds latency
@@ -358,8 +364,11 @@ func benchProduceAction(c *cli.Context) error {
 	bps := make([]*benchProducer, producers)
 	for i := range bps {
 		prod, err := client.NewProducer(cl, cfg)
-		if err != nil {
+		if errors.Is(err, client.ErrInvalidConfig) {
 			return exitcode.Usagef("InvalidFlag", "%v", err)
+		}
+		if err != nil {
+			return failed(err) // an idempotent producer's id was not given
 		}
 		defer prod.Close()
 		bps[i] = &benchProducer{prod: prod, hist: new(histogram), counters: &counters, fail: &fail,
@@ -368,6 +377,9 @@ func benchProduceAction(c *cli.Context) error {
 	mode := "async"
 	if syncMode {
 		mode = "sync"
+	}
+	if cfg.Idempotent {
+		mode += ", idempotent"
 	}
 	linger := "none"
 	if cfg.Linger > 0 {

@@ -196,6 +196,7 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"bench", "consume", "--group", "g", "--members", "0"}, "InvalidFlag: --members 0: want a positive number"},
 		{[]string{"bench", "consume", "--group", ""}, "InvalidFlag: --group: want a group name"},
 		{[]string{"bench", "consume", "--group", "g", "--records", "0"}, "InvalidFlag: --records 0"},
+		{[]string{"bench", "produce", "--idempotent", "--max-in-flight", "6"}, "InvalidFlag: --max-in-flight 6: an idempotent producer has at most 5"},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			code, stdout, stderr := runCtl(t, nil, tt.args...)

@@ -25,6 +25,7 @@ func produceCommand() *cli.Command {
 		&cli.StringFlag{Name: "key", Usage: "record key `K` (an empty key is a key too)", DefaultText: "none: round robin"},
 		&cli.IntFlag{Name: "partition", Usage: "write to partition `P`", Value: -1, DefaultText: "chosen by the key"},
 		&cli.StringSliceFlag{Name: "header", Usage: "record header `KEY=VALUE`; repeat for more"},
+		&cli.BoolFlag{Name: "idempotent", Usage: "an idempotent producer: a record whose answer is lost is sent again, and stored once"},
 	)
 	cmd.Description = `Every VALUE is one record; with no VALUE every line of stdin is one
 record (its newline, or CRLF, removed; empty lines are empty records;
@@ -40,6 +41,14 @@ for stdin one summary line. With -o json one object per record
 acknowledged, a line each, in input order, line being the number of the
 stdin line (or of the VALUE) from 1:
    {"topic","partition","offset","leader","leader_epoch","line"}
+
+With --idempotent the producer is idempotent (client.ProducerConfig
+Idempotent): it asks the cluster for a producer id first, and a record
+whose outcome is unknown (a timeout, a lost connection, ReplicationFailed)
+is sent again, for up to 4 x --timeout after it was read, and the leader
+answers the copy as the original: each record acknowledged is stored
+once. A cluster older than the client has no producer ids:
+UnsupportedVersion.
 
 --timeout bounds each request, not the whole stream. Records are sent
 while earlier ones wait for their answers, so when one fails, others sent
@@ -103,7 +112,7 @@ func produceAction(c *cli.Context) error {
 	if _, err := describeTopic(setup, cl, topic); err != nil {
 		return failed(err)
 	}
-	prod, err := client.NewProducer(cl, client.ProducerConfig{MaxBlock: g.timeout, RequestTimeout: g.timeout})
+	prod, err := client.NewProducer(cl, client.ProducerConfig{MaxBlock: g.timeout, RequestTimeout: g.timeout, Idempotent: c.Bool("idempotent")})
 	if err != nil {
 		return failed(err)
 	}
