@@ -171,7 +171,7 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 	if isRaftScenario(cfg.Name) {
 		nodes, candidates = raftScenarioNodes, raftCandidates
 	}
-	r.c, err = New(Config{Nodes: nodes, Candidates: candidates, Dir: dir, Race: cfg.Race, Logf: r.log, Netns: netErr == nil, Seed: cfg.Seed, CrashFS: true, Secure: cfg.Secure})
+	r.c, err = New(Config{Nodes: nodes, Candidates: candidates, Dir: dir, Race: cfg.Race, Logf: r.log, Netns: netErr == nil, Seed: cfg.Seed, CrashFS: true, Secure: cfg.Secure, Kafka: true})
 	if err != nil {
 		res.Err = err
 		return res
@@ -185,7 +185,14 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 		res.Err = err
 		return res
 	}
-	w := NewWorkload(strings.Split(r.c.Bootstrap(), ","), WorkloadConfig{Topic: chaosTopic, Partitions: partitions, Producers: 4, Consumers: 2, Secured: r.c.Secured}, r.hist)
+	wcfg := WorkloadConfig{Topic: chaosTopic, Partitions: partitions, Producers: 4, Consumers: 2, Secured: r.c.Secured}
+	for _, n := range r.c.Nodes {
+		wcfg.Kafka = append(wcfg.Kafka, n.Kafka)
+	}
+	if s := r.c.Secure; s != nil {
+		wcfg.KafkaTLS, wcfg.KafkaUser, wcfg.KafkaPassword = kafkaTLS(s), "admin", s.AdminToken
+	}
+	w := NewWorkload(strings.Split(r.c.Bootstrap(), ","), wcfg, r.hist)
 	r.w = w
 	if err := w.Start(); err != nil {
 		res.Err = err
@@ -204,7 +211,7 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 		csampler = NewControllerSampler(r.c, 200*time.Millisecond)
 		defer csampler.Stop()
 	}
-	r.say("cluster up in %s, workload started: 4 producers, 2 consumers, a group of %d members (one static), %d partitions", dir, groupMembers, partitions)
+	r.say("cluster up in %s, workload started: 4 producers and 2 consumers (native), a Kafka producer (idempotent) and reader, a group of %d members (one static), %d partitions", dir, groupMembers, partitions)
 
 	end := time.Now().Add(cfg.Duration)
 	for time.Now().Before(end) {

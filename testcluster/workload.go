@@ -2,6 +2,7 @@ package testcluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -24,6 +25,12 @@ type WorkloadConfig struct {
 	// Secured, if set, completes each client's configuration (TLS and a
 	// token for a secure cluster: Cluster.Secured).
 	Secured func(client.Config) client.Config
+	// Kafka, if set, are the nodes' Kafka listeners: a Kafka producer and a
+	// Kafka reader (franz-go) join the workload (kafkaload.go). With
+	// KafkaTLS they speak TLS and SASL/PLAIN as KafkaUser.
+	Kafka                    []string
+	KafkaTLS                 *tls.Config
+	KafkaUser, KafkaPassword string
 }
 
 // Workload is concurrent producers writing unique values "p<id>-<seq>" to
@@ -144,6 +151,9 @@ func (w *Workload) Start() error {
 		}
 		w.prodWG.Add(1)
 		go w.produce(pctx, i+1, cl, p)
+	}
+	if len(w.cfg.Kafka) > 0 {
+		return w.startKafka(pctx, cctx, w.cfg.Producers+1, w.cfg.Consumers+1)
 	}
 	return nil
 }
