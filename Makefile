@@ -16,7 +16,7 @@ FUZZTIME      ?= 60s
 BENCHCOUNT ?= 5
 BENCHTIME  ?= 1s
 
-.PHONY: all build test fuzz run node kill reload demo bench fmt lint clean chaos conformance
+.PHONY: all build test fuzz kafka-clients run node kill reload demo bench fmt lint clean chaos conformance
 
 all: build
 
@@ -46,6 +46,16 @@ test:
 
 fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
+
+# The Kafka client matrix (testcluster TestKafkaClientMatrix): franz-go,
+# sarama (default protocol version and 3.6), kafkajs and kcat each write
+# 100,000 keyed records with headers, compared record by record with
+# gostream-ctl consume and read back through a leader's and a follower's
+# node. A few minutes; .ci/run runs it.
+kafka-clients:
+	@if [ ! -e testcluster/kafkajs/node_modules/kafkajs/package.json ] && command -v npm >/dev/null 2>&1; then \
+		echo "npm ci --prefix testcluster/kafkajs"; npm ci --prefix testcluster/kafkajs --no-audit --no-fund; fi
+	GOSTREAM_KAFKA_MATRIX=1 $(GO) test -count=1 -timeout 30m -run TestKafkaClientMatrix -v ./testcluster
 
 # The Durable Streams conformance suite (pinned in conformance/, installed
 # with npm ci) against a three-node cluster it starts on ports 9600-9622:
