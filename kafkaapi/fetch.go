@@ -107,7 +107,7 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Respon
 			// The request's MaxBytes bounds the answer, but for its first
 			// batch, which goes whole.
 			if budget > 0 {
-				kb, err := kafkaBatches(p.got.res.Batches)
+				kb, err := s.servedBatches(p.got.res)
 				if err != nil {
 					rp.ErrorCode = s.code(err)
 				} else if kb != nil {
@@ -116,10 +116,56 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Respon
 				}
 			}
 		}
-		release(p.got)
 		rt.Partitions = append(rt.Partitions, rp)
 	}
-	return resp, nil
+	// The answer may hold the reads' buffers (servedBatches): they go
+	// back once it is written.
+	return &pooledResponse{Response: resp, release: func() {
+		for _, p := range parts {
+			release(p.got)
+		}
+	}}, nil
+}
+
+// pooledResponse is an answer that holds buffers to give back once it is
+// written (or dropped).
+type pooledResponse struct {
+	kmsg.Response
+	release func()
+}
+
+// done gives resp's buffers back, if it holds any.
+func done(resp kmsg.Response) {
+	if p, ok := resp.(*pooledResponse); ok && p.release != nil {
+		p.release()
+		p.release = nil
+	}
+}
+
+// servedBatches are the Kafka batches of a read: when every batch read is
+// of magic 2 and the read's buffer is its own, the Kafka batches are
+// moved together in place, over the headers of ours (storage checked
+// every batch's checksum on the read); otherwise they are copied, magic 1
+// converted.
+func (s *Server) servedBatches(res broker.FetchResult) ([]byte, error) {
+	b := res.Batches
+	if !res.Owned {
+		return kafkaBatches(b)
+	}
+	for off := 0; off < len(b); {
+		n, err := record.FrameSize(b[off:], len(b)-off)
+		if err != nil || b[off+20] != record.MagicKafka {
+			return kafkaBatches(b)
+		}
+		off += n
+	}
+	w := 0
+	for off := 0; off < len(b); {
+		n, _ := record.FrameSize(b[off:], len(b)-off)
+		w += copy(b[w:], b[off+record.HeaderSize:off+n])
+		off += n
+	}
+	return b[:w], nil
 }
 
 // release gives a read's buffer back.

@@ -271,11 +271,13 @@ func (s *Server) readRequests(ctx context.Context, c net.Conn, st *connState, qu
 // when its producer is gone.
 func (s *Server) writeAnswers(ctx context.Context, cancel context.CancelFunc, c net.Conn, queue <-chan pending, budget *semaphore.Weighted) {
 	w := bufio.NewWriterSize(c, 64<<10)
+	var scratch []byte
 	failed := false
 	for p := range queue {
 		if failed {
 			if p.reply != nil {
-				p.reply(ctx) //nolint:errcheck // nobody to answer
+				resp, _ := p.reply(ctx) // nobody to answer
+				done(resp)
 			}
 			budget.Release(p.size)
 			continue
@@ -293,8 +295,9 @@ func (s *Server) writeAnswers(ctx context.Context, cancel context.CancelFunc, c 
 		case p.req == nil:
 			_, err = c.Write([]byte{0, 0, 0, 0})
 		case resp != nil:
-			err = writeResponse(w, p.req, resp)
+			err = writeResponseInto(w, p.req, resp, &scratch)
 		}
+		done(resp)
 		budget.Release(p.size)
 		if err != nil || failed || p.last {
 			failed = true
@@ -374,13 +377,35 @@ func skipTags(b []byte) ([]byte, error) {
 // tagged fields) for ApiVersions and every version that is not flexible,
 // header v1 otherwise.
 func writeResponse(w *bufio.Writer, req *request, resp kmsg.Response) error {
-	buf := make([]byte, 8, 256+sizeHint(resp))
+	var buf []byte
+	return writeResponseInto(w, req, resp, &buf)
+}
+
+// keptEncodeBuffer is the largest encoding buffer a connection keeps for
+// its next answer.
+const keptEncodeBuffer = 4 << 20
+
+// writeResponseInto is writeResponse encoding into *scratch, which it
+// grows as needed and leaves for the next answer (a connection's writer
+// reuses one: a fetch answer of a megabyte is then not a new megabyte to
+// collect each time).
+func writeResponseInto(w *bufio.Writer, req *request, resp kmsg.Response, scratch *[]byte) error {
+	buf := *scratch
+	if need := 256 + sizeHint(resp); cap(buf) < need {
+		buf = make([]byte, 0, need)
+	}
+	buf = buf[:8]
 	if resp.IsFlexible() && resp.Key() != kmsg.ApiVersions.Int16() {
 		buf = append(buf, 0)
 	}
 	buf = resp.AppendTo(buf)
 	binary.BigEndian.PutUint32(buf[0:], uint32(len(buf)-4))
 	binary.BigEndian.PutUint32(buf[4:], uint32(req.corr))
+	if cap(buf) <= keptEncodeBuffer {
+		*scratch = buf[:0]
+	} else {
+		*scratch = nil
+	}
 	if _, err := w.Write(buf); err != nil {
 		return err
 	}
@@ -475,6 +500,9 @@ func unsupported(req *request) (kmsg.Response, error) {
 // so that a large fetch answer is encoded into one allocation, not grown
 // and copied as it is.
 func sizeHint(resp kmsg.Response) int {
+	if p, ok := resp.(*pooledResponse); ok {
+		resp = p.Response
+	}
 	f, ok := resp.(*kmsg.FetchResponse)
 	if !ok {
 		return 0
