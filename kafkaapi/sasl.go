@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -111,21 +112,12 @@ func (s *Server) saslHandshake(st *connState, req *kmsg.SASLHandshakeRequest) km
 	switch {
 	case st.principal != "" && st.mech != "":
 		resp.ErrorCode = kerr.IllegalSaslState.Code
-	case !contains2(resp.SupportedMechanisms, mech):
+	case !slices.Contains(resp.SupportedMechanisms, mech):
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 	default:
 		st.mech, st.rawToken = mech, req.Version == 0
 	}
 	return resp
-}
-
-func contains2(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // saslAuthenticate checks the client's SASL message and, when it proves a

@@ -552,12 +552,18 @@ func (c Config) withDefaults() Config {
 // parseKafkaListeners reads the Kafka listeners of c; its error is a
 // *FieldError naming KafkaListen or KafkaAdvertise.
 func parseKafkaListeners(c Config) ([]listeners.Listener, error) {
-	ls, err := listeners.Parse(c.KafkaListen, c.KafkaAdvertise)
+	return parseListenerFields(c.KafkaListen, c.KafkaAdvertise, "KafkaListen", "KafkaAdvertise")
+}
+
+// parseListenerFields reads listeners from the values of two Config
+// fields; its error is a *FieldError naming the one at fault.
+func parseListenerFields(listen, advertise, listenField, advertiseField string) ([]listeners.Listener, error) {
+	ls, err := listeners.Parse(listen, advertise)
 	var le *listeners.Error
 	if errors.As(err, &le) {
-		field := "KafkaListen"
+		field := listenField
 		if le.Which == listeners.InAdvertise {
-			field = "KafkaAdvertise"
+			field = advertiseField
 		}
 		return nil, &FieldError{Field: field, Value: le.Value, Reason: le.Reason}
 	}
@@ -573,14 +579,5 @@ func namedListeners(c Config) bool {
 // parseRPCListeners reads c's named RPC listeners; its error is a
 // *FieldError naming Listen or Advertise.
 func parseRPCListeners(c Config) ([]listeners.Listener, error) {
-	ls, err := listeners.Parse(c.Listen, c.Advertise)
-	var le *listeners.Error
-	if errors.As(err, &le) {
-		field := "Listen"
-		if le.Which == listeners.InAdvertise {
-			field = "Advertise"
-		}
-		return nil, &FieldError{Field: field, Value: le.Value, Reason: le.Reason}
-	}
-	return ls, err
+	return parseListenerFields(c.Listen, c.Advertise, "Listen", "Advertise")
 }
