@@ -49,7 +49,7 @@ func FuzzKafkaRequest(f *testing.F) {
 				return // would call the core
 			}
 		}
-		rep, err := s.handle(context.Background(), nil, req)
+		rep, err := s.handle(context.Background(), req)
 		if err != nil {
 			return
 		}

@@ -245,7 +245,7 @@ func (s *Server) readRequests(ctx context.Context, c net.Conn, st *connState, qu
 			s.log.Debug("closing a Kafka connection: request does not parse", "peer", c.RemoteAddr(), "err", err)
 			return
 		}
-		rep, err := s.handle(ctx, c, req)
+		rep, err := s.handle(ctx, req)
 		if err != nil {
 			s.log.Debug("closing a Kafka connection", "peer", c.RemoteAddr(), "key", req.key, "version", req.version, "err", err)
 			return
@@ -416,34 +416,28 @@ func writeResponseInto(w *bufio.Writer, req *request, resp kmsg.Response, scratc
 // is appended now and answered once durable, a fetch reads when its turn
 // comes, everything else is answered now. An error closes the
 // connection.
-func (s *Server) handle(ctx context.Context, c net.Conn, req *request) (reply, error) {
+func (s *Server) handle(ctx context.Context, req *request) (reply, error) {
+	st, _ := ctx.Value(connKey{}).(*connState)
+	if st != nil && !s.admitted(st, req.key) {
+		return nil, fmt.Errorf("%w: %s before authentication (only ApiVersions and SASL are served before it)", errClose, kmsg.NameForKey(req.key))
+	}
 	switch k := req.kreq.(type) {
 	case *kmsg.ProduceRequest:
-		if st, _ := ctx.Value(connKey{}).(*connState); st != nil && !s.admitted(st, req.key) {
-			break
-		}
 		return s.produce(ctx, k)
 	case *kmsg.FetchRequest:
-		if st, _ := ctx.Value(connKey{}).(*connState); st != nil && !s.admitted(st, req.key) {
-			break
-		}
 		return func(ctx context.Context) (kmsg.Response, error) { return s.fetch(ctx, k) }, nil
 	}
-	resp, err := s.answer(ctx, req)
+	resp, err := s.answer(ctx, st, req)
 	if err != nil {
 		return nil, err
 	}
 	return func(context.Context) (kmsg.Response, error) { return resp, nil }, nil
 }
 
-// answer answers a request at once.
-func (s *Server) answer(ctx context.Context, req *request) (kmsg.Response, error) {
+// answer answers a request at once; st is its connection's state.
+func (s *Server) answer(ctx context.Context, st *connState, req *request) (kmsg.Response, error) {
 	if req.key == kmsg.ApiVersions.Int16() {
 		return s.apiVersions(req), nil
-	}
-	st, _ := ctx.Value(connKey{}).(*connState)
-	if st != nil && !s.admitted(st, req.key) {
-		return nil, fmt.Errorf("%w: %s before authentication (only ApiVersions and SASL are served before it)", errClose, kmsg.NameForKey(req.key))
 	}
 	v, served := versions[req.key]
 	if req.kreq == nil {

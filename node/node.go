@@ -388,7 +388,6 @@ func (n *Node) serve(ctx context.Context) error {
 		}
 		return err
 	}
-	kafkaLns = append(kafkaLns, extraLns...) // closed with them on the way out; served apart
 	scfg := transport.ServerConfig{
 		MaxBatchBytes:   cfg.MaxBatchBytes,
 		MaxConns:        cfg.MaxConns,
@@ -478,7 +477,7 @@ func (n *Node) serve(ctx context.Context) error {
 	if err != nil {
 		rpcLn.Close()
 		httpLn.Close()
-		for _, ln := range kafkaLns {
+		for _, ln := range append(kafkaLns, extraLns...) {
 			ln.Close()
 		}
 		return err
@@ -545,7 +544,7 @@ func (n *Node) serve(ctx context.Context) error {
 		}
 		return nil
 	})
-	kafkaServers := n.serveKafka(kafkaLns[:len(kafkaLns)-len(extraLns)], run)
+	kafkaServers := n.serveKafka(kafkaLns, run)
 	n.serveRPCNamed(rpc, extraLns, run)
 	run(func(context.Context) error {
 		if err := srv.Serve(httpLn); !errors.Is(err, http.ErrServerClosed) {
@@ -622,7 +621,7 @@ func (n *Node) serve(ctx context.Context) error {
 		"data_dir", n.root.Dir(),
 		"rpc", rpcLn.Addr().String(),
 		"http", httpLn.Addr().String(),
-		"kafka", kafkaAddrs(kafkaLns[:len(kafkaLns)-len(extraLns)]), "rpc_listeners", n.rpcEndpoints(),
+		"kafka", kafkaAddrs(kafkaLns), "rpc_listeners", n.rpcEndpoints(),
 		"controller", fmt.Sprint(cfg.Controllers),
 	)
 	return g.Wait()
