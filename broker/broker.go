@@ -243,9 +243,6 @@ type FetchResult struct {
 	// Release gives the read's buffer back once Batches is no longer
 	// used (written out); it may be called once.
 	Release func()
-	// Owned reports that Batches is in a buffer this fetch read into, no
-	// one else's: a front end may rewrite it in place until Release.
-	Owned bool
 }
 
 // Fetch reads a partition this broker leads, for principal (read on the
@@ -293,7 +290,7 @@ func (b *Broker) Fetch(ctx context.Context, principal string, req FetchRequest, 
 		b.cfg.OnFetched(len(res.Batches))
 	}
 	return FetchResult{HighWatermark: res.HighWatermark, LogStartOffset: res.LogStartOffset, Batches: res.Batches,
-		Release: func() { putReadBuffer(buf) }, Owned: buf != nil}, nil
+		Release: func() { putReadBuffer(buf) }}, nil
 }
 
 // readReservation is the memory a fetch of maxBytes may allocate for its

@@ -1,7 +1,10 @@
 // Package kafkaapi is Kafka's wire protocol as a front end of a gostream
 // node (docs/kafka.md): it serves the Kafka clients of one listener,
 // decodes each request with franz-go's kmsg, has the core (broker.Broker)
-// do the work with the connection's principal, and encodes the answer.
+// do the work with the connection's principal, and encodes the answer:
+// with kmsg, but for Fetch's, which writes its record batches from the
+// reads' buffers rather than copy them (fetchAnswer; its encoding is
+// checked against kmsg's, byte for byte).
 //
 // Invariants:
 //

@@ -2,7 +2,9 @@ package kafkaapi
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"math"
 	"sync"
 	"time"
 
@@ -27,8 +29,7 @@ type fetched struct {
 // and when that found less than MinBytes, again, waiting up to MaxWait for
 // the first partition to have records. Sessions (KIP-227) are not kept:
 // the answer's session id is 0, so clients send full fetches.
-func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response, error) {
-	resp := req.ResponseKind().(*kmsg.FetchResponse)
+func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (response, error) {
 	type part struct {
 		topic string
 		req   *kmsg.FetchRequestTopicPartition
@@ -86,86 +87,149 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Respon
 	if budget <= 0 {
 		budget = 1 << 30
 	}
+	a := &fetchAnswer{version: req.Version}
+	a.reads = make([]fetched, len(parts))
 	byTopic := map[string]int{}
-	for _, p := range parts {
-		i, ok := byTopic[p.topic]
+	for i, p := range parts {
+		a.reads[i] = p.got
+		ti, ok := byTopic[p.topic]
 		if !ok {
-			i = len(resp.Topics)
-			resp.Topics = append(resp.Topics, kmsg.NewFetchResponseTopic())
-			resp.Topics[i].Topic = p.topic
-			byTopic[p.topic] = i
+			ti = len(a.topics)
+			a.topics = append(a.topics, fetchTopic{name: p.topic})
+			byTopic[p.topic] = ti
 		}
-		rt := &resp.Topics[i]
-		rp := kmsg.NewFetchResponseTopicPartition()
-		rp.Partition = p.req.Partition
-		rp.RecordBatches = []byte{} // empty, not null: librdkafka refuses a null record set
+		fp := fetchPartition{partition: p.req.Partition}
 		if p.got.err != nil {
-			rp.ErrorCode = s.code(p.got.err)
-			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+			fp.errorCode = s.code(p.got.err)
+			fp.highWatermark, fp.lastStable, fp.logStart = -1, -1, -1
 		} else {
-			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = p.got.res.HighWatermark, p.got.res.HighWatermark, p.got.res.LogStartOffset
+			fp.highWatermark, fp.lastStable, fp.logStart = p.got.res.HighWatermark, p.got.res.HighWatermark, p.got.res.LogStartOffset
 			// The request's MaxBytes bounds the answer, but for its first
 			// batch, which goes whole.
 			if budget > 0 {
-				kb, err := s.servedBatches(p.got.res)
+				kb, n, err := kafkaBatches(p.got.res.Batches)
 				if err != nil {
-					rp.ErrorCode = s.code(err)
-				} else if kb != nil {
-					rp.RecordBatches = kb
-					budget -= len(kb)
+					fp.errorCode = s.code(err)
+				} else {
+					fp.batches = kb
+					budget -= n
 				}
 			}
 		}
-		rt.Partitions = append(rt.Partitions, rp)
+		a.topics[ti].partitions = append(a.topics[ti].partitions, fp)
 	}
-	// The answer may hold the reads' buffers (servedBatches): they go
-	// back once it is written.
-	return &pooledResponse{Response: resp, release: func() {
-		for _, p := range parts {
-			release(p.got)
+	return a, nil
+}
+
+// fetchAnswer is a Fetch answer. It is the one answer encoded here
+// rather than by kmsg, whose encoder copies every record batch into the
+// answer's buffer: its batches are written from the reads' buffers where
+// they are, given back once the answer is written (docs/kafka.md,
+// "Fetch"). TestFetchAnswerEncoding checks the encoding byte for byte
+// against kmsg's, for every version served.
+type fetchAnswer struct {
+	version int16
+	topics  []fetchTopic
+	reads   []fetched
+}
+
+type fetchTopic struct {
+	name       string
+	partitions []fetchPartition
+}
+
+// fetchPartition is one partition's part of a Fetch answer. The fields
+// this server never sets (aborted transactions, the preferred read
+// replica, the diverging epoch, the current leader, a snapshot id) are
+// encoded as absent.
+type fetchPartition struct {
+	partition                           int32
+	errorCode                           int16
+	highWatermark, lastStable, logStart int64
+	batches                             [][]byte // Kafka record batches, in order
+}
+
+// inlineBatch is the size under which a batch is copied into the
+// answer's encoding rather than written where it is: for a small batch,
+// one more buffer in the writev costs more than the copy.
+const inlineBatch = 4 << 10
+
+func (a *fetchAnswer) appendFrame(dst []byte, corr int32) ([]byte, []ref) {
+	flex := a.version >= 12
+	start := len(dst)
+	dst = appendHeader(dst, corr, flex)
+	var refs []ref
+	referred := 0
+	dst = binary.BigEndian.AppendUint32(dst, 0) // throttle
+	if a.version >= 7 {
+		dst = binary.BigEndian.AppendUint16(dst, 0) // error code
+		dst = binary.BigEndian.AppendUint32(dst, 0) // session id: none, full fetches
+	}
+	dst = appendLen(dst, len(a.topics), flex)
+	for _, t := range a.topics {
+		if flex {
+			dst = binary.AppendUvarint(dst, uint64(len(t.name)+1))
+		} else {
+			dst = binary.BigEndian.AppendUint16(dst, uint16(len(t.name)))
 		}
-	}}, nil
-}
-
-// pooledResponse is an answer that holds buffers to give back once it is
-// written (or dropped).
-type pooledResponse struct {
-	kmsg.Response
-	release func()
-}
-
-// done gives resp's buffers back, if it holds any.
-func done(resp kmsg.Response) {
-	if p, ok := resp.(*pooledResponse); ok && p.release != nil {
-		p.release()
-		p.release = nil
-	}
-}
-
-// servedBatches are the Kafka batches of a read: when every batch read is
-// of magic 2 and the read's buffer is its own, the Kafka batches are
-// moved together in place, over the headers of ours (storage checked
-// every batch's checksum on the read); otherwise they are copied, magic 1
-// converted.
-func (s *Server) servedBatches(res broker.FetchResult) ([]byte, error) {
-	b := res.Batches
-	if !res.Owned {
-		return kafkaBatches(b)
-	}
-	for off := 0; off < len(b); {
-		n, err := record.FrameSize(b[off:], len(b)-off)
-		if err != nil || b[off+20] != record.MagicKafka {
-			return kafkaBatches(b)
+		dst = append(dst, t.name...)
+		dst = appendLen(dst, len(t.partitions), flex)
+		for _, p := range t.partitions {
+			dst = binary.BigEndian.AppendUint32(dst, uint32(p.partition))
+			dst = binary.BigEndian.AppendUint16(dst, uint16(p.errorCode))
+			dst = binary.BigEndian.AppendUint64(dst, uint64(p.highWatermark))
+			dst = binary.BigEndian.AppendUint64(dst, uint64(p.lastStable))
+			if a.version >= 5 {
+				dst = binary.BigEndian.AppendUint64(dst, uint64(p.logStart))
+			}
+			dst = appendLen(dst, -1, flex) // aborted transactions: null
+			if a.version >= 11 {
+				dst = binary.BigEndian.AppendUint32(dst, math.MaxUint32) // preferred read replica: -1
+			}
+			n := 0
+			for _, b := range p.batches {
+				n += len(b)
+			}
+			// Never null: librdkafka refuses a null record set.
+			dst = appendLen(dst, n, flex)
+			for _, b := range p.batches {
+				if len(b) < inlineBatch {
+					dst = append(dst, b...)
+				} else {
+					refs = append(refs, ref{at: len(dst), b: b})
+					referred += len(b)
+				}
+			}
+			if flex {
+				dst = append(dst, 0) // the partition's tagged fields: none
+			}
 		}
-		off += n
+		if flex {
+			dst = append(dst, 0) // the topic's
+		}
 	}
-	w := 0
-	for off := 0; off < len(b); {
-		n, _ := record.FrameSize(b[off:], len(b)-off)
-		w += copy(b[w:], b[off+record.HeaderSize:off+n])
-		off += n
+	if flex {
+		dst = append(dst, 0) // the answer's
 	}
-	return b[:w], nil
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4+referred))
+	return dst, refs
+}
+
+// appendLen appends the length of an array or of bytes (-1: null): an
+// int32, or for a flexible version the compact form, length+1 as an
+// unsigned varint.
+func appendLen(dst []byte, n int, flex bool) []byte {
+	if flex {
+		return binary.AppendUvarint(dst, uint64(n+1))
+	}
+	return binary.BigEndian.AppendUint32(dst, uint32(int32(n)))
+}
+
+func (a *fetchAnswer) release() {
+	for _, f := range a.reads {
+		release(f)
+	}
+	a.reads = nil
 }
 
 // release gives a read's buffer back.
@@ -175,19 +239,36 @@ func release(f fetched) {
 	}
 }
 
-// kafkaBatches serves our batches to Kafka: the Kafka batches they carry,
-// and batches of magic 1 converted.
-func kafkaBatches(batches []byte) ([]byte, error) {
-	// A magic-2 batch is served without its 34-byte header, so the
-	// Kafka batches of the common case fit in as many bytes.
-	out := make([]byte, 0, len(batches))
-	var convErr error
-	err := record.Batches(batches, func(b record.Batch) bool {
-		out, convErr = b.AppendKafka(out)
-		return convErr == nil
-	})
-	if err == nil {
-		err = convErr
+// kafkaBatches are the Kafka batches of a read, and their bytes: a
+// batch of magic 2 is the Kafka batch it carries, written from the read's
+// buffer (storage checked its checksums on the read); one of magic 1 is
+// converted.
+func kafkaBatches(b []byte) ([][]byte, int, error) {
+	var out [][]byte
+	total := 0
+	for off := 0; off < len(b); {
+		n, err := record.FrameSize(b[off:], len(b)-off)
+		if err != nil {
+			return nil, 0, err
+		}
+		kb := b[off+record.HeaderSize : off+n]
+		if b[off+record.MagicOffset] != record.MagicKafka {
+			var convErr error
+			kb = nil
+			err := record.Batches(b[off:off+n], func(rb record.Batch) bool {
+				kb, convErr = rb.AppendKafka(kb)
+				return convErr == nil
+			})
+			if err == nil {
+				err = convErr
+			}
+			if err != nil {
+				return nil, 0, err
+			}
+		}
+		out = append(out, kb)
+		total += len(kb)
+		off += n
 	}
-	return out, err
+	return out, total, nil
 }

@@ -1,7 +1,6 @@
 package kafkaapi
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"testing"
@@ -58,7 +57,8 @@ func FuzzKafkaRequest(f *testing.F) {
 			return
 		}
 		var buf bytes.Buffer
-		if err := writeResponse(bufio.NewWriter(&buf), req, resp); err != nil {
+		var scratch []byte
+		if err := writeResponse(&buf, req, resp, &scratch); err != nil {
 			t.Fatalf("writing the answer: %v", err)
 		}
 	})

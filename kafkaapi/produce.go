@@ -33,7 +33,7 @@ func (s *Server) produce(ctx context.Context, req *kmsg.ProduceRequest) (reply, 
 			}
 			resp.Topics = append(resp.Topics, rt)
 		}
-		return func(context.Context) (kmsg.Response, error) { return resp, nil }, nil
+		return func(context.Context) (response, error) { return kresp(resp), nil }, nil
 	}
 	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
 	type waiting struct {
@@ -83,11 +83,11 @@ func (s *Server) produce(ctx context.Context, req *kmsg.ProduceRequest) (reply, 
 		// Appended; nobody is told. The waits still run, for the
 		// metrics and the high watermark.
 		go collect(context.WithoutCancel(ctx))
-		return func(context.Context) (kmsg.Response, error) { return nil, nil }, nil
+		return func(context.Context) (response, error) { return nil, nil }, nil
 	}
-	return func(ctx context.Context) (kmsg.Response, error) {
+	return func(ctx context.Context) (response, error) {
 		collect(ctx)
-		return resp, nil
+		return kresp(resp), nil
 	}, nil
 }
 

@@ -168,7 +168,7 @@ const maxPipelined = 16
 
 // reply computes a request's answer once the answers before it are
 // written: nil is no answer (acks=0); an error closes the connection.
-type reply func(context.Context) (kmsg.Response, error)
+type reply func(context.Context) (response, error)
 
 // pending is a request read, waiting for its answer to be written.
 type pending struct {
@@ -270,19 +270,19 @@ func (s *Server) readRequests(ctx context.Context, c net.Conn, st *connState, qu
 // count its batch as durable, and a batch appended must be counted even
 // when its producer is gone.
 func (s *Server) writeAnswers(ctx context.Context, cancel context.CancelFunc, c net.Conn, queue <-chan pending, budget *semaphore.Weighted) {
-	w := bufio.NewWriterSize(c, 64<<10)
 	var scratch []byte
 	failed := false
 	for p := range queue {
 		if failed {
 			if p.reply != nil {
-				resp, _ := p.reply(ctx) // nobody to answer
-				done(resp)
+				if resp, _ := p.reply(ctx); resp != nil { // nobody to answer
+					resp.release()
+				}
 			}
 			budget.Release(p.size)
 			continue
 		}
-		var resp kmsg.Response
+		var resp response
 		var err error
 		if p.reply != nil {
 			resp, err = p.reply(ctx)
@@ -295,9 +295,11 @@ func (s *Server) writeAnswers(ctx context.Context, cancel context.CancelFunc, c 
 		case p.req == nil:
 			_, err = c.Write([]byte{0, 0, 0, 0})
 		case resp != nil:
-			err = writeResponseInto(w, p.req, resp, &scratch)
+			err = writeResponse(c, p.req, resp, &scratch)
 		}
-		done(resp)
+		if resp != nil {
+			resp.release()
+		}
 		budget.Release(p.size)
 		if err != nil || failed || p.last {
 			failed = true
@@ -373,45 +375,6 @@ func skipTags(b []byte) ([]byte, error) {
 	return b, nil
 }
 
-// writeResponse writes resp with req's correlation id: header v0 (no
-// tagged fields) for ApiVersions and every version that is not flexible,
-// header v1 otherwise.
-func writeResponse(w *bufio.Writer, req *request, resp kmsg.Response) error {
-	var buf []byte
-	return writeResponseInto(w, req, resp, &buf)
-}
-
-// keptEncodeBuffer is the largest encoding buffer a connection keeps for
-// its next answer.
-const keptEncodeBuffer = 4 << 20
-
-// writeResponseInto is writeResponse encoding into *scratch, which it
-// grows as needed and leaves for the next answer (a connection's writer
-// reuses one: a fetch answer of a megabyte is then not a new megabyte to
-// collect each time).
-func writeResponseInto(w *bufio.Writer, req *request, resp kmsg.Response, scratch *[]byte) error {
-	buf := *scratch
-	if need := 256 + sizeHint(resp); cap(buf) < need {
-		buf = make([]byte, 0, need)
-	}
-	buf = buf[:8]
-	if resp.IsFlexible() && resp.Key() != kmsg.ApiVersions.Int16() {
-		buf = append(buf, 0)
-	}
-	buf = resp.AppendTo(buf)
-	binary.BigEndian.PutUint32(buf[0:], uint32(len(buf)-4))
-	binary.BigEndian.PutUint32(buf[4:], uint32(req.corr))
-	if cap(buf) <= keptEncodeBuffer {
-		*scratch = buf[:0]
-	} else {
-		*scratch = nil
-	}
-	if _, err := w.Write(buf); err != nil {
-		return err
-	}
-	return w.Flush()
-}
-
 // handle begins one request and returns its answer to come: a produce
 // is appended now and answered once durable, a fetch reads when its turn
 // comes, everything else is answered now. An error closes the
@@ -425,13 +388,13 @@ func (s *Server) handle(ctx context.Context, req *request) (reply, error) {
 	case *kmsg.ProduceRequest:
 		return s.produce(ctx, k)
 	case *kmsg.FetchRequest:
-		return func(ctx context.Context) (kmsg.Response, error) { return s.fetch(ctx, k) }, nil
+		return func(ctx context.Context) (response, error) { return s.fetch(ctx, k) }, nil
 	}
 	resp, err := s.answer(ctx, st, req)
 	if err != nil {
 		return nil, err
 	}
-	return func(context.Context) (kmsg.Response, error) { return resp, nil }, nil
+	return func(context.Context) (response, error) { return kresp(resp), nil }, nil
 }
 
 // answer answers a request at once; st is its connection's state.
@@ -488,26 +451,4 @@ func unsupported(req *request) (kmsg.Response, error) {
 		return nil, fmt.Errorf("%w: %s v%d is not served and its response has no error code", errClose, kmsg.NameForKey(req.key), req.version)
 	}
 	return resp, nil
-}
-
-// sizeHint is about the bytes of resp's encoding beyond its fixed fields,
-// so that a large fetch answer is encoded into one allocation, not grown
-// and copied as it is.
-func sizeHint(resp kmsg.Response) int {
-	if p, ok := resp.(*pooledResponse); ok {
-		resp = p.Response
-	}
-	f, ok := resp.(*kmsg.FetchResponse)
-	if !ok {
-		return 0
-	}
-	n := 0
-	for i := range f.Topics {
-		t := &f.Topics[i]
-		n += len(t.Topic) + 16
-		for j := range t.Partitions {
-			n += len(t.Partitions[j].RecordBatches) + 64
-		}
-	}
-	return n
 }

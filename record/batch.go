@@ -23,6 +23,8 @@ const (
 	HeaderSize = 34
 	// LengthPrefix is the size of the fields before Length's count starts.
 	LengthPrefix = 12
+	// MagicOffset is where a batch's magic byte is, from its start.
+	MagicOffset = offMagic
 	// Magic is the format version of a batch of gostream records.
 	Magic = 1
 	// minRecordSize is the smallest encoded record: empty key, value and headers.

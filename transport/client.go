@@ -436,7 +436,7 @@ func (c *Conn) writeQueued() {
 		writeHook(len(frames))
 	}
 	c.nc.SetWriteDeadline(deadline)
-	n, err := writeBuffers(c.nc, bufs)
+	n, err := WriteBuffers(c.nc, bufs)
 	c.lastSent.Store(time.Now().UnixNano())
 	if err == nil {
 		for _, o := range frames {

@@ -721,7 +721,7 @@ func (c *serverConn) respond(req *Request, m Message, err error, log hclog.Logge
 			bufs = append(bufs, r.bufs...)
 		}
 		c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
-		_, werr := writeBuffers(c.nc, bufs)
+		_, werr := WriteBuffers(c.nc, bufs)
 		c.wmu.Lock()
 		if werr != nil {
 			c.wmu.failed = true

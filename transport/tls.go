@@ -199,18 +199,23 @@ func hostOf(addr string) string {
 	return addr
 }
 
-// coalesceMax is the scratch buffer writeBuffers packs small buffers into
+// coalesceMax is the scratch buffer WriteBuffers packs small buffers into
 // over TLS; a buffer at least this large is written as it is.
 const coalesceMax = 32 << 10
 
 var coalesceBufs = sync.Pool{New: func() any { b := make([]byte, 0, coalesceMax); return &b }}
 
-// writeBuffers writes bufs to nc, as one writev on a plain connection.
-// tls.Conn has no writev: each Write is at least one TLS record and one
-// syscall, so the small buffers (frame heads, acknowledgements of one
-// group commit) are packed together first, and only large ones are
-// written as they are. It returns the bytes of bufs written.
-func writeBuffers(nc net.Conn, bufs net.Buffers) (int64, error) {
+// WriteBuffers writes bufs to nc, as one writev on a plain connection
+// (also one a LimitListener accepted, whose wrapper has no writev of its
+// own: net.Buffers would write it buffer by buffer). tls.Conn has no
+// writev: each Write is at least one TLS record and one syscall, so the
+// small buffers (frame heads, acknowledgements of one group commit) are
+// packed together first, and only large ones are written as they are.
+// It returns the bytes of bufs written.
+func WriteBuffers(nc net.Conn, bufs net.Buffers) (int64, error) {
+	if lc, ok := nc.(*limitedConn); ok {
+		nc = lc.Conn
+	}
 	if _, ok := nc.(*tls.Conn); !ok || len(bufs) == 1 {
 		return bufs.WriteTo(nc)
 	}
