@@ -32,6 +32,10 @@ type Security struct {
 	// (the principal its username) or SASL/OAUTHBEARER's token. Nil: no
 	// SASL mechanism is offered.
 	Token func(token string) (string, error)
+	// Sessions, when set, holds every connection that proved a
+	// principal, with its credential: one whose token a reload revoked,
+	// or whose certificate no longer verifies or expired, is closed.
+	Sessions *transport.Sessions
 }
 
 // SASL mechanisms served: over TLS only.
@@ -46,6 +50,29 @@ type connState struct {
 	principal string
 	mech      string // the mechanism SaslHandshake chose, "" before it
 	rawToken  bool   // SaslHandshake v0: the next frame is a bare SASL token
+	// sess is the principal's credential in Security.Sessions; end
+	// closes the connection when it stops standing.
+	sess *transport.Session
+	end  func(error)
+}
+
+// watch puts the credential the connection proved its principal with in
+// Security.Sessions (in place of one it proved before), gen being
+// Sessions.Gen from before it was checked.
+func (s *Server) watch(st *connState, gen uint64, cred transport.Credential) {
+	if s.cfg.Security.Sessions == nil {
+		return
+	}
+	st.sess.Close()
+	st.sess = s.cfg.Security.Sessions.Open(gen, cred, st.end)
+}
+
+// gen is Security.Sessions.Gen, 0 without sessions.
+func (s *Server) gen() uint64 {
+	if s.cfg.Security.Sessions == nil {
+		return 0
+	}
+	return s.cfg.Security.Sessions.Gen()
 }
 
 type connKey struct{}
@@ -63,12 +90,16 @@ const handshakeTimeout = 10 * time.Second
 
 // secure shakes hands on a TLS listener and returns the connection to
 // read, with its state: the principal of a client certificate that
-// verified.
+// verified, watched until it no longer stands.
 func (s *Server) secure(c net.Conn) (net.Conn, *connState, error) {
-	st := &connState{}
+	st := &connState{end: func(err error) {
+		s.log.Debug("closing a Kafka connection: its credential no longer stands", "peer", c.RemoteAddr(), "err", err)
+		c.Close()
+	}}
 	if s.cfg.Security.TLS == nil {
 		return c, st, nil
 	}
+	gen := s.gen()
 	tc := tls.Server(c, s.cfg.Security.TLS)
 	tc.SetDeadline(time.Now().Add(handshakeTimeout))
 	if err := tc.Handshake(); err != nil {
@@ -78,6 +109,7 @@ func (s *Server) secure(c net.Conn) (net.Conn, *connState, error) {
 	st.tls = true
 	if cred, ok := transport.CertCredential(tc.ConnectionState()); ok {
 		st.principal = cred.Principal
+		s.watch(st, gen, cred)
 	}
 	return tc, st, nil
 }
@@ -173,6 +205,7 @@ func (s *Server) authenticate(st *connState, msg []byte) error {
 	if len(token) > transport.MaxTokenBytes {
 		return fmt.Errorf("a token of %d bytes; tokens are at most %d", len(token), transport.MaxTokenBytes)
 	}
+	gen := s.gen()
 	principal, err := s.cfg.Security.Token(token)
 	if err != nil {
 		return err
@@ -181,5 +214,6 @@ func (s *Server) authenticate(st *connState, msg []byte) error {
 		return fmt.Errorf("the token is not %q's", user)
 	}
 	st.principal = principal
+	s.watch(st, gen, transport.TokenCredential(principal, token))
 	return nil
 }

@@ -193,6 +193,7 @@ func (s *Server) serveConn(raw net.Conn) {
 		return
 	}
 	defer c.Close()
+	defer func() { st.sess.Close() }() // the reader may replace it (SASL)
 	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), connKey{}, st))
 	defer cancel()
 	budget := semaphore.NewWeighted(int64(s.cfg.MaxRequestBytes))

@@ -75,10 +75,11 @@ func (n *Node) autoCreate() *kafkaapi.AutoCreate {
 
 // kafkaSecurity is what the Kafka listeners ask of clients: TLS with the
 // node's certificate when it has one (a verified client certificate
-// names the principal), SASL PLAIN and OAUTHBEARER with its tokens, and
-// authentication before anything but ApiVersions and SASL when it is on.
+// names the principal), SASL PLAIN and OAUTHBEARER with its tokens,
+// authentication before anything but ApiVersions and SASL when it is on,
+// and connections ended when their credential stops standing.
 func (n *Node) kafkaSecurity() kafkaapi.Security {
-	sec := kafkaapi.Security{TLS: n.sec.ServerTLS(), Required: n.cfg.Security.AuthOn()}
+	sec := kafkaapi.Security{TLS: n.sec.ServerTLS(), Required: n.cfg.Security.AuthOn(), Sessions: n.sec.KafkaSessions()}
 	if n.sec.HasTokens() {
 		sec.Token = n.sec.Authenticate
 	}

@@ -4,16 +4,24 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"gostream/security"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -102,4 +110,106 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 	assert.Contains(t, string(out), "over tls")
 	assert.Contains(t, string(out), "alice's")
 	assert.False(t, strings.Contains(string(out), "not hers"))
+}
+
+// kafkaCall sends req on c as correlation id corr and decodes the
+// answer into resp (header v0: none of the requests used is flexible).
+func kafkaCall(c net.Conn, corr int32, req kmsg.Request, resp kmsg.Response) error {
+	body := req.AppendTo(nil)
+	frame := binary.BigEndian.AppendUint32(nil, uint32(2+2+4+2+len("revoke")+len(body)))
+	frame = binary.BigEndian.AppendUint16(frame, uint16(req.Key()))
+	frame = binary.BigEndian.AppendUint16(frame, uint16(req.GetVersion()))
+	frame = binary.BigEndian.AppendUint32(frame, uint32(corr))
+	frame = binary.BigEndian.AppendUint16(frame, uint16(len("revoke")))
+	frame = append(append(frame, "revoke"...), body...)
+	if _, err := c.Write(frame); err != nil {
+		return err
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(c, size[:]); err != nil {
+		return err
+	}
+	buf := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(c, buf); err != nil {
+		return err
+	}
+	if got := int32(binary.BigEndian.Uint32(buf)); got != corr {
+		return fmt.Errorf("correlation id %d, want %d", got, corr)
+	}
+	resp.SetVersion(req.GetVersion())
+	return resp.ReadFrom(buf[4:])
+}
+
+// TestKafkaRevokedTokenEndsItsConnections: two Kafka connections over
+// TLS, each authenticated with SASL/PLAIN by a token of its own; the
+// reader's token leaves the tokens file and the node reloads. Within the
+// bound the node closes the reader's connection, saying so in its one
+// line about the reload; the keeper's goes on being answered.
+func TestKafkaRevokedTokenEndsItsConnections(t *testing.T) {
+	c := startClusterWith(t, Config{Nodes: 1, Candidates: 1, Kafka: true, Secure: true})
+	tokens := writeTokens(t, c, "reader", "keeper")
+	reloadSecurity(t, c)
+	pem, err := os.ReadFile(c.Secure.CAFile)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(pem))
+
+	connect := func(principal string) net.Conn {
+		t.Helper()
+		token, err := security.ReadTokenFile(tokens[principal])
+		require.NoError(t, err)
+		conn, err := tls.Dial("tcp", c.Node(1).Kafka, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+		require.NoError(t, err)
+		t.Cleanup(func() { conn.Close() })
+		conn.SetDeadline(time.Now().Add(30 * time.Second))
+		hs := kmsg.NewPtrSASLHandshakeRequest()
+		hs.Version, hs.Mechanism = 1, "PLAIN"
+		hsResp := kmsg.NewPtrSASLHandshakeResponse()
+		require.NoError(t, kafkaCall(conn, 1, hs, hsResp))
+		require.Zero(t, hsResp.ErrorCode)
+		auth := kmsg.NewPtrSASLAuthenticateRequest()
+		auth.Version, auth.SASLAuthBytes = 1, []byte("\x00"+principal+"\x00"+token)
+		authResp := kmsg.NewPtrSASLAuthenticateResponse()
+		require.NoError(t, kafkaCall(conn, 2, auth, authResp))
+		require.Zero(t, authResp.ErrorCode, "%v", authResp.ErrorMessage)
+		return conn
+	}
+	metadata := func(conn net.Conn, corr int32) error {
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version = 4
+		return kafkaCall(conn, corr, req, kmsg.NewPtrMetadataResponse())
+	}
+	reader, keeper := connect("reader"), connect("keeper")
+	require.NoError(t, metadata(reader, 3))
+	require.NoError(t, metadata(keeper, 3))
+
+	writeTokensKeeping(t, c, tokens, "keeper")
+	before := endedLines(c)
+	revoked := time.Now()
+	reloadSecurity(t, c)
+	// The reader's connection is closed by the node: a read ends.
+	reader.SetDeadline(revoked.Add(revokeBound))
+	_, err = reader.Read(make([]byte, 1))
+	require.Error(t, err)
+	var ne net.Error
+	require.False(t, errors.As(err, &ne) && ne.Timeout(), "the revoked reader's connection is still open %s after the reload", revokeBound)
+	t.Logf("the revoked reader's connection ended %s after the SIGHUP", time.Since(revoked).Round(time.Millisecond))
+	require.NoError(t, metadata(keeper, 4), "the keeper's connection is answered after the reload")
+	require.Eventually(t, func() bool { return endedLines(c)[1] == before[1]+1 }, 10*time.Second, 20*time.Millisecond)
+	assert.Contains(t, c.Node(1).LogTail(100000), "kafka_connections=1")
+	// And the revoked token opens nothing new.
+	conn, err := tls.Dial("tcp", c.Node(1).Kafka, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+	require.NoError(t, err)
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, "PLAIN"
+	require.NoError(t, kafkaCall(conn, 1, hs, kmsg.NewPtrSASLHandshakeResponse()))
+	token, err := security.ReadTokenFile(tokens["reader"])
+	require.NoError(t, err)
+	auth := kmsg.NewPtrSASLAuthenticateRequest()
+	auth.Version, auth.SASLAuthBytes = 1, []byte("\x00reader\x00"+token)
+	authResp := kmsg.NewPtrSASLAuthenticateResponse()
+	require.NoError(t, kafkaCall(conn, 2, auth, authResp))
+	assert.Equal(t, kerr.SaslAuthenticationFailed.Code, authResp.ErrorCode)
 }

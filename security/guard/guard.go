@@ -129,6 +129,9 @@ type Guard struct {
 	// HTTP connections' certificates (httpConn).
 	live    *transport.Sessions
 	reloads atomic.Uint64
+	// kafka holds the credentials of the Kafka connections that proved
+	// a principal (KafkaSessions), ended as the others are.
+	kafka *transport.Sessions
 
 	log    hclog.Logger
 	gossip func() error
@@ -184,12 +187,13 @@ func NewGuard(cfg Config, opts GuardOptions) (*Guard, error) {
 		Name: "gostream_security_reloads_total", Help: "Reloads of the TLS, tokens and gossip key files (SIGHUP), by result.",
 	}, []string{"result"})
 	s.endedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "gostream_credential_ended_total", Help: "Connections (rpc) and live HTTP reads (http) ended at a reload because the token or certificate they authenticated with no longer stands.",
+		Name: "gostream_credential_ended_total", Help: "Connections (rpc, kafka) and live HTTP reads (http) ended at a reload because the token or certificate they authenticated with no longer stands.",
 	}, []string{"listener"})
 	if opts.Registry != nil {
 		opts.Registry.MustRegister(s.deniedTotal, s.authFailures, s.reloadsTotal, s.endedTotal)
 	}
 	s.live = transport.NewSessions(s.Stands, opts.Logger.Named("http"))
+	s.kafka = transport.NewSessions(s.Stands, opts.Logger.Named("kafka"))
 	if cfg.TLSCert != "" {
 		f, err := security.LoadTLSFiles(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA, cfg.ClientAuthMode())
 		if err != nil {
@@ -227,8 +231,8 @@ func (s *Guard) Authorizing() bool { return s.authz != nil }
 
 // Reload reads the files again (SIGHUP). Each file that fails to load
 // keeps what was loaded of it before; the failures are logged. Then the
-// connections of rpc (nil: none), and the live HTTP reads, whose
-// credentials no longer stand are ended.
+// connections of rpc (nil: none), the Kafka connections and the live HTTP
+// reads whose credentials no longer stand are ended.
 func (s *Guard) Reload(rpc *transport.Server) {
 	s.loadAgain()
 	s.reloads.Add(1) // after the files: see httpConn
@@ -278,26 +282,28 @@ func (s *Guard) loadAgain() {
 	s.log.Info("security files reloaded", args...)
 }
 
-// endStale ends the RPC connections and the live HTTP reads whose
-// credentials no longer stand after a reload (a token no longer in the
-// file, or naming another principal; a certificate that no longer
+// endStale ends the RPC and Kafka connections and the live HTTP reads
+// whose credentials no longer stand after a reload (a token no longer in
+// the file, or naming another principal; a certificate that no longer
 // verifies against the CA), and says so in one line: how many, and whose.
 func (s *Guard) endStale(rpc *transport.Server) {
 	var conns []transport.Ended
 	if rpc != nil {
 		conns = rpc.Recheck()
 	}
+	kconns := s.kafka.Recheck()
 	reads := s.live.Recheck()
 	s.endedTotal.WithLabelValues("rpc").Add(float64(len(conns)))
+	s.endedTotal.WithLabelValues("kafka").Add(float64(len(kconns)))
 	s.endedTotal.WithLabelValues("http").Add(float64(len(reads)))
-	if len(conns)+len(reads) == 0 {
+	if len(conns)+len(kconns)+len(reads) == 0 {
 		return
 	}
 	// One line for the reload, whatever the number of connections: each
 	// principal once, with one reason.
 	why := map[string]string{}
 	var names []string
-	for _, e := range append(conns, reads...) {
+	for _, e := range slices.Concat(conns, kconns, reads) {
 		if _, ok := why[e.Principal]; !ok {
 			names = append(names, e.Principal)
 			why[e.Principal] = e.Err.Error()
@@ -308,7 +314,7 @@ func (s *Guard) endStale(rpc *transport.Server) {
 	for i, p := range names {
 		reasons[i] = why[p]
 	}
-	s.log.Warn("ended the connections whose credentials no longer stand", "rpc_connections", len(conns), "live_http_reads", len(reads),
+	s.log.Warn("ended the connections whose credentials no longer stand", "rpc_connections", len(conns), "kafka_connections", len(kconns), "live_http_reads", len(reads),
 		"principals", strings.Join(names, ","), "reasons", strings.Join(reasons, "; "))
 }
 
@@ -341,6 +347,11 @@ func (s *Guard) Stands(c transport.Credential) error {
 	}
 	return nil
 }
+
+// KafkaSessions holds the Kafka listeners' connections that proved a
+// principal (kafkaapi.Security.Sessions): each is ended at a reload that
+// its credential no longer survives, or at its certificate's NotAfter.
+func (s *Guard) KafkaSessions() *transport.Sessions { return s.kafka }
 
 // WatchLive is the Durable Streams handler's watch (durable.SetWatch): a
 // live read's context ends, with the reason as its cause, when its
