@@ -28,6 +28,9 @@ type Log interface {
 	// WaitAcked waits until every record below end is acknowledged (the
 	// partition's high watermark reached end).
 	WaitAcked(ctx context.Context, end int64) error
+	// Done is closed once this replica no longer leads the partition (the
+	// coordinator is dropped): requests waiting on it end.
+	Done() <-chan struct{}
 	// Confirm returns nil only if this replica still leads the partition,
 	// asked of every active replica now, and an error matching
 	// ErrNotCoordinator when a newer leader exists. What the coordinator
@@ -91,6 +94,14 @@ type CoordinatorConfig struct {
 	MaxBatchBytes int
 	// OnSnapshot, when set, is called after each snapshot is appended.
 	OnSnapshot func(start int64, records int)
+	// InitialRebalanceDelay is how long a classic group's first join
+	// phase waits for more members; 0 for DefaultInitialRebalanceDelay,
+	// negative for none.
+	InitialRebalanceDelay time.Duration
+	// MaxMemberBytes bounds a classic member's protocols, and its
+	// assignment; 0 for DefaultMaxMemberBytes, at most
+	// MaxClassicMemberBytes.
+	MaxMemberBytes int
 }
 
 // DefaultSnapshotEvery is how many records a coordinator appends between
@@ -137,6 +148,9 @@ type Coordinator struct {
 	// lastSnapshot is the start offset of the newest complete snapshot
 	// loaded or written, -1 for none.
 	lastSnapshot int64
+	// classic is the live state of the classic (Kafka protocol) groups
+	// with members, or ids handed out (classic.go).
+	classic map[string]*classicGroup
 }
 
 // NewCoordinator returns a coordinator with an empty state.
@@ -153,7 +167,18 @@ func NewCoordinator(cfg CoordinatorConfig) *Coordinator {
 	if cfg.MaxBatchBytes <= 0 {
 		cfg.MaxBatchBytes = 1 << 20
 	}
-	return &Coordinator{cfg: cfg, state: NewState(), live: map[string]map[string]*liveness{}, lastSnapshot: -1, every: cfg.SnapshotEvery}
+	switch {
+	case cfg.InitialRebalanceDelay == 0:
+		cfg.InitialRebalanceDelay = DefaultInitialRebalanceDelay
+	case cfg.InitialRebalanceDelay < 0:
+		cfg.InitialRebalanceDelay = 0
+	}
+	if cfg.MaxMemberBytes <= 0 {
+		cfg.MaxMemberBytes = DefaultMaxMemberBytes
+	}
+	cfg.MaxMemberBytes = min(cfg.MaxMemberBytes, MaxClassicMemberBytes)
+	return &Coordinator{cfg: cfg, state: NewState(), live: map[string]map[string]*liveness{}, lastSnapshot: -1, every: cfg.SnapshotEvery,
+		classic: map[string]*classicGroup{}}
 }
 
 func randomMemberID() string {
@@ -175,7 +200,7 @@ func (c *Coordinator) Load(r Record, offset int64) {
 	switch {
 	case r.Kind == KindSnapshotStart:
 		c.shadow, c.shadowStart = NewState(), offset
-	case c.shadow != nil && r.Kind == KindSnapshotGroup:
+	case c.shadow != nil && (r.Kind == KindSnapshotGroup || r.Kind == KindClassic):
 		c.shadow.Apply(r)
 	case c.shadow != nil && r.Kind == KindSnapshotEnd && r.End.Start == c.shadowStart:
 		c.state, c.shadow = c.shadow, nil
@@ -206,6 +231,7 @@ func (c *Coordinator) Start(end int64) {
 			c.liveOf(name, id).last = now
 		}
 	}
+	c.restoreClassic(now)
 }
 
 // State returns the state, for tests and tools; the caller must not change
@@ -244,6 +270,7 @@ func (c *Coordinator) write(recs []Record) (func(context.Context) error, error) 
 		}
 		if r.Kind == KindGroupDeleted {
 			delete(c.live, r.Group)
+			delete(c.classic, r.Group)
 		}
 		if r.Kind == KindAssignment && c.cfg.OnRebalance != nil {
 			c.cfg.OnRebalance()
@@ -356,6 +383,13 @@ func (c *Coordinator) Commit(ctx context.Context, req *transport.OffsetCommitReq
 			Metadata: o.Metadata, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch}, hw})
 	}
 	c.mu.Lock()
+	if c.hasClassicMembers(req.Group) {
+		c.mu.Unlock()
+		if req.Reset {
+			return fmt.Errorf("%w: group %q has Kafka-protocol members; offsets are reset only while it has none", ErrGroupNotEmpty, req.Group)
+		}
+		return fmt.Errorf("%w: group %q has Kafka-protocol members; commits come from them", ErrUnknownMember, req.Group)
+	}
 	now := c.cfg.Now().UnixMilli()
 	g := c.state.Group(req.Group)
 	for i := range todo {
@@ -531,6 +565,11 @@ func (c *Coordinator) Heartbeat(ctx context.Context, req *transport.GroupHeartbe
 	id, changed := req.MemberID, false
 	me := Member{}
 	switch {
+	case req.MemberEpoch == transport.JoinEpoch && c.hasClassicMembers(req.Group):
+		cg := c.classic[req.Group]
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: group %q has members of Kafka's group protocol (protocol type %q); a member of gostream's own cannot join it until they have left",
+			ErrInconsistentProtocol, req.Group, cg.protocolType)
 	case req.MemberEpoch == transport.JoinEpoch:
 		id = ""
 		if req.InstanceID != "" {
@@ -705,6 +744,7 @@ func partitionsToWire(tps []TopicPartition) []transport.TopicPartitions {
 func (c *Coordinator) Expire(ctx context.Context) error {
 	c.mu.Lock()
 	now := c.cfg.Now()
+	c.expireClassic(now)
 	var recs []Record
 	for _, name := range c.state.Groups() {
 		g := c.state.Group(name)
@@ -860,6 +900,9 @@ func (c *Coordinator) Delete(ctx context.Context, group string) error {
 	case len(g.Members) > 0:
 		c.mu.Unlock()
 		return fmt.Errorf("%w: group %q has %d members; it is deleted only once they have left", ErrGroupNotEmpty, group, len(g.Members))
+	case c.hasClassicMembers(group):
+		c.mu.Unlock()
+		return fmt.Errorf("%w: group %q has %d Kafka-protocol members; it is deleted only once they have left", ErrGroupNotEmpty, group, len(c.classic[group].members))
 	}
 	wait, err := c.write([]Record{{Group: group, Kind: KindGroupDeleted}})
 	c.mu.Unlock()

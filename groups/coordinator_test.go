@@ -39,6 +39,7 @@ func (l *memLog) Append(recs []Record) (int64, func(context.Context) error, erro
 
 func (l *memLog) WaitAcked(context.Context, int64) error { return nil }
 func (l *memLog) Confirm(context.Context) error          { return nil }
+func (l *memLog) Done() <-chan struct{}                  { return nil }
 
 func (l *memLog) len() int {
 	l.mu.Lock()

@@ -28,6 +28,14 @@ func sampleRecords() []Record {
 			Offsets: []Commit{commit}}},
 		{Group: "billing", Kind: KindSnapshotGroup, Snapshot: &SnapshotGroup{Offsets: []Commit{commit, commit}}},
 		{Kind: KindSnapshotEnd, End: &SnapshotEnd{Start: 120, Groups: 1, Records: 2}},
+		{Group: "billing", Kind: KindClassic, Classic: &ClassicGeneration{Generation: 5, Stable: true, ProtocolType: "consumer", Protocol: "range",
+			Leader: "c-1", Members: []ClassicMember{
+				{MemberID: "c-1", ClientID: "rdkafka", ClientHost: "/10.0.0.7", SessionTimeoutMs: 45000, RebalanceTimeoutMs: 300000,
+					Protocols: []Protocol{{Name: "range", Metadata: []byte{0, 1, 0, 0, 0, 0}}, {Name: "roundrobin"}}, Assignment: []byte{0, 1, 2}},
+				{MemberID: "pod-b-1", InstanceID: "pod-b", SessionTimeoutMs: 10000, RebalanceTimeoutMs: 10000, Protocols: []Protocol{{Name: "range"}}, Assignment: []byte{}}}}},
+		{Group: "billing", Kind: KindClassic, Classic: &ClassicGeneration{Generation: 6, ProtocolType: "connect", Protocol: "sessioned", Leader: "w-1",
+			Members: []ClassicMember{{MemberID: "w-1", SessionTimeoutMs: 10000, RebalanceTimeoutMs: 60000, Protocols: []Protocol{{Name: "sessioned", Metadata: []byte("x")}}}}}},
+		{Group: "billing", Kind: KindClassic, Classic: &ClassicGeneration{Generation: 7, Stable: true, ProtocolType: "consumer"}},
 	}
 }
 

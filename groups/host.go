@@ -400,6 +400,8 @@ func (l *leaderLog) Append(recs []Record) (int64, func(context.Context) error, e
 }
 
 // WaitAcked implements Log.
+func (l *leaderLog) Done() <-chan struct{} { return l.lead.Done() }
+
 func (l *leaderLog) WaitAcked(ctx context.Context, end int64) error {
 	return l.lead.WaitAcked(ctx, end)
 }

@@ -29,6 +29,11 @@ const (
 	KindSnapshotStart Kind = 7
 	KindSnapshotGroup Kind = 8
 	KindSnapshotEnd   Kind = 9
+	// KindClassic is a Kafka-protocol (classic) group's generation
+	// (docs/kafka-groups.md): written when a join phase completes, when
+	// the leader's assignments are set, when a static member is replaced
+	// and when the group empties. A snapshot restates it too.
+	KindClassic Kind = 10
 )
 
 func (k Kind) String() string {
@@ -51,6 +56,8 @@ func (k Kind) String() string {
 		return "snapshot-group"
 	case KindSnapshotEnd:
 		return "snapshot-end"
+	case KindClassic:
+		return "classic-generation"
 	}
 	return fmt.Sprintf("kind-%d", uint8(k))
 }
@@ -63,6 +70,16 @@ const (
 	MaxMetadataBytes = 4 << 10 // a commit's metadata string
 	MaxMembers       = 1000    // members of one group
 	maxIDBytes       = 255     // member ids, instance ids, hosts, reasons
+)
+
+// Bounds of a classic group's generation record.
+const (
+	// MaxClassicMemberBytes bounds, per member, its protocols' names and
+	// metadata together, and its assignment (the coordinator's own bound,
+	// CoordinatorConfig.MaxMemberBytes, may be lower).
+	MaxClassicMemberBytes = 1 << 20
+	// MaxProtocols bounds the protocols a member offers.
+	MaxProtocols = 32
 )
 
 // Commit is one committed offset. MemberEpoch is -1 for a group used as a
@@ -131,6 +148,40 @@ type SnapshotGroup struct {
 	Offsets    []Commit
 }
 
+// Protocol is one protocol a classic member offers: its name and the
+// member's metadata for it, bytes the coordinator does not read.
+type Protocol struct {
+	Name     string
+	Metadata []byte
+}
+
+// ClassicMember is a member of a classic group's generation.
+type ClassicMember struct {
+	MemberID           string
+	InstanceID         string // static membership; empty when dynamic
+	ClientID           string
+	ClientHost         string
+	SessionTimeoutMs   int32
+	RebalanceTimeoutMs int32
+	Protocols          []Protocol
+	// Assignment is what the leader assigned it (bytes the coordinator
+	// does not read); nil until the generation is stable.
+	Assignment []byte
+}
+
+// ClassicGeneration is a classic group's state at a generation. Stable
+// says its assignments are set (or, with no members, that the group is
+// empty); a generation that is not stable had its join phase completed
+// and waited for the leader's assignments.
+type ClassicGeneration struct {
+	Generation   int32
+	Stable       bool
+	ProtocolType string
+	Protocol     string
+	Leader       string
+	Members      []ClassicMember
+}
+
 // SnapshotEnd ends a snapshot: Start is the offset of its start marker.
 // A snapshot is complete, and may stand for the log before it, only when
 // its end follows its start with nothing but its own records between.
@@ -153,6 +204,7 @@ type Record struct {
 	Reset      *Reset
 	Snapshot   *SnapshotGroup
 	End        *SnapshotEnd
+	Classic    *ClassicGeneration
 }
 
 // marker reports whether k is a snapshot marker, a record of no group.
@@ -210,6 +262,11 @@ func (r Record) Encode() (key, value []byte, err error) {
 			encodeMember(&e, &sg.Members[i])
 		}
 		encodeCommits(&e, sg.Offsets)
+	case KindClassic:
+		if r.Classic == nil {
+			return nil, nil, fmt.Errorf("%w: a classic-generation record without its generation", ErrMalformed)
+		}
+		encodeClassic(&e, r.Classic)
 	case KindSnapshotEnd:
 		if r.End == nil {
 			return nil, nil, fmt.Errorf("%w: a snapshot-end record without its start", ErrMalformed)
@@ -227,6 +284,83 @@ func (r Record) Encode() (key, value []byte, err error) {
 		return nil, nil, err
 	}
 	return []byte(r.Group), value, nil
+}
+
+func encodeClassic(e *transport.Encoder, g *ClassicGeneration) {
+	e.Int32(g.Generation)
+	e.Bool(g.Stable)
+	e.String(g.ProtocolType)
+	e.String(g.Protocol)
+	e.String(g.Leader)
+	e.Count(len(g.Members))
+	for i := range g.Members {
+		m := &g.Members[i]
+		e.String(m.MemberID)
+		e.String(m.InstanceID)
+		e.String(m.ClientID)
+		e.String(m.ClientHost)
+		e.Int32(m.SessionTimeoutMs)
+		e.Int32(m.RebalanceTimeoutMs)
+		e.Count(len(m.Protocols))
+		for _, p := range m.Protocols {
+			e.String(p.Name)
+			e.Bytes32(p.Metadata)
+		}
+		e.Bool(m.Assignment != nil)
+		e.Bytes32(m.Assignment)
+	}
+}
+
+// decodeClassic reads what encodeClassic writes, and what is wrong with
+// it.
+func decodeClassic(d *transport.Decoder) (*ClassicGeneration, error) {
+	g := &ClassicGeneration{Generation: d.Int32(), Stable: d.Bool(), ProtocolType: d.String(), Protocol: d.String(), Leader: d.String()}
+	problem := errors.Join(checkID("protocol type", g.ProtocolType, true), checkID("protocol", g.Protocol, true), checkID("leader", g.Leader, true))
+	if g.Generation < 0 {
+		problem = errors.Join(problem, fmt.Errorf("generation %d", g.Generation))
+	}
+	n := d.Count(2 + 2 + 2 + 2 + 4 + 4 + 4 + 1 + 4)
+	if n > MaxMembers {
+		return g, errors.Join(problem, fmt.Errorf("%d members, at most %d", n, MaxMembers))
+	}
+	leaderFound := g.Leader == ""
+	for i := 0; i < n; i++ {
+		m := ClassicMember{MemberID: d.String(), InstanceID: d.String(), ClientID: d.String(), ClientHost: d.String(),
+			SessionTimeoutMs: d.Int32(), RebalanceTimeoutMs: d.Int32()}
+		problem = errors.Join(problem, checkID("member id", m.MemberID, false), checkID("instance id", m.InstanceID, true),
+			checkID("client id", m.ClientID, true), checkID("client host", m.ClientHost, true))
+		if m.SessionTimeoutMs <= 0 || m.RebalanceTimeoutMs <= 0 {
+			problem = errors.Join(problem, fmt.Errorf("member %q: session timeout %d ms, rebalance timeout %d ms", m.MemberID, m.SessionTimeoutMs, m.RebalanceTimeoutMs))
+		}
+		np := d.Count(2 + 4)
+		if np > MaxProtocols {
+			return g, errors.Join(problem, fmt.Errorf("member %q offers %d protocols, at most %d", m.MemberID, np, MaxProtocols))
+		}
+		size := 0
+		for j := 0; j < np; j++ {
+			p := Protocol{Name: d.String(), Metadata: d.Bytes32()}
+			problem = errors.Join(problem, checkID("protocol", p.Name, false))
+			size += len(p.Name) + len(p.Metadata)
+			m.Protocols = append(m.Protocols, p)
+		}
+		if d.Bool() {
+			m.Assignment = d.Bytes32()
+			if m.Assignment == nil {
+				m.Assignment = []byte{}
+			}
+		} else if b := d.Bytes32(); len(b) > 0 {
+			problem = errors.Join(problem, fmt.Errorf("member %q: an assignment marked absent has %d bytes", m.MemberID, len(b)))
+		}
+		if size > MaxClassicMemberBytes || len(m.Assignment) > MaxClassicMemberBytes {
+			problem = errors.Join(problem, fmt.Errorf("member %q: protocols of %d bytes, an assignment of %d, at most %d each", m.MemberID, size, len(m.Assignment), MaxClassicMemberBytes))
+		}
+		leaderFound = leaderFound || m.MemberID == g.Leader
+		g.Members = append(g.Members, m)
+	}
+	if !leaderFound {
+		problem = errors.Join(problem, fmt.Errorf("leader %q is not a member", g.Leader))
+	}
+	return g, problem
 }
 
 func encodeCommit(e *transport.Encoder, c *Commit) {
@@ -331,6 +465,8 @@ func Decode(key, value []byte) (Record, error) {
 			problem = errors.Join(problem, fmt.Errorf("group epoch %d and a target of %d members in a record that is not its group's first", sg.GroupEpoch, len(sg.Target)))
 		}
 		r.Snapshot = sg
+	case KindClassic:
+		r.Classic, problem = decodeClassic(d)
 	case KindSnapshotEnd:
 		r.End = &SnapshotEnd{Start: d.Int64(), Groups: d.Int32(), Records: d.Int32()}
 		if r.End.Start < 0 || r.End.Groups < 0 || r.End.Records < 0 {

@@ -57,6 +57,12 @@ type Group struct {
 	// Release), and a new coordinator learns it from the members' next
 	// heartbeats, each of which says what the member owns.
 	Owners map[TopicPartition]string
+	// Classic is the group's last stable generation of Kafka's classic
+	// protocol (docs/kafka-groups.md), nil when it never had one; its
+	// members are the classic members. ClassicFloor is the highest
+	// generation written, stable or not: the next is above it.
+	Classic      *ClassicGeneration
+	ClassicFloor int32
 }
 
 func newGroup(name string) *Group {
@@ -128,6 +134,11 @@ func (s *State) Apply(r Record) {
 		}
 	case KindGroupDeleted:
 		delete(s.groups, r.Group)
+	case KindClassic:
+		g.ClassicFloor = max(g.ClassicFloor, r.Classic.Generation)
+		if r.Classic.Stable {
+			g.Classic = r.Classic
+		}
 	case KindSnapshotGroup:
 		// What the group holds, restated: applied to the state it was
 		// taken from, it changes nothing.
@@ -154,6 +165,9 @@ func (s *State) entries() int {
 	n := 0
 	for _, g := range s.groups {
 		n += len(g.Offsets) + len(g.Members)
+		if g.Classic != nil {
+			n += len(g.Classic.Members)
+		}
 	}
 	return n
 }
@@ -199,8 +213,26 @@ func (s *State) snapshot(chunkBytes int) []sizedRecord {
 			cur.Offsets = append(cur.Offsets, c)
 		}
 		out = append(out, sizedRecord{Record{Group: name, Kind: KindSnapshotGroup, Snapshot: cur}, len(name) + size})
+		if g.Classic != nil {
+			out = append(out, sizedRecord{Record{Group: name, Kind: KindClassic, Classic: g.Classic}, len(name) + classicSize(g.Classic)})
+		}
+		if g.Classic == nil && g.ClassicFloor > 0 || g.Classic != nil && g.ClassicFloor > g.Classic.Generation {
+			out = append(out, sizedRecord{Record{Group: name, Kind: KindClassic, Classic: &ClassicGeneration{Generation: g.ClassicFloor}}, len(name) + 32})
+		}
 	}
 	return out
+}
+
+// classicSize is about the bytes of a classic generation's record.
+func classicSize(g *ClassicGeneration) int {
+	n := 32 + len(g.ProtocolType) + len(g.Protocol) + len(g.Leader)
+	for _, m := range g.Members {
+		n += 40 + len(m.MemberID) + len(m.InstanceID) + len(m.ClientID) + len(m.ClientHost) + len(m.Assignment)
+		for _, p := range m.Protocols {
+			n += 8 + len(p.Name) + len(p.Metadata)
+		}
+	}
+	return n
 }
 
 // sizedRecord is a record with about the bytes it takes in a batch, as

@@ -45,6 +45,7 @@ func (b *benchLog) Append(recs []groups.Record) (int64, func(context.Context) er
 
 func (b *benchLog) WaitAcked(context.Context, int64) error { return nil }
 func (b *benchLog) Confirm(context.Context) error          { return nil }
+func (b *benchLog) Done() <-chan struct{}                  { return nil }
 
 type benchTopics struct{}
 
