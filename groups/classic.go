@@ -572,6 +572,9 @@ func (c *Coordinator) completeJoin(cg *classicGroup, now time.Time) {
 		m.synced, m.Assignment = false, nil
 	}
 	wait, err := c.write([]Record{{Group: cg.name, Kind: KindClassic, Classic: cg.generationRecord(false)}})
+	if err == nil {
+		wait = shared(wait)
+	}
 	for _, id := range cg.memberOrder() {
 		m := cg.members[id]
 		if m.join == nil {
@@ -629,6 +632,26 @@ func (cg *classicGroup) generationRecord(stable bool) *ClassicGeneration {
 		rec.Members = append(rec.Members, m)
 	}
 	return rec
+}
+
+// shared lets every answer that depends on one append wait for it: an
+// append's own wait is for one caller, so it is called once, now, and
+// each answer waits for its outcome (or its own context's end).
+func shared(wait func(context.Context) error) func(context.Context) error {
+	done := make(chan struct{})
+	var err error
+	go func() {
+		err = wait(context.Background()) // bounded by the log's own wait
+		close(done)
+	}()
+	return func(ctx context.Context) error {
+		select {
+		case <-done:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // removeClassic removes a member; a request it waits in gets err (nil:
@@ -831,6 +854,7 @@ func (c *Coordinator) completeSync(cg *classicGroup, assignments map[string][]by
 	if err != nil {
 		return err
 	}
+	wait = shared(wait)
 	cg.state, cg.stable = classicStable, cg.generation
 	for _, m := range cg.members {
 		if m.sync != nil {

@@ -294,14 +294,14 @@ func TestClassicSessionsAndDeadlines(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return errors.Is(c.HeartbeatClassic(ctx, "g", a.MemberID, "", a.Generation), ErrRebalanceInProgress)
 	}, 5*time.Second, time.Millisecond, "b waits in its JoinGroup")
-	advance(c, clock, 11 * time.Second)
+	advance(c, clock, 11*time.Second)
 	require.NoError(t, c.Expire(ctx))
 	// a expired; b, waiting, is alive and the join completes with it alone.
 	b := waitJoin(t, bch)
 	assert.Equal(t, b.MemberID, b.Leader)
 	assert.ErrorIs(t, c.HeartbeatClassic(ctx, "g", a.MemberID, "", a.Generation), ErrUnknownMember)
 	// b never syncs: at the rebalance timeout it is removed.
-	advance(c, clock, 31 * time.Second)
+	advance(c, clock, 31*time.Second)
 	require.NoError(t, c.Expire(ctx))
 	assert.ErrorIs(t, c.HeartbeatClassic(ctx, "g", b.MemberID, "", b.Generation), ErrUnknownMember)
 }
@@ -318,7 +318,7 @@ func TestClassicInitialDelay(t *testing.T) {
 		t.Fatal("the join phase ended before the initial delay")
 	case <-time.After(50 * time.Millisecond):
 	}
-	advance(c, clock, 3 * time.Second)
+	advance(c, clock, 3*time.Second)
 	require.NoError(t, c.Expire(context.Background()))
 	a, b := waitJoin(t, ach), waitJoin(t, bch)
 	assert.Equal(t, int32(1), a.Generation)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,7 +35,14 @@ func (l *memLog) Append(recs []Record) (int64, func(context.Context) error, erro
 		}
 	}
 	l.recs = append(l.recs, recs...)
-	return int64(len(l.recs)), func(context.Context) error { return nil }, nil
+	// An append's wait is for one caller, as the replicated log's is.
+	var waited atomic.Bool
+	return int64(len(l.recs)), func(context.Context) error {
+		if waited.Swap(true) {
+			panic("memLog: an append's wait called twice")
+		}
+		return nil
+	}, nil
 }
 
 func (l *memLog) WaitAcked(context.Context, int64) error { return nil }

@@ -65,6 +65,10 @@ type HostConfig struct {
 	MaxBatchBytes int
 	// SnapshotEvery is CoordinatorConfig.SnapshotEvery.
 	SnapshotEvery int
+	// InitialDelay and MaxMemberBytes are CoordinatorConfig's
+	// InitialRebalanceDelay and MaxMemberBytes.
+	InitialDelay   time.Duration
+	MaxMemberBytes int
 	// LagPartitions bounds how many committed partitions led elsewhere
 	// the host keeps the high watermarks of, for lags.
 	LagPartitions int
@@ -169,11 +173,13 @@ func (h *Host) sync(ctx context.Context) {
 func (h *Host) load(ctx context.Context, p int32, lead *replication.Leadership) (*Coordinator, error) {
 	start := time.Now()
 	c := NewCoordinator(CoordinatorConfig{
-		Log:           &leaderLog{lead: lead, maxBatch: h.cfg.MaxBatchBytes},
-		Topics:        h.hw,
-		OnRebalance:   h.cfg.OnRebalance,
-		MaxBatchBytes: h.cfg.MaxBatchBytes,
-		SnapshotEvery: h.cfg.SnapshotEvery,
+		Log:                   &leaderLog{lead: lead, maxBatch: h.cfg.MaxBatchBytes},
+		Topics:                h.hw,
+		OnRebalance:           h.cfg.OnRebalance,
+		MaxBatchBytes:         h.cfg.MaxBatchBytes,
+		SnapshotEvery:         h.cfg.SnapshotEvery,
+		InitialRebalanceDelay: h.cfg.InitialDelay,
+		MaxMemberBytes:        h.cfg.MaxMemberBytes,
 		OnSnapshot: func(start int64, records int) {
 			h.log.Debug("group snapshot appended", "partition", p, "start", start, "records", records)
 		},

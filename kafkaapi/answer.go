@@ -39,6 +39,14 @@ func kresp(r kmsg.Response) response {
 	return encoded{r}
 }
 
+// kresp2 is kresp of an answer and its error.
+func kresp2(r kmsg.Response, err error) (response, error) {
+	if err != nil {
+		return nil, err
+	}
+	return kresp(r), nil
+}
+
 func (e encoded) appendFrame(dst []byte, corr int32) ([]byte, []ref) {
 	start := len(dst)
 	dst = appendHeader(dst, corr, e.IsFlexible() && e.Key() != kmsg.ApiVersions.Int16())

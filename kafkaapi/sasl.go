@@ -46,6 +46,7 @@ const (
 
 // connState is what a connection proved, kept by its goroutine.
 type connState struct {
+	host      string // the client's address, without its port
 	tls       bool
 	principal string
 	mech      string // the mechanism SaslHandshake chose, "" before it
@@ -92,7 +93,8 @@ const handshakeTimeout = 10 * time.Second
 // read, with its state: the principal of a client certificate that
 // verified, watched until it no longer stands.
 func (s *Server) secure(c net.Conn) (net.Conn, *connState, error) {
-	st := &connState{end: func(err error) {
+	host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+	st := &connState{host: host, end: func(err error) {
 		s.log.Debug("closing a Kafka connection: its credential no longer stands", "peer", c.RemoteAddr(), "err", err)
 		c.Close()
 	}}

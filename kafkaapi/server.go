@@ -390,6 +390,11 @@ func (s *Server) handle(ctx context.Context, req *request) (reply, error) {
 		return s.produce(ctx, k)
 	case *kmsg.FetchRequest:
 		return func(ctx context.Context) (response, error) { return s.fetch(ctx, k) }, nil
+	case *kmsg.JoinGroupRequest:
+		// Both wait for the group: answered in turn, the reader reading on.
+		return func(ctx context.Context) (response, error) { return kresp2(s.joinGroup(ctx, req.clientID, k)) }, nil
+	case *kmsg.SyncGroupRequest:
+		return func(ctx context.Context) (response, error) { return kresp2(s.syncGroup(ctx, k)) }, nil
 	}
 	resp, err := s.answer(ctx, st, req)
 	if err != nil {
@@ -431,6 +436,16 @@ func (s *Server) answer(ctx context.Context, st *connState, req *request) (kmsg.
 		return s.saslAuthenticate(st, k)
 	case *kmsg.InitProducerIDRequest:
 		return s.initProducerID(ctx, k)
+	case *kmsg.FindCoordinatorRequest:
+		return s.findCoordinator(ctx, k)
+	case *kmsg.HeartbeatRequest:
+		return s.heartbeat(ctx, k)
+	case *kmsg.LeaveGroupRequest:
+		return s.leaveGroup(ctx, k)
+	case *kmsg.OffsetCommitRequest:
+		return s.offsetCommit(ctx, k)
+	case *kmsg.OffsetFetchRequest:
+		return s.offsetFetch(ctx, k)
 	}
 	return unsupported(req)
 }

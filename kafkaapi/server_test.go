@@ -170,17 +170,16 @@ func TestUnservedAPIAndGarbage(t *testing.T) {
 	c, err := net.Dial("tcp", n.addr)
 	require.NoError(t, err)
 	defer c.Close()
-	fc := kmsg.NewPtrFindCoordinatorRequest()
-	fc.Version = 0
-	fc.CoordinatorKey = "g"
-	body := append([]byte{0, 10, 0, 0, 0, 0, 0, 1, 0, 0}, fc.AppendTo(nil)...)
+	dq := kmsg.NewPtrDescribeClientQuotasRequest()
+	dq.Version = 0
+	body := append([]byte{0, byte(kmsg.DescribeClientQuotas), 0, 0, 0, 0, 0, 1, 0, 0}, dq.AppendTo(nil)...)
 	_, err = c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...))
 	require.NoError(t, err)
 	resp := readFrame(t, c)
 	assert.Equal(t, int32(1), int32(binary.BigEndian.Uint32(resp)))
-	var fr kmsg.FindCoordinatorResponse
-	require.NoError(t, fr.ReadFrom(resp[4:]))
-	assert.Equal(t, kerr.UnsupportedVersion.Code, fr.ErrorCode)
+	var dr kmsg.DescribeClientQuotasResponse
+	require.NoError(t, dr.ReadFrom(resp[4:]))
+	assert.Equal(t, kerr.UnsupportedVersion.Code, dr.ErrorCode)
 
 	_, err = c.Write([]byte{0x7f, 0xff, 0xff, 0xff, 1, 2, 3})
 	require.NoError(t, err)

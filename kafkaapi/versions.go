@@ -29,6 +29,15 @@ var versions = map[int16]versionRange{
 	kmsg.InitProducerID.Int16():          {0, 4},
 	kmsg.SASLHandshake.Int16():           {0, 1},
 	kmsg.SASLAuthenticate.Int16():        {0, 2},
+	// Groups (docs/kafka-groups.md): librdkafka turns its balanced
+	// consumer on only when each of these holds version 0 (OffsetFetch 1).
+	kmsg.OffsetCommit.Int16():    {0, 8},
+	kmsg.OffsetFetch.Int16():     {1, 8},
+	kmsg.FindCoordinator.Int16(): {0, 4},
+	kmsg.JoinGroup.Int16():       {0, 7},
+	kmsg.Heartbeat.Int16():       {0, 4},
+	kmsg.LeaveGroup.Int16():      {0, 4},
+	kmsg.SyncGroup.Int16():       {0, 5},
 }
 
 // apiKeys is the ApiVersions answer's list, by key.

@@ -13,6 +13,7 @@ import (
 
 	"gostream/controller"
 	"gostream/listeners"
+	"gostream/groups"
 	"gostream/metadata"
 	"gostream/storage"
 	"gostream/transport"
@@ -258,6 +259,14 @@ type Config struct {
 	// __consumer_offsets when it creates it, at the first use of a group;
 	// fixed from then on. Zero means DefaultOffsetsPartitions.
 	OffsetsPartitions int
+	// GroupInitialDelay is how long a Kafka-protocol group's first join
+	// phase waits for more members (docs/kafka-groups.md); zero means
+	// groups.DefaultInitialRebalanceDelay, negative none.
+	GroupInitialDelay time.Duration
+	// GroupMaxMemberBytes bounds a Kafka-protocol group member's protocol
+	// metadata, and its assignment; zero means
+	// groups.DefaultMaxMemberBytes, at most groups.MaxClassicMemberBytes.
+	GroupMaxMemberBytes int
 	// GroupSnapshotEvery is how many records a group coordinator appends
 	// between two snapshots of its state (groups.CoordinatorConfig's
 	// SnapshotEvery). Zero means groups.DefaultSnapshotEvery; it is not a
@@ -422,6 +431,8 @@ func (c Config) validateLimits() error {
 		return &FieldError{Field: "AutoCreate.Partitions", Value: itoa(int64(c.AutoCreate.Partitions)), Reason: fmt.Sprintf("want a number of partitions from 1 to %d", metadata.MaxPartitions)}
 	case c.AutoCreate.ReplicationFactor < 0 || c.AutoCreate.ReplicationFactor > math.MaxInt16:
 		return &FieldError{Field: "AutoCreate.ReplicationFactor", Value: itoa(int64(c.AutoCreate.ReplicationFactor)), Reason: "want a positive replication factor"}
+	case c.GroupMaxMemberBytes < 0 || c.GroupMaxMemberBytes > groups.MaxClassicMemberBytes:
+		return &FieldError{Field: "GroupMaxMemberBytes", Value: itoa(int64(c.GroupMaxMemberBytes)), Reason: fmt.Sprintf("want a number of bytes from 1 to %d (1MiB)", groups.MaxClassicMemberBytes)}
 	case c.OffsetsPartitions < 0 || c.OffsetsPartitions > MaxOffsetsPartitions:
 		return &FieldError{Field: "OffsetsPartitions", Value: itoa(int64(c.OffsetsPartitions)), Reason: fmt.Sprintf("want a number of partitions from 1 to %d", MaxOffsetsPartitions)}
 	case c.DS.ReplicationFactor < 0:

@@ -63,6 +63,8 @@ const (
 	flagSegmentMs              = "segment-ms"
 	flagRetentionCheckInterval = "retention-check-interval"
 	flagOffsetsPartitions      = "offsets-partitions"
+	flagGroupInitialDelay      = "group-initial-rebalance-delay"
+	flagGroupMaxMemberBytes    = "group-max-member-bytes"
 	flagDSReplicationFactor    = "ds-replication-factor"
 	flagDSMaxBody              = "ds-max-body"
 	flagDSReadChunk            = "ds-read-chunk"
@@ -111,6 +113,7 @@ var configFlag = map[string]string{
 	"SegmentMs":            flagSegmentMs,
 	"RetentionInterval":    flagRetentionCheckInterval,
 	"OffsetsPartitions":    flagOffsetsPartitions,
+	"GroupMaxMemberBytes":  flagGroupMaxMemberBytes,
 	"DS.ReplicationFactor": flagDSReplicationFactor,
 	"DS.MaxBody":           flagDSMaxBody,
 	"DS.ReadChunk":         flagDSReadChunk,
@@ -207,6 +210,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			stringFlag(flagSegmentMs, "default segment.ms of topics: the age at which a segment rolls, `MS` milliseconds, at least 1000", "", "604800000, 7 days"),
 			stringFlag(flagRetentionCheckInterval, "how often retention deletes what the topics' configuration no longer keeps, `DURATION`", "", "1m"),
 			stringFlag(flagOffsetsPartitions, "partitions of __consumer_offsets, the topic of consumer groups, `N` from 1 to 1000; read by the controller when a group is first used, fixed from then on", "", "16"),
+			stringFlag(flagGroupInitialDelay, "how long a Kafka-protocol group's first join phase waits for more members, `DURATION` (0s: none), as Kafka's group.initial.rebalance.delay.ms", "", "3s"),
+			stringFlag(flagGroupMaxMemberBytes, "the largest protocol metadata, and assignment, of a Kafka-protocol group member, `BYTES` up to 1MiB", "", "64KiB"),
 			stringFlag(flagDSReplicationFactor, "replication factor `N` of new Durable Streams streams (capped at the brokers)", "", "min(3, brokers)"),
 			stringFlag(flagDSMaxBody, "the largest Durable Streams request body, `BYTES`; 413 above it. At most --max-batch-bytes less 4KiB", "", "--max-batch-bytes less 64KiB"),
 			stringFlag(flagDSReadChunk, "the data of one Durable Streams GET response, `BYTES` (a first message larger is sent whole)", "", "1MiB"),
@@ -349,6 +354,7 @@ func limitsFromFlags(c *cli.Context, cfg *node.Config) error {
 		{flagRequestMemory, func(n int64) { cfg.RequestMemory = n }},
 		{flagRequestMemoryPerConn, func(n int64) { cfg.ConnRequestMemory = n }},
 		{flagDSMaxBody, func(n int64) { cfg.DS.MaxBody = int(n) }},
+		{flagGroupMaxMemberBytes, func(n int64) { cfg.GroupMaxMemberBytes = int(n) }},
 		{flagDSReadChunk, func(n int64) { cfg.DS.ReadChunk = int(n) }},
 	} {
 		if text := strings.TrimSpace(c.String(f.name)); text != "" {
@@ -384,6 +390,16 @@ func limitsFromFlags(c *cli.Context, cfg *node.Config) error {
 				return invalidFlag(f.name, text, "want a positive duration, such as 2m or 90s")
 			}
 			*f.dst = d
+		}
+	}
+	if text := strings.TrimSpace(c.String(flagGroupInitialDelay)); text != "" {
+		d, err := time.ParseDuration(text)
+		if err != nil || d < 0 {
+			return invalidFlag(flagGroupInitialDelay, text, "want a duration, such as 3s, or 0s for none")
+		}
+		cfg.GroupInitialDelay = d
+		if d == 0 {
+			cfg.GroupInitialDelay = -1
 		}
 	}
 	return topicDefaultsFromFlags(c, cfg)

@@ -260,6 +260,8 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		{"--segment-ms MS", "$GOSTREAM_SEGMENT_MS", "604800000, 7 days"},
 		{"--retention-check-interval DURATION", "$GOSTREAM_RETENTION_CHECK_INTERVAL", "1m"},
 		{"--offsets-partitions N", "$GOSTREAM_OFFSETS_PARTITIONS", "16"},
+		{"--group-initial-rebalance-delay DURATION", "$GOSTREAM_GROUP_INITIAL_REBALANCE_DELAY", "3s"},
+		{"--group-max-member-bytes BYTES", "$GOSTREAM_GROUP_MAX_MEMBER_BYTES", "64KiB"},
 	} {
 		t.Run(f.flag, func(t *testing.T) {
 			var line string

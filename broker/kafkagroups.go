@@ -1,0 +1,96 @@
+package broker
+
+import (
+	"context"
+
+	"gostream/groups"
+	"gostream/metadata"
+)
+
+// Kafka's classic group protocol (docs/kafka-groups.md): the core
+// authorizes each request as the native group requests are (read on the
+// group; read on each topic a commit names) and hands it to this broker's
+// coordinator of the group.
+
+// JoinGroup serves a Kafka JoinGroup for principal (read on the group).
+func (b *Broker) JoinGroup(ctx context.Context, principal string, req groups.ClassicJoin) (groups.ClassicJoined, error) {
+	if err := b.Authorize(principal, metadata.OpRead, metadata.ResourceGroup, req.Group); err != nil {
+		return groups.ClassicJoined{}, err
+	}
+	c, err := b.coordinator(req.Group)
+	if err != nil {
+		return groups.ClassicJoined{}, err
+	}
+	return c.JoinClassic(ctx, req)
+}
+
+// SyncGroup serves a Kafka SyncGroup for principal (read on the group).
+func (b *Broker) SyncGroup(ctx context.Context, principal string, req groups.ClassicSync) (groups.ClassicSynced, error) {
+	if err := b.Authorize(principal, metadata.OpRead, metadata.ResourceGroup, req.Group); err != nil {
+		return groups.ClassicSynced{}, err
+	}
+	c, err := b.coordinator(req.Group)
+	if err != nil {
+		return groups.ClassicSynced{}, err
+	}
+	return c.SyncClassic(ctx, req)
+}
+
+// KafkaHeartbeat serves a Kafka Heartbeat for principal (read on the
+// group).
+func (b *Broker) KafkaHeartbeat(ctx context.Context, principal, group, member, instance string, generation int32) error {
+	if err := b.Authorize(principal, metadata.OpRead, metadata.ResourceGroup, group); err != nil {
+		return err
+	}
+	c, err := b.coordinator(group)
+	if err != nil {
+		return err
+	}
+	return c.HeartbeatClassic(ctx, group, member, instance, generation)
+}
+
+// LeaveGroup serves a Kafka LeaveGroup for principal (read on the group):
+// an error per member.
+func (b *Broker) LeaveGroup(ctx context.Context, principal, group string, members []groups.ClassicLeaving) ([]error, error) {
+	if err := b.Authorize(principal, metadata.OpRead, metadata.ResourceGroup, group); err != nil {
+		return nil, err
+	}
+	c, err := b.coordinator(group)
+	if err != nil {
+		return nil, err
+	}
+	return c.LeaveClassic(ctx, group, members)
+}
+
+// KafkaCommit serves a Kafka OffsetCommit for principal: read on the
+// group, and on each topic (an offset of a topic it may not read gets the
+// authorization error, the others are committed).
+func (b *Broker) KafkaCommit(ctx context.Context, principal string, req groups.ClassicCommit) ([]error, error) {
+	if err := b.Authorize(principal, metadata.OpRead, metadata.ResourceGroup, req.Group); err != nil {
+		return nil, err
+	}
+	errs := make([]error, len(req.Offsets))
+	var allowed []groups.ClassicOffset
+	var at []int
+	for i, o := range req.Offsets {
+		if err := b.Authorize(principal, metadata.OpRead, metadata.ResourceTopic, o.Topic); err != nil {
+			errs[i] = err
+			continue
+		}
+		allowed = append(allowed, o)
+		at = append(at, i)
+	}
+	c, err := b.coordinator(req.Group)
+	if err != nil {
+		return nil, err
+	}
+	req.Offsets = allowed
+	got, err := c.CommitClassic(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range at {
+		errs[i] = got[j]
+	}
+	return errs, nil
+}
