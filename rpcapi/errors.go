@@ -74,6 +74,7 @@ var wireErrors = []struct {
 	{err: groups.ErrNotOwner, wire: transport.ErrIllegalGeneration, bare: true},
 	{err: groups.ErrGroupNotEmpty, wire: transport.ErrGroupNotEmpty, bare: true},
 	{err: groups.ErrFencedInstanceID, wire: transport.ErrFencedInstanceID, bare: true},
+	{err: groups.ErrInconsistentProtocol, wire: transport.ErrInconsistentGroup, bare: true},
 	{err: groups.ErrUnknownGroup, wire: transport.ErrUnknownGroup, bare: true},
 	{err: groups.ErrUnknownTopic, wire: transport.ErrUnknownTopic, bare: true},
 	{err: groups.ErrUnknownPartition, wire: transport.ErrUnknownPartition, bare: true},

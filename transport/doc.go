@@ -123,6 +123,7 @@
 //	49    TLSMismatch               no
 //	50    OutOfOrderSequence        no
 //	51    InvalidProducerEpoch      no
+//	52    InconsistentGroupProtocol no
 //
 // A code this package does not know is named "Code<n>"; its Error keeps the
 // retriable flag it came with.

@@ -63,6 +63,7 @@ const (
 	CodeTLSMismatch           Code = 49
 	CodeOutOfOrderSequence    Code = 50
 	CodeInvalidProducerEpoch  Code = 51
+	CodeInconsistentGroup     Code = 52
 )
 
 // Error is an error that crosses the wire: a code, whether retrying the same
@@ -155,6 +156,8 @@ var codes = map[Code]codeInfo{
 	// its sequence, or from an epoch of its producer id that is past.
 	CodeOutOfOrderSequence:   {"OutOfOrderSequence", false},
 	CodeInvalidProducerEpoch: {"InvalidProducerEpoch", false},
+	// Not retriable while the group has members of the other protocol.
+	CodeInconsistentGroup: {"InconsistentGroupProtocol", false},
 }
 
 // String is the code's name, as printed at the start of error messages.
@@ -237,6 +240,10 @@ var (
 	// ErrFencedInstanceID means a static member's instance id that a
 	// live member of the group already uses.
 	ErrFencedInstanceID = sentinel(CodeFencedInstanceID)
+	// ErrInconsistentGroup means a join into a group whose members speak
+	// the other group protocol (Kafka's classic one, or gostream's own):
+	// a group has one kind of membership at a time.
+	ErrInconsistentGroup = sentinel(CodeInconsistentGroup)
 	// ErrGroupNotEmpty means a reset or delete of a group with members.
 	ErrGroupNotEmpty = sentinel(CodeGroupNotEmpty)
 	// ErrInvalidOffset means a commit of a negative offset, or one above

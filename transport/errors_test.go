@@ -71,6 +71,7 @@ var codeTable = []struct {
 	{CodeTLSMismatch, 49, "TLSMismatch", false, ErrTLSMismatch},
 	{CodeOutOfOrderSequence, 50, "OutOfOrderSequence", false, ErrOutOfOrderSequence},
 	{CodeInvalidProducerEpoch, 51, "InvalidProducerEpoch", false, ErrInvalidProducerEpoch},
+	{CodeInconsistentGroup, 52, "InconsistentGroupProtocol", false, ErrInconsistentGroup},
 }
 
 func TestCodeTable(t *testing.T) {
