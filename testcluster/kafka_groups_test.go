@@ -8,12 +8,15 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // kcatMember is a kcat -G process: a member of a Kafka consumer group
@@ -204,4 +207,184 @@ func TestKcatConsumerGroup(t *testing.T) {
 	again := startKcatMember(t, kcat, c.Node(2).Kafka, "kgroup", "shared", "again")
 	require.Eventually(t, func() bool { return len(values(again)) >= len(fourth) }, 60*time.Second, 100*time.Millisecond)
 	assert.Equal(t, fourth, values(again), "kcat -G starts where gostream-ctl committed")
+}
+
+// franz-go group consumers, with its default balancer (cooperative-sticky:
+// incremental rebalances): two members share a six-partition topic, each
+// partition owned by one member at a time (franz-go tells each member
+// what it is assigned and what it must give up); when one leaves, the
+// other gets its partitions from its commits, and every record is read.
+func TestFranzGoConsumerGroup(t *testing.T) {
+	c := startClusterWith(t, Config{Nodes: 3, Kafka: true, NodeArgs: []string{"--group-initial-rebalance-delay", "500ms"}})
+	ctlOK(t, c, "topic", "create", "fg", "--partitions", "6", "--replication-factor", "3")
+	first := produceValues(t, c, "fg", "first", 600)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	type member struct {
+		cl  *kgo.Client
+		mu  sync.Mutex
+		got map[string]bool
+		own map[int32]bool
+	}
+	var mu sync.Mutex
+	owners := map[int32]string{} // partition -> member that owns it now
+	var violations []string
+	start := func(name string) *member {
+		m := &member{got: map[string]bool{}, own: map[int32]bool{}}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.Node(1).Kafka), kgo.ConsumerGroup("fgroup"), kgo.ConsumeTopics("fg"),
+			kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(500*time.Millisecond), kgo.AutoCommitInterval(200*time.Millisecond),
+			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, a map[string][]int32) {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, p := range a["fg"] {
+					if o := owners[p]; o != "" && o != name {
+						violations = append(violations, fmt.Sprintf("partition %d assigned to %s while %s owns it", p, name, o))
+					}
+					owners[p] = name
+				}
+			}),
+			kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, r map[string][]int32) {
+				cl.CommitMarkedOffsets(ctx)
+				mu.Lock()
+				defer mu.Unlock()
+				for _, p := range r["fg"] {
+					if owners[p] == name {
+						delete(owners, p)
+					}
+				}
+			}),
+			kgo.AutoCommitMarks(),
+		)
+		require.NoError(t, err)
+		m.cl = cl
+		go func() {
+			for {
+				fs := cl.PollFetches(ctx)
+				if fs.IsClientClosed() || ctx.Err() != nil {
+					return
+				}
+				fs.EachRecord(func(r *kgo.Record) {
+					m.mu.Lock()
+					m.got[string(r.Value)] = true
+					m.own[r.Partition] = true
+					m.mu.Unlock()
+					cl.MarkCommitRecords(r)
+				})
+			}
+		}()
+		return m
+	}
+	gotAll := func(ms ...*member) map[string]bool {
+		out := map[string]bool{}
+		for _, m := range ms {
+			m.mu.Lock()
+			for v := range m.got {
+				out[v] = true
+			}
+			m.mu.Unlock()
+		}
+		return out
+	}
+	a, b := start("a"), start("b")
+	defer a.cl.Close()
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(owners) == 6 && len(gotAll(a, b)) >= len(first)
+	}, 90*time.Second, 100*time.Millisecond, "both members read every record")
+	mu.Lock()
+	byOwner := map[string]int{}
+	for _, o := range owners {
+		byOwner[o]++
+	}
+	mu.Unlock()
+	assert.Equal(t, map[string]int{"a": 3, "b": 3}, byOwner, "three partitions each")
+
+	// b leaves: a takes its partitions, from b's commits on.
+	b.cl.Close()
+	second := produceValues(t, c, "fg", "second", 300)
+	require.Eventually(t, func() bool {
+		got := gotAll(a)
+		for v := range second {
+			if !got[v] {
+				return false
+			}
+		}
+		return true
+	}, 60*time.Second, 100*time.Millisecond, "a reads every new record")
+	mu.Lock()
+	assert.Empty(t, violations)
+	mu.Unlock()
+}
+
+// IBM/sarama's consumer group with a static member (group.instance.id):
+// restarted within its session timeout, it joins again with its instance
+// id and gets its partitions back without a rebalance: the other member's
+// generation does not change.
+func TestSaramaStaticMember(t *testing.T) {
+	c := startClusterWith(t, Config{Nodes: 3, Kafka: true, NodeArgs: []string{"--group-initial-rebalance-delay", "500ms"}})
+	ctlOK(t, c, "topic", "create", "st", "--partitions", "4", "--replication-factor", "3")
+	produceValues(t, c, "st", "v", 200)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	cfg := func(instance string) *sarama.Config {
+		cfg := sarama.NewConfig()
+		cfg.Version = sarama.V3_6_0_0
+		cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+		cfg.Consumer.Group.Session.Timeout = 20 * time.Second
+		cfg.Consumer.Group.Heartbeat.Interval = 500 * time.Millisecond
+		cfg.Consumer.Group.InstanceId = instance
+		return cfg
+	}
+	run := func(instance string) (sarama.ConsumerGroup, *saramaHandler) {
+		g, err := sarama.NewConsumerGroup([]string{c.Node(2).Kafka}, "sgroup", cfg(instance))
+		require.NoError(t, err)
+		h := &saramaHandler{}
+		go func() {
+			for ctx.Err() == nil {
+				if err := g.Consume(ctx, []string{"st"}, h); err != nil {
+					return
+				}
+			}
+		}()
+		return g, h
+	}
+	g1, h1 := run("static-1")
+	g2, h2 := run("static-2")
+	defer g2.Close()
+	// Both settle into one generation.
+	require.Eventually(t, func() bool {
+		g1n, g2n := h1.gen.Load(), h2.gen.Load()
+		return g1n > 0 && g1n == g2n
+	}, 60*time.Second, 100*time.Millisecond, "both members in one generation")
+	gen, sessions := h2.gen.Load(), h2.sessions.Load()
+
+	// static-1 restarts: a new process with the same instance id, within
+	// its session timeout.
+	require.NoError(t, g1.Close())
+	g1b, h1b := run("static-1")
+	defer g1b.Close()
+	require.Eventually(t, func() bool { return h1b.gen.Load() > 0 }, 60*time.Second, 100*time.Millisecond, "the restarted member's session")
+	assert.Equal(t, gen, h1b.gen.Load(), "the restarted static member is back in the same generation")
+	time.Sleep(3 * time.Second) // a rebalance, if one were coming, would have begun
+	assert.Equal(t, sessions, h2.sessions.Load(), "the other member kept its session: no rebalance")
+	assert.Equal(t, gen, h2.gen.Load())
+}
+
+// saramaHandler keeps its sessions' count and last generation.
+type saramaHandler struct{ gen, sessions atomic.Int32 }
+
+func (h *saramaHandler) Setup(s sarama.ConsumerGroupSession) error {
+	h.gen.Store(s.GenerationID())
+	h.sessions.Add(1)
+	return nil
+}
+func (*saramaHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+func (*saramaHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.ConsumerGroupClaim) error {
+	for m := range c.Messages() {
+		s.MarkMessage(m, "")
+	}
+	return nil
 }
