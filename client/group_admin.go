@@ -83,6 +83,8 @@ type GroupMember struct {
 	// SinceHeartbeat is how long ago the member last heartbeat; negative
 	// when it has not since its coordinator took over.
 	SinceHeartbeat time.Duration
+	// ClientID is a Kafka-protocol member's client id.
+	ClientID string
 }
 
 // GroupPartition is the progress of a group in one partition.
@@ -119,6 +121,9 @@ type GroupDescription struct {
 	Coordinator int32
 	Members     []GroupMember
 	Partitions  []GroupPartition // sorted by topic and partition
+	// ProtocolType is a Kafka-protocol group's protocol type ("consumer",
+	// "connect"...), empty for a group of gostream's own protocol.
+	ProtocolType string
 }
 
 func tpsFromWire(in []transport.TopicPartitions) []TopicPartition {
@@ -138,12 +143,14 @@ func (c *Client) DescribeGroup(ctx context.Context, group string) (GroupDescript
 	if err := c.coordinatorCall(ctx, group, transport.APIDescribeGroup, &transport.GroupRequest{Group: group}, &resp); err != nil {
 		return GroupDescription{}, fmt.Errorf("describe group %q: %w", group, err)
 	}
-	d := GroupDescription{Group: resp.Group, State: resp.State, GroupEpoch: resp.GroupEpoch, Assignor: resp.Assignor, Coordinator: resp.Coordinator}
+	d := GroupDescription{Group: resp.Group, State: resp.State, GroupEpoch: resp.GroupEpoch, Assignor: resp.Assignor, Coordinator: resp.Coordinator,
+		ProtocolType: resp.ProtocolType}
 	topics := map[string]bool{}
 	for _, m := range resp.Members {
 		d.Members = append(d.Members, GroupMember{MemberID: m.MemberID, InstanceID: m.InstanceID, Host: m.Host, MemberEpoch: m.MemberEpoch,
 			Topics: m.Topics, SessionTimeout: time.Duration(m.SessionTimeoutMs) * time.Millisecond,
-			Owned: tpsFromWire(m.Owned), Target: tpsFromWire(m.Target), SinceHeartbeat: time.Duration(m.SinceHeartbeatMs) * time.Millisecond})
+			Owned: tpsFromWire(m.Owned), Target: tpsFromWire(m.Target), SinceHeartbeat: time.Duration(m.SinceHeartbeatMs) * time.Millisecond,
+			ClientID: m.ClientID})
 		for _, t := range m.Topics {
 			topics[t] = true
 		}

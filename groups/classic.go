@@ -9,6 +9,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"gostream/transport"
 )
 
 // Kafka's classic group protocol (docs/kafka-groups.md): JoinGroup,
@@ -1115,4 +1117,39 @@ func (c *Coordinator) checkClassicCommit(req *ClassicCommit, now time.Time) erro
 	}
 	m.last = now
 	return nil
+}
+
+// stateName is a classic group's state as gostream-ctl shows it.
+func (cg *classicGroup) stateName() string {
+	return [...]string{"empty", "preparing-rebalance", "completing-rebalance", "stable"}[cg.state]
+}
+
+// describeClassic describes a classic group: its members with their
+// client ids and hosts, and, for protocol type "consumer", the topics
+// each subscribes to and the partitions the leader gave it (decoded for
+// display; other protocols' bytes are not read). The caller holds mu.
+func (c *Coordinator) describeClassic(cg *classicGroup) *transport.DescribeGroupResponse {
+	resp := &transport.DescribeGroupResponse{Group: cg.name, State: cg.stateName(), GroupEpoch: cg.generation, Assignor: cg.protocol,
+		ProtocolType: cg.protocolType}
+	if resp.ProtocolType == "" {
+		resp.ProtocolType = "(none)"
+	}
+	now := c.cfg.Now()
+	for _, id := range cg.memberOrder() {
+		m := cg.members[id]
+		d := transport.MemberDescription{MemberID: id, InstanceID: m.InstanceID, Host: m.ClientHost, ClientID: m.ClientID,
+			MemberEpoch: cg.generation, SessionTimeoutMs: m.SessionTimeoutMs, SinceHeartbeatMs: now.Sub(m.last).Milliseconds()}
+		if cg.protocolType == "consumer" {
+			if topics, err := ConsumerSubscription(m.protocol(cg.protocol).Metadata); err == nil {
+				d.Topics = topics
+			}
+			if tps, err := ConsumerAssignment(m.Assignment); err == nil {
+				sortPartitions(tps)
+				d.Owned = partitionsToWire(tps)
+				d.Target = d.Owned
+			}
+		}
+		resp.Members = append(resp.Members, d)
+	}
+	return resp
 }

@@ -832,7 +832,18 @@ func groupState(g *Group) string {
 func (c *Coordinator) List(ctx context.Context) (*transport.ListGroupsResponse, error) {
 	c.mu.Lock()
 	resp := &transport.ListGroupsResponse{}
-	for _, name := range c.state.Groups() {
+	names := c.state.Groups()
+	for name := range c.classic {
+		if c.state.Group(name) == nil {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if cg := c.classic[name]; cg != nil {
+			resp.Groups = append(resp.Groups, transport.GroupSummary{Name: name, State: cg.stateName(), Members: int32(len(cg.members)), GroupEpoch: cg.generation})
+			continue
+		}
 		g := c.state.Group(name)
 		resp.Groups = append(resp.Groups, transport.GroupSummary{Name: name, State: groupState(g), Members: int32(len(g.Members)), GroupEpoch: g.GroupEpoch})
 	}
@@ -851,6 +862,16 @@ func (c *Coordinator) Describe(ctx context.Context, group string) (*transport.De
 	}
 	c.mu.Lock()
 	g := c.state.Group(group)
+	if cg := c.classic[group]; cg != nil {
+		resp := c.describeClassic(cg)
+		c.mu.Unlock()
+		offs, err := c.Committed(ctx, &transport.OffsetFetchRequest{Group: group})
+		if err != nil {
+			return nil, err
+		}
+		resp.Offsets = offs.Offsets
+		return resp, nil
+	}
 	if g == nil {
 		c.mu.Unlock()
 		return nil, fmt.Errorf("%w: %q has no members and no committed offsets", ErrUnknownGroup, group)

@@ -153,6 +153,36 @@ func TestKcatConsumerGroup(t *testing.T) {
 		}
 	}
 	assert.Len(t, seen, 6)
+	// gostream-ctl group describe shows the Kafka group: its members with
+	// their client ids, and the partitions the leader gave each.
+	desc := ctlOK(t, c, "group", "describe", "kgroup", "-o", "json").Stdout
+	var d struct {
+		State        string `json:"state"`
+		ProtocolType string `json:"protocol_type"`
+		Assignor     string `json:"assignor"`
+		Members      []struct {
+			ClientID string   `json:"client_id"`
+			Topics   []string `json:"topics"`
+			Assigned []struct {
+				Partitions []int32 `json:"partitions"`
+			} `json:"assigned"`
+		} `json:"members"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(desc), &d), desc)
+	assert.Equal(t, "stable", d.State)
+	assert.Equal(t, "consumer", d.ProtocolType)
+	assert.Equal(t, "range", d.Assignor)
+	require.Len(t, d.Members, 3, desc)
+	assigned := 0
+	for _, m := range d.Members {
+		assert.Equal(t, "rdkafka", m.ClientID)
+		assert.Equal(t, []string{"shared"}, m.Topics)
+		for _, a := range m.Assigned {
+			assigned += len(a.Partitions)
+		}
+	}
+	assert.Equal(t, 6, assigned, desc)
+	assert.Contains(t, ctlOK(t, c, "group", "describe", "kgroup").Stdout, "Kafka protocol type consumer")
 
 	// kill -9 of one member: the two others take its partitions after
 	// its session timeout.

@@ -36,10 +36,10 @@ func groupSeeds() []Message {
 		&ListGroupsRequest{Partition: 7},
 		&ListGroupsResponse{Groups: []GroupSummary{{Name: "g", State: "stable", Members: 3, GroupEpoch: 4}}},
 		&GroupRequest{Group: "g"},
-		&DescribeGroupResponse{Group: "g", State: "stable", GroupEpoch: 4, Assignor: "range", Coordinator: 2,
-			Members: []MemberDescription{{MemberID: "m1", InstanceID: "i1", Host: "h", MemberEpoch: 3, Topics: []string{"t"},
-				SessionTimeoutMs: 10000, Owned: tps, Target: tps, SinceHeartbeatMs: 120}},
-			Offsets: []CommittedOffset{off}},
+		&DescribeGroupResponse{Group: "k", State: "stable", GroupEpoch: 7, Assignor: "cooperative-sticky", Coordinator: 1,
+			Members: []MemberDescription{{MemberID: "rdkafka-1", Host: "/10.0.0.1", MemberEpoch: 7, Topics: []string{"t"},
+				SessionTimeoutMs: 45000, Owned: tps, Target: tps, SinceHeartbeatMs: 3, ClientID: "rdkafka"}},
+			Offsets: []CommittedOffset{off}, ProtocolType: "consumer"},
 	}
 }
 

@@ -410,6 +410,9 @@ type MemberDescription struct {
 	// SinceHeartbeatMs is how long ago the member last heartbeat, -1
 	// when it has not since this coordinator took over.
 	SinceHeartbeatMs int64
+	// ClientID is a Kafka-protocol member's client id (empty for a
+	// native member).
+	ClientID string
 }
 
 // DescribeGroupResponse describes a group.
@@ -421,6 +424,11 @@ type DescribeGroupResponse struct {
 	Coordinator int32
 	Members     []MemberDescription
 	Offsets     []CommittedOffset
+	// ProtocolType is a Kafka-protocol group's ("consumer", "connect"...),
+	// empty for a native group. Its members then carry their client ids.
+	// Both are encoded after the offsets only for a Kafka-protocol group,
+	// so a native group's description is what it was.
+	ProtocolType string
 }
 
 // Encode implements Message.
@@ -445,6 +453,12 @@ func (r *DescribeGroupResponse) Encode(e *Encoder) {
 	e.Count(len(r.Offsets))
 	for i := range r.Offsets {
 		encodeCommitted(e, &r.Offsets[i])
+	}
+	if r.ProtocolType != "" {
+		e.String(r.ProtocolType)
+		for _, m := range r.Members {
+			e.String(m.ClientID)
+		}
 	}
 }
 
@@ -472,4 +486,13 @@ func (r *DescribeGroupResponse) Decode(d *Decoder) {
 		m.SinceHeartbeatMs = d.Int64()
 	}
 	r.Offsets = decodeCommitted(d)
+	if d.Remaining() > 0 {
+		r.ProtocolType = d.String()
+		if r.ProtocolType == "" {
+			d.fail("an empty protocol type after the offsets")
+		}
+		for i := range r.Members {
+			r.Members[i].ClientID = d.String()
+		}
+	}
 }

@@ -148,15 +148,30 @@ func groupDescribeAction(c *cli.Context) error {
 			return writeJSON(c.App.Writer, newGroupJSON(d))
 		}
 		w := c.App.Writer
-		fmt.Fprintf(w, "group %s: %s, generation %d, assignor %s, coordinator broker %d\n", d.Group, d.State, d.GroupEpoch, d.Assignor, d.Coordinator)
+		if d.ProtocolType != "" {
+			// A group of Kafka's protocol: its leader assigns.
+			fmt.Fprintf(w, "group %s: %s, Kafka protocol type %s, generation %d, protocol %s, coordinator broker %d\n",
+				d.Group, d.State, d.ProtocolType, d.GroupEpoch, orDash(d.Assignor), d.Coordinator)
+		} else {
+			fmt.Fprintf(w, "group %s: %s, generation %d, assignor %s, coordinator broker %d\n", d.Group, d.State, d.GroupEpoch, d.Assignor, d.Coordinator)
+		}
 		if len(d.Members) > 0 {
 			fmt.Fprintln(w)
 			tw := newTable(w)
-			fmt.Fprintln(tw, "MEMBER\tINSTANCE\tHOST\tEPOCH\tOWNS\tTARGET\tLAST-HEARTBEAT")
+			if d.ProtocolType != "" {
+				fmt.Fprintln(tw, "MEMBER\tINSTANCE\tCLIENT\tHOST\tASSIGNED\tLAST-HEARD")
+			} else {
+				fmt.Fprintln(tw, "MEMBER\tINSTANCE\tHOST\tEPOCH\tOWNS\tTARGET\tLAST-HEARTBEAT")
+			}
 			for _, m := range d.Members {
 				hb := "-"
 				if m.SinceHeartbeat >= 0 {
 					hb = m.SinceHeartbeat.Round(time.Millisecond).String() + " ago"
+				}
+				if d.ProtocolType != "" {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.MemberID, orDash(m.InstanceID), orDash(m.ClientID), orDash(m.Host),
+						partitionsText(m.Owned), hb)
+					continue
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", m.MemberID, orDash(m.InstanceID), orDash(m.Host), m.MemberEpoch,
 					partitionsText(m.Owned), partitionsText(m.Target), hb)
@@ -196,6 +211,7 @@ type memberJSON struct {
 	Assigned           []assignedJSON `json:"assigned"`
 	Target             []assignedJSON `json:"target"`
 	LastHeartbeatAgoMs *int64         `json:"last_heartbeat_ago_ms"`
+	ClientID           string         `json:"client_id,omitempty"`
 }
 
 type groupOffsetJSON struct {
@@ -215,14 +231,16 @@ type groupJSON struct {
 	Coordinator int32             `json:"coordinator"`
 	Members     []memberJSON      `json:"members"`
 	Offsets     []groupOffsetJSON `json:"offsets"`
+	// ProtocolType is a Kafka-protocol group's; absent for a native one.
+	ProtocolType string `json:"protocol_type,omitempty"`
 }
 
 func newGroupJSON(d client.GroupDescription) groupJSON {
 	out := groupJSON{Group: d.Group, State: d.State, Generation: d.GroupEpoch, Assignor: d.Assignor, Coordinator: d.Coordinator,
-		Members: []memberJSON{}, Offsets: []groupOffsetJSON{}}
+		Members: []memberJSON{}, Offsets: []groupOffsetJSON{}, ProtocolType: d.ProtocolType}
 	for _, m := range d.Members {
 		mj := memberJSON{MemberID: m.MemberID, Host: m.Host, MemberEpoch: m.MemberEpoch, Topics: m.Topics,
-			SessionTimeoutMs: m.SessionTimeout.Milliseconds(), Assigned: assignedOf(m.Owned), Target: assignedOf(m.Target)}
+			SessionTimeoutMs: m.SessionTimeout.Milliseconds(), Assigned: assignedOf(m.Owned), Target: assignedOf(m.Target), ClientID: m.ClientID}
 		if m.InstanceID != "" {
 			mj.InstanceID = &m.InstanceID
 		}
