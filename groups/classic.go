@@ -553,9 +553,14 @@ func (c *Coordinator) completeJoin(cg *classicGroup, now time.Time) {
 	if len(cg.members) == 0 {
 		cg.state, cg.protocol, cg.leader = classicEmpty, "", ""
 		rec := &ClassicGeneration{Generation: cg.generation, Stable: true, ProtocolType: cg.protocolType}
-		if _, err := c.write([]Record{{Group: cg.name, Kind: KindClassic, Classic: rec}}); err != nil {
+		wait, err := c.write([]Record{{Group: cg.name, Kind: KindClassic, Classic: rec}})
+		if err != nil {
 			cg.generation-- // nothing was written
+			return
 		}
+		// Nobody waits for it (every member is gone), but an append is
+		// acknowledged only through its wait.
+		shared(wait)
 		return
 	}
 	cg.protocol = cg.vote()
