@@ -94,3 +94,38 @@ func (b *Broker) KafkaCommit(ctx context.Context, principal string, req groups.C
 	}
 	return errs, nil
 }
+
+// KafkaGroups lists the groups of every offsets partition this broker
+// coordinates, those principal may describe (Kafka's ListGroups: a client
+// asks every broker).
+func (b *Broker) KafkaGroups(ctx context.Context, principal string) ([]groups.KafkaGroup, error) {
+	if b.cfg.Groups == nil {
+		return nil, nil
+	}
+	var out []groups.KafkaGroup
+	for _, c := range b.cfg.Groups.Coordinators() {
+		gs, err := c.KafkaGroups(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range gs {
+			if b.CanDescribe(principal, metadata.ResourceGroup, g.Name) {
+				out = append(out, g)
+			}
+		}
+	}
+	return out, nil
+}
+
+// KafkaDescribeGroup describes a group for principal (describe on it),
+// as Kafka's DescribeGroups does.
+func (b *Broker) KafkaDescribeGroup(ctx context.Context, principal, group string) (groups.KafkaGroup, error) {
+	if err := b.Authorize(principal, metadata.OpDescribe, metadata.ResourceGroup, group); err != nil {
+		return groups.KafkaGroup{Name: group}, err
+	}
+	c, err := b.coordinator(group)
+	if err != nil {
+		return groups.KafkaGroup{Name: group}, err
+	}
+	return c.KafkaDescribe(ctx, group)
+}

@@ -1158,3 +1158,97 @@ func (c *Coordinator) describeClassic(cg *classicGroup) *transport.DescribeGroup
 	}
 	return resp
 }
+
+// KafkaGroup is a group as Kafka's ListGroups and DescribeGroups show it:
+// a classic group in Kafka's states, with its members; any other (a
+// native group, or one that only holds offsets) Stable or Empty, with no
+// protocol type.
+type KafkaGroup struct {
+	Name, State, ProtocolType, Protocol string
+	Members                             []KafkaGroupMember
+}
+
+// KafkaGroupMember is a classic member as DescribeGroups shows it: its
+// metadata for the group's protocol (while Stable) and its assignment.
+type KafkaGroupMember struct {
+	MemberID, InstanceID, ClientID, ClientHost string
+	Metadata, Assignment                       []byte
+}
+
+// kafkaGroup is name's KafkaGroup; the caller holds mu.
+func (c *Coordinator) kafkaGroup(name string, members bool) (KafkaGroup, bool) {
+	if cg := c.classic[name]; cg != nil {
+		kg := KafkaGroup{Name: name, State: cg.state.String(), ProtocolType: cg.protocolType}
+		if cg.state == classicStable {
+			kg.Protocol = cg.protocol
+		}
+		if members {
+			for _, id := range cg.memberOrder() {
+				m := cg.members[id]
+				km := KafkaGroupMember{MemberID: id, InstanceID: m.InstanceID, ClientID: m.ClientID, ClientHost: m.ClientHost,
+					Assignment: slices.Clone(m.Assignment)}
+				if cg.state == classicStable {
+					km.Metadata = slices.Clone(m.protocol(cg.protocol).Metadata)
+				}
+				kg.Members = append(kg.Members, km)
+			}
+		}
+		return kg, true
+	}
+	g := c.state.Group(name)
+	if g == nil {
+		return KafkaGroup{}, false
+	}
+	kg := KafkaGroup{Name: name, State: classicEmpty.String()}
+	if len(g.Members) > 0 {
+		kg.State = classicStable.String()
+	}
+	if g.Classic != nil {
+		kg.ProtocolType = g.Classic.ProtocolType
+	}
+	return kg, true
+}
+
+// KafkaGroups lists the coordinator's groups, as acknowledged, without
+// their members.
+func (c *Coordinator) KafkaGroups(ctx context.Context) ([]KafkaGroup, error) {
+	c.mu.Lock()
+	names := c.state.Groups()
+	for name := range c.classic {
+		if c.state.Group(name) == nil {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	var out []KafkaGroup
+	for _, name := range names {
+		if kg, ok := c.kafkaGroup(name, false); ok {
+			out = append(out, kg)
+		}
+	}
+	end := c.end
+	c.mu.Unlock()
+	if err := c.cfg.Log.WaitAcked(ctx, end); err != nil {
+		return nil, err
+	}
+	return out, c.cfg.Log.Confirm(ctx)
+}
+
+// KafkaDescribe describes a group as DescribeGroups does: ErrUnknownGroup
+// when there is none.
+func (c *Coordinator) KafkaDescribe(ctx context.Context, group string) (KafkaGroup, error) {
+	if err := validGroup(group); err != nil {
+		return KafkaGroup{}, err
+	}
+	c.mu.Lock()
+	kg, ok := c.kafkaGroup(group, true)
+	end := c.end
+	c.mu.Unlock()
+	if !ok {
+		return KafkaGroup{Name: group}, fmt.Errorf("%w: %q", ErrUnknownGroup, group)
+	}
+	if err := c.cfg.Log.WaitAcked(ctx, end); err != nil {
+		return KafkaGroup{}, err
+	}
+	return kg, c.cfg.Log.Confirm(ctx)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -419,4 +420,70 @@ func (s *Server) fetchOffsets(ctx context.Context, group string, topics map[stri
 		out = append(out, ft)
 	}
 	return out, err
+}
+
+// listGroups lists the groups this node coordinates; clients ask every
+// node. A state filter (v4) keeps the groups in those states.
+func (s *Server) listGroups(ctx context.Context, req *kmsg.ListGroupsRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
+	gs, err := s.cfg.Core.KafkaGroups(ctx, principalOf(ctx))
+	if err != nil {
+		resp.ErrorCode = s.groupCode(err, false)
+		return resp, nil
+	}
+	for _, g := range gs {
+		if len(req.StatesFilter) > 0 && !slices.ContainsFunc(req.StatesFilter, func(st string) bool { return strings.EqualFold(strings.TrimSpace(st), g.State) }) {
+			continue
+		}
+		rg := kmsg.NewListGroupsResponseGroup()
+		rg.Group, rg.ProtocolType, rg.GroupState = g.Name, g.ProtocolType, g.State
+		resp.Groups = append(resp.Groups, rg)
+	}
+	return resp, nil
+}
+
+// describeGroups describes each group: an unknown one is Dead, with no
+// error (as Kafka answers up to v5).
+func (s *Server) describeGroups(ctx context.Context, req *kmsg.DescribeGroupsRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	for _, name := range req.Groups {
+		rg := kmsg.NewDescribeGroupsResponseGroup()
+		rg.Group = name
+		g, err := s.cfg.Core.KafkaDescribeGroup(ctx, principalOf(ctx), name)
+		switch {
+		case errors.Is(err, groups.ErrUnknownGroup):
+			rg.State = "Dead"
+		case err != nil:
+			rg.ErrorCode = s.groupCode(err, false)
+		default:
+			rg.State, rg.ProtocolType, rg.Protocol = g.State, g.ProtocolType, g.Protocol
+			for _, m := range g.Members {
+				rm := kmsg.NewDescribeGroupsResponseGroupMember()
+				rm.MemberID, rm.InstanceID, rm.ClientID, rm.ClientHost = m.MemberID, nullableFrom(m.InstanceID), m.ClientID, m.ClientHost
+				rm.ProtocolMetadata, rm.MemberAssignment = m.Metadata, m.Assignment
+				if rm.ProtocolMetadata == nil {
+					rm.ProtocolMetadata = []byte{}
+				}
+				if rm.MemberAssignment == nil {
+					rm.MemberAssignment = []byte{}
+				}
+				rg.Members = append(rg.Members, rm)
+			}
+		}
+		resp.Groups = append(resp.Groups, rg)
+	}
+	return resp, nil
+}
+
+// deleteGroups deletes each group that has no members, with its
+// committed offsets.
+func (s *Server) deleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
+	for _, name := range req.Groups {
+		rg := kmsg.NewDeleteGroupsResponseGroup()
+		rg.Group = name
+		rg.ErrorCode = s.groupCode(s.cfg.Core.DeleteGroup(ctx, principalOf(ctx), name), false)
+		resp.Groups = append(resp.Groups, rg)
+	}
+	return resp, nil
 }

@@ -446,6 +446,12 @@ func (s *Server) answer(ctx context.Context, st *connState, req *request) (kmsg.
 		return s.offsetCommit(ctx, k)
 	case *kmsg.OffsetFetchRequest:
 		return s.offsetFetch(ctx, k)
+	case *kmsg.ListGroupsRequest:
+		return s.listGroups(ctx, k)
+	case *kmsg.DescribeGroupsRequest:
+		return s.describeGroups(ctx, k)
+	case *kmsg.DeleteGroupsRequest:
+		return s.deleteGroups(ctx, k)
 	}
 	return unsupported(req)
 }

@@ -38,6 +38,9 @@ var versions = map[int16]versionRange{
 	kmsg.Heartbeat.Int16():       {0, 4},
 	kmsg.LeaveGroup.Int16():      {0, 4},
 	kmsg.SyncGroup.Int16():       {0, 5},
+	kmsg.DescribeGroups.Int16():  {0, 5},
+	kmsg.ListGroups.Int16():      {0, 4},
+	kmsg.DeleteGroups.Int16():    {0, 2},
 }
 
 // apiKeys is the ApiVersions answer's list, by key.

@@ -16,7 +16,9 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // kcatMember is a kcat -G process: a member of a Kafka consumer group
@@ -317,7 +319,7 @@ func TestFranzGoConsumerGroup(t *testing.T) {
 		return out
 	}
 	a, b := start("a"), start("b")
-	defer a.cl.Close()
+	defer func() { a.cl.Close() }()
 	require.Eventually(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -346,6 +348,54 @@ func TestFranzGoConsumerGroup(t *testing.T) {
 	mu.Lock()
 	assert.Empty(t, violations)
 	mu.Unlock()
+
+	// Kafka's admin requests about the group, through franz-go (which
+	// sends ListGroups to every broker, the others to the coordinator).
+	admin, err := kgo.NewClient(kgo.SeedBrokers(c.Node(3).Kafka))
+	require.NoError(t, err)
+	defer admin.Close()
+	lg := kmsg.NewPtrListGroupsRequest()
+	lg.Version = 4
+	lg.StatesFilter = []string{"Stable"}
+	lresp, err := lg.RequestWith(ctx, admin)
+	require.NoError(t, err)
+	var listed []string
+	for _, g := range lresp.Groups {
+		listed = append(listed, g.Group+"/"+g.ProtocolType+"/"+g.GroupState)
+	}
+	assert.Contains(t, listed, "fgroup/consumer/Stable")
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Groups = []string{"fgroup", "nosuchgroup"}
+	dresp, err := dg.RequestWith(ctx, admin)
+	require.NoError(t, err)
+	require.Len(t, dresp.Groups, 2)
+	described := map[string]kmsg.DescribeGroupsResponseGroup{}
+	for _, g := range dresp.Groups {
+		described[g.Group] = g
+	}
+	fg := described["fgroup"]
+	assert.Equal(t, "Stable", fg.State)
+	assert.Equal(t, "consumer", fg.ProtocolType)
+	assert.Equal(t, "cooperative-sticky", fg.Protocol)
+	require.Len(t, fg.Members, 1)
+	var asg kmsg.ConsumerMemberAssignment
+	require.NoError(t, asg.ReadFrom(fg.Members[0].MemberAssignment))
+	require.Len(t, asg.Topics, 1)
+	assert.Len(t, asg.Topics[0].Partitions, 6, "the one member left has every partition")
+	assert.Equal(t, "Dead", described["nosuchgroup"].State)
+	del := kmsg.NewPtrDeleteGroupsRequest()
+	del.Groups = []string{"fgroup"}
+	delResp, err := del.RequestWith(ctx, admin)
+	require.NoError(t, err)
+	assert.Equal(t, kerr.NonEmptyGroup.Code, delResp.Groups[0].ErrorCode, "a group with members is not deleted")
+	a.cl.Close()
+	require.Eventually(t, func() bool {
+		r, err := del.RequestWith(ctx, admin)
+		return err == nil && r.Groups[0].ErrorCode == 0
+	}, 30*time.Second, 200*time.Millisecond, "the group, empty, is deleted")
+	res, err := c.Ctl(ctx, "", "group", "describe", "fgroup")
+	require.NoError(t, err)
+	assert.Equal(t, 2, res.Exit, "deleted: %s%s", res.Stdout, res.Stderr)
 }
 
 // IBM/sarama's consumer group with a static member (group.instance.id):
