@@ -324,3 +324,55 @@ func TestClassicInitialDelay(t *testing.T) {
 	assert.Equal(t, int32(1), a.Generation)
 	assert.Equal(t, int32(1), b.Generation)
 }
+
+// Bad input: protocols over the member bound, more members than a group
+// takes, an assignment over the bound, and requests naming another
+// group's member are refused, and none writes anything.
+func TestClassicBounds(t *testing.T) {
+	log, clock := &memLog{}, &fakeClock{t: time.Unix(1000, 0)}
+	c := NewCoordinator(CoordinatorConfig{Log: log, Topics: fakeTopics{"t": 6}, Now: clock.now, InitialRebalanceDelay: -1, MaxMemberBytes: 1024})
+	c.Start(0)
+	ctx := context.Background()
+
+	big := classicJoin("", "", string(make([]byte, 1025)))
+	_, err := c.JoinClassic(ctx, big)
+	assert.ErrorIs(t, err, ErrGroupFull)
+	short := classicJoin("", "", "m")
+	short.SessionTimeout = 10 * time.Millisecond
+	_, err = c.JoinClassic(ctx, short)
+	assert.ErrorIs(t, err, ErrInvalidSessionTimeout)
+	none := classicJoin("", "", "m")
+	none.Protocols = nil
+	_, err = c.JoinClassic(ctx, none)
+	assert.ErrorIs(t, err, ErrInconsistentProtocol)
+	assert.Zero(t, log.len())
+
+	// A thousand ids handed out fill the group: the next is refused.
+	for range MaxMembers {
+		_, err := c.JoinClassic(ctx, classicJoin("", "", "m"))
+		require.ErrorIs(t, err, ErrMemberIDRequired)
+	}
+	_, err = c.JoinClassic(ctx, classicJoin("", "", "m"))
+	assert.ErrorIs(t, err, ErrGroupFull)
+	// The ids not used expire with their session.
+	advance(c, clock, 11*time.Second)
+	require.NoError(t, c.Expire(ctx))
+
+	a := waitJoin(t, newMember(t, c, "a"))
+	// An assignment over the bound: the leader's SyncGroup is refused,
+	// nothing is written, and the group rebalances.
+	n := log.len()
+	_, err = c.SyncClassic(ctx, ClassicSync{Group: "g", MemberID: a.MemberID, Generation: a.Generation,
+		Assignments: map[string][]byte{a.MemberID: make([]byte, 1025)}})
+	assert.ErrorIs(t, err, ErrAssignmentTooLarge)
+	assert.Equal(t, n, log.len())
+	assert.ErrorIs(t, c.HeartbeatClassic(ctx, "g", a.MemberID, "", a.Generation), ErrRebalanceInProgress)
+	// A member of this group is no member of another.
+	assert.ErrorIs(t, c.HeartbeatClassic(ctx, "other", a.MemberID, "", a.Generation), ErrUnknownMember)
+	_, err = c.SyncClassic(ctx, ClassicSync{Group: "other", MemberID: a.MemberID, Generation: a.Generation})
+	assert.ErrorIs(t, err, ErrUnknownMember)
+	_, err = c.CommitClassic(ctx, ClassicCommit{Group: "other", MemberID: a.MemberID, Generation: a.Generation,
+		Offsets: []ClassicOffset{{Topic: "t", Partition: 0, Offset: 1}}})
+	assert.ErrorIs(t, err, ErrIllegalGeneration)
+	assert.Equal(t, n, log.len())
+}
