@@ -468,3 +468,108 @@ func (*saramaHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.Consu
 	}
 	return nil
 }
+
+// The coordinator of a franz-go group is killed (kill -9) while the group
+// rebalances; the operator fails its node over. The group settles on the
+// new coordinator by itself, every record is read, and no committed
+// offset is lost or goes back.
+func TestKafkaGroupCoordinatorFailover(t *testing.T) {
+	c := startClusterWith(t, Config{Nodes: 3, Kafka: true, NodeArgs: []string{"--group-initial-rebalance-delay", "500ms"}})
+	ctlOK(t, c, "topic", "create", "cf", "--partitions", "6", "--replication-factor", "3")
+	first := produceValues(t, c, "cf", "first", 600)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var seeds []string
+	for _, n := range c.Nodes {
+		seeds = append(seeds, n.Kafka)
+	}
+	admin, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	require.NoError(t, err)
+	defer admin.Close()
+	// A group whose coordinator is not node 1, the controller's node,
+	// which must live to fail the other over.
+	group, victim := "", int32(0)
+	for i := 0; group == "" && i < 100; i++ {
+		fc := kmsg.NewPtrFindCoordinatorRequest()
+		fc.CoordinatorKey = fmt.Sprintf("cfgroup-%d", i)
+		var resp *kmsg.FindCoordinatorResponse
+		require.Eventually(t, func() bool {
+			resp, err = fc.RequestWith(ctx, admin)
+			return err == nil && resp.ErrorCode == 0
+		}, 30*time.Second, 100*time.Millisecond)
+		if resp.NodeID != 1 {
+			group, victim = fc.CoordinatorKey, resp.NodeID
+		}
+	}
+	require.NotEmpty(t, group)
+
+	var mu sync.Mutex
+	got := map[string]bool{}
+	start := func() *kgo.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(group), kgo.ConsumeTopics("cf"),
+			kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(500*time.Millisecond), kgo.AutoCommitInterval(200*time.Millisecond),
+			kgo.AutoCommitMarks(), kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, _ map[string][]int32) {
+				cl.CommitMarkedOffsets(ctx)
+			}))
+		require.NoError(t, err)
+		go func() {
+			for {
+				fs := cl.PollFetches(ctx)
+				if fs.IsClientClosed() || ctx.Err() != nil {
+					return
+				}
+				fs.EachRecord(func(r *kgo.Record) {
+					mu.Lock()
+					got[string(r.Value)] = true
+					mu.Unlock()
+					cl.MarkCommitRecords(r)
+				})
+			}
+		}()
+		return cl
+	}
+	readAll := func(want map[string]bool) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for v := range want {
+			if !got[v] {
+				return false
+			}
+		}
+		return true
+	}
+	total := func(offs map[int32]int64) int64 {
+		n := int64(0)
+		for _, o := range offs {
+			n += o
+		}
+		return n
+	}
+	a, b := start(), start()
+	defer a.Close()
+	defer b.Close()
+	require.Eventually(t, func() bool { return readAll(first) }, 90*time.Second, 100*time.Millisecond)
+	var before map[int32]int64
+	require.Eventually(t, func() bool {
+		before = committedOffsets(t, c, group)
+		return len(before) == 6 && total(before) == 600
+	}, 30*time.Second, 100*time.Millisecond, "committed: %v", before)
+
+	// A third member starts a rebalance; the coordinator dies in it.
+	cm := start()
+	defer cm.Close()
+	require.NoError(t, c.Node(victim).Kill())
+	killed := time.Now()
+	ctlOK(t, c, "failover", "--broker", fmt.Sprint(victim))
+	second := produceValues(t, c, "cf", "second", 300)
+	require.Eventually(t, func() bool { return readAll(second) }, 120*time.Second, 200*time.Millisecond, "the group reads on after the failover")
+	t.Logf("the group read every new record %s after the coordinator's kill -9", time.Since(killed).Round(time.Millisecond))
+	var after map[int32]int64
+	require.Eventually(t, func() bool {
+		after = committedOffsets(t, c, group)
+		return len(after) == 6 && total(after) == 900
+	}, 60*time.Second, 200*time.Millisecond, "committed after the failover: %v", after)
+	for p, o := range before {
+		assert.GreaterOrEqual(t, after[p], o, "partition %d's committed offset never goes back", p)
+	}
+}

@@ -213,3 +213,56 @@ func TestKafkaRevokedTokenEndsItsConnections(t *testing.T) {
 	require.NoError(t, kafkaCall(conn, 2, auth, authResp))
 	assert.Equal(t, kerr.SaslAuthenticationFailed.Code, authResp.ErrorCode)
 }
+
+// Group ACLs apply to Kafka's group requests as to native ones: a
+// principal that may read a topic but not the group is refused
+// (GROUP_AUTHORIZATION_FAILED) and writes nothing; given read on the
+// group, its franz-go group consumer reads and commits.
+func TestKafkaGroupACLs(t *testing.T) {
+	c := startClusterWith(t, Config{Nodes: 1, Candidates: 1, Kafka: true, Secure: true, NodeArgs: []string{"--group-initial-rebalance-delay", "0s"}})
+	ctlOK(t, c, "topic", "create", "acl-t", "--partitions", "2", "--replication-factor", "1")
+	ctlOKIn(t, c, "one\ntwo\n", "produce", "acl-t")
+	token, err := os.ReadFile(addToken(t, c, "bob"))
+	require.NoError(t, err)
+	ctlOK(t, c, "acl", "add", "--principal", "bob", "--topic", "acl-t", "--operation", "read", "--operation", "describe")
+	pem, err := os.ReadFile(c.Secure.CAFile)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(pem))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	consumer := func() *kgo.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.Node(1).Kafka), kgo.DialTLSConfig(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}),
+			kgo.SASL(plain.Auth{User: "bob", Pass: string(token)}.AsMechanism()), kgo.ConsumerGroup("bobs"), kgo.ConsumeTopics("acl-t"),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		require.NoError(t, err)
+		return cl
+	}
+	cl := consumer()
+	var groupErr error
+	for groupErr == nil && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		fs.EachError(func(_ string, _ int32, err error) { groupErr = err })
+		if fs.NumRecords() > 0 {
+			t.Fatal("bob read without read on the group")
+		}
+	}
+	cl.Close()
+	assert.ErrorIs(t, groupErr, kerr.GroupAuthorizationFailed)
+	res, err := c.Ctl(ctx, "", "group", "describe", "bobs")
+	require.NoError(t, err)
+	assert.Equal(t, 2, res.Exit, "nothing was written for the group: %s%s", res.Stdout, res.Stderr)
+
+	ctlOK(t, c, "acl", "add", "--principal", "bob", "--group", "bobs", "--operation", "read", "--operation", "describe")
+	cl = consumer()
+	defer cl.Close()
+	n := 0
+	for n < 2 && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, fs.Err0())
+		n += fs.NumRecords()
+	}
+	require.Equal(t, 2, n)
+	require.NoError(t, cl.CommitUncommittedOffsets(ctx))
+	assert.Contains(t, ctlOK(t, c, "group", "describe", "bobs").Stdout, "Kafka protocol type consumer")
+}
