@@ -12,8 +12,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"gostream/controller"
-	"gostream/listeners"
 	"gostream/groups"
+	"gostream/listeners"
 	"gostream/metadata"
 	"gostream/storage"
 	"gostream/transport"
