@@ -5,6 +5,7 @@ import (
 
 	"gostream/groups"
 	"gostream/metadata"
+	"gostream/transport"
 )
 
 // Kafka's classic group protocol (docs/kafka-groups.md): the core
@@ -128,4 +129,23 @@ func (b *Broker) KafkaDescribeGroup(ctx context.Context, principal, group string
 		return groups.KafkaGroup{Name: group}, err
 	}
 	return c.KafkaDescribe(ctx, group)
+}
+
+// ConsumerGroupHeartbeat serves Kafka's ConsumerGroupHeartbeat (KIP-848)
+// for principal, with the ACLs of GroupHeartbeat: read on the group,
+// describe on each topic it subscribes to.
+func (b *Broker) ConsumerGroupHeartbeat(ctx context.Context, principal string, beat groups.ConsumerBeat) (*transport.GroupHeartbeatResponse, error) {
+	if err := b.Authorize(principal, metadata.OpRead, metadata.ResourceGroup, beat.Group); err != nil {
+		return nil, err
+	}
+	for _, t := range beat.Topics {
+		if err := b.Authorize(principal, metadata.OpDescribe, metadata.ResourceTopic, t); err != nil {
+			return nil, err
+		}
+	}
+	c, err := b.coordinator(beat.Group)
+	if err != nil {
+		return nil, err
+	}
+	return c.ConsumerHeartbeat(ctx, beat)
 }

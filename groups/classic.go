@@ -1049,9 +1049,17 @@ func (c *Coordinator) CommitClassic(ctx context.Context, req ClassicCommit) ([]e
 	}
 	c.mu.Lock()
 	now := c.cfg.Now()
-	if err := c.checkClassicCommit(&req, now); err != nil {
-		c.mu.Unlock()
-		return nil, err
+	// A group of gostream's own membership (its members may be Kafka
+	// clients of ConsumerGroupHeartbeat): the generation is the member's
+	// epoch, and the commit's checks are the native ones (the member, its
+	// epoch, that it owns the partition).
+	g := c.state.Group(req.Group)
+	native := g != nil && len(g.Members) > 0
+	if !native {
+		if err := c.checkClassicCommit(&req, now); err != nil {
+			c.mu.Unlock()
+			return nil, err
+		}
 	}
 	var recs []Record
 	for i := range commits {
@@ -1062,9 +1070,11 @@ func (c *Coordinator) CommitClassic(ctx context.Context, req ClassicCommit) ([]e
 		cm.TimeMs = now.UnixMilli()
 		// The member was checked above; the commit's own checks (the
 		// high watermark, no regression) are the native ones.
-		outside := cm
-		outside.MemberEpoch = -1
-		if err := c.state.CheckCommit(req.Group, outside, hws[i], false); err != nil {
+		checked := cm
+		if !native {
+			checked.MemberEpoch = -1
+		}
+		if err := c.state.CheckCommit(req.Group, checked, hws[i], false); err != nil {
 			errs[i] = err
 			continue
 		}
@@ -1085,21 +1095,18 @@ func (c *Coordinator) CommitClassic(ctx context.Context, req ClassicCommit) ([]e
 	return errs, nil
 }
 
-// checkClassicCommit checks who commits: a member of the group's current
-// generation, or (generation below 0, no member) someone outside a group
-// without members. The caller holds mu.
+// checkClassicCommit checks who commits to a group without members of
+// gostream's own membership: a member of the group's current generation,
+// or (generation below 0, no member) someone outside a group without
+// members. The caller holds mu.
 func (c *Coordinator) checkClassicCommit(req *ClassicCommit, now time.Time) error {
-	g := c.state.Group(req.Group)
-	if g != nil && len(g.Members) > 0 {
-		return fmt.Errorf("%w: group %q has members of gostream's own group protocol", ErrUnknownMember, req.Group)
-	}
 	cg := c.classic[req.Group]
 	outside := req.Generation < 0 && req.MemberID == "" && req.InstanceID == ""
 	if cg == nil || len(cg.members) == 0 {
 		switch {
 		case req.Generation < 0:
 			return nil
-		case g == nil && cg == nil:
+		case c.state.Group(req.Group) == nil && cg == nil:
 			return fmt.Errorf("%w: generation %d of group %q, which has none", ErrIllegalGeneration, req.Generation, req.Group)
 		default:
 			return fmt.Errorf("%w: %q: group %q has no members", ErrUnknownMember, req.MemberID, req.Group)

@@ -102,7 +102,15 @@ type CoordinatorConfig struct {
 	// assignment; 0 for DefaultMaxMemberBytes, at most
 	// MaxClassicMemberBytes.
 	MaxMemberBytes int
+	// ConsumerSession is the session timeout of the members of Kafka's
+	// ConsumerGroupHeartbeat, which the server sets; 0 for
+	// DefaultConsumerSession.
+	ConsumerSession time.Duration
 }
+
+// DefaultConsumerSession is the session timeout of a member of Kafka's
+// new group protocol (Kafka's group.consumer.session.timeout.ms).
+const DefaultConsumerSession = 45 * time.Second
 
 // DefaultSnapshotEvery is how many records a coordinator appends between
 // two snapshots.
@@ -175,6 +183,9 @@ func NewCoordinator(cfg CoordinatorConfig) *Coordinator {
 	}
 	if cfg.MaxMemberBytes <= 0 {
 		cfg.MaxMemberBytes = DefaultMaxMemberBytes
+	}
+	if cfg.ConsumerSession <= 0 {
+		cfg.ConsumerSession = DefaultConsumerSession
 	}
 	cfg.MaxMemberBytes = min(cfg.MaxMemberBytes, MaxClassicMemberBytes)
 	return &Coordinator{cfg: cfg, state: NewState(), live: map[string]map[string]*liveness{}, lastSnapshot: -1, every: cfg.SnapshotEvery,
@@ -527,6 +538,25 @@ func checkSubscription(topics []string) ([]string, error) {
 // transport.GroupHeartbeatRequest) and gives it the partitions it may own
 // now.
 func (c *Coordinator) Heartbeat(ctx context.Context, req *transport.GroupHeartbeatRequest) (*transport.GroupHeartbeatResponse, error) {
+	return c.heartbeat(ctx, req, beatReading{})
+}
+
+// beatReading is how a heartbeat is read: the native protocol's say everything
+// every time; Kafka's ConsumerGroupHeartbeat (KIP-848, kafka.go) leaves
+// out what did not change and names its own member id.
+type beatReading struct {
+	// keepTopics: the member's subscription is the one it has.
+	keepTopics bool
+	// keepOwned: the member owns what the coordinator holds it owns.
+	keepOwned bool
+	// ownID: a join names the member's id (a new member takes it; a
+	// member of that id is taken back in its place, at a new epoch).
+	ownID bool
+	// leaveByID: a leave names the member by its id alone, not its epoch.
+	leaveByID bool
+}
+
+func (c *Coordinator) heartbeat(ctx context.Context, req *transport.GroupHeartbeatRequest, how beatReading) (*transport.GroupHeartbeatResponse, error) {
 	if err := validGroup(req.Group); err != nil {
 		return nil, err
 	}
@@ -542,7 +572,7 @@ func (c *Coordinator) Heartbeat(ctx context.Context, req *transport.GroupHeartbe
 		return nil, err
 	}
 	var topics []string
-	if req.Leave == transport.Stay {
+	if req.Leave == transport.Stay && !(how.keepTopics && req.MemberEpoch != transport.JoinEpoch) {
 		if topics, err = checkSubscription(req.Topics); err != nil {
 			return nil, err
 		}
@@ -570,6 +600,18 @@ func (c *Coordinator) Heartbeat(ctx context.Context, req *transport.GroupHeartbe
 		c.mu.Unlock()
 		return nil, fmt.Errorf("%w: group %q has members of Kafka's group protocol (protocol type %q); a member of gostream's own cannot join it until they have left",
 			ErrInconsistentProtocol, req.Group, cg.protocolType)
+	case req.MemberEpoch == transport.JoinEpoch && how.ownID && req.MemberID != "" && members[req.MemberID].MemberID != "":
+		// A member joining again under its own id (it lost its place:
+		// a fenced epoch, a lost answer): taken back in its place at a
+		// new epoch, which fences whatever it sent before; it owns
+		// nothing now, and gets its partitions back as they are free.
+		m := members[req.MemberID]
+		me = m
+		me.MemberEpoch = max(m.MemberEpoch, g.GroupEpoch) + 1
+		me.Host, me.Topics, me.SessionTimeoutMs = host, topics, int32(session.Milliseconds())
+		changed = !slices.Equal(m.Topics, topics)
+		members[id] = me
+		recs = append(recs, Record{Group: req.Group, Kind: KindMember, Member: &me})
 	case req.MemberEpoch == transport.JoinEpoch:
 		id = ""
 		if req.InstanceID != "" {
@@ -595,6 +637,9 @@ func (c *Coordinator) Heartbeat(ctx context.Context, req *transport.GroupHeartbe
 				return nil, fmt.Errorf("%w: group %q has %d members, the most it takes", ErrInvalidRequest, req.Group, len(members))
 			}
 			id = c.cfg.NewMemberID()
+			if how.ownID && req.MemberID != "" {
+				id = req.MemberID
+			}
 			epoch := int32(1)
 			if g != nil {
 				epoch = g.GroupEpoch + 1
@@ -611,11 +656,14 @@ func (c *Coordinator) Heartbeat(ctx context.Context, req *transport.GroupHeartbe
 		case !ok:
 			c.mu.Unlock()
 			return nil, fmt.Errorf("%w: %q is not a member of group %q (it left, or its session expired): join again", ErrUnknownMember, id, req.Group)
-		case m.MemberEpoch != req.MemberEpoch:
+		case m.MemberEpoch != req.MemberEpoch && !(how.leaveByID && req.Leave != transport.Stay):
 			c.mu.Unlock()
 			return nil, fmt.Errorf("%w: member %s of group %q is at epoch %d, the request at %d: join again", ErrFencedMember, id, req.Group, m.MemberEpoch, req.MemberEpoch)
 		}
 		me = m
+		if how.keepTopics && req.Leave == transport.Stay {
+			topics = m.Topics
+		}
 		switch {
 		case req.Leave == transport.LeaveHeld && m.InstanceID != "":
 			l := c.liveOf(req.Group, id)
@@ -649,6 +697,13 @@ func (c *Coordinator) Heartbeat(ctx context.Context, req *transport.GroupHeartbe
 	if req.Leave == transport.Stay {
 		l := c.liveOf(req.Group, id)
 		l.last, l.reported, l.held = now, true, false
+		if how.keepOwned {
+			for tp, o := range g.Owners {
+				if o == id {
+					owned[tp] = true
+				}
+			}
+		}
 		resp.Assigned = partitionsToWire(c.handOut(g, id, owned))
 	}
 	c.mu.Unlock()

@@ -69,6 +69,8 @@ type HostConfig struct {
 	// InitialRebalanceDelay and MaxMemberBytes.
 	InitialDelay   time.Duration
 	MaxMemberBytes int
+	// ConsumerSession is CoordinatorConfig's.
+	ConsumerSession time.Duration
 	// LagPartitions bounds how many committed partitions led elsewhere
 	// the host keeps the high watermarks of, for lags.
 	LagPartitions int
@@ -180,6 +182,7 @@ func (h *Host) load(ctx context.Context, p int32, lead *replication.Leadership) 
 		SnapshotEvery:         h.cfg.SnapshotEvery,
 		InitialRebalanceDelay: h.cfg.InitialDelay,
 		MaxMemberBytes:        h.cfg.MaxMemberBytes,
+		ConsumerSession:       h.cfg.ConsumerSession,
 		OnSnapshot: func(start int64, records int) {
 			h.log.Debug("group snapshot appended", "partition", p, "start", start, "records", records)
 		},

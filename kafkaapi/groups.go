@@ -33,7 +33,12 @@ var groupCodes = []struct {
 	{groups.ErrInvalidSessionTimeout, kerr.InvalidSessionTimeout},
 	{groups.ErrUnknownMember, kerr.UnknownMemberID},
 	{groups.ErrFencedInstanceID, kerr.FencedInstanceID},
-	{groups.ErrFencedMember, kerr.IllegalGeneration},
+	// A commit at an epoch that is not its member's now, or of a
+	// partition it does not own (gostream's own membership, which
+	// ConsumerGroupHeartbeat's members have): the client learns its epoch
+	// and assignment at its next heartbeat.
+	{groups.ErrFencedMember, kerr.StaleMemberEpoch},
+	{groups.ErrNotOwner, kerr.StaleMemberEpoch},
 	{groups.ErrNotCoordinator, kerr.NotCoordinator},
 	{groups.ErrCoordinatorLoading, kerr.CoordinatorLoadInProgress},
 	{groups.ErrCoordinatorFailed, kerr.CoordinatorNotAvailable},

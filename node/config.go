@@ -267,6 +267,10 @@ type Config struct {
 	// metadata, and its assignment; zero means
 	// groups.DefaultMaxMemberBytes, at most groups.MaxClassicMemberBytes.
 	GroupMaxMemberBytes int
+	// GroupConsumerSession is the session timeout of the members of
+	// Kafka's new group protocol (ConsumerGroupHeartbeat), which the
+	// server sets; zero means groups.DefaultConsumerSession.
+	GroupConsumerSession time.Duration
 	// GroupSnapshotEvery is how many records a group coordinator appends
 	// between two snapshots of its state (groups.CoordinatorConfig's
 	// SnapshotEvery). Zero means groups.DefaultSnapshotEvery; it is not a
@@ -431,6 +435,8 @@ func (c Config) validateLimits() error {
 		return &FieldError{Field: "AutoCreate.Partitions", Value: itoa(int64(c.AutoCreate.Partitions)), Reason: fmt.Sprintf("want a number of partitions from 1 to %d", metadata.MaxPartitions)}
 	case c.AutoCreate.ReplicationFactor < 0 || c.AutoCreate.ReplicationFactor > math.MaxInt16:
 		return &FieldError{Field: "AutoCreate.ReplicationFactor", Value: itoa(int64(c.AutoCreate.ReplicationFactor)), Reason: "want a positive replication factor"}
+	case c.GroupConsumerSession != 0 && (c.GroupConsumerSession < groups.MinSessionTimeout || c.GroupConsumerSession > groups.MaxSessionTimeout):
+		return &FieldError{Field: "GroupConsumerSession", Value: c.GroupConsumerSession.String(), Reason: fmt.Sprintf("want a duration from %v to %v", groups.MinSessionTimeout, groups.MaxSessionTimeout)}
 	case c.GroupMaxMemberBytes < 0 || c.GroupMaxMemberBytes > groups.MaxClassicMemberBytes:
 		return &FieldError{Field: "GroupMaxMemberBytes", Value: itoa(int64(c.GroupMaxMemberBytes)), Reason: fmt.Sprintf("want a number of bytes from 1 to %d (1MiB)", groups.MaxClassicMemberBytes)}
 	case c.OffsetsPartitions < 0 || c.OffsetsPartitions > MaxOffsetsPartitions:

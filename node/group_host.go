@@ -30,13 +30,14 @@ func (n *Node) newGroupHost() *groups.Host {
 			}
 			return &resp, nil
 		},
-		MaxBatchBytes:  n.cfg.MaxBatchBytes,
-		SnapshotEvery:  n.cfg.GroupSnapshotEvery,
-		InitialDelay:   n.cfg.GroupInitialDelay,
-		MaxMemberBytes: n.cfg.GroupMaxMemberBytes,
-		LagPartitions:  groups.MaxLagSeries,
-		OnRebalance:    n.metrics.rebalances.Inc,
-		OnRebuilt:      func(took time.Duration) { n.metrics.groupRebuild.Observe(took.Seconds()) },
-		Logger:         n.logger,
+		MaxBatchBytes:   n.cfg.MaxBatchBytes,
+		SnapshotEvery:   n.cfg.GroupSnapshotEvery,
+		InitialDelay:    n.cfg.GroupInitialDelay,
+		MaxMemberBytes:  n.cfg.GroupMaxMemberBytes,
+		ConsumerSession: n.cfg.GroupConsumerSession,
+		LagPartitions:   groups.MaxLagSeries,
+		OnRebalance:     n.metrics.rebalances.Inc,
+		OnRebuilt:       func(took time.Duration) { n.metrics.groupRebuild.Observe(took.Seconds()) },
+		Logger:          n.logger,
 	})
 }

@@ -65,6 +65,7 @@ const (
 	flagOffsetsPartitions      = "offsets-partitions"
 	flagGroupInitialDelay      = "group-initial-rebalance-delay"
 	flagGroupMaxMemberBytes    = "group-max-member-bytes"
+	flagGroupConsumerSession   = "group-consumer-session-timeout"
 	flagDSReplicationFactor    = "ds-replication-factor"
 	flagDSMaxBody              = "ds-max-body"
 	flagDSReadChunk            = "ds-read-chunk"
@@ -114,6 +115,7 @@ var configFlag = map[string]string{
 	"RetentionInterval":    flagRetentionCheckInterval,
 	"OffsetsPartitions":    flagOffsetsPartitions,
 	"GroupMaxMemberBytes":  flagGroupMaxMemberBytes,
+	"GroupConsumerSession": flagGroupConsumerSession,
 	"DS.ReplicationFactor": flagDSReplicationFactor,
 	"DS.MaxBody":           flagDSMaxBody,
 	"DS.ReadChunk":         flagDSReadChunk,
@@ -211,6 +213,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			stringFlag(flagRetentionCheckInterval, "how often retention deletes what the topics' configuration no longer keeps, `DURATION`", "", "1m"),
 			stringFlag(flagOffsetsPartitions, "partitions of __consumer_offsets, the topic of consumer groups, `N` from 1 to 1000; read by the controller when a group is first used, fixed from then on", "", "16"),
 			stringFlag(flagGroupInitialDelay, "how long a Kafka-protocol group's first join phase waits for more members, `DURATION` (0s: none), as Kafka's group.initial.rebalance.delay.ms", "", "3s"),
+			stringFlag(flagGroupConsumerSession, "the session timeout of a member of Kafka's new group protocol (ConsumerGroupHeartbeat), `DURATION` from 1s to 5m, as Kafka's group.consumer.session.timeout.ms", "", "45s"),
 			stringFlag(flagGroupMaxMemberBytes, "the largest protocol metadata, and assignment, of a Kafka-protocol group member, `BYTES` up to 1MiB", "", "64KiB"),
 			stringFlag(flagDSReplicationFactor, "replication factor `N` of new Durable Streams streams (capped at the brokers)", "", "min(3, brokers)"),
 			stringFlag(flagDSMaxBody, "the largest Durable Streams request body, `BYTES`; 413 above it. At most --max-batch-bytes less 4KiB", "", "--max-batch-bytes less 64KiB"),
@@ -391,6 +394,13 @@ func limitsFromFlags(c *cli.Context, cfg *node.Config) error {
 			}
 			*f.dst = d
 		}
+	}
+	if text := strings.TrimSpace(c.String(flagGroupConsumerSession)); text != "" {
+		d, err := time.ParseDuration(text)
+		if err != nil || d <= 0 {
+			return invalidFlag(flagGroupConsumerSession, text, "want a duration from 1s to 5m, such as 45s")
+		}
+		cfg.GroupConsumerSession = d
 	}
 	if text := strings.TrimSpace(c.String(flagGroupInitialDelay)); text != "" {
 		d, err := time.ParseDuration(text)

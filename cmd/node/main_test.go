@@ -262,6 +262,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		{"--offsets-partitions N", "$GOSTREAM_OFFSETS_PARTITIONS", "16"},
 		{"--group-initial-rebalance-delay DURATION", "$GOSTREAM_GROUP_INITIAL_REBALANCE_DELAY", "3s"},
 		{"--group-max-member-bytes BYTES", "$GOSTREAM_GROUP_MAX_MEMBER_BYTES", "64KiB"},
+		{"--group-consumer-session-timeout DURATION", "$GOSTREAM_GROUP_CONSUMER_SESSION_TIMEOUT", "45s"},
 	} {
 		t.Run(f.flag, func(t *testing.T) {
 			var line string
@@ -328,6 +329,8 @@ func TestBadFlagsExitOne(t *testing.T) {
 		{"retention-check-interval", "0s", `InvalidFlag: --retention-check-interval "0s": want a positive duration, such as 2m or 90s`},
 		{"offsets-partitions", "0", `InvalidFlag: --offsets-partitions "0": want a positive integer`},
 		{"offsets-partitions", "1001", `InvalidFlag: --offsets-partitions "1001": want a number of partitions from 1 to 1000`},
+		{"group-consumer-session-timeout", "soon", `InvalidFlag: --group-consumer-session-timeout "soon": want a duration from 1s to 5m, such as 45s`},
+		{"group-consumer-session-timeout", "10m", `InvalidFlag: --group-consumer-session-timeout "10m0s": want a duration from 1s to 5m0s`},
 	}
 	for _, tt := range tests {
 		for _, via := range []string{"flag", "env"} {
