@@ -160,12 +160,6 @@ type ClassicLeaving struct {
 	MemberID, InstanceID string
 }
 
-// classicOf returns group's live classic state, nil when it has none.
-// The caller holds mu.
-func (c *Coordinator) classicOf(group string) *classicGroup {
-	return c.classic[group]
-}
-
 // restoreClassic makes the live state of every classic group from its
 // last stable generation, each member's session starting now (Start).
 // The caller holds mu.
