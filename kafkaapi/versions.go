@@ -41,6 +41,7 @@ var versions = map[int16]versionRange{
 	kmsg.DescribeGroups.Int16():  {0, 5},
 	kmsg.ListGroups.Int16():      {0, 4},
 	kmsg.DeleteGroups.Int16():    {0, 2},
+	kmsg.OffsetDelete.Int16():    {0, 0},
 }
 
 // apiKeys is the ApiVersions answer's list, by key.
