@@ -36,7 +36,9 @@
 //     incarnation of its topic, never moves back but by an explicit reset,
 //     which is refused while the group has members; a commit from a
 //     member that is not current (its epoch) or does not own the
-//     partition is refused.
+//     partition is refused. It is deleted only explicitly (DeleteOffsets,
+//     or with its group), never while a member of the group subscribes
+//     to its topic.
 //
 // It imports replication, metadata, record and transport (and hclog and
 // the Prometheus client for its metrics); nothing above it.

@@ -36,6 +36,7 @@ func sampleRecords() []Record {
 		{Group: "billing", Kind: KindClassic, Classic: &ClassicGeneration{Generation: 6, ProtocolType: "connect", Protocol: "sessioned", Leader: "w-1",
 			Members: []ClassicMember{{MemberID: "w-1", SessionTimeoutMs: 10000, RebalanceTimeoutMs: 60000, Protocols: []Protocol{{Name: "sessioned", Metadata: []byte("x")}}}}}},
 		{Group: "billing", Kind: KindClassic, Classic: &ClassicGeneration{Generation: 7, Stable: true, ProtocolType: "consumer"}},
+		{Group: "billing", Kind: KindOffsetsDeleted, Deleted: &OffsetsDeleted{Requester: "ops@host", Partitions: []TopicPartition{tp("orders", 2), tp("payments", 0)}}},
 	}
 }
 

@@ -34,6 +34,10 @@ const (
 	// the leader's assignments are set, when a static member is replaced
 	// and when the group empties. A snapshot restates it too.
 	KindClassic Kind = 10
+	// KindOffsetsDeleted is committed offsets deleted (Kafka's
+	// OffsetDelete, gostream-ctl group delete-offsets): the partitions
+	// whose offsets are gone, and who asked.
+	KindOffsetsDeleted Kind = 11
 )
 
 func (k Kind) String() string {
@@ -58,6 +62,8 @@ func (k Kind) String() string {
 		return "snapshot-end"
 	case KindClassic:
 		return "classic-generation"
+	case KindOffsetsDeleted:
+		return "offsets-deleted"
 	}
 	return fmt.Sprintf("kind-%d", uint8(k))
 }
@@ -182,6 +188,14 @@ type ClassicGeneration struct {
 	Members      []ClassicMember
 }
 
+// OffsetsDeleted is committed offsets deleted: Partitions (at least one,
+// each once) have none from then on. Requester names who asked, for the
+// record.
+type OffsetsDeleted struct {
+	Requester  string
+	Partitions []TopicPartition
+}
+
 // SnapshotEnd ends a snapshot: Start is the offset of its start marker.
 // A snapshot is complete, and may stand for the log before it, only when
 // its end follows its start with nothing but its own records between.
@@ -205,6 +219,7 @@ type Record struct {
 	Snapshot   *SnapshotGroup
 	End        *SnapshotEnd
 	Classic    *ClassicGeneration
+	Deleted    *OffsetsDeleted
 }
 
 // marker reports whether k is a snapshot marker, a record of no group.
@@ -267,6 +282,12 @@ func (r Record) Encode() (key, value []byte, err error) {
 			return nil, nil, fmt.Errorf("%w: a classic-generation record without its generation", ErrMalformed)
 		}
 		encodeClassic(&e, r.Classic)
+	case KindOffsetsDeleted:
+		if r.Deleted == nil {
+			return nil, nil, fmt.Errorf("%w: an offsets-deleted record without its partitions", ErrMalformed)
+		}
+		e.String(r.Deleted.Requester)
+		encodePartitions(&e, r.Deleted.Partitions)
 	case KindSnapshotEnd:
 		if r.End == nil {
 			return nil, nil, fmt.Errorf("%w: a snapshot-end record without its start", ErrMalformed)
@@ -467,6 +488,8 @@ func Decode(key, value []byte) (Record, error) {
 		r.Snapshot = sg
 	case KindClassic:
 		r.Classic, problem = decodeClassic(d)
+	case KindOffsetsDeleted:
+		r.Deleted, problem = decodeOffsetsDeleted(d)
 	case KindSnapshotEnd:
 		r.End = &SnapshotEnd{Start: d.Int64(), Groups: d.Int32(), Records: d.Int32()}
 		if r.End.Start < 0 || r.End.Groups < 0 || r.End.Records < 0 {
@@ -482,6 +505,26 @@ func Decode(key, value []byte) (Record, error) {
 		return Record{}, fmt.Errorf("%w: %s record of group %q: %v", ErrMalformed, r.Kind, r.Group, problem)
 	}
 	return r, nil
+}
+
+// decodeOffsetsDeleted reads what an offsets-deleted record holds, and
+// what is wrong with it: no partition, one twice, more than a commit may
+// name.
+func decodeOffsetsDeleted(d *transport.Decoder) (*OffsetsDeleted, error) {
+	od := &OffsetsDeleted{Requester: d.String(), Partitions: decodePartitions(d)}
+	problem := checkID("requester", od.Requester, true)
+	if n := len(od.Partitions); n == 0 || n > MaxCommitOffsets {
+		problem = errors.Join(problem, fmt.Errorf("%d partitions (1 to %d)", n, MaxCommitOffsets))
+	}
+	seen := make(map[TopicPartition]bool, len(od.Partitions))
+	for _, tp := range od.Partitions {
+		if seen[tp] {
+			problem = errors.Join(problem, fmt.Errorf("%s/%d twice", tp.Topic, tp.Partition))
+		}
+		seen[tp] = true
+		problem = errors.Join(problem, checkTopic(tp.Topic), checkPartition(tp.Partition))
+	}
+	return od, problem
 }
 
 func decodeCommit(d *transport.Decoder) *Commit {

@@ -102,7 +102,7 @@ func (s *State) Apply(r Record) {
 	}
 	g := s.groups[r.Group]
 	if g == nil {
-		if r.Kind == KindGroupDeleted {
+		if r.Kind == KindGroupDeleted || r.Kind == KindOffsetsDeleted {
 			return
 		}
 		g = newGroup(r.Group)
@@ -115,6 +115,10 @@ func (s *State) Apply(r Record) {
 	case KindReset:
 		for _, c := range r.Reset.Offsets {
 			g.Offsets[TopicPartition{c.Topic, c.Partition}] = c
+		}
+	case KindOffsetsDeleted:
+		for _, tp := range r.Deleted.Partitions {
+			delete(g.Offsets, tp)
 		}
 	case KindMember:
 		g.Members[r.Member.MemberID] = *r.Member

@@ -51,6 +51,7 @@ var groupCodes = []struct {
 	{groups.ErrOffsetRegression, kerr.OffsetOutOfRange},
 	{groups.ErrGroupNotEmpty, kerr.NonEmptyGroup},
 	{groups.ErrUnknownGroup, kerr.GroupIDNotFound},
+	{groups.ErrGroupSubscribed, kerr.GroupSubscribedToTopic},
 	{groups.ErrInvalidRequest, kerr.InvalidRequest},
 	{transport.ErrNotCoordinator, kerr.NotCoordinator},
 	{transport.ErrInvalidGroupName, kerr.InvalidGroupID},
@@ -489,6 +490,37 @@ func (s *Server) deleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest
 		rg.Group = name
 		rg.ErrorCode = s.groupCode(s.cfg.Core.DeleteGroup(ctx, principalOf(ctx), name), false)
 		resp.Groups = append(resp.Groups, rg)
+	}
+	return resp, nil
+}
+
+// offsetDelete deletes a group's committed offsets of the partitions
+// named: an error for the group (and no topics), or one per partition.
+func (s *Server) offsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	var tps []groups.TopicPartition
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			tps = append(tps, groups.TopicPartition{Topic: t.Topic, Partition: p.Partition})
+		}
+	}
+	errs, err := s.cfg.Core.KafkaDeleteOffsets(ctx, principalOf(ctx), req.Group, tps)
+	if err != nil {
+		resp.ErrorCode = s.groupCode(err, false)
+		s.log.Debug("OffsetDelete refused", "group", req.Group, "err", err)
+		return resp, nil
+	}
+	i := 0
+	for _, t := range req.Topics {
+		rt := kmsg.NewOffsetDeleteResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, s.groupCode(errs[i], true)
+			i++
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp, nil
 }

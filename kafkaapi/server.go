@@ -452,6 +452,8 @@ func (s *Server) answer(ctx context.Context, st *connState, req *request) (kmsg.
 		return s.describeGroups(ctx, k)
 	case *kmsg.DeleteGroupsRequest:
 		return s.deleteGroups(ctx, k)
+	case *kmsg.OffsetDeleteRequest:
+		return s.offsetDelete(ctx, k)
 	case *kmsg.ConsumerGroupHeartbeatRequest:
 		return s.consumerGroupHeartbeat(ctx, k)
 	}

@@ -41,6 +41,7 @@ var versions = map[int16]versionRange{
 	kmsg.DescribeGroups.Int16():  {0, 5},
 	kmsg.ListGroups.Int16():      {0, 4},
 	kmsg.DeleteGroups.Int16():    {0, 2},
+	kmsg.OffsetDelete.Int16():    {0, 0},
 	// Kafka's new group protocol (KIP-848), on gostream's own: v1 is
 	// what franz-go and the Java client ask for.
 	kmsg.ConsumerGroupHeartbeat.Int16(): {0, 1},

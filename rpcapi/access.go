@@ -43,6 +43,7 @@ var apiAccess = map[transport.API]access{
 	transport.APIListGroups:       accessResource, // groups not describable left out
 	transport.APIDescribeGroup:    accessResource, // describe on the group
 	transport.APIDeleteGroup:      accessResource, // delete on the group
+	transport.APIOffsetDelete:     accessResource, // delete on the group, read on the topic
 	transport.APIReplicaState:     accessResource, // describe on the topic; fencing: nodes only
 	transport.APIReplicaDigest:    accessResource, // describe on the topic
 	transport.APIACL:              accessResource, // list: describe the cluster; add, remove: alter it

@@ -76,6 +76,7 @@ var wireErrors = []struct {
 	{err: groups.ErrFencedInstanceID, wire: transport.ErrFencedInstanceID, bare: true},
 	{err: groups.ErrInconsistentProtocol, wire: transport.ErrInconsistentGroup, bare: true},
 	{err: groups.ErrUnknownGroup, wire: transport.ErrUnknownGroup, bare: true},
+	{err: groups.ErrGroupSubscribed, wire: transport.ErrGroupSubscribed, bare: true},
 	{err: groups.ErrUnknownTopic, wire: transport.ErrUnknownTopic, bare: true},
 	{err: groups.ErrUnknownPartition, wire: transport.ErrUnknownPartition, bare: true},
 	{err: groups.ErrInvalidRequest, wire: transport.ErrInvalidRequest, bare: true},

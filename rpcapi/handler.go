@@ -142,6 +142,8 @@ func (h *Handler) Handle(ctx context.Context, req *transport.Request) transport.
 		reply = h.describeGroup(req)
 	case transport.APIDeleteGroup:
 		reply = h.deleteGroup(req)
+	case transport.APIOffsetDelete:
+		reply = h.offsetDelete(req)
 	case transport.APIReplicate:
 		reply = h.replicate(req)
 	case transport.APIReplicaState:

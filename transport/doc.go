@@ -124,6 +124,7 @@
 //	50    OutOfOrderSequence        no
 //	51    InvalidProducerEpoch      no
 //	52    InconsistentGroupProtocol no
+//	53    GroupSubscribedToTopic    no
 //
 // A code this package does not know is named "Code<n>"; its Error keeps the
 // retriable flag it came with.

@@ -64,6 +64,7 @@ const (
 	CodeOutOfOrderSequence    Code = 50
 	CodeInvalidProducerEpoch  Code = 51
 	CodeInconsistentGroup     Code = 52
+	CodeGroupSubscribed       Code = 53
 )
 
 // Error is an error that crosses the wire: a code, whether retrying the same
@@ -158,6 +159,8 @@ var codes = map[Code]codeInfo{
 	CodeInvalidProducerEpoch: {"InvalidProducerEpoch", false},
 	// Not retriable while the group has members of the other protocol.
 	CodeInconsistentGroup: {"InconsistentGroupProtocol", false},
+	// Not retriable while a member of the group subscribes to the topic.
+	CodeGroupSubscribed: {"GroupSubscribedToTopic", false},
 }
 
 // String is the code's name, as printed at the start of error messages.
@@ -244,6 +247,9 @@ var (
 	// the other group protocol (Kafka's classic one, or gostream's own):
 	// a group has one kind of membership at a time.
 	ErrInconsistentGroup = sentinel(CodeInconsistentGroup)
+	// ErrGroupSubscribed means a deletion of committed offsets of a topic
+	// a member of the group subscribes to: nothing was deleted.
+	ErrGroupSubscribed = sentinel(CodeGroupSubscribed)
 	// ErrGroupNotEmpty means a reset or delete of a group with members.
 	ErrGroupNotEmpty = sentinel(CodeGroupNotEmpty)
 	// ErrInvalidOffset means a commit of a negative offset, or one above

@@ -72,6 +72,7 @@ var codeTable = []struct {
 	{CodeOutOfOrderSequence, 50, "OutOfOrderSequence", false, ErrOutOfOrderSequence},
 	{CodeInvalidProducerEpoch, 51, "InvalidProducerEpoch", false, ErrInvalidProducerEpoch},
 	{CodeInconsistentGroup, 52, "InconsistentGroupProtocol", false, ErrInconsistentGroup},
+	{CodeGroupSubscribed, 53, "GroupSubscribedToTopic", false, ErrGroupSubscribed},
 }
 
 func TestCodeTable(t *testing.T) {

@@ -17,6 +17,8 @@ var groupMessages = []func() Message{
 	func() Message { return &ListGroupsResponse{} },
 	func() Message { return &GroupRequest{} },
 	func() Message { return &DescribeGroupResponse{} },
+	func() Message { return &OffsetDeleteRequest{} },
+	func() Message { return &OffsetDeleteResponse{} },
 }
 
 // groupSeeds are full values of every group message.
@@ -40,6 +42,8 @@ func groupSeeds() []Message {
 			Members: []MemberDescription{{MemberID: "rdkafka-1", Host: "/10.0.0.1", MemberEpoch: 7, Topics: []string{"t"},
 				SessionTimeoutMs: 45000, Owned: tps, Target: tps, SinceHeartbeatMs: 3, ClientID: "rdkafka"}},
 			Offsets: []CommittedOffset{off}, ProtocolType: "consumer"},
+		&OffsetDeleteRequest{Group: "g", Topic: "t", Partitions: []int32{0, 3}, Requester: "ops@host"},
+		&OffsetDeleteResponse{Deleted: []CommittedOffset{off}},
 	}
 }
 

@@ -49,6 +49,7 @@ group that holds nothing is UnknownGroup.`),
 		described(leaf("delete", "delete a group with no members, and its committed offsets", "G", args(1, 1), groupDeleteAction),
 			`Deletes group G and its committed offsets. Refused while it has members
 (GroupNotEmpty); a group that holds nothing is UnknownGroup.`),
+		groupDeleteOffsetsCommand(),
 	)
 }
 
