@@ -29,6 +29,7 @@
 //   - Errors reach the client through one table (errors.go) from the
 //     core's codes.
 //
-// It imports broker, record, metadata and transport (for the core's error
-// codes and credentials), and franz-go's kmsg and kerr; nothing above it.
+// It imports broker, groups (the coordinator's requests and errors), record,
+// metadata and transport (for the core's error codes and credentials), and
+// franz-go's kmsg and kerr; nothing above it.
 package kafkaapi
