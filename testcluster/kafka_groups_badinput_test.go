@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -338,6 +339,349 @@ func leaderOf(t *testing.T, ms []*kmember) (*kmember, []*kmember) {
 	}
 	require.NotNil(t, leader, "no leader")
 	return leader, others
+}
+
+// TestKafkaGroupBadInput sends a real node, over Kafka's protocol, what a
+// broken or hostile group member sends: protocol metadata and
+// assignments over --group-max-member-bytes, a leader's assignments of
+// partitions that do not exist and for members that are not in the group,
+// a leader that joins and never syncs, requests with another group's
+// member id or a wrong generation, and malformed group frames. Each gets
+// Kafka's error (or its connection closed), writes nothing it should not
+// (OffsetFetch, DescribeGroups and gostream-ctl group describe show it),
+// and the node serves on.
+func TestKafkaGroupBadInput(t *testing.T) {
+	c := startClusterWith(t, Config{Nodes: 1, Kafka: true, NodeArgs: []string{
+		"--group-max-member-bytes", "1KiB", "--group-initial-rebalance-delay", "0s", "--offsets-partitions", "1"}})
+	ctlOK(t, c, "topic", "create", "bi", "--partitions", "3", "--replication-factor", "1")
+	produceValues(t, c, "bi", "v", 30)
+	addr := c.Node(1).Kafka
+	admin := mustDialKafka(t, addr, "admin")
+	waitCoordinator(t, admin, "calm")
+	meta := consumerMeta(0, "bi")
+	const session = 2 * time.Minute
+
+	// A group that keeps working through it all: one member, stable,
+	// one commit.
+	calm := joinTogether(t, "calm", []*kafkaConn{mustDialKafka(t, addr, "calm")}, meta, session, session)[0]
+	sy := kdo[*kmsg.SyncGroupResponse](t, calm.k, syncRequest("calm", calm.id, calm.generation, map[string][]byte{calm.id: consumerAssignment(map[string][]int32{"bi": {0, 1, 2}})}))
+	require.Zero(t, sy.ErrorCode)
+	require.Zero(t, commitCode(t, calm.k, commitRequest("calm", calm.id, calm.generation, "bi", 0, 4)))
+	calmServes := func(t *testing.T) {
+		t.Helper()
+		k := mustDialKafka(t, addr, "calm-check") // a new client: the node accepts and serves
+		hb := kdo[*kmsg.HeartbeatResponse](t, k, heartbeatRequest("calm", calm.id, calm.generation))
+		assert.Zero(t, hb.ErrorCode, "calm's member heartbeats: %v", kerr.ErrorForCode(hb.ErrorCode))
+		assert.Equal(t, map[string]int64{"bi/0": 4}, fetchCommitted(t, k, "calm"))
+		assert.True(t, c.Node(1).Healthy())
+	}
+
+	t.Run("metadata over the bound", func(t *testing.T) {
+		k := mustDialKafka(t, addr, "big")
+		// 1 KiB is the bound of a member's protocols, names included.
+		for _, v := range []int16{0, 3, 4, 5, 7} {
+			resp := kdo[*kmsg.JoinGroupResponse](t, k, joinRequest(v, "big", "", make([]byte, 1025-len("range")), session, session))
+			assert.Equal(t, kerr.GroupMaxSizeReached.Code, resp.ErrorCode, "v%d: %v", v, kerr.ErrorForCode(resp.ErrorCode))
+			assert.Empty(t, resp.MemberID, "v%d: no id is handed out", v)
+		}
+		// Several protocols together over it, each under it.
+		j := joinRequest(5, "big", "", make([]byte, 400), session, session)
+		for _, name := range []string{"roundrobin", "sticky"} {
+			p := kmsg.NewJoinGroupRequestProtocol()
+			p.Name, p.Metadata = name, make([]byte, 400)
+			j.Protocols = append(j.Protocols, p)
+		}
+		resp := kdo[*kmsg.JoinGroupResponse](t, k, j)
+		assert.Equal(t, kerr.GroupMaxSizeReached.Code, resp.ErrorCode, "%v", kerr.ErrorForCode(resp.ErrorCode))
+		assert.Equal(t, "Dead", kafkaDescribeGroup(t, k, "big").State, "no group was made")
+		exit, _ := ctlGroupDescribe(t, c, "big")
+		assert.Equal(t, 2, exit, "gostream-ctl knows no group big")
+		// At the bound: a member id.
+		resp = kdo[*kmsg.JoinGroupResponse](t, k, joinRequest(5, "big", "", make([]byte, 1024-len("range")), session, session))
+		assert.Equal(t, kerr.MemberIDRequired.Code, resp.ErrorCode, "%v", kerr.ErrorForCode(resp.ErrorCode))
+	})
+
+	// Two members, a leader and a follower, in group g.
+	g := joinTogether(t, "g", []*kafkaConn{mustDialKafka(t, addr, "g1"), mustDialKafka(t, addr, "g2")}, meta, session, session)
+	gLeader, gOthers := leaderOf(t, g)
+	gFollower := gOthers[0]
+	require.Len(t, gLeader.members, 2)
+
+	t.Run("assignment over the bound", func(t *testing.T) {
+		require.NoError(t, gFollower.k.send(syncRequest("g", gFollower.id, gFollower.generation, nil)))
+		resp := kdo[*kmsg.SyncGroupResponse](t, gLeader.k, syncRequest("g", gLeader.id, gLeader.generation, map[string][]byte{
+			gLeader.id: make([]byte, 1025), gFollower.id: consumerAssignment(map[string][]int32{"bi": {0}})}))
+		assert.Equal(t, kerr.UnknownServerError.Code, resp.ErrorCode, "%v", kerr.ErrorForCode(resp.ErrorCode))
+		r, err := gFollower.k.recv(10 * time.Second)
+		require.NoError(t, err)
+		assert.Equal(t, kerr.RebalanceInProgress.Code, r.(*kmsg.SyncGroupResponse).ErrorCode, "the follower joins again")
+		d := kafkaDescribeGroup(t, admin, "g")
+		assert.Equal(t, "PreparingRebalance", d.State)
+		for _, m := range d.Members {
+			assert.Empty(t, m.MemberAssignment, "no assignment was set")
+		}
+		code, _ := ctlGroupDescribe(t, c, "g")
+		assert.Zero(t, code)
+		assert.Empty(t, fetchCommitted(t, admin, "g"))
+	})
+
+	t.Run("assignments of partitions that do not exist and of members not in the group", func(t *testing.T) {
+		// The two join again (the leader's failed sync rebalanced).
+		for _, m := range g {
+			require.NoError(t, m.k.send(joinRequest(5, "g", m.id, meta, session, session)))
+		}
+		for _, m := range g {
+			r, err := m.k.recv(30 * time.Second)
+			require.NoError(t, err)
+			resp := r.(*kmsg.JoinGroupResponse)
+			require.Zero(t, resp.ErrorCode, "%v", kerr.ErrorForCode(resp.ErrorCode))
+			m.generation, m.leader = resp.Generation, resp.LeaderID == m.id
+		}
+		gLeader, gOthers = leaderOf(t, g)
+		gFollower = gOthers[0]
+		leaderGets := consumerAssignment(map[string][]int32{"nosuch": {0, 7}, "bi": {99}})
+		followerGets := []byte("not the consumer protocol at all")
+		require.NoError(t, gFollower.k.send(syncRequest("g", gFollower.id, gFollower.generation, nil)))
+		resp := kdo[*kmsg.SyncGroupResponse](t, gLeader.k, syncRequest("g", gLeader.id, gLeader.generation, map[string][]byte{
+			gLeader.id: leaderGets, gFollower.id: followerGets, "ghost": consumerAssignment(map[string][]int32{"bi": {1}}), calm.id: []byte("x")}))
+		require.Zero(t, resp.ErrorCode, "%v", kerr.ErrorForCode(resp.ErrorCode))
+		assert.Equal(t, leaderGets, resp.MemberAssignment, "the leader's bytes, as it sent them")
+		r, err := gFollower.k.recv(10 * time.Second)
+		require.NoError(t, err)
+		fr := r.(*kmsg.SyncGroupResponse)
+		require.Zero(t, fr.ErrorCode)
+		assert.Equal(t, followerGets, fr.MemberAssignment, "the follower's bytes, as the leader sent them")
+
+		d := kafkaDescribeGroup(t, admin, "g")
+		assert.Equal(t, "Stable", d.State)
+		got := map[string]string{}
+		for _, m := range d.Members {
+			got[m.MemberID] = string(m.MemberAssignment)
+		}
+		assert.Equal(t, map[string]string{gLeader.id: string(leaderGets), gFollower.id: string(followerGets)}, got,
+			"the members' assignments; ghost's and calm's member's dropped")
+		cd := kafkaDescribeGroup(t, admin, "calm")
+		require.Len(t, cd.Members, 1)
+		assert.Equal(t, consumerAssignment(map[string][]int32{"bi": {0, 1, 2}}), cd.Members[0].MemberAssignment, "calm's member keeps its own")
+
+		// gostream-ctl shows the group, the partitions as the leader
+		// assigned them (decoded from the consumer protocol's bytes; the
+		// follower's do not decode).
+		code, out := ctlGroupDescribe(t, c, "g")
+		require.Zero(t, code)
+		assigned := map[string]string{}
+		for _, m := range out["members"].([]any) {
+			m := m.(map[string]any)
+			b, err := json.Marshal(m["assigned"])
+			require.NoError(t, err)
+			assigned[m["member_id"].(string)] = string(b)
+		}
+		assert.Equal(t, map[string]string{gLeader.id: `[{"partitions":[99],"topic":"bi"},{"partitions":[0,7],"topic":"nosuch"}]`, gFollower.id: `[]`}, assigned)
+
+		// An assignment gives no right: commits of partitions that do
+		// not exist are refused, one that does is written.
+		assert.Equal(t, kerr.UnknownTopicOrPartition.Code, commitCode(t, gLeader.k, commitRequest("g", gLeader.id, gLeader.generation, "bi", 99, 1)))
+		assert.Equal(t, kerr.UnknownTopicOrPartition.Code, commitCode(t, gLeader.k, commitRequest("g", gLeader.id, gLeader.generation, "nosuch", 0, 1)))
+		assert.Zero(t, commitCode(t, gFollower.k, commitRequest("g", gFollower.id, gFollower.generation, "bi", 2, 7)))
+		assert.Equal(t, map[string]int64{"bi/2": 7}, fetchCommitted(t, admin, "g"))
+		for _, m := range g {
+			hb := kdo[*kmsg.HeartbeatResponse](t, m.k, heartbeatRequest("g", m.id, m.generation))
+			assert.Zero(t, hb.ErrorCode)
+		}
+	})
+
+	t.Run("another group's member and a wrong generation", func(t *testing.T) {
+		k := mustDialKafka(t, addr, "intruder")
+		before := kafkaDescribeGroup(t, admin, "g")
+		// calm's member in group g, g's leader in group calm.
+		for _, tc := range []struct{ group, member string }{{"g", calm.id}, {"calm", gLeader.id}} {
+			hb := kdo[*kmsg.HeartbeatResponse](t, k, heartbeatRequest(tc.group, tc.member, gLeader.generation))
+			assert.Equal(t, kerr.UnknownMemberID.Code, hb.ErrorCode, "heartbeat %+v: %v", tc, kerr.ErrorForCode(hb.ErrorCode))
+			sy := kdo[*kmsg.SyncGroupResponse](t, k, syncRequest(tc.group, tc.member, gLeader.generation, map[string][]byte{tc.member: []byte("mine")}))
+			assert.Equal(t, kerr.UnknownMemberID.Code, sy.ErrorCode, "sync %+v: %v", tc, kerr.ErrorForCode(sy.ErrorCode))
+			assert.Equal(t, kerr.UnknownMemberID.Code, commitCode(t, k, commitRequest(tc.group, tc.member, gLeader.generation, "bi", 1, 9)), "commit %+v", tc)
+			jn := kdo[*kmsg.JoinGroupResponse](t, k, joinRequest(5, tc.group, tc.member, meta, session, session))
+			assert.Equal(t, kerr.UnknownMemberID.Code, jn.ErrorCode, "join %+v: %v", tc, kerr.ErrorForCode(jn.ErrorCode))
+			lv := kmsg.NewPtrLeaveGroupRequest()
+			lv.Version, lv.Group = 4, tc.group
+			lm := kmsg.NewLeaveGroupRequestMember()
+			lm.MemberID = tc.member
+			lv.Members = append(lv.Members, lm)
+			lr := kdo[*kmsg.LeaveGroupResponse](t, k, lv)
+			require.Len(t, lr.Members, 1)
+			assert.Equal(t, kerr.UnknownMemberID.Code, lr.Members[0].ErrorCode, "leave %+v", tc)
+		}
+		// g's own member, a generation that is not g's.
+		for _, gen := range []int32{gLeader.generation - 1, gLeader.generation + 1, -1} {
+			hb := kdo[*kmsg.HeartbeatResponse](t, k, heartbeatRequest("g", gLeader.id, gen))
+			assert.Equal(t, kerr.IllegalGeneration.Code, hb.ErrorCode, "heartbeat at %d: %v", gen, kerr.ErrorForCode(hb.ErrorCode))
+			sy := kdo[*kmsg.SyncGroupResponse](t, k, syncRequest("g", gLeader.id, gen, map[string][]byte{gLeader.id: []byte("mine")}))
+			assert.Equal(t, kerr.IllegalGeneration.Code, sy.ErrorCode, "sync at %d: %v", gen, kerr.ErrorForCode(sy.ErrorCode))
+			assert.Equal(t, kerr.IllegalGeneration.Code, commitCode(t, k, commitRequest("g", gLeader.id, gen, "bi", 1, 9)), "commit at %d", gen)
+		}
+		// A commit from outside (generation -1, no member) while g has members.
+		assert.Equal(t, kerr.UnknownMemberID.Code, commitCode(t, k, commitRequest("g", "", -1, "bi", 1, 9)))
+
+		assert.Equal(t, map[string]int64{"bi/2": 7}, fetchCommitted(t, admin, "g"), "nothing was committed")
+		after := kafkaDescribeGroup(t, admin, "g")
+		assert.Equal(t, before, after, "g is as it was")
+		for _, m := range g {
+			hb := kdo[*kmsg.HeartbeatResponse](t, m.k, heartbeatRequest("g", m.id, m.generation))
+			assert.Zero(t, hb.ErrorCode, "g's members heartbeat on, no rebalance: %v", kerr.ErrorForCode(hb.ErrorCode))
+		}
+		calmServes(t)
+	})
+
+	t.Run("a leader that joins and never syncs", func(t *testing.T) {
+		const rebalance = 2 * time.Second
+		ns := joinTogether(t, "nosync", []*kafkaConn{mustDialKafka(t, addr, "ns1"), mustDialKafka(t, addr, "ns2")}, meta, session, rebalance)
+		leader, others := leaderOf(t, ns)
+		follower := others[0]
+		joined := time.Now()
+		require.NoError(t, follower.k.send(syncRequest("nosync", follower.id, follower.generation, nil)))
+		// The leader never syncs: at the rebalance timeout it is removed,
+		// and the follower is told to join again.
+		r, err := follower.k.recv(30 * time.Second)
+		require.NoError(t, err)
+		took := time.Since(joined)
+		assert.Equal(t, kerr.RebalanceInProgress.Code, r.(*kmsg.SyncGroupResponse).ErrorCode)
+		assert.GreaterOrEqual(t, took, rebalance-200*time.Millisecond, "not before the rebalance timeout")
+		assert.Less(t, took, session, "at the rebalance timeout, not the session's")
+		t.Logf("the follower's SyncGroup was answered REBALANCE_IN_PROGRESS %s after the join", took.Round(time.Millisecond))
+		d := kafkaDescribeGroup(t, admin, "nosync")
+		require.Len(t, d.Members, 1)
+		assert.Equal(t, follower.id, d.Members[0].MemberID, "the leader was removed")
+		hb := kdo[*kmsg.HeartbeatResponse](t, leader.k, heartbeatRequest("nosync", leader.id, leader.generation))
+		assert.Equal(t, kerr.UnknownMemberID.Code, hb.ErrorCode, "%v", kerr.ErrorForCode(hb.ErrorCode))
+		assert.Equal(t, kerr.UnknownMemberID.Code, commitCode(t, leader.k, commitRequest("nosync", leader.id, leader.generation, "bi", 0, 3)))
+
+		// The follower goes on alone: it leads the next generation.
+		jn := kdo[*kmsg.JoinGroupResponse](t, follower.k, joinRequest(5, "nosync", follower.id, meta, session, rebalance))
+		require.Zero(t, jn.ErrorCode, "%v", kerr.ErrorForCode(jn.ErrorCode))
+		assert.Equal(t, follower.id, jn.LeaderID)
+		assert.Equal(t, leader.generation+1, jn.Generation)
+		mine := consumerAssignment(map[string][]int32{"bi": {0, 1, 2}})
+		sy := kdo[*kmsg.SyncGroupResponse](t, follower.k, syncRequest("nosync", follower.id, jn.Generation, map[string][]byte{follower.id: mine}))
+		require.Zero(t, sy.ErrorCode)
+		assert.Equal(t, mine, sy.MemberAssignment)
+		assert.Zero(t, commitCode(t, follower.k, commitRequest("nosync", follower.id, jn.Generation, "bi", 0, 3)))
+		assert.Equal(t, map[string]int64{"bi/0": 3}, fetchCommitted(t, admin, "nosync"))
+	})
+
+	t.Run("malformed group frames", func(t *testing.T) {
+		reqs := []kmsg.Request{
+			joinRequest(0, "g", "", meta, session, session),
+			syncRequest("g", gLeader.id, gLeader.generation, map[string][]byte{gLeader.id: []byte("x")}),
+			heartbeatRequest("g", gLeader.id, gLeader.generation),
+			commitRequest("g", gLeader.id, gLeader.generation, "bi", 0, 9),
+		}
+		lv := kmsg.NewPtrLeaveGroupRequest()
+		lv.Group, lv.MemberID = "g", gLeader.id
+		of := kmsg.NewPtrOffsetFetchRequest()
+		of.Group = "g"
+		dg := kmsg.NewPtrDescribeGroupsRequest()
+		dg.Groups = []string{"g"}
+		lg := kmsg.NewPtrListGroupsRequest()
+		del := kmsg.NewPtrDeleteGroupsRequest()
+		del.Groups = []string{"g"}
+		fc := kmsg.NewPtrFindCoordinatorRequest()
+		fc.CoordinatorKey = "g"
+		reqs = append(reqs, lv, of, dg, lg, del, fc)
+		// The versions the node serves, as it says.
+		av := kmsg.NewPtrApiVersionsRequest()
+		av.Version = 3
+		served := map[int16][2]int16{}
+		for _, k := range kdo[*kmsg.ApiVersionsResponse](t, admin, av).ApiKeys {
+			served[k.ApiKey] = [2]int16{k.MinVersion, k.MaxVersion}
+		}
+		f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("bad"))
+		outcomes := map[string]int{}
+		// sendBad sends frame on a new connection: a version the node
+		// serves that does not decode closes it (want "closed"); one it
+		// does not serve is not decoded: it is answered UNSUPPORTED_VERSION,
+		// or closed when its response has no error code for it (want "").
+		sendBad := func(t *testing.T, what string, frame []byte, want string) {
+			t.Helper()
+			k := mustDialKafka(t, addr, "bad")
+			_, err := k.c.Write(frame)
+			require.NoError(t, err)
+			got, err := closedOrAnswered(k)
+			require.NoError(t, err, "%s: neither answered nor closed", what)
+			got = strings.SplitN(got, " ", 2)[0]
+			outcomes[got]++
+			if want != "" {
+				assert.Equal(t, want, got, what)
+			}
+			k.c.Close()
+		}
+		for _, req := range reqs {
+			for v := int16(0); v <= req.MaxVersion(); v++ {
+				req.SetVersion(v)
+				frame := f.AppendRequest(nil, req, 1)
+				name := fmt.Sprintf("%s v%d", kmsg.NameForKey(req.Key()), v)
+				want := ""
+				if r, ok := served[req.Key()]; ok && v >= r[0] && v <= r[1] {
+					want = "closed"
+				}
+				// The body cut short, the frame's size saying so.
+				for _, cut := range []int{1, len(frame) / 3} {
+					if len(frame)-cut < 14 {
+						continue
+					}
+					short := slices.Clone(frame[:len(frame)-cut])
+					binary.BigEndian.PutUint32(short, uint32(len(short)-4))
+					sendBad(t, name+" cut short", short, want)
+				}
+				// The first string of the body (the group) claims more
+				// bytes than the frame has.
+				bad := slices.Clone(frame)
+				at := 4 + 8 + 2 + len("bad")
+				if req.IsFlexible() {
+					at++ // the header's tags
+				}
+				switch {
+				case at+1 >= len(bad):
+					continue // no body
+				case req.Key() == kmsg.FindCoordinator.Int16() && v >= 4:
+					continue // the body begins with the key type
+				case req.IsFlexible():
+					bad[at] = 0x7f
+				default:
+					bad[at], bad[at+1] = 0x7f, 0xff
+				}
+				sendBad(t, name+" a string past the end", bad, want)
+			}
+		}
+		// Frames whose size is wrong: too small, too large, and one that
+		// promises more than comes before the client gives up.
+		sendBad(t, "a size of 4", []byte{0, 0, 0, 4, 0, 11, 0, 5}, "closed")
+		sendBad(t, "a size of 2 GiB", []byte{0x7f, 0xff, 0xff, 0xff, 0, 11, 0, 5}, "closed")
+		k := mustDialKafka(t, addr, "bad")
+		frame := f.AppendRequest(nil, heartbeatRequest("g", gLeader.id, gLeader.generation), 1)
+		binary.BigEndian.PutUint32(frame, uint32(len(frame)+100))
+		_, err := k.c.Write(frame)
+		require.NoError(t, err)
+		k.c.Close()
+		t.Logf("malformed group frames: %v", outcomes)
+
+		// Nothing was written, nothing changed; the node serves.
+		assert.Equal(t, map[string]int64{"bi/2": 7}, fetchCommitted(t, admin, "g"))
+		d := kafkaDescribeGroup(t, admin, "g")
+		assert.Equal(t, "Stable", d.State)
+		assert.Len(t, d.Members, 2)
+		for _, m := range g {
+			hb := kdo[*kmsg.HeartbeatResponse](t, m.k, heartbeatRequest("g", m.id, m.generation))
+			assert.Zero(t, hb.ErrorCode, "%v", kerr.ErrorForCode(hb.ErrorCode))
+		}
+		calmServes(t)
+	})
+
+	// What gostream-ctl shows at the end: every group as left.
+	for _, group := range []string{"calm", "g", "nosync"} {
+		code, out := ctlGroupDescribe(t, c, group)
+		assert.Zero(t, code, group)
+		assert.NotEmpty(t, out, group)
+	}
 }
 
 // probeSamples are round trips of a probe, and what went wrong.
