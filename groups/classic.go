@@ -252,6 +252,42 @@ func (c *Coordinator) checkJoin(req *ClassicJoin) error {
 	return nil
 }
 
+// classicRecordOverhead is about the bytes of a classic generation's
+// record beyond its members and its group's name and protocol type: its
+// own fields (the protocol's name and the leader's id at most maxIDBytes
+// each), and the framing of the record and of its batch.
+const classicRecordOverhead = 32 + 2*maxIDBytes + 128
+
+// classicMemberBytes is about the bytes m takes in its group's generation
+// record, its assignment left out (see classicSize).
+func classicMemberBytes(m *ClassicMember) int {
+	n := 40 + len(m.MemberID) + len(m.InstanceID) + len(m.ClientID) + len(m.ClientHost)
+	for _, p := range m.Protocols {
+		n += 8 + len(p.Name) + len(p.Metadata)
+	}
+	return n
+}
+
+// fitsClassic checks that member id, as req makes it (in place of member
+// replaces, when set), leaves the group's generation record room for the
+// assignments: the members with their ids and protocols take at most half
+// a batch, and the assignments the other half (completeSync). A join that
+// would pass it is ErrGroupFull. The caller holds mu.
+func (c *Coordinator) fitsClassic(cg *classicGroup, id, replaces string, req *ClassicJoin) error {
+	m := ClassicMember{MemberID: id, InstanceID: req.InstanceID, ClientID: req.ClientID, ClientHost: req.ClientHost, Protocols: req.Protocols}
+	total := classicRecordOverhead + len(cg.name) + len(req.ProtocolType) + classicMemberBytes(&m)
+	for other, om := range cg.members {
+		if other != id && other != replaces {
+			total += classicMemberBytes(&om.ClassicMember)
+		}
+	}
+	if limit := c.cfg.MaxBatchBytes / 2; total > limit {
+		return fmt.Errorf("%w: the members of group %q with their protocols would take %d bytes of its generation record, at most %d (half a batch)",
+			ErrGroupFull, cg.name, total, limit)
+	}
+	return nil
+}
+
 // supports reports whether every member of cg supports one of protos.
 func (cg *classicGroup) supports(protos []Protocol) bool {
 	for _, p := range protos {
@@ -333,6 +369,10 @@ func (c *Coordinator) JoinClassic(ctx context.Context, req ClassicJoin) (Classic
 			c.mu.Unlock()
 			return ClassicJoined{MemberID: id}, fmt.Errorf("%w: join again with member id %q", ErrMemberIDRequired, id)
 		}
+		if err := c.fitsClassic(cg, id, "", &req); err != nil {
+			c.mu.Unlock()
+			return ClassicJoined{}, err
+		}
 		ch = c.addClassic(cg, id, &req, now)
 	case pending:
 		if req.InstanceID != "" {
@@ -340,6 +380,12 @@ func (c *Coordinator) JoinClassic(ctx context.Context, req ClassicJoin) (Classic
 			return ClassicJoined{MemberID: req.MemberID}, fmt.Errorf("%w: a member id handed out to a dynamic member, with instance id %q", ErrUnknownMember, req.InstanceID)
 		}
 		delete(cg.pending, req.MemberID)
+		if err := c.fitsClassic(cg, req.MemberID, "", &req); err != nil {
+			// The id is dropped: the join phase does not wait for it.
+			c.maybeCompleteJoin(cg, now)
+			c.mu.Unlock()
+			return ClassicJoined{MemberID: req.MemberID}, err
+		}
 		ch = c.addClassic(cg, req.MemberID, &req, now)
 	default:
 		m, err := cg.member(req.MemberID, req.InstanceID)
@@ -359,6 +405,10 @@ func (c *Coordinator) JoinClassic(ctx context.Context, req ClassicJoin) (Classic
 			end := c.end
 			c.mu.Unlock()
 			return res, c.cfg.Log.WaitAcked(ctx, end)
+		}
+		if err := c.fitsClassic(cg, m.MemberID, "", &req); err != nil {
+			c.mu.Unlock()
+			return ClassicJoined{MemberID: req.MemberID}, err
 		}
 		updateClassicMember(m, &req)
 		ch = parkJoin(m)
@@ -695,6 +745,9 @@ func (c *Coordinator) replaceStatic(cg *classicGroup, req *ClassicJoin, now time
 	newID := req.InstanceID + "-" + newUUID()
 	if len(newID) > maxIDBytes {
 		newID = newUUID()
+	}
+	if err := c.fitsClassic(cg, newID, oldID, req); err != nil {
+		return ClassicJoined{}, nil, err
 	}
 	fenced := fmt.Errorf("%w: instance id %q joined again as another member", ErrFencedInstanceID, req.InstanceID)
 	if old.join != nil {

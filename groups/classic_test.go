@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"gostream/record"
 	"gostream/transport"
 )
 
@@ -375,4 +376,85 @@ func TestClassicBounds(t *testing.T) {
 		Offsets: []ClassicOffset{{Topic: "t", Partition: 0, Offset: 1}}})
 	assert.ErrorIs(t, err, ErrIllegalGeneration)
 	assert.Equal(t, n, log.len())
+}
+
+// The members of a classic group with their protocols take at most half
+// a batch, so that its generation record, with the assignments (the
+// other half), is written in one: a join that would pass it is
+// GROUP_MAX_SIZE_REACHED, its id dropped so that the join phase does not
+// wait for it, and the members that fit form the generation. Without the
+// bound the phase's record did not fit in a batch, and every JoinGroup of
+// the phase, and of each phase after it, failed with INVALID_REQUEST.
+func TestClassicGroupRecordBound(t *testing.T) {
+	const maxBatch = 64 << 10
+	log, clock := &memLog{}, &fakeClock{t: time.Unix(1000, 0)}
+	c := NewCoordinator(CoordinatorConfig{Log: log, Topics: fakeTopics{"t": 6}, Now: clock.now, InitialRebalanceDelay: -1,
+		MaxMemberBytes: 1024, MaxBatchBytes: maxBatch})
+	c.Start(0)
+	ctx := context.Background()
+	var ids []string
+	for range 100 {
+		res, err := c.JoinClassic(ctx, classicJoin("", "", "m"))
+		require.ErrorIs(t, err, ErrMemberIDRequired)
+		ids = append(ids, res.MemberID)
+	}
+	meta := string(make([]byte, 1024-len("range")))
+	var outs []chan joinOutcome
+	for _, id := range ids {
+		outs = append(outs, joinAsync(c, classicJoin(id, "", meta)))
+	}
+	var joined []ClassicJoined
+	full := 0
+	for _, out := range outs {
+		select {
+		case o := <-out:
+			if errors.Is(o.err, ErrGroupFull) {
+				full++
+				continue
+			}
+			require.NoError(t, o.err)
+			joined = append(joined, o.res)
+		case <-time.After(10 * time.Second):
+			t.Fatal("JoinGroup not answered: the join phase waits for a refused id")
+		}
+	}
+	t.Logf("%d members joined, %d refused", len(joined), full)
+	assert.Equal(t, len(ids), len(joined)+full)
+	assert.Greater(t, len(joined), 25, "as many as fit in half a batch")
+	assert.Greater(t, full, 0, "not all fit")
+
+	batchOf := func(r Record) int {
+		k, v, err := r.Encode()
+		require.NoError(t, err)
+		b, err := record.AppendBatch(nil, []record.Record{{Key: k, Value: v}})
+		require.NoError(t, err)
+		return len(b)
+	}
+	last := func() Record {
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		return log.recs[len(log.recs)-1]
+	}
+	rec := last()
+	require.Equal(t, KindClassic, rec.Kind)
+	require.Len(t, rec.Classic.Members, len(joined))
+	assert.LessOrEqual(t, batchOf(rec), maxBatch/2)
+
+	// The leader's assignments, each at the bound: the stable generation
+	// fits in one batch.
+	var leader ClassicJoined
+	for _, j := range joined {
+		if j.MemberID == j.Leader {
+			leader = j
+		}
+	}
+	assignments := map[string][]byte{}
+	for _, m := range leader.Members {
+		assignments[m.MemberID] = make([]byte, 1024)
+	}
+	_, err := c.SyncClassic(ctx, ClassicSync{Group: "g", MemberID: leader.MemberID, Generation: leader.Generation, Assignments: assignments})
+	require.NoError(t, err)
+	rec = last()
+	require.True(t, rec.Classic.Stable)
+	assert.LessOrEqual(t, batchOf(rec), maxBatch)
 }

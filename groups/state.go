@@ -230,11 +230,8 @@ func (s *State) snapshot(chunkBytes int) []sizedRecord {
 // classicSize is about the bytes of a classic generation's record.
 func classicSize(g *ClassicGeneration) int {
 	n := 32 + len(g.ProtocolType) + len(g.Protocol) + len(g.Leader)
-	for _, m := range g.Members {
-		n += 40 + len(m.MemberID) + len(m.InstanceID) + len(m.ClientID) + len(m.ClientHost) + len(m.Assignment)
-		for _, p := range m.Protocols {
-			n += 8 + len(p.Name) + len(p.Metadata)
-		}
+	for i := range g.Members {
+		n += classicMemberBytes(&g.Members[i]) + len(g.Members[i].Assignment)
 	}
 	return n
 }
