@@ -128,12 +128,25 @@ func groupAPIs() []kmsg.Request {
 	list.StatesFilter = []string{"Stable"}
 	del := kmsg.NewPtrDeleteGroupsRequest()
 	del.Groups = []string{"h"}
-	return []kmsg.Request{join, sync, hb, leave, commit, fetch, find, describe, list, del}
+	odel := kmsg.NewPtrOffsetDeleteRequest()
+	odel.Group = "h"
+	ot := kmsg.NewOffsetDeleteRequestTopic()
+	ot.Topic = "bi"
+	op := kmsg.NewOffsetDeleteRequestTopicPartition()
+	ot.Partitions = append(ot.Partitions, op)
+	odel.Topics = append(odel.Topics, ot)
+	cgh := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	cgh.Group, cgh.MemberID, cgh.RebalanceTimeoutMillis = "n", "kafka-1", 10_000
+	cgh.SubscribedTopicNames = []string{"bi"}
+	cgh.ServerAssignor = kmsg.StringPtr("uniform")
+	cgh.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	return []kmsg.Request{join, sync, hb, leave, commit, fetch, find, describe, list, del, odel, cgh}
 }
 
 // FuzzKafkaGroupRequest: any bytes as the body of a group request
 // (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
-// FindCoordinator, DescribeGroups, ListGroups, DeleteGroups) at any
+// FindCoordinator, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete,
+// ConsumerGroupHeartbeat) at any
 // version, through the whole path of a Kafka connection's request to a
 // running coordinator, are refused (the connection closed) or answered,
 // without a panic, with an answer a client decodes at the request's
