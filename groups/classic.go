@@ -1058,6 +1058,12 @@ func (c *Coordinator) CommitClassic(ctx context.Context, req ClassicCommit) ([]e
 	if len(req.Offsets) > MaxCommitOffsets {
 		return nil, fmt.Errorf("%w: a commit of %d offsets, at most %d", ErrInvalidRequest, len(req.Offsets), MaxCommitOffsets)
 	}
+	// Who commits is checked before the high watermarks are looked up
+	// (a lookup may cross the network): a stranger is refused at once.
+	// It is checked again with the offsets, below.
+	if err := c.checkCommitter(req); err != nil {
+		return nil, err
+	}
 	errs := make([]error, len(req.Offsets))
 	commits := make([]Commit, len(req.Offsets))
 	hws := make([]int64, len(req.Offsets))
@@ -1140,6 +1146,28 @@ func (c *Coordinator) CommitClassic(ctx context.Context, req ClassicCommit) ([]e
 		return nil, err
 	}
 	return errs, nil
+}
+
+// checkCommitter refuses a commit whose committer is refused whatever it
+// commits: a member of neither the group's native membership nor its
+// classic one, or one at another epoch or generation.
+func (c *Coordinator) checkCommitter(req ClassicCommit) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.state.Group(req.Group)
+	if g == nil || len(g.Members) == 0 {
+		return c.checkClassicCommit(&req, c.cfg.Now())
+	}
+	m, ok := g.Members[req.MemberID]
+	switch {
+	case req.Generation < 0:
+		return fmt.Errorf("%w: group %q has members; a commit from outside it is refused", ErrUnknownMember, req.Group)
+	case !ok:
+		return fmt.Errorf("%w: %q is not a member of group %q", ErrUnknownMember, req.MemberID, req.Group)
+	case m.MemberEpoch != req.Generation:
+		return fmt.Errorf("%w: member %q of group %q is at epoch %d, the commit at %d", ErrFencedMember, req.MemberID, req.Group, m.MemberEpoch, req.Generation)
+	}
+	return nil
 }
 
 // checkClassicCommit checks who commits to a group without members of

@@ -2,6 +2,7 @@ package groups
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +11,17 @@ import (
 
 	"gostream/transport"
 )
+
+// countingTopics counts the high watermarks looked up.
+type countingTopics struct {
+	Topics
+	lookups atomic.Int64
+}
+
+func (t *countingTopics) HighWatermark(ctx context.Context, topic string, p int32, offset int64) (int64, error) {
+	t.lookups.Add(1)
+	return t.Topics.HighWatermark(ctx, topic, p, offset)
+}
 
 func kafkaBeat(t *testing.T, c *Coordinator, b ConsumerBeat) *transport.GroupHeartbeatResponse {
 	t.Helper()
@@ -64,13 +76,19 @@ func TestConsumerHeartbeatIsANativeMember(t *testing.T) {
 		Offsets: []ClassicOffset{{Topic: "t", Partition: 4, Offset: 9}}})
 	require.NoError(t, err)
 	assert.ErrorIs(t, errs[0], ErrNotOwner)
-	errs, err = c.CommitClassic(context.Background(), ClassicCommit{Group: "g", MemberID: "kafka-1", Generation: k.MemberEpoch + 1,
+	// Who commits is checked before any high watermark is looked up.
+	topics := &countingTopics{Topics: c.cfg.Topics}
+	c.cfg.Topics = topics
+	_, err = c.CommitClassic(context.Background(), ClassicCommit{Group: "g", MemberID: "kafka-1", Generation: k.MemberEpoch + 1,
 		Offsets: []ClassicOffset{{Topic: "t", Partition: 0, Offset: 9}}})
-	require.NoError(t, err)
-	assert.ErrorIs(t, errs[0], ErrFencedMember)
+	assert.ErrorIs(t, err, ErrFencedMember)
 	_, err = c.CommitClassic(context.Background(), ClassicCommit{Group: "g", Generation: -1,
 		Offsets: []ClassicOffset{{Topic: "t", Partition: 0, Offset: 9}}})
-	assert.NoError(t, err)
+	assert.ErrorIs(t, err, ErrUnknownMember)
+	_, err = c.CommitClassic(context.Background(), ClassicCommit{Group: "g", MemberID: "stranger", Generation: 1,
+		Offsets: []ClassicOffset{{Topic: "t", Partition: 0, Offset: 9}}})
+	assert.ErrorIs(t, err, ErrUnknownMember)
+	assert.Zero(t, topics.lookups.Load(), "no high watermark looked up for a committer refused")
 	assert.Equal(t, before, log.len(), "nothing written")
 
 	// A join of a member of gostream's own protocol is refused to a
