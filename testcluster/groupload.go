@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os/exec"
 	"slices"
 	"strings"
@@ -479,13 +480,7 @@ func (g *GroupWorkload) Finish(hws map[int32]int64, acked []Op, timeout time.Dur
 	g.mu.Lock()
 	out = append(out, g.regressions...)
 	out = append(out, g.doubleOwner...)
-	// The high watermarks were taken once nothing more could be written:
-	// a commit above one is past every record there is.
-	for p, hw := range hws {
-		if c, ok := g.committed[p]; ok && c > hw {
-			out = append(out, fmt.Sprintf("%s: committed offset %d of %s/%d is past its high watermark %d", g.name(), c, g.topic, p, hw))
-		}
-	}
+	out = append(out, committedPastHighWatermarks(g.name(), g.topic, g.committed, hws)...)
 	g.logf("%s: %d samples of the coordinator", g.name(), g.samples)
 	logs := make([]KafkaMemberLog, len(g.logs))
 	for i, l := range g.logs {
@@ -518,6 +513,20 @@ func (g *GroupWorkload) Finish(hws map[int32]int64, acked []Op, timeout time.Dur
 	}
 	if missing > 10 {
 		out = append(out, fmt.Sprintf("... %d acknowledged records in all were printed by no member of %s", missing, g.name()))
+	}
+	return out
+}
+
+// committedPastHighWatermarks reports the partitions whose highest
+// committed offset seen is above its high watermark. The high watermarks
+// are taken once nothing more can be written, so such a commit is past
+// every record there is.
+func committedPastHighWatermarks(name, topic string, committed, hws map[int32]int64) []string {
+	var out []string
+	for _, p := range slices.Sorted(maps.Keys(hws)) {
+		if c, ok := committed[p]; ok && c > hws[p] {
+			out = append(out, fmt.Sprintf("%s: committed offset %d of %s/%d is past its high watermark %d", name, c, topic, p, hws[p]))
+		}
 	}
 	return out
 }

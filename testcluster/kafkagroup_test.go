@@ -120,3 +120,12 @@ func TestCheckKafkaMemberLogsStats(t *testing.T) {
 	assert.Empty(t, v)
 	assert.Equal(t, KafkaGroupStats{Processes: 2, Generations: 2, Assignments: 3, Records: 17, Commits: 1, Redelivered: 5, Spans: 3}, st)
 }
+
+// A group's committed offset above the high watermark taken once the
+// producers stopped is reported; at or below it, or not seen, is not.
+func TestCommittedPastHighWatermarks(t *testing.T) {
+	hws := map[int32]int64{0: 100, 1: 50, 2: 70}
+	assert.Empty(t, committedPastHighWatermarks("group g", "chaos", map[int32]int64{0: 100, 1: 12}, hws))
+	assert.Equal(t, []string{"group g: committed offset 51 of chaos/1 is past its high watermark 50"},
+		committedPastHighWatermarks("group g", "chaos", map[int32]int64{0: 100, 1: 51, 2: 70}, hws))
+}
