@@ -200,6 +200,9 @@ func (g *GroupWorkload) startMember(slot int) error {
 	// Written by the one goroutine exec copies it with, read after Wait.
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
+	// Before the process can do anything: a commit logged by a process
+	// that had ended by then came before whatever this one reads.
+	started := time.Now()
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -215,7 +218,7 @@ func (g *GroupWorkload) startMember(slot int) error {
 	done := m.done
 	var log *KafkaMemberLog
 	if g.kafka {
-		log = &KafkaMemberLog{Slot: slot, Incarnation: inc, Started: time.Now()}
+		log = &KafkaMemberLog{Slot: slot, Incarnation: inc, Started: started}
 		if slot == kafkaStaticMember {
 			log.Instance = kafkaStaticInstance
 		}
