@@ -25,6 +25,10 @@ var (
 	buildOnce sync.Once
 	built     Binaries
 	buildErr  error
+
+	memberOnce     sync.Once
+	memberBin      string
+	memberBuildErr error
 )
 
 // moduleRoot finds the directory holding go.mod, from this source file.
@@ -81,4 +85,33 @@ func Build(race bool) (Binaries, error) {
 		built = b
 	})
 	return built, buildErr
+}
+
+// BuildKafkaMember builds testcluster/cmd/kafkamember, the chaos
+// harness's Kafka group member, once per process into a temporary
+// directory, and returns its path. It is built apart from Build, only by
+// the runs that start Kafka group members: it is a tool of the harness,
+// not the system under test, so never with the race detector.
+func BuildKafkaMember() (string, error) {
+	memberOnce.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			memberBuildErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "gostream-kafkamember-")
+		if err != nil {
+			memberBuildErr = err
+			return
+		}
+		out := filepath.Join(dir, "kafkamember")
+		cmd := exec.Command("go", "build", "-o", out, "./testcluster/cmd/kafkamember")
+		cmd.Dir = root
+		if b, err := cmd.CombinedOutput(); err != nil {
+			memberBuildErr = fmt.Errorf("go build ./testcluster/cmd/kafkamember: %v\n%s", err, strings.TrimSpace(string(b)))
+			return
+		}
+		memberBin = out
+	})
+	return memberBin, memberBuildErr
 }

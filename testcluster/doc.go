@@ -10,7 +10,9 @@
 //   - The binaries are built once per process (Build), from the module's
 //     own source, with the race detector when asked; the crashfs build
 //     (storage.CrashFS) loses exactly the bytes not yet fsync'd when it
-//     is killed.
+//     is killed. The chaos harness's Kafka group member (cmd/kafkamember)
+//     is built once too (BuildKafkaMember), never with the race detector,
+//     and only by a run that starts one.
 //   - Each node has a data directory of its own, and addresses that no
 //     other node of the process was handed (freeAddr never hands one out
 //     twice).
@@ -24,11 +26,15 @@
 // replication, controller, rpcapi, streams).
 package testcluster
 
-// The chaos harness (history.go, workload.go, checker.go, porcupine.go,
-// porcupine_history.go, epochs.go, scenario.go, faults*.go, diskfault.go,
-// netns.go, proxy.go and cmd/chaos, run by `make chaos`, and briefly by
-// TestChaosSmoke in `make test`) runs a workload of producers and
-// consumers against a 3-node cluster on the crashfs build, inside a
+// The chaos harness (history.go, workload.go, kafkaload.go, groupload.go,
+// kafkagroup.go, checker.go, porcupine.go, porcupine_history.go,
+// epochs.go, scenario.go, faults*.go, diskfault.go, netns.go, proxy.go,
+// cmd/chaos and cmd/kafkamember, run by `make chaos`, and briefly by
+// TestChaosSmoke in `make test`) runs a workload of producers, consumers
+// and consumer groups (a native one, and in group-members and random a
+// Kafka one of franz-go member processes beside it, each member printing
+// what it owns in every generation, what it reads and what was
+// committed) against a 3-node cluster on the crashfs build, inside a
 // network namespace of its own, while it injects a scenario's faults
 // (kills, pauses, iptables cuts, proxy delay and loss, lost unsynced
 // bytes, power loss of the whole cluster, flipped bits, full disks,

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os/exec"
 	"slices"
 	"strings"
@@ -20,13 +21,22 @@ import (
 	"gostream/transport"
 )
 
-// The chaos workload's consumer group: three gostream-ctl consume --group
-// processes, the first static, each printing what it is given and
-// committing what it printed.
+// The chaos workload's consumer groups, of three members each, the first
+// static: the native group, gostream-ctl consume --group processes in
+// slots 1 to 3, each printing what it is given and committing what it
+// printed; and, in the scenarios that run it, a Kafka group beside it
+// (a group has one kind of membership at a time), kafkamember processes
+// (franz-go, cooperative-sticky) in slots 4 to 6, each printing what it
+// owns in every generation, what it reads and what it committed.
 const (
 	groupMembers      = 3
 	groupSession      = 3 * time.Second
 	groupStaticMember = 1 // the slot whose member has an instance id
+	kafkaFirstSlot    = groupMembers + 1
+	kafkaStaticMember = kafkaFirstSlot
+	// kafkaRebalance is the Kafka members' rebalance timeout: how long a
+	// join phase waits for a member that does not rejoin.
+	kafkaRebalance = 10 * time.Second
 )
 
 // OpGroupRead is a record a group member printed: Worker is the member's
@@ -42,15 +52,20 @@ type groupMember struct {
 	started int // incarnations started
 }
 
-// GroupWorkload runs the members and samples what the coordinator says:
-// committed offsets (which must never go back) and owners (one member a
-// partition).
+// GroupWorkload runs the members of one group and samples what the
+// coordinator says: committed offsets (which must never go back) and
+// owners (one member a partition).
 type GroupWorkload struct {
 	c     *Cluster
 	topic string
 	group string // chosen so that the controller's node does not coordinate it
 	hist  *History
 	logf  func(string, ...any)
+	// kafka: the members are kafkamember processes (bin) in slots
+	// kafkaFirstSlot on; otherwise gostream-ctl in slots 1 on.
+	kafka bool
+	first int
+	bin   string
 
 	mu      sync.Mutex
 	members map[int]*groupMember
@@ -60,21 +75,58 @@ type GroupWorkload struct {
 	regressions []string
 	doubleOwner []string
 	samples     int
-	stop        context.CancelFunc
-	sampling    sync.WaitGroup
+	// logs are the Kafka members' lines, one log per process; stats,
+	// what Finish found in them.
+	logs     []*KafkaMemberLog
+	stats    KafkaGroupStats
+	stop     context.CancelFunc
+	sampling sync.WaitGroup
 }
 
 // NewGroupWorkload returns the group workload of topic.
 func NewGroupWorkload(c *Cluster, topic string, hist *History, logf func(string, ...any)) *GroupWorkload {
-	return &GroupWorkload{c: c, topic: topic, hist: hist, logf: logf, members: map[int]*groupMember{}, committed: map[int32]int64{}}
+	return &GroupWorkload{c: c, topic: topic, hist: hist, logf: logf, first: 1, members: map[int]*groupMember{}, committed: map[int32]int64{}}
+}
+
+// NewKafkaGroupWorkload returns the Kafka group workload of topic: its
+// members speak Kafka's classic group protocol to the nodes' Kafka
+// listeners, and record what they print in hist.
+func NewKafkaGroupWorkload(c *Cluster, topic string, hist *History, logf func(string, ...any)) *GroupWorkload {
+	g := NewGroupWorkload(c, topic, hist, logf)
+	g.kafka, g.first = true, kafkaFirstSlot
+	return g
+}
+
+// slots are the group's member slots.
+func (g *GroupWorkload) slots() []int {
+	var out []int
+	for s := g.first; s < g.first+groupMembers; s++ {
+		out = append(out, s)
+	}
+	return out
+}
+
+// name is how the harness's lines name the group.
+func (g *GroupWorkload) name() string {
+	if g.kafka {
+		return "Kafka group " + g.group
+	}
+	return "group " + g.group
 }
 
 // Start picks the group, starts every member and the sampler.
 func (g *GroupWorkload) Start() error {
+	if g.kafka {
+		bin, err := BuildKafkaMember()
+		if err != nil {
+			return err
+		}
+		g.bin = bin
+	}
 	if err := g.pickGroup(); err != nil {
 		return err
 	}
-	for slot := 1; slot <= groupMembers; slot++ {
+	for _, slot := range g.slots() {
 		if err := g.startMember(slot); err != nil {
 			return err
 		}
@@ -93,12 +145,16 @@ func (g *GroupWorkload) Start() error {
 func (g *GroupWorkload) pickGroup() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	name, leader, err := GroupNotCoordinatedBy(ctx, g.c, "chaos-group", g.c.Nodes[0].ID)
+	prefix := "chaos-group"
+	if g.kafka {
+		prefix = "chaos-kafka-group"
+	}
+	name, leader, err := GroupNotCoordinatedBy(ctx, g.c, prefix, g.c.Nodes[0].ID)
 	if err != nil {
 		return err
 	}
 	g.group = name
-	g.logf("consumer group %s, coordinated by broker %d", name, leader)
+	g.logf("consumer %s, coordinated by broker %d", g.name(), leader)
 	return nil
 }
 
@@ -126,12 +182,17 @@ func GroupNotCoordinatedBy(ctx context.Context, c *Cluster, prefix string, avoid
 
 // startMember starts the process of a slot (again, after a kill).
 func (g *GroupWorkload) startMember(slot int) error {
-	args := []string{"-o", "json", "--timeout", "5s", "consume", g.topic, "--group", g.group, "--follow",
-		"--session-timeout", groupSession.String()}
-	if slot == groupStaticMember {
-		args = append(args, "--instance-id", "chaos-static")
+	var cmd *exec.Cmd
+	if g.kafka {
+		cmd = g.kafkaCommand(slot)
+	} else {
+		args := []string{"-o", "json", "--timeout", "5s", "consume", g.topic, "--group", g.group, "--follow",
+			"--session-timeout", groupSession.String()}
+		if slot == groupStaticMember {
+			args = append(args, "--instance-id", "chaos-static")
+		}
+		cmd = g.c.CtlCommand(context.Background(), args...)
 	}
-	cmd := g.c.CtlCommand(context.Background(), args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
@@ -139,6 +200,9 @@ func (g *GroupWorkload) startMember(slot int) error {
 	// Written by the one goroutine exec copies it with, read after Wait.
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
+	// Before the process can do anything: a commit logged by a process
+	// that had ended by then came before whatever this one reads.
+	started := time.Now()
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -152,14 +216,61 @@ func (g *GroupWorkload) startMember(slot int) error {
 	m.started++
 	inc := m.started
 	done := m.done
+	var log *KafkaMemberLog
+	if g.kafka {
+		log = &KafkaMemberLog{Slot: slot, Incarnation: inc, Started: started}
+		if slot == kafkaStaticMember {
+			log.Instance = kafkaStaticInstance
+		}
+		g.logs = append(g.logs, log)
+	}
 	g.mu.Unlock()
 	go func() {
 		defer close(done)
-		g.read(slot, out)
+		if log != nil {
+			g.readKafka(log, out)
+		} else {
+			g.read(slot, out)
+		}
 		err := cmd.Wait()
-		g.logf("group member %d (incarnation %d) exited: %v; stderr: %s", slot, inc, err, strings.TrimSpace(stderr.String()))
+		if log != nil {
+			g.mu.Lock()
+			log.Ended = time.Now()
+			g.mu.Unlock()
+		}
+		what := strings.TrimSpace(stderr.String())
+		if len(what) > 4000 {
+			what = "..." + what[len(what)-4000:]
+		}
+		g.logf("%s member %d (incarnation %d) exited: %v; stderr: %s", g.name(), slot, inc, err, what)
 	}()
 	return nil
+}
+
+// kafkaStaticInstance is the instance id of the Kafka group's static
+// member.
+const kafkaStaticInstance = "chaos-kafka-static"
+
+// kafkaCommand is the kafkamember process of a slot: every node's Kafka
+// listener, the session of the native members, TLS and SASL/PLAIN as
+// admin with a secure cluster.
+func (g *GroupWorkload) kafkaCommand(slot int) *exec.Cmd {
+	var brokers []string
+	for _, n := range g.c.Nodes {
+		brokers = append(brokers, n.Kafka)
+	}
+	args := []string{"--brokers", strings.Join(brokers, ","), "--group", g.group, "--topic", g.topic,
+		"--session-timeout", groupSession.String(), "--heartbeat-interval", (groupSession / 6).String(),
+		"--rebalance-timeout", kafkaRebalance.String()}
+	if slot == kafkaStaticMember {
+		args = append(args, "--instance-id", kafkaStaticInstance)
+	}
+	if s := g.c.Secure; s != nil {
+		args = append(args, "--tls-ca", s.CAFile, "--sasl-user", "admin", "--sasl-password-file", s.TokenFile)
+	}
+	cmd := exec.Command(g.bin, args...)
+	cmd.Env = cleanEnv()
+	return cmd
 }
 
 // read turns a member's output into history.
@@ -179,6 +290,32 @@ func (g *GroupWorkload) read(slot int, out io.Reader) {
 		}
 		g.hist.Add(Op{Kind: OpGroupRead, Worker: slot, Topic: g.topic, Partition: r.Partition, Offset: r.Offset, Value: r.Value,
 			Start: now, End: now, Result: ResultOK})
+	}
+}
+
+// readKafka keeps a Kafka member's lines in its log, and puts the records
+// it printed into the history.
+func (g *GroupWorkload) readKafka(log *KafkaMemberLog, out io.Reader) {
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e KafkaMemberEvent
+		now := time.Now()
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.Event == "" {
+			g.logf("%s member %d printed what is not an event: %q", g.name(), log.Slot, sc.Text())
+			continue
+		}
+		switch e.Event {
+		case "record":
+			g.hist.Add(Op{Kind: OpGroupRead, Worker: log.Slot, Topic: g.topic, Partition: e.Partition, Offset: e.Offset, Value: e.Value,
+				Start: now, End: now, Result: ResultOK})
+		case "assigned", "revoked", "lost":
+			g.logf("%s member %d (incarnation %d): %s %v in generation %d, owns %v (member id %s)", g.name(), log.Slot, log.Incarnation,
+				e.Event, append(e.Added, e.Partitions...), e.Generation, e.Owned, e.Member)
+		}
+		g.mu.Lock()
+		log.Events = append(log.Events, e)
+		g.mu.Unlock()
 	}
 }
 
@@ -224,7 +361,7 @@ func (g *GroupWorkload) Restart(slot int) error {
 // Heal resumes every paused member and restarts every one that exited.
 func (g *GroupWorkload) Heal() error {
 	var errs []error
-	for slot := 1; slot <= groupMembers; slot++ {
+	for _, slot := range g.slots() {
 		m := g.member(slot)
 		if m.paused {
 			g.Resume(slot)
@@ -285,8 +422,8 @@ func (g *GroupWorkload) check(d client.GroupDescription) {
 			continue
 		}
 		if prev, ok := g.committed[p.Partition]; ok && p.Committed < prev {
-			g.regressions = append(g.regressions, fmt.Sprintf("invariant 9: group %s's committed offset of %s/%d went from %d to %d (generation %d)",
-				g.group, g.topic, p.Partition, prev, p.Committed, d.GroupEpoch))
+			g.regressions = append(g.regressions, fmt.Sprintf("invariant 9: %s's committed offset of %s/%d went from %d to %d (generation %d)",
+				g.name(), g.topic, p.Partition, prev, p.Committed, d.GroupEpoch))
 		}
 		g.committed[p.Partition] = max(g.committed[p.Partition], p.Committed)
 	}
@@ -294,7 +431,7 @@ func (g *GroupWorkload) check(d client.GroupDescription) {
 	for _, m := range d.Members {
 		for _, tp := range m.Owned {
 			if o, ok := owner[tp]; ok {
-				g.doubleOwner = append(g.doubleOwner, fmt.Sprintf("partition %s owned by members %s and %s in generation %d", tp, o, m.MemberID, d.GroupEpoch))
+				g.doubleOwner = append(g.doubleOwner, fmt.Sprintf("%s: partition %s owned by members %s and %s in generation %d", g.name(), tp, o, m.MemberID, d.GroupEpoch))
 			}
 			owner[tp] = m.MemberID
 		}
@@ -304,8 +441,10 @@ func (g *GroupWorkload) check(d client.GroupDescription) {
 // Finish waits until the group's committed offsets reach hws (the high
 // watermarks once the producers stopped), then stops the members (they
 // commit and leave) and the sampler. It returns the violations found:
-// committed offsets that went back or never reached the high watermark,
-// partitions with two owners, and acknowledged records no member printed.
+// committed offsets that went back, never reached the high watermark or
+// passed it, partitions with two owners, and acknowledged records no
+// member printed; for a Kafka group also what its members' logs show
+// (CheckKafkaMemberLogs).
 func (g *GroupWorkload) Finish(hws map[int32]int64, acked []Op, timeout time.Duration) []string {
 	var out []string
 	deadline := time.Now().Add(timeout)
@@ -326,12 +465,12 @@ func (g *GroupWorkload) Finish(hws map[int32]int64, acked []Op, timeout time.Dur
 	}
 	if len(behind) > 0 {
 		slices.Sort(behind)
-		out = append(out, fmt.Sprintf("group %s: committed offsets did not reach the high watermark within %s of the faults healing: partitions %s",
-			g.group, timeout, strings.Join(behind, ", ")))
+		out = append(out, fmt.Sprintf("%s: committed offsets did not reach the high watermark within %s of the faults healing: partitions %s",
+			g.name(), timeout, strings.Join(behind, ", ")))
 	}
 	g.stop()
 	g.sampling.Wait()
-	for slot := 1; slot <= groupMembers; slot++ {
+	for _, slot := range g.slots() {
 		m := g.member(slot)
 		m.cmd.Process.Signal(syscall.SIGCONT)
 		m.cmd.Process.Signal(syscall.SIGTERM)
@@ -344,8 +483,18 @@ func (g *GroupWorkload) Finish(hws map[int32]int64, acked []Op, timeout time.Dur
 	g.mu.Lock()
 	out = append(out, g.regressions...)
 	out = append(out, g.doubleOwner...)
-	g.logf("group %s: %d samples of the coordinator", g.group, g.samples)
+	out = append(out, committedPastHighWatermarks(g.name(), g.topic, g.committed, hws)...)
+	g.logf("%s: %d samples of the coordinator", g.name(), g.samples)
+	logs := make([]KafkaMemberLog, len(g.logs))
+	for i, l := range g.logs {
+		logs[i] = *l
+	}
 	g.mu.Unlock()
+	if g.kafka {
+		v, st := CheckKafkaMemberLogs(logs)
+		g.stats = st
+		out = append(out, v...)
+	}
 
 	printed := map[[2]int64]string{}
 	for _, op := range g.hist.Ops() {
@@ -359,14 +508,28 @@ func (g *GroupWorkload) Finish(hws map[int32]int64, acked []Op, timeout time.Dur
 		switch {
 		case !ok:
 			if missing++; missing <= 10 {
-				out = append(out, fmt.Sprintf("acknowledged %s/%d offset %d (%q) was printed by no group member", op.Topic, op.Partition, op.Offset, op.Value))
+				out = append(out, fmt.Sprintf("acknowledged %s/%d offset %d (%q) was printed by no member of %s", op.Topic, op.Partition, op.Offset, op.Value, g.name()))
 			}
 		case v != op.Value:
-			out = append(out, fmt.Sprintf("group member printed %q at %s/%d offset %d, acknowledged as %q", v, op.Topic, op.Partition, op.Offset, op.Value))
+			out = append(out, fmt.Sprintf("a member of %s printed %q at %s/%d offset %d, acknowledged as %q", g.name(), v, op.Topic, op.Partition, op.Offset, op.Value))
 		}
 	}
 	if missing > 10 {
-		out = append(out, fmt.Sprintf("... %d acknowledged records in all were printed by no group member", missing))
+		out = append(out, fmt.Sprintf("... %d acknowledged records in all were printed by no member of %s", missing, g.name()))
+	}
+	return out
+}
+
+// committedPastHighWatermarks reports the partitions whose highest
+// committed offset seen is above its high watermark. The high watermarks
+// are taken once nothing more can be written, so such a commit is past
+// every record there is.
+func committedPastHighWatermarks(name, topic string, committed, hws map[int32]int64) []string {
+	var out []string
+	for _, p := range slices.Sorted(maps.Keys(hws)) {
+		if c, ok := committed[p]; ok && c > hws[p] {
+			out = append(out, fmt.Sprintf("%s: committed offset %d of %s/%d is past its high watermark %d", name, c, topic, p, hws[p]))
+		}
 	}
 	return out
 }

@@ -28,6 +28,10 @@ var Scenarios = []string{"leader-kill", "follower-kill", "leader-pause", "leader
 var needsNetwork = map[string]bool{"leader-isolated": true, "controller-isolated": true, "slow-network": true, "random": true,
 	"raft-controller-isolated": true, "unreplicated-tail": true}
 
+// kafkaGroupScenarios run a Kafka consumer group beside the native one:
+// those with the group faults.
+var kafkaGroupScenarios = map[string]bool{"group-members": true, "random": true}
+
 // ScenarioConfig is one run of one scenario.
 type ScenarioConfig struct {
 	Name     string
@@ -84,9 +88,13 @@ type run struct {
 	rng  *rand.Rand
 	hist *History
 	w    *Workload
-	// ghist and gw are the consumer group's members and what they printed.
+	// ghist and gw are the consumer group's members and what they printed;
+	// khist and kgw the Kafka group's, in the scenarios that run it
+	// (kafkaGroupScenarios), else nil.
 	ghist  *History
 	gw     *GroupWorkload
+	khist  *History
+	kgw    *GroupWorkload
 	dir    string
 	out    io.Writer
 	logMu  sync.Mutex
@@ -203,6 +211,16 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 		res.Err = err
 		return res
 	}
+	groupsLine := fmt.Sprintf("a group of %d members (one static)", groupMembers)
+	if kafkaGroupScenarios[cfg.Name] {
+		r.khist = &History{}
+		r.kgw = NewKafkaGroupWorkload(r.c, chaosTopic, r.khist, r.log)
+		if err := r.kgw.Start(); err != nil {
+			res.Err = err
+			return res
+		}
+		groupsLine = fmt.Sprintf("a native group and a Kafka group (franz-go) of %d members each (one static)", groupMembers)
+	}
 	sampler := NewLeaderSampler(r.c, chaosTopic, 250*time.Millisecond)
 	sampler.Start()
 	defer sampler.Stop()
@@ -211,7 +229,7 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 		csampler = NewControllerSampler(r.c, 200*time.Millisecond)
 		defer csampler.Stop()
 	}
-	r.say("cluster up in %s, workload started: 4 producers and 2 consumers (native), a Kafka producer (idempotent) and reader, a group of %d members (one static), %d partitions", dir, groupMembers, partitions)
+	r.say("cluster up in %s, workload started: 4 producers and 2 consumers (native), a Kafka producer (idempotent) and reader, %s, %d partitions", dir, groupsLine, partitions)
 
 	end := time.Now().Add(cfg.Duration)
 	for time.Now().Before(end) {
@@ -253,8 +271,15 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 	}
 	ops := r.hist.Ops()
 	r.say("waiting for the group's commits to reach the high watermarks")
-	res.Violations = append(res.Violations, r.gw.Finish(r.highWatermarks(), ackedProduces(ops), 90*time.Second)...)
+	hws, acked := r.highWatermarks(), ackedProduces(ops)
+	res.Violations = append(res.Violations, r.gw.Finish(hws, acked, 90*time.Second)...)
 	res.Violations = append(res.Violations, CheckGroupReads(r.ghist.Ops(), ops)...)
+	if r.kgw != nil {
+		r.say("waiting for the Kafka group's commits to reach the high watermarks")
+		res.Violations = append(res.Violations, r.kgw.Finish(hws, acked, 90*time.Second)...)
+		r.say("%s: %s", r.kgw.name(), r.kgw.stats)
+		res.Violations = append(res.Violations, CheckGroupReads(r.khist.Ops(), ops)...)
+	}
 	v, st := CheckHistory(ops)
 	res.Stats = st
 	res.Violations = append(res.Violations, v...)
@@ -264,6 +289,9 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 	}
 	res.Violations = append(res.Violations, CheckReplicas(r.c, chaosTopic, 30*time.Second)...)
 	res.Violations = append(res.Violations, CheckOffsetsLogs(r.c, r.gw.group)...)
+	if r.kgw != nil {
+		res.Violations = append(res.Violations, CheckOffsetsLogs(r.c, r.kgw.group)...)
+	}
 	sampler.Stop() // takes a last sample, of the healed cluster
 	res.Violations = append(res.Violations, r.checkEpochsAndTruncations(sampler.Samples())...)
 	if csampler != nil {
@@ -791,9 +819,11 @@ func (r *run) randomFault() error {
 // waits until every partition's active set holds all its replicas.
 func (r *run) heal() error {
 	var errs []error
-	if r.gw != nil {
-		if err := r.gw.Heal(); err != nil {
-			errs = append(errs, err)
+	for _, g := range []*GroupWorkload{r.gw, r.kgw} {
+		if g != nil {
+			if err := g.Heal(); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if err := r.c.HealNetwork(); err != nil {
@@ -865,6 +895,14 @@ func (r *run) save(res Result) string {
 	if r.ghist != nil {
 		if err := r.ghist.Save(filepath.Join(dst, "group-history.jsonl")); err != nil {
 			r.say("save the group's history: %v", err)
+		}
+	}
+	if r.khist != nil {
+		if err := r.khist.Save(filepath.Join(dst, "kafka-group-history.jsonl")); err != nil {
+			r.say("save the Kafka group's history: %v", err)
+		}
+		if err := r.kgw.SaveKafkaLogs(filepath.Join(dst, "kafka-members.jsonl")); err != nil {
+			r.say("save the Kafka members' lines: %v", err)
 		}
 	}
 	var b strings.Builder
