@@ -16,7 +16,7 @@ FUZZTIME      ?= 60s
 BENCHCOUNT ?= 5
 BENCHTIME  ?= 1s
 
-.PHONY: all build test fuzz kafka-clients run node kill reload demo bench fmt lint clean chaos conformance
+.PHONY: all build test fuzz kafka-clients run node kill reload demo bench fmt lint clean chaos chaos-groups conformance
 
 all: build
 
@@ -173,6 +173,12 @@ CHAOS_RUNS      ?= 1
 CHAOS_SCENARIOS ?= leader-kill,follower-kill,leader-pause,leader-isolated,controller-isolated,controller-mid-failover,lost-unsynced,slow-network,rolling-restart,duplicate-id,bit-rot,disk-full,topic-recreate,restart-one-down,power-loss,unreplicated-tail,group-members,random,raft-controller-kill,raft-controller-isolated,raft-controller-mid-failover
 chaos:
 	$(GO) run ./testcluster/cmd/chaos --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED) --runs $(CHAOS_RUNS) --scenarios $(CHAOS_SCENARIOS)
+
+# The chaos scenarios of consumer groups, native and Kafka's (franz-go
+# members, one static): group-members and random, CHAOS_DURATION each
+# (about 3 minutes in all); .ci/run runs it.
+chaos-groups:
+	$(MAKE) chaos CHAOS_SCENARIOS=group-members,random
 
 # Plants each bug of testcluster/plants/ in a copy of the tree (storage that
 # skips fsync, a follower that acknowledges before its fsync, a
