@@ -115,7 +115,11 @@ bench:
 # three nodes, every measurement interleaved three times, medians and ratios
 # against the targets (exit 1 if one is missed); on the three nodes also
 # franz-go through the Kafka listeners beside gostream-ctl bench (B4, B5,
-# scripts/kafkabench). Installs the NATS binaries
+# scripts/kafkabench), and Kafka consumer groups beside ours: a franz-go
+# group of three reading six partitions (B6), 16 franz-go committers (B7),
+# and kill -9 of a kcat, franz-go or native member to its partitions read
+# by another (B8; kcat from PATH or KCAT=). ONLY="B6 B7 B8" NATS=0 runs the
+# group rows alone. Installs the NATS binaries
 # into $(BIN)/peers if they are missing. See docs/benchmarks.md.
 .PHONY: bench-compare
 bench-compare: build

@@ -63,10 +63,13 @@ func (b *Broker) LeaveGroup(ctx context.Context, principal, group string, member
 	return c.LeaveClassic(ctx, group, members)
 }
 
-// KafkaCommit serves a Kafka OffsetCommit for principal: read on the
-// group, and on each topic (an offset of a topic it may not read gets the
-// authorization error, the others are committed).
-func (b *Broker) KafkaCommit(ctx context.Context, principal string, req groups.ClassicCommit) ([]error, error) {
+// BeginKafkaCommit serves a Kafka OffsetCommit for principal: read on
+// the group, and on each topic (an offset of a topic it may not read gets
+// the authorization error, the others are committed). As
+// groups.Coordinator.BeginCommitClassic, the commit is checked and
+// appended now, and the wait returned gives its answer once it is
+// acknowledged.
+func (b *Broker) BeginKafkaCommit(ctx context.Context, principal string, req groups.ClassicCommit) (func(context.Context) ([]error, error), error) {
 	if err := b.Authorize(principal, metadata.OpRead, metadata.ResourceGroup, req.Group); err != nil {
 		return nil, err
 	}
@@ -86,14 +89,20 @@ func (b *Broker) KafkaCommit(ctx context.Context, principal string, req groups.C
 		return nil, err
 	}
 	req.Offsets = allowed
-	got, err := c.CommitClassic(ctx, req)
+	wait, err := c.BeginCommitClassic(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	for j, i := range at {
-		errs[i] = got[j]
-	}
-	return errs, nil
+	return func(ctx context.Context) ([]error, error) {
+		got, err := wait(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range at {
+			errs[i] = got[j]
+		}
+		return errs, nil
+	}, nil
 }
 
 // KafkaGroups lists the groups of every offsets partition this broker

@@ -1052,6 +1052,20 @@ type ClassicOffset struct {
 // offset (nil: committed). The offsets that pass are written in one
 // batch; it returns once they are acknowledged.
 func (c *Coordinator) CommitClassic(ctx context.Context, req ClassicCommit) ([]error, error) {
+	wait, err := c.BeginCommitClassic(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return wait(ctx)
+}
+
+// BeginCommitClassic is CommitClassic in two steps: it checks the commit
+// and appends its offsets (so that a commit begun after it is checked
+// against them, as it would be after CommitClassic returned), and returns
+// the wait for their acknowledgment, which gives CommitClassic's answer.
+// A Kafka connection's commits are begun in the order they are read and
+// waited for while the next ones are read, as its produces are.
+func (c *Coordinator) BeginCommitClassic(ctx context.Context, req ClassicCommit) (func(context.Context) ([]error, error), error) {
 	if err := validGroup(req.Group); err != nil {
 		return nil, err
 	}
@@ -1135,17 +1149,19 @@ func (c *Coordinator) CommitClassic(ctx context.Context, req ClassicCommit) ([]e
 	}
 	if len(recs) == 0 {
 		c.mu.Unlock()
-		return errs, nil
+		return func(context.Context) ([]error, error) { return errs, nil }, nil
 	}
 	wait, err := c.write(recs)
 	c.mu.Unlock()
-	if err == nil {
-		err = wait(ctx)
-	}
 	if err != nil {
 		return nil, err
 	}
-	return errs, nil
+	return func(ctx context.Context) ([]error, error) {
+		if err := wait(ctx); err != nil {
+			return nil, err
+		}
+		return errs, nil
+	}, nil
 }
 
 // checkCommitter refuses a commit whose committer is refused whatever it

@@ -274,7 +274,12 @@ func (s *Server) leaveGroup(ctx context.Context, req *kmsg.LeaveGroupRequest) (k
 	return resp, nil
 }
 
-func (s *Server) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) (kmsg.Response, error) {
+// offsetCommit begins an OffsetCommit: its offsets are checked and
+// appended now, in the order the connection's requests are read, and
+// made durable while the requests after it are read and begun; its
+// answer is written in its turn (a client's commits to several groups on
+// one connection are replicated together, not one after another).
+func (s *Server) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) reply {
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 	cm := groups.ClassicCommit{Group: req.Group, MemberID: req.MemberID, Generation: req.Generation}
 	if req.Version == 0 {
@@ -292,7 +297,33 @@ func (s *Server) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest
 			cm.Offsets = append(cm.Offsets, o)
 		}
 	}
-	errs, err := s.cfg.Core.KafkaCommit(ctx, principalOf(ctx), cm)
+	wait, err := s.cfg.Core.BeginKafkaCommit(ctx, principalOf(ctx), cm)
+	if err != nil {
+		return func(context.Context) (response, error) { return kresp(s.offsetCommitAnswer(req, resp, nil, err)), nil }
+	}
+	// The wait runs now, beside the requests read after this one: the
+	// leader's own fsync of the offsets is made in it, so a commit
+	// waited for only in its turn would not be durable before the
+	// answers ahead of it are written. It ends with the connection
+	// (ctx) at the latest.
+	var (
+		errs []error
+		werr error
+		done = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		errs, werr = wait(ctx)
+	}()
+	return func(context.Context) (response, error) {
+		<-done
+		return kresp(s.offsetCommitAnswer(req, resp, errs, werr)), nil
+	}
+}
+
+// offsetCommitAnswer fills resp in: err for every offset of req, else
+// errs, one per offset.
+func (s *Server) offsetCommitAnswer(req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, errs []error, err error) *kmsg.OffsetCommitResponse {
 	i := 0
 	for _, t := range req.Topics {
 		rt := kmsg.NewOffsetCommitResponseTopic()
@@ -313,7 +344,7 @@ func (s *Server) offsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest
 	if err != nil {
 		s.log.Debug("OffsetCommit refused", "group", req.Group, "member", req.MemberID, "generation", req.Generation, "err", err)
 	}
-	return resp, nil
+	return resp
 }
 
 // offsetFetch answers each group's committed offsets of the partitions

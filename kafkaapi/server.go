@@ -377,8 +377,8 @@ func skipTags(b []byte) ([]byte, error) {
 }
 
 // handle begins one request and returns its answer to come: a produce
-// is appended now and answered once durable, a fetch reads when its turn
-// comes, everything else is answered now. An error closes the
+// or an offset commit is appended now and answered once durable, a fetch
+// reads when its turn comes, everything else is answered now. An error closes the
 // connection.
 func (s *Server) handle(ctx context.Context, req *request) (reply, error) {
 	st, _ := ctx.Value(connKey{}).(*connState)
@@ -395,6 +395,9 @@ func (s *Server) handle(ctx context.Context, req *request) (reply, error) {
 		return func(ctx context.Context) (response, error) { return kresp2(s.joinGroup(ctx, req.clientID, k)) }, nil
 	case *kmsg.SyncGroupRequest:
 		return func(ctx context.Context) (response, error) { return kresp2(s.syncGroup(ctx, k)) }, nil
+	case *kmsg.OffsetCommitRequest:
+		// Appended as it is read, answered once durable, as a produce.
+		return s.offsetCommit(ctx, k), nil
 	}
 	resp, err := s.answer(ctx, st, req)
 	if err != nil {
@@ -442,8 +445,6 @@ func (s *Server) answer(ctx context.Context, st *connState, req *request) (kmsg.
 		return s.heartbeat(ctx, k)
 	case *kmsg.LeaveGroupRequest:
 		return s.leaveGroup(ctx, k)
-	case *kmsg.OffsetCommitRequest:
-		return s.offsetCommit(ctx, k)
 	case *kmsg.OffsetFetchRequest:
 		return s.offsetFetch(ctx, k)
 	case *kmsg.ListGroupsRequest:

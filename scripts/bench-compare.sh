@@ -15,7 +15,14 @@
 #     nodes' Kafka listeners against our own client, on the same cluster:
 #     B4 franz-go's pipelined produce (acks=all, idempotent;
 #     scripts/kafkabench) against gostream-ctl bench produce, B5 franz-go
-#     fetching against gostream-ctl bench consume of the same data.
+#     fetching against gostream-ctl bench consume of the same data. Then
+#     consumer groups, franz-go's against ours on the same cluster: B6 a
+#     group of three members reading six partitions (kafkabench consume
+#     -group against gostream-ctl bench consume --group), B7 sixteen
+#     synchronous committers (kafkabench commit against gostream-ctl bench
+#     commit), and B8 the time from kill -9 of a group member to its
+#     partitions being read by another (kcat -G, franz-go and
+#     gostream-ctl consume --group members; kafkabench takeover).
 #
 # Every measurement runs RUNS times, interleaved (gostream, NATS, gostream,
 # NATS, ...); the table compares medians. Settings, all environment
@@ -34,10 +41,18 @@
 #   NATS_SERVER, NATS_CLI   paths of the peer binaries, used as they are
 #                           (else found or installed, below)
 #   ONLY="A1 B3"            run only these measurements (A2 needs A1, B5 B4;
-#                           default all: A1 A2 A3 B1 B2 B3 B4 B5); the table
-#                           shows those run
+#                           default all: A1 A2 A3 B1 B2 B3 B4 B5 B6 B7 B8);
+#                           the table shows those run
 #   B5_DATA=kafka           which of B4's topics B5 reads: kafka, the ones
 #                           franz-go wrote, or native, gostream-ctl's
+#   GROUP_RECORDS=240000    records (1 KiB) of B6's topic of 6 partitions
+#   B6_DATA=kafka           who writes B6's topic: kafka (franz-go) or native
+#   COMMITS=16000           commits of B7's 16 committers, in all
+#   TAKEOVER_SESSION_MS=6000, TAKEOVER_HEARTBEAT_MS=500
+#                           B8's session timeout and heartbeat interval
+#   TAKEOVER_RATE=500       records/s produced while B8's members read
+#   KCAT                    the kcat binary for B8 (else kcat on PATH; without
+#                           one B8 runs franz-go and native members only)
 #   NATS=0                  skip NATS (our side alone, e.g. to profile it);
 #                           the table then has no ratios against NATS
 #   KEEP=1                  keep the temporary directory (logs, data)
@@ -65,10 +80,17 @@ SYNC16_RECORDS="${SYNC16_RECORDS:-16000}"
 NATS_SERVER_VERSION=v2.15.2
 NATS_CLI_VERSION=v0.5.0
 SIZE=1024
-ALL="A1 A2 A3 B1 B2 B3 B4 B5"
+ALL="A1 A2 A3 B1 B2 B3 B4 B5 B6 B7 B8"
 ONLY="${ONLY:-$ALL}"
 NATS="${NATS:-1}"
 B5_DATA="${B5_DATA:-kafka}"
+GROUP_RECORDS="${GROUP_RECORDS:-240000}"
+B6_DATA="${B6_DATA:-kafka}"
+COMMITS="${COMMITS:-16000}"
+TAKEOVER_SESSION_MS="${TAKEOVER_SESSION_MS:-6000}"
+TAKEOVER_HEARTBEAT_MS="${TAKEOVER_HEARTBEAT_MS:-500}"
+TAKEOVER_RATE="${TAKEOVER_RATE:-500}"
+KCAT="${KCAT:-$(command -v kcat || true)}"
 
 die() {
 	echo "bench-compare: $*" >&2
@@ -105,7 +127,7 @@ find_peer() {
 # want M: whether measurement M (A1 ... B5) is to be run.
 want() { [[ " $ONLY " == *" $1 "* ]]; }
 for m in $ONLY; do
-	case $m in A1 | A2 | A3 | B1 | B2 | B3 | B4 | B5) ;; *) die "ONLY: unknown measurement $m ($ALL)" ;; esac
+	case $m in A1 | A2 | A3 | B1 | B2 | B3 | B4 | B5 | B6 | B7 | B8) ;; *) die "ONLY: unknown measurement $m ($ALL)" ;; esac
 done
 if want A2 && ! want A1; then
 	die "ONLY: A2 consumes what A1 produced; add A1"
@@ -114,7 +136,9 @@ if want B5 && ! want B4; then
 	die "ONLY: B5 consumes what B4 produced; add B4"
 fi
 case $B5_DATA in kafka | native) ;; *) die "B5_DATA=$B5_DATA: want kafka or native" ;; esac
-# B4 and B5 set a Kafka client against ours: without any of the others,
+case $B6_DATA in kafka | native) ;; *) die "B6_DATA=$B6_DATA: want kafka or native" ;; esac
+[ -z "$KCAT" ] || [ -x "$KCAT" ] || die "KCAT=$KCAT is not an executable"
+# B4 to B8 set a Kafka client against ours: without any of the others,
 # NATS has nothing to do.
 if ! want A1 && ! want A3 && ! want B1 && ! want B2 && ! want B3; then
 	NATS=0
@@ -122,8 +146,10 @@ fi
 # nats: whether the NATS side runs.
 nats() { [ "$NATS" = 1 ]; }
 part_a() { want A1 || want A3; }
-part_b() { want B1 || want B2 || want B3 || want B4; }
-# nats_b: whether Part B has a NATS side (B4 and B5 have none).
+part_b() { want B1 || want B2 || want B3 || want B4 || want B6 || want B7 || want B8; }
+# kafka_b: whether Part B runs scripts/kafkabench.
+kafka_b() { want B4 || want B6 || want B7 || want B8; }
+# nats_b: whether Part B has a NATS side (B4 to B8 have none).
 nats_b() { nats && { want B1 || want B2 || want B3; }; }
 
 if nats; then
@@ -182,7 +208,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 "$GO" build -o "$WORK/fsyncbench" ./scripts/fsyncbench || die "cannot build scripts/fsyncbench"
-if want B4; then
+if kafka_b; then
 	"$GO" build -o "$WORK/kafkabench" ./scripts/kafkabench || die "cannot build scripts/kafkabench"
 fi
 
@@ -503,7 +529,7 @@ started=$SECONDS
 if nats; then
 	peers="nats-server $("$NATS_SERVER" --version 2>&1 | awk '{ print $NF }') ($NATS_SERVER), nats $("$NATS_CLI" --version 2>&1) ($NATS_CLI)"
 else
-	peers="NATS not run (NATS=0, or only B4 B5), no ratios against it"
+	peers="NATS not run (NATS=0, or only B4 to B8), no ratios against it"
 fi
 cat <<HEAD
 bench-compare: gostream $(git describe --always --dirty 2>/dev/null || echo dev) vs NATS JetStream
@@ -613,7 +639,7 @@ nats_b && start_nats_cluster
 echo "-- warm-up (not counted)"
 gs_topic warmup "$CLUSTER_PARTITIONS" 3
 gs_bench produce --topic warmup --records 20000 --record-size "$SIZE"
-want B4 && kafka_bench -topic warmup -records 20000 -size "$SIZE" produce
+kafka_b && kafka_bench -topic warmup -records 20000 -size "$SIZE" produce
 nats_b && nats_bench pub async --create --purge --storage file --replicas 3 --msgs 20000 --size 1KB bench
 
 if want B1; then
@@ -725,6 +751,81 @@ for r in $(seq "$RUNS"); do
 	say "run $r" franz-go "consume: $(fmt_rate "$v") records/s ($(json_num records <<<"$RESULT") records)"
 done
 fi
+
+# from_first: the records/s of the last group read from its first records
+# on (records / (seconds - FIRST)), and its join (FIRST) in ms.
+from_first() {
+	awk -v n="$(json_num records <<<"$RESULT")" -v s="$(json_num seconds <<<"$RESULT")" -v f="$1" \
+		'BEGIN { if (s - f > 0) printf "%.0f", n / (s - f); else print "nan" }'
+}
+
+if want B6; then
+echo "-- B6 a group of 3 members reading a topic of 6 partitions, RF 3, $GROUP_RECORDS records written by $([ "$B6_DATA" = kafka ] && echo franz-go || echo gostream-ctl), from the log start; a new group each run: gostream-ctl bench consume --group G --members 3 vs franz-go (kafkabench consume -group G -members 3); records/s from the first records to the last (the join apart)"
+gs_topic b6 6 3
+if [ "$B6_DATA" = kafka ]; then
+	kafka_bench -topic b6 -records "$GROUP_RECORDS" -size "$SIZE" produce
+else
+	gs_bench produce --topic b6 --records "$GROUP_RECORDS" --record-size "$SIZE"
+fi
+for r in $(seq "$RUNS"); do
+	gs_bench consume --topic b6 --group "b6-r$r-native" --members 3
+	first="$(sed -n 's/.*first records after \([0-9.]*\) s.*/\1/p' "$LOG.err")"
+	per="$(sed -n 's/.*records counted per member: \([0-9, ]*\);.*/\1/p' "$LOG.err")"
+	v="$(from_first "${first:-0}")"
+	add B6.native "$v"
+	say "run $r" native "group of 3: $(fmt_rate "$v") records/s from the first records ($(json_num records <<<"$RESULT") records; join $(fmt_ms "${first:-0}") s; per member: $per)"
+	kafka_bench -topic b6 -group "b6-r$r-kafka" -members 3 consume
+	first="$(json_num first_records_s <<<"$RESULT")"
+	per="$(sed -n 's/.*"member_records":\[\([0-9,]*\)\].*/\1/p' <<<"$RESULT")"
+	v="$(from_first "${first:-0}")"
+	add B6.kafka "$v"
+	say "run $r" franz-go "group of 3: $(fmt_rate "$v") records/s from the first records ($(json_num records <<<"$RESULT") records; join $(fmt_ms "${first:-0}") s; per member: ${per//,/, })"
+done
+fi
+
+if want B7; then
+echo "-- B7 16 synchronous committers, $COMMITS commits in all, each its own group and its own partition of a topic of 16 partitions, RF 3, committing from outside any membership: gostream-ctl bench commit vs franz-go (kafkabench commit: OffsetCommit with generation -1)"
+gs_topic b7 16 3
+for r in $(seq "$RUNS"); do
+	gs_bench commit --topic b7 --committers 16 --commits "$COMMITS" --group-prefix "b7-r$r-native"
+	v="$(json_num records_per_sec <<<"$RESULT")"
+	add B7.native "$v"
+	cpu_note B7.native.cpu "$COMMITS"
+	say "run $r" native "16 committers: $(fmt_rate "$v") commits/s, p50 $(fmt_ms "$(json_num p50_ms <<<"$RESULT")") ms$CPU_NOTE"
+	kafka_bench -topic b7 -committers 16 -commits "$COMMITS" -group-prefix "b7-r$r-kafka" commit
+	v="$(json_num records_per_sec <<<"$RESULT")"
+	add B7.kafka "$v"
+	cpu_note B7.kafka.cpu "$COMMITS"
+	say "run $r" franz-go "16 committers: $(fmt_rate "$v") commits/s, p50 $(fmt_ms "$(json_num p50_ms <<<"$RESULT")") ms$CPU_NOTE"
+	kafka_bench -topic b7 -committers 16 -commits "$COMMITS" -group-prefix "b7-r$r-kafka-own" -client-per-committer commit
+	v="$(json_num records_per_sec <<<"$RESULT")"
+	add B7.kafka.own "$v"
+	say "run $r" franz-go "16 committers, a client each: $(fmt_rate "$v") commits/s, p50 $(fmt_ms "$(json_num p50_ms <<<"$RESULT")") ms"
+done
+fi
+
+B8_kinds="franz-go native"
+[ -n "$KCAT" ] && B8_kinds="kcat $B8_kinds"
+B8_bound="$(awk -v s="$TAKEOVER_SESSION_MS" -v h="$TAKEOVER_HEARTBEAT_MS" 'BEGIN { print (s + h) / 1000 + 0.5 }')"
+if want B8; then
+echo "-- B8 kill -9 of one of 3 group members reading a topic of 6 partitions, RF 3, while $TAKEOVER_RATE records/s are written; the time to the first record of one of its partitions read by another member (kafkabench takeover); members: $B8_kinds; session timeout $TAKEOVER_SESSION_MS ms, heartbeat interval $TAKEOVER_HEARTBEAT_MS ms; bound: session + heartbeat + 0.5 s for a fetch = $B8_bound s"
+[ -n "$KCAT" ] || echo "  (kcat not found: no kcat members; KCAT=path or apt-get install kcat)"
+for r in $(seq "$RUNS"); do
+	for kind in $B8_kinds; do
+		topic="b8-r$r-$kind"
+		gs_topic "$topic" 6 3
+		kafka_bench -topic "$topic" -group "$topic" -member "$kind" -kcat "${KCAT:-kcat}" -ctl "$BIN/gostream-ctl" \
+			-native-bootstrap "$BOOTSTRAP" -session "${TAKEOVER_SESSION_MS}ms" -heartbeat "${TAKEOVER_HEARTBEAT_MS}ms" \
+			-rate "$TAKEOVER_RATE" takeover
+		v="$(json_num takeover_s <<<"$RESULT")"
+		add "B8.$kind" "$v"
+		say "run $r" "$kind" "kill -9 to takeover: $(fmt_ms "$v") s (all of its partitions $(fmt_ms "$(json_num all_s <<<"$RESULT")") s; heartbeat $(json_num heartbeat_ms <<<"$RESULT") ms; steady after $(fmt_ms "$(json_num steady_s <<<"$RESULT")") s)"
+	done
+done
+for kind in $B8_kinds; do
+	say median "$kind" "kill -9 to takeover: $(fmt_ms "$(median "B8.$kind")") s"
+done
+fi
 stop_all
 fi
 
@@ -765,6 +866,9 @@ row() {
 	if [ "$unit" = ms ]; then
 		ours="$(fmt_ms "$ours") ms"
 		[ "$base" = nan ] && base="-" || base="$(fmt_ms "$base") ms"
+	elif [ "$unit" = s ]; then
+		ours="$(fmt_ms "$ours") s"
+		[ "$base" = nan ] && base="-" || base="$(fmt_ms "$base") s"
 	elif [ "$unit" = us ]; then
 		ours="$(fmt_rate "$ours") us"
 		[ "$base" = nan ] && base="-" || base="$(fmt_rate "$base") us"
@@ -799,10 +903,23 @@ done
 if want B1 && nats; then
 	row "B4 franz-go produce vs NATS R3 async (rec/s)" rate "$(median "B4.kafka.$B4_kafka_n")" "$(median "B1.nats.$B1_nats_n")" ref 0
 fi
+# B6 and B7: franz-go's groups against ours; B8: each kind of member's
+# takeover against the bound (session + heartbeat + 0.5 s).
+row "B6 franz-go vs native group of 3 consume (rec/s)" rate "$(median B6.kafka)" "$(median B6.native)" ge 0.9
+row "B7 franz-go vs native 16 committers (commits/s)" rate "$(median B7.kafka)" "$(median B7.native)" ge 0.8
+row "B7 franz-go, a client each, vs native (commits/s)" rate "$(median B7.kafka.own)" "$(median B7.native)" ref 0
+row "B7 CPU/commit franz-go vs native (us)" us "$(median B7.kafka.cpu)" "$(median B7.native.cpu)" ref 0
+if want B8; then
+	row "B8 kill -9 to takeover, kcat vs bound (s)" s "$(median B8.kcat)" "$B8_bound" le 1.0
+	row "B8 kill -9 to takeover, franz-go vs bound (s)" s "$(median B8.franz-go)" "$B8_bound" le 1.0
+	row "B8 kill -9 to takeover, native vs bound (s)" s "$(median B8.native)" "$B8_bound" ref 0
+fi
 echo "settings: A1 gostream ${A1_gs_n:--} producer(s) x $PARTITIONS partitions, NATS ${A1_nats_n:--} client(s);" \
 	"B1 gostream ${B1_gs_n:--} producer(s) x $CLUSTER_PARTITIONS partitions, NATS ${B1_nats_n:--} client(s);" \
 	"B3 16 producers x $SYNC16_PARTITIONS partition(s); B4 $PRODUCERS producer(s) x $CLUSTER_PARTITIONS partitions" \
-	"(franz-go's best ${B4_kafka_n:--}); B5 reads B4's $B5_DATA topics of $B5_n producer(s); $RECORDS / $SYNC_RECORDS / $SYNC16_RECORDS records"
+	"(franz-go's best ${B4_kafka_n:--}); B5 reads B4's $B5_DATA topics of $B5_n producer(s); $RECORDS / $SYNC_RECORDS / $SYNC16_RECORDS records;" \
+	"B6 $GROUP_RECORDS records ($B6_DATA) x 6 partitions, 3 members; B7 16 committers, $COMMITS commits;" \
+	"B8 members ${B8_kinds// /, }, session $TAKEOVER_SESSION_MS ms, heartbeat $TAKEOVER_HEARTBEAT_MS ms, $TAKEOVER_RATE records/s"
 echo "at the end (this run's own processes included): $(busy); took $((SECONDS - started)) s"
 if [ "$missed" = 1 ]; then
 	echo "bench-compare: at least one target MISSED"

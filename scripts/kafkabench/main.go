@@ -1,10 +1,10 @@
 // Command kafkabench measures a Kafka client, franz-go (pkg/kgo), through
-// gostream's Kafka listeners, the way `gostream-ctl bench produce` and
-// `gostream-ctl bench consume` measure the native client, so that
-// scripts/bench-compare.sh can set the two side by side in one run (rows
-// B4 and B5; docs/benchmarks.md).
+// gostream's Kafka listeners, the way `gostream-ctl bench produce`,
+// `bench consume`, `bench consume --group` and `bench commit` measure the
+// native client, so that scripts/bench-compare.sh can set the two side by
+// side in one run (rows B4 to B8; docs/benchmarks.md).
 //
-//	kafkabench -brokers HOST:PORT,... [-topic T] [-json] [flags] produce|consume
+//	kafkabench -brokers HOST:PORT,... [-topic T] [-json] [flags] produce|consume|commit|takeover
 //
 // The topic must exist.
 //
@@ -24,6 +24,34 @@
 //     consume does. Bytes count keys and values. Its percentiles are those
 //     of one PollFetches that returned records: franz-go fetches in the
 //     background, so they are the wait for buffered data, not one fetch.
+//   - consume -group G: -members (1) group members of G, each a
+//     kgo.Client of its own, franz-go's default balancer
+//     (cooperative-sticky), no commits, read the topic from the log start
+//     up to the high watermarks found at start, each record counted once,
+//     as gostream-ctl bench consume --group G --members N does. The clock
+//     starts when the members are created, so seconds include the join;
+//     first_records_s says when the first records came (the join alone)
+//     and member_records what each member contributed.
+//   - commit: -committers (16) goroutines sharing one kgo.Client, each
+//     committing synchronously, one commit at a time, as its own group
+//     (-group-prefix P: P-i) from outside any membership (OffsetCommit,
+//     generation -1), one offset of its own partition (i modulo the
+//     partitions): that partition's high watermark at start, given a
+//     record first if it has none. -commits (20000) in all. That is
+//     gostream-ctl bench commit's shape; one untimed commit each comes
+//     first.
+//   - takeover: a producer writes -rate (500) records a second, round
+//     robin, while -members (3) member processes of kind -member (kcat:
+//     kcat -G; franz-go: this program's member mode; native:
+//     gostream-ctl consume --group --follow, at -native-bootstrap) read
+//     the topic as group -group with -session and -heartbeat, each
+//     printing a line per record. Once every partition has been read by
+//     one member only, and every member reads some, for two seconds, the
+//     first member is killed with SIGKILL; the run ends when another
+//     member has read a record of each of its partitions. It prints
+//     takeover_s, the time from the kill to the first of those records,
+//     and all_s, to the last partition's. The topic should be new: the
+//     members read it from its start.
 //
 // The clock starts once every client has loaded the topic's metadata (and,
 // for consume, found the partitions' offsets).
@@ -31,9 +59,10 @@
 // It prints one human line (stderr with -json) and, with -json, one JSON
 // object on stdout with the fields gostream-ctl bench -o json prints
 // (records, bytes, seconds, records_per_sec, mb_per_sec, p50_ms, p99_ms,
-// p999_ms; MB is 2^20 bytes) and the settings. A record that fails, an
-// error from a fetch, or a run not done within -timeout ends it with exit
-// status 2; bad usage exits 1.
+// p999_ms; MB is 2^20 bytes) and the settings (takeover: its own fields).
+// A record that fails, an error from a fetch or a commit, a member that
+// exits, or a run not done within -timeout ends it with exit status 2;
+// bad usage exits 1.
 package main
 
 import (
@@ -67,6 +96,22 @@ type config struct {
 	partitioner    string
 	fetchPartBytes int
 	timeout        time.Duration
+
+	group       string // consume -group, takeover, member
+	members     int
+	committers  int
+	commits     int64
+	groupPrefix string
+
+	clientPerCommitter bool
+
+	member          string // takeover: kcat, franz-go or native
+	kcat            string
+	ctl             string
+	nativeBootstrap string
+	session         time.Duration
+	heartbeat       time.Duration
+	rate            int
 }
 
 // result is what kafkabench prints with -json: gostream-ctl bench's
@@ -86,7 +131,15 @@ type result struct {
 	Topic      string `json:"topic"`
 	Partitions int    `json:"partitions"`
 	Producers  int    `json:"producers,omitempty"`
+	Members    int    `json:"members,omitempty"`
+	Committers int    `json:"committers,omitempty"`
 	Settings   string `json:"settings"`
+
+	// consume -group: from the start to the first records, what each
+	// member counted, and the records read again (not counted).
+	FirstRecordsS *float64 `json:"first_records_s,omitempty"`
+	MemberRecords []int64  `json:"member_records,omitempty"`
+	ReadAgain     *int64   `json:"read_again,omitempty"`
 }
 
 const mebibyte = 1 << 20
@@ -105,8 +158,21 @@ func main() {
 	flag.StringVar(&cfg.partitioner, "partitioner", "round-robin", "produce: round-robin (gostream-ctl bench's) or uniform-bytes (franz-go's default)")
 	flag.IntVar(&cfg.fetchPartBytes, "fetch-partition-bytes", 1<<20, "consume: bytes one fetch asks for per partition")
 	flag.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "longest the run may take, setup included")
+	flag.StringVar(&cfg.group, "group", "", "consume: read as members of this group (takeover: the group of the members)")
+	flag.IntVar(&cfg.members, "members", 0, "consume -group: members, each its own client (default 1); takeover: member processes (default 3)")
+	flag.IntVar(&cfg.committers, "committers", 16, "commit: committers at once, each its own group and partition")
+	flag.Int64Var(&cfg.commits, "commits", 20000, "commit: commits in all, shared among the committers")
+	flag.StringVar(&cfg.groupPrefix, "group-prefix", "kafkabench-commit", "commit: committer i commits as group PREFIX-i")
+	flag.BoolVar(&cfg.clientPerCommitter, "client-per-committer", false, "commit: each committer its own kgo.Client (default: one client shared, as gostream-ctl bench commit's committers share one)")
+	flag.StringVar(&cfg.member, "member", "franz-go", "takeover: the member processes: kcat (kcat -G), franz-go (kafkabench member) or native (gostream-ctl consume --group)")
+	flag.StringVar(&cfg.kcat, "kcat", "kcat", "takeover -member kcat: the kcat binary")
+	flag.StringVar(&cfg.ctl, "ctl", "gostream-ctl", "takeover -member native: the gostream-ctl binary")
+	flag.StringVar(&cfg.nativeBootstrap, "native-bootstrap", "", "takeover -member native: the nodes' native addresses (gostream-ctl --bootstrap)")
+	flag.DurationVar(&cfg.session, "session", 6*time.Second, "takeover, member: the members' session timeout")
+	flag.DurationVar(&cfg.heartbeat, "heartbeat", 500*time.Millisecond, "takeover, member: the Kafka members' heartbeat interval (a native member's is the coordinator's)")
+	flag.IntVar(&cfg.rate, "rate", 500, "takeover: records produced a second while the members read")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: kafkabench -brokers HOST:PORT,... [-topic T] [-json] [flags] produce|consume")
+		fmt.Fprintln(os.Stderr, "usage: kafkabench -brokers HOST:PORT,... [-topic T] [-json] [flags] produce|consume|commit|takeover")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -114,10 +180,21 @@ func main() {
 	if mode == "produce" && cfg.records == 0 {
 		cfg.records = 100000
 	}
-	if *brokers == "" || flag.NArg() != 1 || (mode != "produce" && mode != "consume") || cfg.topic == "" ||
+	if cfg.members == 0 {
+		cfg.members = 1
+		if mode == "takeover" {
+			cfg.members = 3
+		}
+	}
+	if *brokers == "" || flag.NArg() != 1 || !slices.Contains([]string{"produce", "consume", "commit", "takeover", "member"}, mode) || cfg.topic == "" ||
 		cfg.records < 0 || cfg.size < 0 || cfg.producers < 1 || cfg.linger < 0 || cfg.batchBytes < 512 ||
 		cfg.bufferBytes < cfg.size || cfg.fetchPartBytes < 1 || cfg.timeout <= 0 ||
-		(cfg.partitioner != "round-robin" && cfg.partitioner != "uniform-bytes") {
+		(cfg.partitioner != "round-robin" && cfg.partitioner != "uniform-bytes") ||
+		cfg.members < 1 || cfg.committers < 1 || cfg.commits < 1 || cfg.groupPrefix == "" ||
+		((mode == "takeover" || mode == "member") && cfg.group == "") || (mode == "takeover" && cfg.members < 2) ||
+		(mode == "takeover" && cfg.member == "native" && cfg.nativeBootstrap == "") ||
+		!slices.Contains([]string{"kcat", "franz-go", "native"}, cfg.member) ||
+		cfg.session <= 0 || cfg.heartbeat <= 0 || cfg.rate < 1 || cfg.rate > 100000 {
 		flag.Usage()
 		os.Exit(1)
 	}
@@ -129,24 +206,59 @@ func main() {
 		r   result
 		err error
 	)
-	if mode == "produce" {
+	switch {
+	case mode == "produce":
 		r, err = runProduce(ctx, cfg)
-	} else {
+	case mode == "consume" && cfg.group != "":
+		r, err = runGroupConsume(ctx, cfg)
+	case mode == "consume":
 		r, err = runConsume(ctx, cfg)
+	case mode == "commit":
+		r, err = runCommit(ctx, cfg)
+	case mode == "takeover":
+		tr, err := runTakeover(ctx, cfg)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "kafkabench: %s: %v\n", mode, err)
+			os.Exit(2)
+		}
+		human := fmt.Sprintf("kafkabench takeover: %s, topic %s, group %s: steady after %.3f s; kill -9 of a member owning partitions %v: the first record of one of them read by another %.3f s after the kill, of each of them %.3f s; %s",
+			tr.Member, tr.Topic, tr.Group, tr.SteadyS, tr.Victim, tr.TakeoverS, tr.AllS, tr.Settings)
+		emit(*asJSON, human, tr)
+		return
+	case mode == "member":
+		if err := runMember(ctx, cfg); err != nil {
+			fmt.Fprintf(os.Stderr, "kafkabench: %s: %v\n", mode, err)
+			os.Exit(2)
+		}
+		return
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kafkabench: %s: %v\n", mode, err)
 		os.Exit(2)
 	}
-	human := fmt.Sprintf("kafkabench %s: %s, topic %s (%d partitions): %d records (%.2f MB) in %.3f s, %.1f records/s, %.2f MB/s, p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms; %s",
-		mode, r.Client, r.Topic, r.Partitions, r.Records, float64(r.Bytes)/mebibyte, r.Seconds,
-		r.RecordsPerSec, r.MBPerSec, r.P50Ms, r.P99Ms, r.P999Ms, r.Settings)
-	if !*asJSON {
+	unit := "records"
+	if mode == "commit" {
+		unit = "commits"
+	}
+	human := fmt.Sprintf("kafkabench %s: %s, topic %s (%d partitions): %d %s (%.2f MB) in %.3f s, %.1f %s/s, %.2f MB/s, p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms; %s",
+		mode, r.Client, r.Topic, r.Partitions, r.Records, unit, float64(r.Bytes)/mebibyte, r.Seconds,
+		r.RecordsPerSec, unit, r.MBPerSec, r.P50Ms, r.P99Ms, r.P999Ms, r.Settings)
+	if r.FirstRecordsS != nil {
+		human += fmt.Sprintf("; first records after %.3f s; records counted per member: %v; %d read again (not counted)",
+			*r.FirstRecordsS, r.MemberRecords, *r.ReadAgain)
+	}
+	emit(*asJSON, human, r)
+}
+
+// emit prints human on stdout, or, with asJSON, human on stderr and v as
+// one JSON object on stdout.
+func emit(asJSON bool, human string, v any) {
+	if !asJSON {
 		fmt.Println(human)
 		return
 	}
 	fmt.Fprintln(os.Stderr, human)
-	if err := json.NewEncoder(os.Stdout).Encode(r); err != nil {
+	if err := json.NewEncoder(os.Stdout).Encode(v); err != nil {
 		fmt.Fprintln(os.Stderr, "kafkabench:", err)
 		os.Exit(2)
 	}
