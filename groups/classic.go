@@ -324,6 +324,10 @@ func (c *Coordinator) JoinClassic(ctx context.Context, req ClassicJoin) (Classic
 			c.mu.Unlock()
 			return ClassicJoined{}, fmt.Errorf("%w: %q: group %q has no members", ErrUnknownMember, req.MemberID, req.Group)
 		}
+		if err := c.checkNewGroup(req.Group); err != nil {
+			c.mu.Unlock()
+			return ClassicJoined{}, err
+		}
 		cg = &classicGroup{name: req.Group, members: map[string]*classicMember{}, pending: map[string]time.Time{}, instances: map[string]string{}}
 		if g := c.state.Group(req.Group); g != nil {
 			cg.generation = g.ClassicFloor
@@ -1170,6 +1174,9 @@ func (c *Coordinator) BeginCommitClassic(ctx context.Context, req ClassicCommit)
 func (c *Coordinator) checkCommitter(req ClassicCommit) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.checkNewGroup(req.Group); err != nil {
+		return err
+	}
 	g := c.state.Group(req.Group)
 	if g == nil || len(g.Members) == 0 {
 		return c.checkClassicCommit(&req, c.cfg.Now())

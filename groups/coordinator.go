@@ -106,7 +106,15 @@ type CoordinatorConfig struct {
 	// ConsumerGroupHeartbeat, which the server sets; 0 for
 	// DefaultConsumerSession.
 	ConsumerSession time.Duration
+	// MaxGroups bounds the groups of the coordinator (those of its
+	// partition's log, and the Kafka-protocol groups that exist only in
+	// memory, with ids handed out); 0 for MaxGroups.
+	MaxGroups int
 }
+
+// MaxGroups is how many groups one coordinator holds at most: a request
+// that would make one more is refused with ErrInvalidRequest.
+const MaxGroups = 10_000
 
 // DefaultConsumerSession is the session timeout of a member of Kafka's
 // new group protocol (Kafka's group.consumer.session.timeout.ms).
@@ -187,6 +195,9 @@ func NewCoordinator(cfg CoordinatorConfig) *Coordinator {
 	if cfg.ConsumerSession <= 0 {
 		cfg.ConsumerSession = DefaultConsumerSession
 	}
+	if cfg.MaxGroups <= 0 {
+		cfg.MaxGroups = MaxGroups
+	}
 	cfg.MaxMemberBytes = min(cfg.MaxMemberBytes, MaxClassicMemberBytes)
 	return &Coordinator{cfg: cfg, state: NewState(), live: map[string]map[string]*liveness{}, lastSnapshot: -1, every: cfg.SnapshotEvery,
 		classic: map[string]*classicGroup{}}
@@ -261,6 +272,28 @@ func (c *Coordinator) liveOf(group, member string) *liveness {
 		m[member] = l
 	}
 	return l
+}
+
+// checkNewGroup refuses a group the coordinator does not hold when it
+// holds as many as it may. The caller holds mu.
+func (c *Coordinator) checkNewGroup(group string) error {
+	if c.state.Group(group) != nil || c.classic[group] != nil {
+		return nil
+	}
+	n := len(c.state.groups)
+	if n+len(c.classic) < c.cfg.MaxGroups {
+		return nil
+	}
+	for name := range c.classic {
+		if c.state.Group(name) == nil {
+			n++
+		}
+	}
+	if n < c.cfg.MaxGroups {
+		return nil
+	}
+	return fmt.Errorf("%w: group %q would be one more than the %d groups its coordinator (its partition of %s) holds, the most it takes; delete groups no longer used",
+		ErrInvalidRequest, group, n, transport.OffsetsTopic)
 }
 
 // write appends recs and applies them. The caller holds mu; the wait it
@@ -400,6 +433,10 @@ func (c *Coordinator) Commit(ctx context.Context, req *transport.OffsetCommitReq
 			return fmt.Errorf("%w: group %q has Kafka-protocol members; offsets are reset only while it has none", ErrGroupNotEmpty, req.Group)
 		}
 		return fmt.Errorf("%w: group %q has Kafka-protocol members; commits come from them", ErrUnknownMember, req.Group)
+	}
+	if err := c.checkNewGroup(req.Group); err != nil {
+		c.mu.Unlock()
+		return err
 	}
 	now := c.cfg.Now().UnixMilli()
 	g := c.state.Group(req.Group)
@@ -632,6 +669,10 @@ func (c *Coordinator) heartbeat(ctx context.Context, req *transport.GroupHeartbe
 			}
 		}
 		if id == "" {
+			if err := c.checkNewGroup(req.Group); err != nil {
+				c.mu.Unlock()
+				return nil, err
+			}
 			if len(members) >= MaxMembers {
 				c.mu.Unlock()
 				return nil, fmt.Errorf("%w: group %q has %d members, the most it takes", ErrInvalidRequest, req.Group, len(members))
