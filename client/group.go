@@ -80,6 +80,10 @@ type GroupConfig struct {
 	// past its session timeout without calling Poll. Their records since
 	// the last commit go to the next owner again.
 	OnLost func(parts []TopicPartition)
+	// Paused starts the member paused (see Pause): it joins, and is
+	// assigned and gives up partitions as Poll is called, but fetches
+	// nothing until Resume.
+	Paused bool
 }
 
 // GroupConsumer is a member of a consumer group: it joins the group, is
@@ -126,6 +130,9 @@ type GroupConsumer struct {
 		closed      bool
 		lastCommit  time.Time
 		asyncCommit bool // an auto-commit is running
+		// resumed is nil while fetching goes on; while paused, a channel
+		// Resume closes.
+		resumed chan struct{}
 	}
 }
 
@@ -185,11 +192,54 @@ func NewGroupConsumer(c *Client, cfg GroupConfig) (*GroupConsumer, error) {
 	}
 	g.mu.parts = map[TopicPartition]*ownedPartition{}
 	g.mu.lastCommit = time.Now()
+	if cfg.Paused {
+		g.mu.resumed = make(chan struct{})
+	}
 	g.ctx, g.end = context.WithCancel(context.Background())
 	loopCtx, stop := context.WithCancel(g.ctx)
 	g.stop = stop
 	go g.heartbeatLoop(loopCtx)
 	return g, nil
+}
+
+// Pause stops fetching: the member stays in its group, heartbeats, and
+// is assigned and gives up partitions as Poll is called, but Poll
+// returns no records and no fetch of its partitions starts until Resume
+// (one under way holds what it got until then). A consumer that cannot
+// keep up pauses as Kafka clients do, without leaving its group.
+func (g *GroupConsumer) Pause() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.mu.resumed == nil {
+		g.mu.resumed = make(chan struct{})
+	}
+}
+
+// Resume starts fetching again after Pause (or GroupConfig.Paused).
+func (g *GroupConsumer) Resume() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.mu.resumed != nil {
+		close(g.mu.resumed)
+		g.mu.resumed = nil
+	}
+}
+
+// waitResumed returns once the member is not paused (true), or when ctx
+// ends (false).
+func (g *GroupConsumer) waitResumed(ctx context.Context) bool {
+	g.mu.Lock()
+	ch := g.mu.resumed
+	g.mu.Unlock()
+	if ch == nil {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // MemberID is the id the coordinator gave the member; empty before it
@@ -479,6 +529,9 @@ func (g *GroupConsumer) fetch(ctx context.Context, op *ownedPartition) {
 		}
 	}
 	for ctx.Err() == nil {
+		if !g.waitResumed(ctx) {
+			return
+		}
 		recs, err := op.cons.Poll(ctx, time.Second)
 		switch {
 		case ctx.Err() != nil:
@@ -494,7 +547,9 @@ func (g *GroupConsumer) fetch(ctx context.Context, op *ownedPartition) {
 				return
 			}
 		case len(recs) > 0:
-			if !send(fetchResult{op: op, recs: recs}) {
+			// A fetch that was under way when the member paused holds its
+			// records until it resumes.
+			if !g.waitResumed(ctx) || !send(fetchResult{op: op, recs: recs}) {
 				return
 			}
 		}

@@ -77,8 +77,9 @@ and values, and the latency percentiles are those of one fetch.
 With --group G it reads as --members members of group G instead, each a
 client.GroupConsumer with its own client, which the group's coordinator
 assigns partitions; a partition starts at G's committed offset, else at
-its log start. The clock starts when the members are started, so the
-time includes their joining and the rebalances while they join. It ends
+its log start. The members join paused, and the clock starts once they
+have shared out the partitions (the time is the group's reading, not
+its joining). It ends
 when every partition has been read up to the high watermark found at
 start (or at --records). A record that a member reads again (its
 partition moved before it was committed) is not counted again; stderr

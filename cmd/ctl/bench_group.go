@@ -99,17 +99,28 @@ func benchGroupConsume(c *cli.Context, g globals, topic string, limit int64) err
 		fail firstError
 		wg   sync.WaitGroup
 	)
+	// The members join paused and settle (each given its share, what
+	// moves released) before the clock starts: the group reads as a
+	// group of --members, not as its first member alone while the
+	// others join.
+	for _, bm := range bms {
+		gc, err := client.NewGroupConsumer(bm.cl, client.GroupConfig{Group: group, Topics: []string{topic}, Reset: client.ResetEarliest, Paused: true})
+		if err != nil {
+			return failed(err)
+		}
+		bm.gc = gc
+	}
+	joined := time.Now()
+	if err := settle(ctx, bms, len(t.Partitions), g.timeout); err != nil {
+		return failed(err)
+	}
+	fmt.Fprintf(c.App.ErrWriter, "bench consume: the members settled in %.3f s (not timed)\n", time.Since(joined).Seconds())
 	start := time.Now()
 	tracker.start = start
 	tracker.finishIfDone()
 	prog := startProgress(c.App.ErrWriter, "bench consume", &tracker.counters)
 	for _, bm := range bms {
-		gc, err := client.NewGroupConsumer(bm.cl, client.GroupConfig{Group: group, Topics: []string{topic}, Reset: client.ResetEarliest})
-		if err != nil {
-			prog.close()
-			return failed(err)
-		}
-		bm.gc = gc
+		bm.gc.Resume()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -164,6 +175,39 @@ func benchGroupConsume(c *cli.Context, g globals, topic string, limit int64) err
 		return failed(err)
 	}
 	return nil
+}
+
+// settle polls the paused members until the group's partitions are
+// shared out: every partition owned by one member, and every member
+// owning some (while there are partitions enough), within timeout.
+func settle(ctx context.Context, bms []*benchMember, partitions int, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		owned, idle := map[client.TopicPartition]int{}, 0
+		for _, bm := range bms {
+			if _, err := bm.gc.Poll(ctx, 10*time.Millisecond); err != nil && ctx.Err() == nil && !passing(err) {
+				return err
+			}
+			a := bm.gc.Assignment()
+			if len(a) == 0 {
+				idle++
+			}
+			for _, tp := range a {
+				owned[tp]++
+			}
+		}
+		shared := len(owned) == partitions && idle <= max(len(bms)-partitions, 0)
+		for _, n := range owned {
+			shared = shared && n == 1
+		}
+		if shared {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w: the members did not share out the %s within %v", ctx.Err(), plural(int64(partitions), "partition"), timeout)
+		}
+	}
 }
 
 // groupTracker counts what the members of bench consume --group read:

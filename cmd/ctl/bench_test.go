@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -159,6 +160,13 @@ func TestBenchGroupConsume(t *testing.T) {
 	checkBenchResult(t, res.Stdout, 300, 3000)
 	assert.Contains(t, res.Stderr, "bench consume: 300 records from g, 3 partitions, as 2 members of group g1, no commits")
 	assert.Contains(t, res.Stderr, "records counted per member: ")
+	// The members settled before the clock: both read their share (not
+	// the first alone while the other joined).
+	m := regexp.MustCompile(`records counted per member: (\d+), (\d+);`).FindStringSubmatch(res.Stderr)
+	require.Len(t, m, 3, res.Stderr)
+	assert.NotEqual(t, "0", m[1], res.Stderr)
+	assert.NotEqual(t, "0", m[2], res.Stderr)
+	assert.Contains(t, res.Stderr, "the members settled in ")
 	assert.Empty(t, committedOffsets(t, c, "g1", "g"))
 	// The members left: the group can be read again, from the start.
 	out := ctlOK(t, c, "", "bench", "consume", "--topic", "g", "--group", "g1", "--records", "120")
