@@ -2,7 +2,6 @@ package kafkaapi
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -118,8 +117,6 @@ func (s *Server) topicIDOf(principal, topic string) ([16]byte, bool) {
 	if err != nil || len(views) == 0 {
 		return [16]byte{}, false
 	}
-	if _, err := hex.DecodeString(views[0].ID); err != nil {
-		return [16]byte{}, false
-	}
-	return topicID(views[0].ID), true
+	id := topicID(views[0].ID)
+	return id, id != [16]byte{}
 }

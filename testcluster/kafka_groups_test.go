@@ -489,20 +489,8 @@ func TestKafkaGroupCoordinatorFailover(t *testing.T) {
 	defer admin.Close()
 	// A group whose coordinator is not node 1, the controller's node,
 	// which must live to fail the other over.
-	group, victim := "", int32(0)
-	for i := 0; group == "" && i < 100; i++ {
-		fc := kmsg.NewPtrFindCoordinatorRequest()
-		fc.CoordinatorKey = fmt.Sprintf("cfgroup-%d", i)
-		var resp *kmsg.FindCoordinatorResponse
-		require.Eventually(t, func() bool {
-			resp, err = fc.RequestWith(ctx, admin)
-			return err == nil && resp.ErrorCode == 0
-		}, 30*time.Second, 100*time.Millisecond)
-		if resp.NodeID != 1 {
-			group, victim = fc.CoordinatorKey, resp.NodeID
-		}
-	}
-	require.NotEmpty(t, group)
+	group, victim, err := GroupNotCoordinatedBy(ctx, c, "cfgroup", 1)
+	require.NoError(t, err)
 
 	var mu sync.Mutex
 	got := map[string]bool{}

@@ -154,20 +154,8 @@ func TestKafkaOffsetDelete(t *testing.T) {
 	defer admin.Close()
 	// A group whose coordinator is not node 1, the controller's node,
 	// which must live to fail the other over.
-	group, victim := "", int32(0)
-	for i := 0; group == "" && i < 100; i++ {
-		fc := kmsg.NewPtrFindCoordinatorRequest()
-		fc.CoordinatorKey = fmt.Sprintf("odgroup-%d", i)
-		var resp *kmsg.FindCoordinatorResponse
-		require.Eventually(t, func() bool {
-			resp, err = fc.RequestWith(ctx, admin)
-			return err == nil && resp.ErrorCode == 0
-		}, 30*time.Second, 100*time.Millisecond)
-		if resp.NodeID != 1 {
-			group, victim = fc.CoordinatorKey, resp.NodeID
-		}
-	}
-	require.NotEmpty(t, group)
+	group, victim, err := GroupNotCoordinatedBy(ctx, c, "odgroup", 1)
+	require.NoError(t, err)
 
 	kafkaCommit(ctx, t, admin, group, map[string]map[int32]int64{"od": {0: 3, 1: 4, 2: 5}, "sub": {0: 2}})
 	all := map[string][]int32{"od": {0, 1, 2}, "sub": {0}}
