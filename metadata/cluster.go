@@ -67,6 +67,10 @@ type Broker struct {
 	// registration binds it, and again after the operator replaced a broker
 	// whose disk was lost.
 	RootID string `json:"root_id,omitempty"`
+	// Rack is the failure domain the broker's node says it is in
+	// (--rack): placement spreads a partition's replicas over racks
+	// before brokers. Empty when the node names none.
+	Rack string `json:"rack,omitempty"`
 }
 
 // Topic is one topic.
@@ -98,6 +102,64 @@ type Partition struct {
 	// above it, so a failover that died part way and is run again never
 	// reuses an epoch it may have fenced replicas with.
 	ReservedEpoch int32 `json:"reserved_epoch,omitempty"`
+	// Move is the reassignment under way (docs/reassignment.md), nil when
+	// none. While it is set, Replicas is Move.Target followed by the
+	// brokers of Move.From that Target leaves out.
+	Move *Move `json:"move,omitempty"`
+}
+
+// Move is a partition's reassignment from one replica list to another.
+type Move struct {
+	Target []int32 `json:"target"` // the replicas asked for, preferred leader first
+	From   []int32 `json:"from"`   // the replicas when the move started, leader first
+	// Throttle bounds the bytes per second each source broker sends to
+	// copy replicas.
+	Throttle int64 `json:"throttle"`
+	// Started is when the move started, in Unix milliseconds.
+	Started int64 `json:"started"`
+}
+
+// Clone returns a deep copy of m (nil for nil).
+func (m *Move) Clone() *Move {
+	if m == nil {
+		return nil
+	}
+	return &Move{Target: slices.Clone(m.Target), From: slices.Clone(m.From), Throttle: m.Throttle, Started: m.Started}
+}
+
+// Adding are the replicas a move adds: in its target, not in where it
+// came from; none without a move.
+func (p Partition) Adding() []int32 {
+	if p.Move == nil {
+		return nil
+	}
+	return without(p.Move.Target, p.Move.From)
+}
+
+// Removing are the replicas a move takes out: where it came from, not in
+// its target; none without a move.
+func (p Partition) Removing() []int32 {
+	if p.Move == nil {
+		return nil
+	}
+	return without(p.Move.From, p.Move.Target)
+}
+
+// MoveReplicas is the replica list of a partition moving from from to
+// target: target, then the brokers of from that target leaves out.
+func MoveReplicas(from, target []int32) []int32 {
+	return append(slices.Clone(target), without(from, target)...)
+}
+
+// without is the brokers of a not in b, in a's order.
+func without(a, b []int32) []int32 {
+	var out []int32
+	for _, id := range a {
+		if !slices.Contains(b, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // Clone returns a deep copy of c.
@@ -115,6 +177,7 @@ func (c *Cluster) Clone() *Cluster {
 			n.Topics[i].Partitions[j] = Partition{
 				Replicas: slices.Clone(p.Replicas), Active: slices.Clone(p.Active),
 				Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, ReservedEpoch: p.ReservedEpoch,
+				Move: p.Move.Clone(),
 			}
 		}
 	}
@@ -355,17 +418,28 @@ func (c *Cluster) validateTopic(t *Topic) error {
 	}
 	for p, part := range t.Partitions {
 		where := fmt.Sprintf("partition %s/%d", t.Name, p)
-		if len(part.Replicas) != t.ReplicationFactor {
-			return fmt.Errorf("%w: %s has %d replicas, replication factor %d", ErrInvalid, where, len(part.Replicas), t.ReplicationFactor)
+		if len(part.Replicas) == 0 {
+			return fmt.Errorf("%w: %s has no replicas", ErrInvalid, where)
 		}
-		seen := map[int32]bool{}
-		for _, r := range part.Replicas {
-			if seen[r] {
-				return fmt.Errorf("%w: %s lists broker %d twice", ErrInvalid, where, r)
+		seen, err := c.brokerSet(part.Replicas, where, "replicas")
+		if err != nil {
+			return err
+		}
+		if m := part.Move; m != nil {
+			if len(m.Target) == 0 || len(m.From) == 0 {
+				return fmt.Errorf("%w: %s moves from %v to %v: both need a replica", ErrInvalid, where, m.From, m.Target)
 			}
-			seen[r] = true
-			if _, ok := c.Broker(r); !ok {
-				return fmt.Errorf("%w: %s names unregistered broker %d", ErrInvalid, where, r)
+			if _, err := c.brokerSet(m.Target, where, "move target"); err != nil {
+				return err
+			}
+			if _, err := c.brokerSet(m.From, where, "move origin"); err != nil {
+				return err
+			}
+			if want := MoveReplicas(m.From, m.Target); !slices.Equal(part.Replicas, want) {
+				return fmt.Errorf("%w: %s moves from %v to %v, so its replicas are %v, not %v", ErrInvalid, where, m.From, m.Target, want, part.Replicas)
+			}
+			if m.Throttle <= 0 {
+				return fmt.Errorf("%w: %s moves at a throttle of %d bytes/s", ErrInvalid, where, m.Throttle)
 			}
 		}
 		activeSeen := map[int32]bool{}
@@ -386,6 +460,22 @@ func (c *Cluster) validateTopic(t *Topic) error {
 		}
 	}
 	return nil
+}
+
+// brokerSet checks that ids are distinct registered brokers and returns
+// them as a set; what names the list in an error.
+func (c *Cluster) brokerSet(ids []int32, where, what string) (map[int32]bool, error) {
+	seen := make(map[int32]bool, len(ids))
+	for _, r := range ids {
+		if seen[r] {
+			return nil, fmt.Errorf("%w: %s lists broker %d twice in its %s", ErrInvalid, where, r, what)
+		}
+		seen[r] = true
+		if _, ok := c.Broker(r); !ok {
+			return nil, fmt.Errorf("%w: %s names unregistered broker %d in its %s", ErrInvalid, where, r, what)
+		}
+	}
+	return seen, nil
 }
 
 // FormatEndpoints is the one text of a broker's endpoints by listener

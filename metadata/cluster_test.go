@@ -394,18 +394,30 @@ func TestValidateRejects(t *testing.T) {
 			c.Topics[1].Partitions = slices.Repeat([]metadata.Partition{p}, metadata.MaxPartitions+1)
 		}, `"beta" has 10001 partitions`},
 		{"zero replication factor", func(c *metadata.Cluster) { c.Topics[0].ReplicationFactor = 0 }, "replication factor 0"},
-		{"fewer replicas than rf", func(c *metadata.Cluster) {
-			c.Topics[1].Partitions[0].Replicas = []int32{2, 3}
-		}, "beta/0 has 2 replicas, replication factor 3"},
-		{"more replicas than rf", func(c *metadata.Cluster) {
-			c.Topics[0].Partitions[2].Replicas = []int32{3, 1, 2}
-		}, "alpha/2 has 3 replicas, replication factor 2"},
+		{"no replicas", func(c *metadata.Cluster) {
+			c.Topics[1].Partitions[0].Replicas = nil
+		}, "beta/0 has no replicas"},
+		{"move without its replicas", func(c *metadata.Cluster) {
+			// alpha/2 is on 3, 1; moving to 2, 1 its replicas are 2, 1, 3.
+			c.Topics[0].Partitions[2].Move = &metadata.Move{Target: []int32{2, 1}, From: []int32{3, 1}, Throttle: 1}
+		}, "alpha/2 moves from [3 1] to [2 1], so its replicas are [2 1 3], not [3 1]"},
+		{"move target twice", func(c *metadata.Cluster) {
+			c.Topics[0].Partitions[2].Move = &metadata.Move{Target: []int32{2, 2}, From: []int32{3, 1}, Throttle: 1}
+		}, "alpha/2 lists broker 2 twice in its move target"},
+		{"move to nothing", func(c *metadata.Cluster) {
+			c.Topics[0].Partitions[2].Move = &metadata.Move{From: []int32{3, 1}, Throttle: 1}
+		}, "alpha/2 moves from [3 1] to []: both need a replica"},
+		{"move without a throttle", func(c *metadata.Cluster) {
+			p := &c.Topics[0].Partitions[2]
+			p.Move = &metadata.Move{Target: []int32{2, 1}, From: []int32{3, 1}}
+			p.Replicas = []int32{2, 1, 3}
+		}, "alpha/2 moves at a throttle of 0 bytes/s"},
 		{"duplicate replica", func(c *metadata.Cluster) {
 			c.Topics[0].Partitions[1].Replicas = []int32{3, 3}
-		}, "alpha/1 lists broker 3 twice"},
+		}, "alpha/1 lists broker 3 twice in its replicas"},
 		{"unregistered replica", func(c *metadata.Cluster) {
 			c.Topics[0].Partitions[1].Replicas = []int32{4, 3}
-		}, "alpha/1 names unregistered broker 4"},
+		}, "alpha/1 names unregistered broker 4 in its replicas"},
 		{"zero replica id", func(c *metadata.Cluster) {
 			c.Topics[0].Partitions[1].Replicas = []int32{0, 3}
 		}, "alpha/1 names unregistered broker 0"},
@@ -437,4 +449,27 @@ func TestValidateRejects(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.reason)
 		})
 	}
+}
+
+func TestMoveValidAndCloned(t *testing.T) {
+	c := validCluster()
+	p := &c.Topics[1].Partitions[0] // beta/0 on 2, 3, 1
+	p.Move = &metadata.Move{Target: []int32{3, 1}, From: []int32{2, 3, 1}, Throttle: 50 << 20, Started: 1}
+	p.Replicas = metadata.MoveReplicas(p.Move.From, p.Move.Target)
+	require.Equal(t, []int32{3, 1, 2}, p.Replicas)
+	require.NoError(t, c.Validate())
+	assert.Empty(t, p.Adding())
+	assert.Equal(t, []int32{2}, p.Removing())
+
+	q := &c.Topics[0].Partitions[0] // alpha/0 on 1, 2: to 3, 2
+	q.Move = &metadata.Move{Target: []int32{3, 2}, From: []int32{1, 2}, Throttle: 1}
+	q.Replicas = metadata.MoveReplicas(q.Move.From, q.Move.Target)
+	require.NoError(t, c.Validate())
+	assert.Equal(t, []int32{3}, q.Adding())
+	assert.Equal(t, []int32{1}, q.Removing())
+
+	n := c.Clone()
+	n.Topics[0].Partitions[0].Move.Target[0] = 9
+	assert.Equal(t, int32(3), q.Move.Target[0], "Clone shares the move's target")
+	assert.Empty(t, metadata.Partition{Replicas: []int32{1}}.Adding())
 }

@@ -11,8 +11,13 @@
 //     cluster's naming rule (ValidateTopicName: 1 to 249 of
 //     [A-Za-z0-9._-], not . or ..), which also makes each one directory
 //     name for storage;
-//   - a topic has at least one partition, and each partition exactly
-//     ReplicationFactor distinct assigned replicas, all registered brokers;
+//   - a topic has at least one partition, and each partition at least one
+//     assigned replica, distinct registered brokers (ReplicationFactor is
+//     what new partitions get; a reassignment changes one partition's
+//     count: docs/reassignment.md);
+//   - a partition being moved (Move) lists as its replicas its target
+//     followed by the replicas it moves off, both lists distinct
+//     registered brokers, and moves at a positive throttle;
 //   - the active set is a subset of the assigned replicas and holds the
 //     leader;
 //   - a topic's configuration (TopicConfig) names only known keys, each
