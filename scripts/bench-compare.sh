@@ -45,7 +45,9 @@
 #                           the table shows those run
 #   B5_DATA=kafka           which of B4's topics B5 reads: kafka, the ones
 #                           franz-go wrote, or native, gostream-ctl's
-#   GROUP_RECORDS=240000    records (1 KiB) of B6's topic of 6 partitions
+#   GROUP_RECORDS=720000    records (1 KiB) of B6's topic of 6 partitions (at
+#                           about a million a second, fewer are read too fast
+#                           to time)
 #   B6_DATA=kafka           who writes B6's topic: kafka (franz-go) or native
 #   COMMITS=16000           commits of B7's 16 committers, in all
 #   TAKEOVER_SESSION_MS=6000, TAKEOVER_HEARTBEAT_MS=500
@@ -84,7 +86,7 @@ ALL="A1 A2 A3 B1 B2 B3 B4 B5 B6 B7 B8"
 ONLY="${ONLY:-$ALL}"
 NATS="${NATS:-1}"
 B5_DATA="${B5_DATA:-kafka}"
-GROUP_RECORDS="${GROUP_RECORDS:-240000}"
+GROUP_RECORDS="${GROUP_RECORDS:-720000}"
 B6_DATA="${B6_DATA:-kafka}"
 COMMITS="${COMMITS:-16000}"
 TAKEOVER_SESSION_MS="${TAKEOVER_SESSION_MS:-6000}"
@@ -273,6 +275,7 @@ median() {
 }
 fmt_rate() { awk -v v="$1" 'BEGIN { printf "%.0f", v }'; }
 fmt_ms() { awk -v v="$1" 'BEGIN { printf "%.3f", v }'; }
+fmt_us() { awk -v v="$1" 'BEGIN { printf (v < 10 ? "%.2f" : "%.0f"), v }'; }
 say() { printf '  %-7s %-9s %s\n' "$1" "$2" "$3"; }
 
 # CPU accounting, where /proc has it (Linux): srv_ticks PID... is the CPU
@@ -320,9 +323,10 @@ cpu_note() {
 	CPU_NOTE=""
 	[ -n "$CPU_SRV" ] || return 0
 	local srv cli
-	srv="$(awk -v c="$CPU_SRV" -v n="$2" 'BEGIN { printf "%.0f", c * 1e6 / n }')"
-	cli="$(awk -v c="$CPU_CLI" -v n="$2" 'BEGIN { printf "%.0f", c * 1e6 / n }')"
-	add "$1" "$((srv + cli))"
+	# Two significant digits: a consume costs about a microsecond a record.
+	srv="$(awk -v c="$CPU_SRV" -v n="$2" 'BEGIN { v = c * 1e6 / n; printf (v < 10 ? "%.2f" : "%.0f"), v }')"
+	cli="$(awk -v c="$CPU_CLI" -v n="$2" 'BEGIN { v = c * 1e6 / n; printf (v < 10 ? "%.2f" : "%.0f"), v }')"
+	add "$1" "$(awk -v a="$srv" -v b="$cli" 'BEGIN { print a + b }')"
 	CPU_NOTE="; CPU per record: servers $srv us, client $cli us"
 }
 
@@ -773,13 +777,15 @@ for r in $(seq "$RUNS"); do
 	per="$(sed -n 's/.*records counted per member: \([0-9, ]*\);.*/\1/p' "$LOG.err")"
 	v="$(from_first "${first:-0}")"
 	add B6.native "$v"
-	say "run $r" native "group of 3: $(fmt_rate "$v") records/s from the first records ($(json_num records <<<"$RESULT") records; join $(fmt_ms "${first:-0}") s; per member: $per)"
+	cpu_note B6.native.cpu "$(json_num records <<<"$RESULT")"
+	say "run $r" native "group of 3: $(fmt_rate "$v") records/s from the first records ($(json_num records <<<"$RESULT") records; join $(fmt_ms "${first:-0}") s; per member: $per)$CPU_NOTE"
 	kafka_bench -topic b6 -group "b6-r$r-kafka" -members 3 consume
 	first="$(json_num first_records_s <<<"$RESULT")"
 	per="$(sed -n 's/.*"member_records":\[\([0-9,]*\)\].*/\1/p' <<<"$RESULT")"
 	v="$(from_first "${first:-0}")"
 	add B6.kafka "$v"
-	say "run $r" franz-go "group of 3: $(fmt_rate "$v") records/s from the first records ($(json_num records <<<"$RESULT") records; join $(fmt_ms "${first:-0}") s; per member: ${per//,/, })"
+	cpu_note B6.kafka.cpu "$(json_num records <<<"$RESULT")"
+	say "run $r" franz-go "group of 3: $(fmt_rate "$v") records/s from the first records ($(json_num records <<<"$RESULT") records; join $(fmt_ms "${first:-0}") s; per member: ${per//,/, })$CPU_NOTE"
 done
 fi
 
@@ -870,8 +876,8 @@ row() {
 		ours="$(fmt_ms "$ours") s"
 		[ "$base" = nan ] && base="-" || base="$(fmt_ms "$base") s"
 	elif [ "$unit" = us ]; then
-		ours="$(fmt_rate "$ours") us"
-		[ "$base" = nan ] && base="-" || base="$(fmt_rate "$base") us"
+		ours="$(fmt_us "$ours") us"
+		[ "$base" = nan ] && base="-" || base="$(fmt_us "$base") us"
 	else
 		ours="$(fmt_rate "$ours")/s"
 		[ "$base" = nan ] && base="-" || base="$(fmt_rate "$base")/s"
@@ -906,6 +912,7 @@ fi
 # B6 and B7: franz-go's groups against ours; B8: each kind of member's
 # takeover against the bound (session + heartbeat + 0.5 s).
 row "B6 franz-go vs native group of 3 consume (rec/s)" rate "$(median B6.kafka)" "$(median B6.native)" ge 0.9
+row "B6 CPU/record franz-go vs native group (us)" us "$(median B6.kafka.cpu)" "$(median B6.native.cpu)" ref 0
 row "B7 franz-go vs native 16 committers (commits/s)" rate "$(median B7.kafka)" "$(median B7.native)" ge 0.8
 row "B7 franz-go, a client each, vs native (commits/s)" rate "$(median B7.kafka.own)" "$(median B7.native)" ref 0
 row "B7 CPU/commit franz-go vs native (us)" us "$(median B7.kafka.cpu)" "$(median B7.native.cpu)" ref 0
