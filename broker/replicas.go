@@ -52,6 +52,8 @@ type Replicas struct {
 	// from the controller: it leads nothing on the strength of its cached
 	// metadata alone, since it cannot know whether a failover happened.
 	awaitingController atomic.Bool
+	// movePacer paces the copies to replicas being added by moves.
+	movePacer replication.Pacer
 
 	// meta is the metadata applied last; readers never wait for an
 	// application in progress.
@@ -231,7 +233,7 @@ func (b *Replicas) reconcile() error {
 			}
 			tp := topicPartition{t.Name, int32(p)}
 			want[tp] = true
-			st := replication.State{Leader: part.Leader, LeaderEpoch: part.LeaderEpoch, Active: part.Active}
+			st := replication.State{Leader: part.Leader, LeaderEpoch: part.LeaderEpoch, Active: part.Active, Replicas: part.Replicas}
 			if st.Leader == b.id && b.awaitingController.Load() {
 				st.Leader = -1
 			}
@@ -307,6 +309,15 @@ func (b *Replicas) reconcile() error {
 			if err := b.root.RemoveTopic(tp.topic); err != nil {
 				errs = append(errs, err)
 			}
+			continue
+		}
+		// The topic is there, this broker no longer holds one of its
+		// replicas: a move took it off, or was cancelled before the
+		// replica it added here became one (docs/reassignment.md). Only
+		// metadata the controller persisted says so.
+		b.logger.Info("deleting a replica this broker no longer holds", "topic", tp.topic, "partition", tp.partition)
+		if err := b.root.RemoveReplica(tp.topic, tp.partition); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
@@ -516,6 +527,14 @@ func (b *Replicas) closeLog(tp topicPartition, r *Replica) {
 	if err := r.Log.Close(); err != nil {
 		b.logger.Warn("close log of a replica that goes", "topic", tp.topic, "partition", tp.partition, "err", err)
 	}
+}
+
+// MovePacer is the pace of this node's copies to replicas being added by
+// moves, all of them together, set to rate bytes per second: the rate
+// of the newest move to copy from here (docs/reassignment.md).
+func (b *Replicas) MovePacer(rate int64) *replication.Pacer {
+	b.movePacer.SetRate(rate)
+	return &b.movePacer
 }
 
 // Metadata returns the metadata applied last (nil before any).

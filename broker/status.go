@@ -23,10 +23,12 @@ func (b *Replicas) PartitionStatuses() []transport.PartitionStatus {
 		if err := r.Part.Problem(); err != nil {
 			ps.Problem = err.Error()
 		}
+		var adding []int32 // replicas a move is adding: not missing while copied
 		if meta != nil {
 			if t := meta.Topic(tp.topic); t != nil {
 				ps.Sealed = t.Sealed
 				ps.Replicas = t.Partitions[tp.partition].Replicas
+				adding = t.Partitions[tp.partition].Adding()
 			}
 		}
 		if s.Leader == b.id {
@@ -36,8 +38,10 @@ func (b *Replicas) PartitionStatuses() []transport.PartitionStatus {
 					ps.UnderReplicated = true
 				}
 			}
-			if len(ps.Active) < len(ps.Replicas) {
-				ps.UnderReplicated = true
+			for _, id := range ps.Replicas {
+				if !slices.Contains(ps.Active, id) && !slices.Contains(adding, id) {
+					ps.UnderReplicated = true
+				}
 			}
 		}
 		out = append(out, ps)

@@ -369,8 +369,9 @@ func (pc *partitionCheck) report(s *survey) PartitionReport {
 // checkPartition judges a partition from the survey, leaving lags to probe.
 func (s *survey) checkPartition(topic string, partition int32, p metadata.Partition) *partitionCheck {
 	pc := &partitionCheck{topic: topic, partition: partition, p: p}
+	adding := p.Adding() // replicas a move is copying: not missing
 	for _, r := range p.Replicas {
-		if !slices.Contains(p.Active, r) {
+		if !slices.Contains(p.Active, r) && !slices.Contains(adding, r) {
 			pc.inactive = append(pc.inactive, r)
 		}
 	}

@@ -38,6 +38,10 @@ const (
 	ActionCatchUp         = transport.ActionCatchUp
 	ActionReplaceBroker   = transport.ActionReplaceBroker
 	ActionRestoreMetadata = transport.ActionRestoreMetadata
+	ActionReassign        = transport.ActionReassign
+	ActionReassignJoin    = transport.ActionReassignJoin
+	ActionReassignFinish  = transport.ActionReassignFinish
+	ActionReassignCancel  = transport.ActionReassignCancel
 )
 
 // ReplicaDigest is a digest of the batches of one replica that start in a

@@ -59,6 +59,8 @@ type Controller struct {
 	// group is the candidates' Raft group; nil for a single controller.
 	group *quorum.Group
 
+	// moves is the driver of moves (reassign.go).
+	moves moveState
 	// opMu runs one operator command (failover, recovery, elect-leaders,
 	// replace, restore) at a time.
 	opMu sync.Mutex

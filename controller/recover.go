@@ -92,9 +92,14 @@ func (c *Controller) recoverSteps(ctx context.Context, requester string, steps [
 func (c *Controller) recoverOne(ctx context.Context, s *step) {
 	rctx, cancel := context.WithTimeout(ctx, recoverTimeout)
 	defer cancel()
+	c.recoverWith(rctx, s, &transport.CatchUpRequest{Topic: s.topic, TopicID: s.topicID, Partition: s.partition, Broker: s.broker})
+}
+
+// recoverWith is recoverOne's call and decision, with req (a move's
+// carries its throttle) and no bound but ctx's.
+func (c *Controller) recoverWith(ctx context.Context, s *step, req *transport.CatchUpRequest) {
 	var rr transport.RecoverReplicaResponse
-	req := &transport.CatchUpRequest{Topic: s.topic, TopicID: s.topicID, Partition: s.partition, Broker: s.broker}
-	if err := c.call(rctx, s.part.Leader, transport.APIRecoverReplica, req, &rr); err != nil {
+	if err := c.call(ctx, s.part.Leader, transport.APIRecoverReplica, req, &rr); err != nil {
 		s.err = err
 		return
 	}

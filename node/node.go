@@ -523,6 +523,10 @@ func (n *Node) serve(ctx context.Context) error {
 		run(n.candidacy.ApplyChanges)
 		run(n.candidacy.Lead)
 	}
+	if n.controller != nil {
+		// It acts only while this node's controller is the active one.
+		run(n.controller.DriveMoves)
+	}
 	run(n.coords.Run)
 	run(n.producers.Run)
 	run(n.streams.Run)

@@ -357,7 +357,7 @@ func (f *follower) catchUp(target int64) (from, to int64, err error) {
 		return 0, 0, err
 	}
 	from = st.LogEndOffset
-	off, err := copyBatches(ctx, f.p, peer, f.epoch, from, target)
+	off, err := copyBatches(ctx, f.p, peer, f.epoch, from, target, nil)
 	if err != nil {
 		return from, off, f.classify(err)
 	}
@@ -401,13 +401,13 @@ func (f *follower) checkPrefix(st *transport.ReplicaStateResponse) error {
 // copyBatches sends the leader's batches from offset from (a batch boundary
 // that the follower's log ends at) up to target, in order, pipelined, and
 // returns the follower's log end once they are durable there.
-func copyBatches(ctx context.Context, p *Partition, peer Peer, epoch int32, from, target int64) (int64, error) {
+func copyBatches(ctx context.Context, p *Partition, peer Peer, epoch int32, from, target int64, pace *copyPace) (int64, error) {
 	off := from
 	for off < target {
 		if err := p.log.Wait(ctx, off); err != nil {
 			return off, err
 		}
-		data, err := p.log.Read(ctx, off, 1<<20, target, nil)
+		data, err := p.log.Read(ctx, off, pace.readMax(), target, nil)
 		if err != nil {
 			return off, p.noteLogErr(err)
 		}
@@ -418,6 +418,9 @@ func copyBatches(ctx context.Context, p *Partition, peer Peer, epoch int32, from
 		}
 		if len(data) == 0 {
 			return off, fmt.Errorf("nothing to copy at offset %d", off)
+		}
+		if err := pace.before(ctx, len(data)); err != nil {
+			return off, err
 		}
 		req := &transport.ReplicateRequest{Topic: p.Topic, TopicID: p.TopicID, Partition: p.Index, LeaderEpoch: epoch, LeaderID: p.brokerID,
 			HighWatermark: p.HighWatermark(), Batch: data}
@@ -432,6 +435,7 @@ func copyBatches(ctx context.Context, p *Partition, peer Peer, epoch int32, from
 		if got != end {
 			return off, fmt.Errorf("follower acknowledged log end %d, want %d", got, end)
 		}
+		pace.sent(len(data))
 		off = got
 	}
 	return off, nil

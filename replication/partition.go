@@ -70,6 +70,10 @@ type State struct {
 	Leader      int32
 	LeaderEpoch int32
 	Active      []int32
+	// Replicas are the partition's assigned replicas, when known: a
+	// replica recovered here that is no longer one of them (a move was
+	// cancelled) is no longer counted. Nil: not known, nothing follows.
+	Replicas []int32
 }
 
 // Options configure a Partition beyond its log.
@@ -148,6 +152,11 @@ type Partition struct {
 		// does not lead. See Leadership.
 		leading chan struct{}
 		closed  bool
+		// recovering are the brokers a recovery here is under way for;
+		// copies, the progress of the last paced copy to each broker
+		// (RecoverFollowerPaced).
+		recovering map[int32]bool
+		copies     map[int32]*copyTrack
 	}
 }
 
@@ -355,10 +364,11 @@ func (p *Partition) SetState(s State) error {
 	// A replica recovered here stays counted until the metadata lists it
 	// active (then it is a follower like the others), or the leadership
 	// moves on (the recovery's commit fails then: it is made for this
-	// leader and epoch).
+	// leader and epoch), or it is no replica any more (a move added it and
+	// was cancelled: it is deleted).
 	for id, j := range p.mu.joining {
 		switch {
-		case !leading || s.LeaderEpoch != j.epoch || want[id]:
+		case !leading || s.LeaderEpoch != j.epoch || want[id] || s.Replicas != nil && !slices.Contains(s.Replicas, id):
 			delete(p.mu.joining, id)
 		default:
 			want[id] = true

@@ -53,6 +53,17 @@ type RecoverResult struct {
 // log reaches below this leader's log start (retention deleted that part
 // here) without a batch at or after the start that matches.
 func (p *Partition) RecoverFollower(ctx context.Context, broker int32) (RecoverResult, error) {
+	return p.recoverFollower(ctx, broker, nil)
+}
+
+// recoverFollower is RecoverFollower, its bulk copy sent through pace
+// (nil: unpaced, uncounted).
+func (p *Partition) recoverFollower(ctx context.Context, broker int32, pace *copyPace) (RecoverResult, error) {
+	end, err := p.beginRecovery(broker)
+	if err != nil {
+		return RecoverResult{}, err
+	}
+	defer end()
 	p.mu.Lock()
 	st, stepped := p.mu.state, p.mu.steppedDn
 	p.mu.Unlock()
@@ -197,7 +208,10 @@ search:
 		p.logger.Info("cut a returning replica back to its common prefix with the leader", "peer", broker, "from", rs.LogEndOffset, "to", prefix)
 	}
 	target := p.log.DurableEndOffset()
-	copied, err := copyBatches(ctx, p, peer, epoch, prefix, target)
+	if pace != nil && pace.track != nil {
+		pace.track.total.Store(p.estimateBytes(prefix, target))
+	}
+	copied, err := copyBatches(ctx, p, peer, epoch, prefix, target, pace)
 	for try := 0; err != nil && try < maxRebuildsOvertaken && p.log.LogStartOffset() > copied; try++ {
 		// Retention here deleted what the copy was to send next: the
 		// replica is rebuilt from the new log start and copied again.
@@ -206,7 +220,11 @@ search:
 			return res, err
 		}
 		res.CommonPrefix = start
-		copied, err = copyBatches(ctx, p, peer, epoch, start, p.log.DurableEndOffset())
+		if pace != nil && pace.track != nil {
+			pace.track.copied.Store(0)
+			pace.track.total.Store(p.estimateBytes(start, p.log.DurableEndOffset()))
+		}
+		copied, err = copyBatches(ctx, p, peer, epoch, start, p.log.DurableEndOffset(), pace)
 	}
 	res.CopiedTo = copied
 	if err != nil {
@@ -249,7 +267,7 @@ func (p *Partition) join(ctx context.Context, peer Peer, broker, epoch int32, fr
 	defer cancel()
 	p.produceMu.Lock()
 	defer p.produceMu.Unlock()
-	to, err := copyBatches(ctx, p, peer, epoch, from, p.log.LogEndOffset())
+	to, err := copyBatches(ctx, p, peer, epoch, from, p.log.LogEndOffset(), nil)
 	if err != nil {
 		return to, fmt.Errorf("copy to broker %d what was appended during its recovery: %w", broker, err)
 	}

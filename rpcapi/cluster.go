@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"gostream/broker"
 	"time"
+
+	"gostream/broker"
+	"gostream/replication"
 
 	"gostream/controller"
 	"gostream/metadata"
@@ -235,11 +237,28 @@ func (h *Handler) truncateReplica(req *transport.Request) transport.Reply {
 func (h *Handler) recoverReplica(req *transport.Request) transport.Reply {
 	var r transport.CatchUpRequest
 	return serveWith(req, &r, h.leaderOfRequest(&r.Topic, &r.TopicID, &r.Partition), func(ctx context.Context, rep *broker.Replica) (transport.Message, error) {
-		res, err := rep.Part.RecoverFollower(ctx, r.Broker)
+		var res replication.RecoverResult
+		var err error
+		if r.Throttle > 0 {
+			// A replica being added by a move: paced with the node's other
+			// move copies.
+			res, err = rep.Part.RecoverFollowerPaced(ctx, r.Broker, h.cfg.Replicas.MovePacer(r.Throttle), r.Throttle)
+		} else {
+			res, err = rep.Part.RecoverFollower(ctx, r.Broker)
+		}
 		if err != nil {
 			return nil, err
 		}
 		return &transport.RecoverReplicaResponse{PreviousEnd: res.PreviousEnd, CommonPrefix: res.CommonPrefix, CopiedTo: res.CopiedTo}, nil
+	})
+}
+
+// moveProgress answers how far this leader's copy of a partition to a
+// replica being added has come (a CatchUpRequest names it).
+func (h *Handler) moveProgress(req *transport.Request) transport.Reply {
+	var r transport.CatchUpRequest
+	return serveWith(req, &r, h.leaderOfRequest(&r.Topic, &r.TopicID, &r.Partition), func(ctx context.Context, rep *broker.Replica) (transport.Message, error) {
+		return jsonReply(rep.Part.CopyProgress(r.Broker), nil)
 	})
 }
 

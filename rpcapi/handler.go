@@ -166,6 +166,12 @@ func (h *Handler) Handle(ctx context.Context, req *transport.Request) transport.
 		reply = h.truncateReplica(req)
 	case transport.APIRecoverReplica:
 		reply = h.recoverReplica(req)
+	case transport.APIMoveProgress:
+		reply = h.moveProgress(req)
+	case transport.APIReassign:
+		reply = h.reassign(req)
+	case transport.APIReassignStatus:
+		reply = h.reassignStatus(req)
 	case transport.APIResetReplica:
 		reply = h.resetReplica(req)
 	case transport.APIAudit:

@@ -40,6 +40,18 @@ func (h *Handler) replaceBroker(req *transport.Request) transport.Reply {
 	})
 }
 
+func (h *Handler) reassign(req *transport.Request) transport.Reply {
+	return operatorCall(h, req, func(ctx context.Context, c *controller.Controller, r transport.ReassignRequest) (any, error) {
+		return c.Reassign(ctx, r)
+	})
+}
+
+func (h *Handler) reassignStatus(req *transport.Request) transport.Reply {
+	return operatorCall(h, req, func(ctx context.Context, c *controller.Controller, r transport.ReassignStatusRequest) (any, error) {
+		return c.ReassignStatus(ctx, r)
+	})
+}
+
 func (h *Handler) restoreMetadata(req *transport.Request) transport.Reply {
 	// A restore answers with its report also when it refuses: the report
 	// shows the copies it found.
@@ -68,7 +80,8 @@ func (h *Handler) history(req *transport.Request) transport.Reply {
 
 // requester is what every operator request carries: who asked.
 type requester interface {
-	transport.FailoverRequest | transport.RecoverRequest | transport.ElectLeadersRequest | transport.RestoreRequest
+	transport.FailoverRequest | transport.RecoverRequest | transport.ElectLeadersRequest | transport.RestoreRequest |
+		transport.ReassignRequest | transport.ReassignStatusRequest
 }
 
 // operatorCall decodes an operator request into R, names the connection
@@ -104,6 +117,8 @@ func setRequester(r any, addr string) {
 	case *transport.ElectLeadersRequest:
 		p = &r.Requester
 	case *transport.RestoreRequest:
+		p = &r.Requester
+	case *transport.ReassignRequest:
 		p = &r.Requester
 	}
 	if p != nil && *p == "" {

@@ -31,7 +31,7 @@ func Idempotent(api API) bool {
 	switch api {
 	case APIFetch, APIListOffsets, APIMetadata, APIFetchMetadata, APIReplicaState, APIDescribeCluster,
 		APIReplicaDigest, APIReplicaBatches, APIHistory, APIAudit, APIControllerStatus,
-		APIStreamRead, APIStreamHead, APIStreamLog:
+		APIStreamRead, APIStreamHead, APIStreamLog, APIReassignStatus, APIMoveProgress, APIPlanMoves:
 		return true
 	}
 	return false

@@ -337,6 +337,11 @@ type CatchUpRequest struct {
 	TopicID   string // metadata.Topic.ID; a request for another incarnation is refused (empty: not checked)
 	Partition int32
 	Broker    int32
+	// Throttle, for the recovery of a replica being added by a move, is
+	// the bytes per second the leader's node sends to copy replicas, all
+	// its moves together (docs/reassignment.md); 0 for any other
+	// recovery, which is not paced. Sent only when set.
+	Throttle int64
 }
 
 // Encode implements Message.
@@ -345,6 +350,9 @@ func (r *CatchUpRequest) Encode(e *Encoder) {
 	e.String(r.TopicID)
 	e.Int32(r.Partition)
 	e.Int32(r.Broker)
+	if r.Throttle > 0 {
+		e.Int64(r.Throttle)
+	}
 }
 
 // Decode implements Message.
@@ -353,6 +361,9 @@ func (r *CatchUpRequest) Decode(d *Decoder) {
 	r.TopicID = d.String()
 	r.Partition = d.Int32()
 	r.Broker = d.Int32()
+	if d.Remaining() > 0 {
+		r.Throttle = d.Int64()
+	}
 }
 
 // CatchUpResponse says what catch-up copied: the follower's log end before

@@ -136,3 +136,23 @@ func TestRegisterBrokerTrailingFields(t *testing.T) {
 		assert.Equal(t, *r, got)
 	}
 }
+
+// A move's recovery carries its throttle after the fields every recovery
+// has; one without sends none, as before.
+func TestCatchUpRequestThrottle(t *testing.T) {
+	for _, want := range []CatchUpRequest{
+		{Topic: "t", TopicID: "id", Partition: 2, Broker: 3, Throttle: 50_000_000},
+		{Topic: "t", TopicID: "id", Partition: 2, Broker: 3},
+	} {
+		enc := Marshal(nil, &want)
+		var got CatchUpRequest
+		if err := Unmarshal(enc, &got); err != nil || got != want {
+			t.Fatalf("%+v: got %+v, %v", want, got, err)
+		}
+	}
+	plain := Marshal(nil, &CatchUpRequest{Topic: "t"})
+	paced := Marshal(nil, &CatchUpRequest{Topic: "t", Throttle: 1})
+	if len(paced) != len(plain)+8 {
+		t.Fatalf("the throttle takes %d bytes, want 8", len(paced)-len(plain))
+	}
+}

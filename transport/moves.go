@@ -12,9 +12,9 @@ const (
 	// APIReassignStatus lists the moves under way (ctl → controller):
 	// ReassignStatusRequest → ReassignStatus.
 	APIReassignStatus API = 55
-	// APIMoveProgress asks a partition's leader how far its copies to
-	// replicas being added have come (controller → leader):
-	// MoveProgressRequest → MoveProgressResponse.
+	// APIMoveProgress asks a partition's leader how far its copy to a
+	// replica being added has come (controller → leader): CatchUpRequest
+	// (the partition and the broker) → MoveProgressResponse.
 	APIMoveProgress API = 56
 	// APICreatePartitions grows a topic (ctl, the Kafka front end →
 	// controller): CreatePartitionsRequest → ChangeReport.
@@ -137,17 +137,8 @@ type CopyStatus struct {
 	SecondsLeft float64 `json:"seconds_left"`
 }
 
-// MoveProgressRequest asks a leader for its copy of a partition to a
-// replica being added.
-type MoveProgressRequest struct {
-	Topic     string `json:"topic"`
-	TopicID   string `json:"topic_id,omitempty"`
-	Partition int32  `json:"partition"`
-	Broker    int32  `json:"broker"`
-}
-
-// MoveProgressResponse is the leader's copy to that replica: none when
-// Running is false and nothing was copied.
+// MoveProgressResponse is a leader's last copy to a replica being added,
+// running or not: all zero when there was none.
 type MoveProgressResponse struct {
 	Running     bool  `json:"running"`
 	CopiedBytes int64 `json:"copied_bytes"`

@@ -86,22 +86,34 @@ const (
 	// -1), one per entry, its Note saying what the entry allows.
 	ActionACLAdd    Action = "acl-add"
 	ActionACLRemove Action = "acl-remove"
+	// The steps of a partition's move (docs/reassignment.md): its start,
+	// a replica being added joining the active set once copied, its finish
+	// (the replicas it takes off removed), and its rollback. Leadership
+	// moves within a move are elect-leader results.
+	ActionReassign       Action = "reassign"
+	ActionReassignJoin   Action = "reassign-join"
+	ActionReassignFinish Action = "reassign-finish"
+	ActionReassignCancel Action = "reassign-cancel"
 )
 
 // ChangeResult is what an operator change did to one partition (or, for a
 // dry run, would do). A result whose Error is set changed nothing.
 type ChangeResult struct {
-	Topic      string      `json:"topic"`
-	Partition  int32       `json:"partition"`
-	Action     Action      `json:"action"`
-	DryRun     bool        `json:"dry_run,omitempty"`
-	OldLeader  int32       `json:"old_leader"`
-	NewLeader  int32       `json:"new_leader"`
-	OldEpoch   int32       `json:"old_epoch"`
-	NewEpoch   int32       `json:"new_epoch"`
-	OldActive  []int32     `json:"old_active"`
-	NewActive  []int32     `json:"new_active"`
-	Candidates []Candidate `json:"candidates,omitempty"`
+	Topic     string  `json:"topic"`
+	Partition int32   `json:"partition"`
+	Action    Action  `json:"action"`
+	DryRun    bool    `json:"dry_run,omitempty"`
+	OldLeader int32   `json:"old_leader"`
+	NewLeader int32   `json:"new_leader"`
+	OldEpoch  int32   `json:"old_epoch"`
+	NewEpoch  int32   `json:"new_epoch"`
+	OldActive []int32 `json:"old_active"`
+	NewActive []int32 `json:"new_active"`
+	// OldReplicas and NewReplicas, for the steps of a move, are the
+	// partition's replica list before and after.
+	OldReplicas []int32     `json:"old_replicas,omitempty"`
+	NewReplicas []int32     `json:"new_replicas,omitempty"`
+	Candidates  []Candidate `json:"candidates,omitempty"`
 	// LostFrom, for a failover, is the offset at and past which records
 	// held only by the old leader are lost: the new leader's log end.
 	LostFrom *int64 `json:"lost_from_offset,omitempty"`

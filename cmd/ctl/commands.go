@@ -30,6 +30,7 @@ func commands() []*cli.Command {
 		failoverCommand(),
 		recoverCommand(),
 		electLeadersCommand(),
+		partitionCommand(),
 		verifyCommand(),
 		groupCommand(),
 		benchCommand(),
