@@ -50,7 +50,39 @@ type hwCheckpoints struct {
 		sync.Mutex
 		// last is what the file holds: read at start, then each write.
 		last map[topicPartition]hwEntry
+		// forgets counts the replicas forgotten: a save of replicas
+		// listed before a forget could put one back (see forget).
+		forgets int
 	}
+}
+
+// forgets is how many replicas were forgotten so far; CheckpointHW reads
+// it before it lists the open replicas, and hands it to save.
+func (c *hwCheckpoints) forgetsSoFar() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.forgets
+}
+
+// forget drops, at once and on disk, the checkpoint of a replica this
+// broker deletes because it no longer holds it (a move took it off): a
+// replica of the partition it is given again later starts empty, and
+// must not be held to the old one's high watermark (it would be found
+// corrupt, "acknowledged but the log has no segment").
+func (c *hwCheckpoints) forget(tp topicPartition) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.forgets++
+	if _, ok := c.mu.last[tp]; !ok {
+		return nil
+	}
+	next := make(map[topicPartition]hwEntry, len(c.mu.last))
+	for k, e := range c.mu.last {
+		if k != tp {
+			next[k] = e
+		}
+	}
+	return c.writeLocked(next)
 }
 
 func loadHWCheckpoints(rootDir string, logger hclog.Logger) *hwCheckpoints {
@@ -93,9 +125,16 @@ func (c *hwCheckpoints) of(tp topicPartition, id string) int64 {
 // the last one: the entries of replicas not open now (offline, say) are
 // kept while keep says their topic still exists, so that a damaged
 // replica's HW is not forgotten. It writes nothing when nothing changed.
-func (c *hwCheckpoints) save(current map[topicPartition]hwEntry, keep func(hwEntry) bool) error {
+//
+// forgets is forgetsSoFar as it was before current was listed: when a
+// replica was forgotten since, current may hold it, and nothing is
+// written this time (the next checkpoint lists the replicas anew).
+func (c *hwCheckpoints) save(current map[topicPartition]hwEntry, forgets int, keep func(hwEntry) bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if forgets != c.mu.forgets {
+		return nil
+	}
 	next := make(map[topicPartition]hwEntry, len(current))
 	for tp, e := range c.mu.last {
 		if _, open := current[tp]; !open && keep(e) {
@@ -108,6 +147,11 @@ func (c *hwCheckpoints) save(current map[topicPartition]hwEntry, keep func(hwEnt
 	if equalEntries(next, c.mu.last) {
 		return nil
 	}
+	return c.writeLocked(next)
+}
+
+// writeLocked writes next as the checkpoint; the caller holds mu.
+func (c *hwCheckpoints) writeLocked(next map[topicPartition]hwEntry) error {
 	f := hwFile{Version: hwCheckpointVersion, Replicas: make([]hwEntry, 0, len(next))}
 	for _, e := range next {
 		f.Replicas = append(f.Replicas, e)
@@ -146,6 +190,7 @@ func (b *Replicas) CheckpointHW() error {
 	if b.hw == nil {
 		return nil
 	}
+	forgets := b.hw.forgetsSoFar()
 	b.mu.RLock()
 	current := make(map[topicPartition]hwEntry, len(b.mu.replicas))
 	for tp, r := range b.mu.replicas {
@@ -153,11 +198,11 @@ func (b *Replicas) CheckpointHW() error {
 	}
 	b.mu.RUnlock()
 	meta := b.Metadata()
-	return b.hw.save(current, func(e hwEntry) bool {
+	return b.hw.save(current, forgets, func(e hwEntry) bool {
 		if meta == nil {
 			return true
 		}
 		t := meta.Topic(e.Topic)
-		return t != nil && t.ID == e.TopicID && int(e.Partition) < len(t.Partitions)
+		return t != nil && t.ID == e.TopicID && int(e.Partition) < len(t.Partitions) && slices.Contains(t.Partitions[e.Partition].Replicas, b.id)
 	})
 }

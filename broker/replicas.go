@@ -316,6 +316,14 @@ func (b *Replicas) reconcile() error {
 		// replica it added here became one (docs/reassignment.md). Only
 		// metadata the controller persisted says so.
 		b.logger.Info("deleting a replica this broker no longer holds", "topic", tp.topic, "partition", tp.partition)
+		if b.hw != nil {
+			// First: a crash between the two leaves a replica directory
+			// nothing opens, never a checkpoint above an empty log.
+			if err := b.hw.forget(tp); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
 		if err := b.root.RemoveReplica(tp.topic, tp.partition); err != nil {
 			errs = append(errs, err)
 		}

@@ -37,7 +37,9 @@ func (c *Controller) Recover(ctx context.Context, req transport.RecoverRequest) 
 	} else {
 		for _, t := range meta.Topics {
 			for p, part := range t.Partitions {
-				if slices.Contains(part.Replicas, req.Broker) && !slices.Contains(part.Active, req.Broker) {
+				// A replica a move is adding is the move's to copy, at its
+				// throttle (reassign.go), not this command's.
+				if slices.Contains(part.Replicas, req.Broker) && !slices.Contains(part.Active, req.Broker) && !slices.Contains(part.Adding(), req.Broker) {
 					steps = append(steps, recoverStep(meta, t.Name, int32(p), req.Broker))
 				}
 			}

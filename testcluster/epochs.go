@@ -721,7 +721,9 @@ func parseAuditTrail(data []byte) ([]client.HistoryEvent, error) {
 //     and lost its unsynced tail just down to t, a torn-* file there), so
 //     the content check above saw every recorded cut. The recovered broker
 //     is the one its event adds to the active set. This assumes no node's
-//     data directory is wiped during the run.
+//     data directory is wiped during the run; a replica a move took off
+//     its broker later (reassign-finish, reassign-cancel) was deleted with
+//     its quarantine/ and is not judged.
 //   - truncated-unreadable: a quarantined truncation or a replica's log that
 //     cannot be decoded, so the checks above cannot vouch for it.
 //
@@ -831,6 +833,19 @@ func CheckTruncations(c *Cluster, topic string, ops []Op, events []client.Histor
 			}
 		}
 	}
+	// A move that took a broker's replica off deleted it, its quarantine/
+	// with it: what a recovery cut before that is gone with the replica.
+	removed := map[replica][]time.Time{}
+	for _, ev := range events {
+		if ev.Topic != topic || ev.Action != client.ActionReassignFinish && ev.Action != client.ActionReassignCancel {
+			continue
+		}
+		for _, b := range ev.OldReplicas {
+			if !slices.Contains(ev.NewReplicas, b) {
+				removed[replica{b, ev.Partition}] = append(removed[replica{b, ev.Partition}], ev.Time)
+			}
+		}
+	}
 	for _, ev := range events {
 		if ev.Topic != topic || ev.Action != client.ActionRecover || !controllerChange(ev) || ev.Truncated == nil {
 			continue
@@ -845,6 +860,9 @@ func CheckTruncations(c *Cluster, topic string, ops []Op, events []client.Histor
 			continue
 		}
 		if slices.Contains(cutFrom[replica{added[0], ev.Partition}], ev.Truncated[1]) {
+			continue
+		}
+		if slices.ContainsFunc(removed[replica{added[0], ev.Partition}], func(at time.Time) bool { return at.After(ev.Time) }) {
 			continue
 		}
 		v.add("truncated-unquarantined", "partition %d: the recovery of broker %d at %s cut its log from %d back to %d, but its %s/ holds nothing cut from offset %d",

@@ -452,3 +452,32 @@ func joinIDs(ids []int32) string {
 	}
 	return strings.Join(s, ",")
 }
+
+// TestReassignBackOntoABroker moves a partition off broker 1 and back:
+// broker 1 deleted its replica, and the one it is given again starts
+// empty and is filled. Before, the high-watermark checkpoint still held
+// the deleted replica's, and the new one was found corrupt and offline
+// ("acknowledged but the log has no segment"): the move never ended.
+func TestReassignBackOntoABroker(t *testing.T) {
+	c := startCluster(t, 4)
+	cl := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	createTopic(t, cl, "back", 1, 3) // 1, 2, 3
+	acked := produceTo(t, cl, "back", 0, "v", 200)
+	for _, target := range [][]int32{{4, 2, 3}, {1, 2, 3}} {
+		// Long enough for a high-watermark checkpoint (every second).
+		time.Sleep(1500 * time.Millisecond) // the checkpoint's interval, not a condition to poll
+		res, err := c.Ctl(ctx, "", "partition", "reassign", "back", "0", "--replicas", joinIDs(target), "--execute")
+		require.NoError(t, err)
+		require.Equal(t, 0, res.Exit, "%s%s", res.Stdout, res.Stderr)
+		waitMoved(t, c, cl, "back", 0, target, time.Minute)
+	}
+	got := consumeAll(t, cl, "back", 0)
+	for off, v := range acked {
+		require.Equal(t, v, got[off])
+	}
+	res, err := c.Ctl(ctx, "", "cluster", "status", "-o", "json")
+	require.NoError(t, err)
+	assert.NotContains(t, res.Stdout, "offline\":true", "no replica is offline: %s", res.Stdout)
+}

@@ -21,7 +21,7 @@ import (
 var Scenarios = []string{"leader-kill", "follower-kill", "leader-pause", "leader-isolated", "controller-isolated",
 	"controller-mid-failover", "lost-unsynced", "slow-network", "rolling-restart",
 	"duplicate-id", "bit-rot", "disk-full", "topic-recreate", "restart-one-down", "power-loss", "unreplicated-tail", "group-members", "random",
-	"raft-controller-kill", "raft-controller-isolated", "raft-controller-mid-failover"}
+	"raft-controller-kill", "raft-controller-isolated", "raft-controller-mid-failover", "reassign", "reassign-7"}
 
 // needsNetwork lists the scenarios that cut links or slow them down: they
 // run only inside the harness's network namespace.
@@ -178,6 +178,9 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 	nodes, candidates := 3, 0
 	if isRaftScenario(cfg.Name) {
 		nodes, candidates = raftScenarioNodes, raftCandidates
+	}
+	if isReassignScenario(cfg.Name) {
+		nodes, candidates = reassignShape(cfg.Name)
 	}
 	r.c, err = New(Config{Nodes: nodes, Candidates: candidates, Dir: dir, Race: cfg.Race, Logf: r.log, Netns: netErr == nil, Seed: cfg.Seed, CrashFS: true, Secure: cfg.Secure, Kafka: true})
 	if err != nil {
@@ -396,6 +399,8 @@ func scenarioFault(name string) (func(*run) error, int, bool) {
 		return (*run).raftControllerIsolated, 4, true
 	case "raft-controller-mid-failover":
 		return (*run).raftControllerMidFailover, 4, true
+	case "reassign", "reassign-7":
+		return (*run).reassignFault, 3, true
 	}
 	return nil, 0, false
 }
@@ -845,6 +850,11 @@ func (r *run) heal() error {
 		if err := r.recover(n.ID); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if isReassignScenario(r.cfg.Name) {
+		// A partition being moved lists the replicas it takes off beside
+		// those it adds: its active set is full once the move ends.
+		r.waitMovesDone()
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
