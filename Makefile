@@ -16,7 +16,7 @@ FUZZTIME      ?= 60s
 BENCHCOUNT ?= 5
 BENCHTIME  ?= 1s
 
-.PHONY: all build test fuzz kafka-clients run node kill reload demo bench fmt lint clean chaos chaos-groups conformance
+.PHONY: all build test fuzz kafka-clients run node kill reload demo bench fmt lint clean chaos chaos-groups chaos-moves conformance
 
 all: build
 
@@ -164,8 +164,9 @@ bench-groups:
 	GOSTREAM_BENCH_GROUPS=1 $(GO) test -count=1 -timeout 20m -run 'TestBenchGroups$$' -v ./testcluster/ | grep -E 'groups_bench_test|^(ok|FAIL|---)'
 
 # The chaos harness (testcluster/, docs/design.md section 10): every scenario
-# on its own cluster (3 nodes, 4 for the raft-controller ones), CHAOS_DURATION
-# of faults each (twenty-one scenarios: about 23 minutes in all), then the
+# on its own cluster (3 nodes, 4 for the raft-controller ones, 5 and 7 for
+# the moves'), CHAOS_DURATION of faults each (twenty-three scenarios: about
+# 27 minutes in all), then the
 # checkers. `make test` runs only a short
 # smoke of it. Network faults need root (a network namespace and iptables
 # inside it). A run that finds a violation is saved in
@@ -174,7 +175,7 @@ bench-groups:
 CHAOS_DURATION  ?= 60s
 CHAOS_SEED      ?= 0
 CHAOS_RUNS      ?= 1
-CHAOS_SCENARIOS ?= leader-kill,follower-kill,leader-pause,leader-isolated,controller-isolated,controller-mid-failover,lost-unsynced,slow-network,rolling-restart,duplicate-id,bit-rot,disk-full,topic-recreate,restart-one-down,power-loss,unreplicated-tail,group-members,random,raft-controller-kill,raft-controller-isolated,raft-controller-mid-failover
+CHAOS_SCENARIOS ?= leader-kill,follower-kill,leader-pause,leader-isolated,controller-isolated,controller-mid-failover,lost-unsynced,slow-network,rolling-restart,duplicate-id,bit-rot,disk-full,topic-recreate,restart-one-down,power-loss,unreplicated-tail,group-members,random,raft-controller-kill,raft-controller-isolated,raft-controller-mid-failover,reassign,reassign-7
 chaos:
 	$(GO) run ./testcluster/cmd/chaos --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED) --runs $(CHAOS_RUNS) --scenarios $(CHAOS_SCENARIOS)
 
@@ -183,6 +184,12 @@ chaos:
 # (about 3 minutes in all); .ci/run runs it.
 chaos-groups:
 	$(MAKE) chaos CHAOS_SCENARIOS=group-members,random
+
+# The chaos scenarios of moving replicas (docs/reassignment.md): reassign
+# (5 nodes, 3 controller candidates) and reassign-7 (7 nodes, 5), each on
+# two seeds, 40 s of faults (about 9 minutes in all); .ci/run runs it.
+chaos-moves:
+	$(MAKE) chaos CHAOS_SCENARIOS=reassign,reassign-7 CHAOS_RUNS=2 CHAOS_DURATION=40s
 
 # Plants each bug of testcluster/plants/ in a copy of the tree (storage that
 # skips fsync, a follower that acknowledges before its fsync, a
