@@ -36,6 +36,14 @@ func FuzzKafkaRequest(f *testing.F) {
 	md := kmsg.NewPtrMetadataRequest()
 	md.Version = 9
 	add(3, 9, md.AppendTo(nil))
+	ap := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+	apt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+	apt.Topic = "t"
+	apt.Partitions = []kmsg.AlterPartitionAssignmentsRequestTopicPartition{{Partition: 0, Replicas: []int32{2, 3}}, {Partition: 1}}
+	ap.Topics = append(ap.Topics, apt)
+	add(45, 0, ap.AppendTo(nil))
+	lp := kmsg.NewPtrListPartitionReassignmentsRequest()
+	add(46, 0, lp.AppendTo(nil))
 	add(1000, 0, []byte{1, 2, 3})
 	s := New(Config{Broker: 1})
 	f.Fuzz(func(t *testing.T, frame []byte) {

@@ -457,6 +457,10 @@ func (s *Server) answer(ctx context.Context, st *connState, req *request) (kmsg.
 		return s.offsetDelete(ctx, k)
 	case *kmsg.ConsumerGroupHeartbeatRequest:
 		return s.consumerGroupHeartbeat(ctx, k)
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		return s.alterPartitionAssignments(ctx, k)
+	case *kmsg.ListPartitionReassignmentsRequest:
+		return s.listPartitionReassignments(ctx, k)
 	}
 	return unsupported(req)
 }

@@ -26,9 +26,12 @@ var versions = map[int16]versionRange{
 	kmsg.DescribeConfigs.Int16():         {0, 4},
 	kmsg.IncrementalAlterConfigs.Int16(): {0, 1},
 	kmsg.DescribeCluster.Int16():         {0, 0},
-	kmsg.InitProducerID.Int16():          {0, 4},
-	kmsg.SASLHandshake.Int16():           {0, 1},
-	kmsg.SASLAuthenticate.Int16():        {0, 2},
+	// Moves (docs/reassignment.md).
+	kmsg.AlterPartitionAssignments.Int16():  {0, 1},
+	kmsg.ListPartitionReassignments.Int16(): {0, 0},
+	kmsg.InitProducerID.Int16():             {0, 4},
+	kmsg.SASLHandshake.Int16():              {0, 1},
+	kmsg.SASLAuthenticate.Int16():           {0, 2},
 	// Groups (docs/kafka-groups.md): librdkafka turns its balanced
 	// consumer on only when each of these holds version 0 (OffsetFetch 1).
 	kmsg.OffsetCommit.Int16():    {0, 8},
