@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -480,4 +482,53 @@ func TestReassignBackOntoABroker(t *testing.T) {
 	res, err := c.Ctl(ctx, "", "cluster", "status", "-o", "json")
 	require.NoError(t, err)
 	assert.NotContains(t, res.Stdout, "offline\":true", "no replica is offline: %s", res.Stdout)
+}
+
+// TestReassignMovesADurableStream moves a Durable Streams stream's
+// partition, leadership included, to another broker: every append is
+// there once and in order, and the stream's idempotent producer is known
+// to the new leader (its retry of an acknowledged append is a
+// duplicate, 204, and its next sequence is taken).
+func TestReassignMovesADurableStream(t *testing.T) {
+	c := startCluster(t, 4)
+	cl := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const path = "moving/stream"
+	require.Equal(t, http.StatusCreated, dsDo(t, c.Node(2), http.MethodPut, path, "", "Content-Type", "text/plain").Status)
+	topic := mustTopic(t, path)
+	msg := func(seq int) string { return fmt.Sprintf("m%03d;", seq) }
+	headers := func(seq int) []string {
+		return []string{"Content-Type", "text/plain", "Producer-Id", "mover", "Producer-Epoch", "1", "Producer-Seq", strconv.Itoa(seq)}
+	}
+	var want strings.Builder
+	for seq := range 40 {
+		r := dsDo(t, c.Node(3), http.MethodPost, path, msg(seq), headers(seq)...)
+		require.Contains(t, []int{http.StatusOK, http.StatusNoContent}, r.Status, r.Body)
+		want.WriteString(msg(seq))
+	}
+	from := partitionNow(t, cl, topic, 0)
+	x := outside(4, from.Replicas...)
+	require.NotZero(t, x, "the stream is on %v", from.Replicas)
+	target := append([]int32{x}, slices.DeleteFunc(slices.Clone(from.Replicas), func(b int32) bool { return b == from.Leader })...)
+	res, err := c.Ctl(ctx, "", "partition", "reassign", topic, "0", "--replicas", joinIDs(target), "--execute")
+	require.NoError(t, err)
+	require.Equal(t, 0, res.Exit, "%s%s", res.Stdout, res.Stderr)
+	waitMoved(t, c, cl, topic, 0, target, time.Minute)
+
+	// The retry of the last acknowledged append, through the new leader.
+	var dup dsReply
+	require.Eventually(t, func() bool {
+		dup, err = dsTry(c.Node(x), 10*time.Second, http.MethodPost, path, msg(39), headers(39)...)
+		return err == nil && dup.Status != http.StatusServiceUnavailable
+	}, 30*time.Second, 100*time.Millisecond)
+	assert.Equal(t, http.StatusNoContent, dup.Status, "a duplicate after the move: %s", dup.Body)
+	for seq := 40; seq < 50; seq++ {
+		r := dsDo(t, c.Node(x), http.MethodPost, path, msg(seq), headers(seq)...)
+		require.Contains(t, []int{http.StatusOK, http.StatusNoContent}, r.Status, r.Body)
+		want.WriteString(msg(seq))
+	}
+	all := dsDo(t, c.Node(1), http.MethodGet, path+"?offset=-1", "")
+	require.Equal(t, http.StatusOK, all.Status, all.Body)
+	assert.Equal(t, want.String(), all.Body, "every append once and in order")
 }
