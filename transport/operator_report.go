@@ -86,6 +86,10 @@ const (
 	// -1), one per entry, its Note saying what the entry allows.
 	ActionACLAdd    Action = "acl-add"
 	ActionACLRemove Action = "acl-remove"
+	// ActionCreatePartition is a partition a topic grew by (topic alter
+	// --partitions, Kafka's CreatePartitions): its replicas in NewActive,
+	// its leader in NewLeader.
+	ActionCreatePartition Action = "create-partition"
 )
 
 // ChangeResult is what an operator change did to one partition (or, for a
