@@ -59,7 +59,16 @@ type Config struct {
 	// sent first on every RPC connection, and as Authorization: Bearer on
 	// HTTP. It is never sent without TLS (ErrInvalidConfig).
 	Token string
+	// MetadataMaxAge is how long a Producer routes a topic's records by
+	// the metadata it holds before it asks for the topic's again, as
+	// Kafka's metadata.max.age.ms: a topic that grew gets its keyed
+	// records by the new partition count from then on. Default
+	// DefaultMetadataMaxAge (30s).
+	MetadataMaxAge time.Duration
 }
+
+// DefaultMetadataMaxAge is Config.MetadataMaxAge's default.
+const DefaultMetadataMaxAge = 30 * time.Second
 
 // LoadTLS builds Config.TLS from PEM files: the cluster's CA (required),
 // and a client certificate and its key (both or neither).
@@ -102,6 +111,9 @@ func (c *Config) setDefaults() error {
 		c.RetryBackoffMax = DefaultRetryBackoffMax
 	}
 	c.RetryBackoffMax = max(c.RetryBackoffMax, c.RetryBackoff)
+	if c.MetadataMaxAge <= 0 {
+		c.MetadataMaxAge = DefaultMetadataMaxAge
+	}
 	return nil
 }
 
@@ -196,6 +208,10 @@ type Client struct {
 		state   *clusterState
 		flights map[string]*flight
 		closed  bool
+		// asked is when each topic's metadata was last asked for (or
+		// taken from an answer): routedTopic asks again once it is
+		// older than MetadataMaxAge.
+		asked map[string]time.Time
 	}
 }
 
@@ -226,6 +242,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		pipes: transport.NewPool(connCfg),
 	}
 	c.mu.flights = make(map[string]*flight)
+	c.mu.asked = make(map[string]time.Time)
 	if err := c.refreshRetrying(ctx); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("bootstrap: %w", err)
@@ -430,9 +447,11 @@ func (c *Client) apply(resp *transport.MetadataResponse, topics []string) bool {
 			st.topics[name] = t
 		}
 	}
+	now := time.Now()
 	for i := range resp.Topics {
 		t := topicFromWire(&resp.Topics[i])
 		st.topics[t.Name] = t
+		c.mu.asked[t.Name] = now
 	}
 	c.mu.state = st
 	return true
@@ -511,6 +530,58 @@ func (st *clusterState) snapshot() Metadata {
 // (retrying while no broker answers) when the cache does not hold it.
 func (c *Client) topic(ctx context.Context, name string) (TopicMetadata, error) {
 	return c.cachedTopic(ctx, name, c.refreshRetrying)
+}
+
+// routedTopic is topic for a producer, which routes records by the
+// partition count: once the cached metadata of the topic is older than
+// MetadataMaxAge, one caller asks for it again (a topic may have grown)
+// while the others go on with the cached copy, which is also kept when
+// the cluster does not answer in time.
+func (c *Client) routedTopic(ctx context.Context, name string) (TopicMetadata, error) {
+	t, err := c.topic(ctx, name)
+	if err != nil || !c.dueForRefresh(name) {
+		return t, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, metadataAttemptTimeout)
+	defer cancel()
+	if err := c.RefreshMetadata(rctx, name); err != nil {
+		if errors.Is(err, ErrClosed) {
+			return TopicMetadata{}, err
+		}
+		c.log.Debug("metadata refresh failed; routing by the cached metadata", "topic", name, "err", err)
+	}
+	if st := c.state(); st != nil {
+		if nt, ok := st.topics[name]; ok {
+			return nt, nil
+		}
+	}
+	return t, nil
+}
+
+// grownTopic asks for a topic's metadata now, for a producer that names a
+// partition its cached copy does not have (the topic may have grown), and
+// returns it; the cached copy when the cluster does not answer in time.
+func (c *Client) grownTopic(ctx context.Context, name string) (TopicMetadata, error) {
+	rctx, cancel := context.WithTimeout(ctx, metadataAttemptTimeout)
+	defer cancel()
+	if err := c.RefreshMetadata(rctx, name); errors.Is(err, ErrClosed) {
+		return TopicMetadata{}, err
+	}
+	return c.topic(ctx, name)
+}
+
+// dueForRefresh reports whether the topic's metadata is older than
+// MetadataMaxAge, and if so counts it as asked for now, so that one
+// caller of many asks.
+func (c *Client) dueForRefresh(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if last, ok := c.mu.asked[name]; ok && now.Sub(last) < c.cfg.MetadataMaxAge {
+		return false
+	}
+	c.mu.asked[name] = now
+	return true
 }
 
 // cached reports whether the cache holds a topic.
