@@ -641,9 +641,9 @@ func (c *Client) withLeader(ctx context.Context, topic string, partition int32, 
 	return c.partitionCall(ctx, topic, partition, false, fn)
 }
 
-// partitionCall is withLeader. With created, the topic is known to exist
-// (it was just created): a broker or a metadata answer that does not know
-// it yet is retried too, not final.
+// partitionCall is withLeader. With created, the partition is known to
+// exist (its topic was just created, or grew by it): a broker or a
+// metadata answer that does not know it yet is retried too, not final.
 func (c *Client) partitionCall(ctx context.Context, topic string, partition int32, created bool, fn func(ctx context.Context, r route) error) error {
 	retry := newRetrier(ctx, c.retryPolicy())
 	fresh := false // the cache holds what the cluster said during this call
@@ -659,9 +659,10 @@ func (c *Client) partitionCall(ctx context.Context, topic string, partition int3
 		switch {
 		case errors.Is(err, ErrTopicRecreated) || errors.Is(err, ErrClosed):
 			return err
-		case !routed && fresh && (errors.Is(err, transport.ErrUnknownTopic) && !created || errors.Is(err, transport.ErrUnknownPartition)):
+		case !routed && fresh && !created && (errors.Is(err, transport.ErrUnknownTopic) || errors.Is(err, transport.ErrUnknownPartition)):
 			// The cluster's metadata says there is no such topic or
-			// partition (a topic's partition count never changes).
+			// partition (a topic grows, but the metadata just asked for
+			// holds every partition it has).
 			return err
 		case !retryOn(ctx, err, retriableRoute):
 			return err

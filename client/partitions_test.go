@@ -1,7 +1,9 @@
 package client
 
 import (
+	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,4 +84,40 @@ func TestProducerAsksAgainForAPartitionItDoesNotKnow(t *testing.T) {
 
 	_, err = p.Send(ctx, ProducerRecord{Topic: "grows", Value: []byte("c"), Partition: 2, ManualPartition: true})
 	assert.ErrorIs(t, err, transport.ErrUnknownPartition, "a partition it does not have after asking")
+}
+
+// CreatePartitions returns once every new partition's leader answers: a
+// metadata answer that does not show the new partitions yet (a broker the
+// change has not reached) is asked again, not taken as the last word.
+// Without that it reported the grown topic NotServing at the first such
+// answer.
+func TestCreatePartitionsWaitsForTheNewPartitions(t *testing.T) {
+	fc := newFakeCluster(t, 2)
+	fc.addTopic("grows", 1)
+	c := newTestClient(t, fc, nil)
+	var answers atomic.Int32
+	fc.set(func(fc *fakeCluster) {
+		fc.operator = func(context.Context, transport.API, []byte) ([]byte, error) {
+			return []byte(`{"results":[{"topic":"grows","partition":1,"action":"create-partition","old_leader":2,"new_leader":2,"old_epoch":0,"new_epoch":0,"old_active":null,"new_active":[2]}]}`), nil
+		}
+		// The brokers show the new partition from the fifth metadata
+		// answer on (the first was New's).
+		fc.onMetadata = func() {
+			if answers.Add(1) == 5 {
+				fc.set(func(fc *fakeCluster) {
+					fc.topics["grows"].parts = append(fc.topics["grows"].parts, &fakePartition{leader: 2, epoch: 1, changed: make(chan struct{})})
+					fc.epoch++
+				})
+			}
+		}
+	})
+	rep, err := c.CreatePartitions(testCtx(t), CreatePartitionsRequest{Topic: "grows", Count: 2, Requester: "me"})
+	require.NoError(t, err)
+	require.Len(t, rep.Results, 1)
+	assert.Equal(t, ActionCreatePartition, rep.Results[0].Action)
+	assert.GreaterOrEqual(t, answers.Load(), int32(5))
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	require.Len(t, fc.operatorBodies, 1)
+	assert.JSONEq(t, `{"topic":"grows","count":2,"dry_run":false,"requester":"me"}`, fc.operatorBodies[0])
 }
