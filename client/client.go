@@ -59,7 +59,16 @@ type Config struct {
 	// sent first on every RPC connection, and as Authorization: Bearer on
 	// HTTP. It is never sent without TLS (ErrInvalidConfig).
 	Token string
+	// MetadataMaxAge is how long a Producer routes a topic's records by
+	// the metadata it holds before it asks for the topic's again, as
+	// Kafka's metadata.max.age.ms: a topic that grew gets its keyed
+	// records by the new partition count from then on. Default
+	// DefaultMetadataMaxAge (30s).
+	MetadataMaxAge time.Duration
 }
+
+// DefaultMetadataMaxAge is Config.MetadataMaxAge's default.
+const DefaultMetadataMaxAge = 30 * time.Second
 
 // LoadTLS builds Config.TLS from PEM files: the cluster's CA (required),
 // and a client certificate and its key (both or neither).
@@ -102,6 +111,9 @@ func (c *Config) setDefaults() error {
 		c.RetryBackoffMax = DefaultRetryBackoffMax
 	}
 	c.RetryBackoffMax = max(c.RetryBackoffMax, c.RetryBackoff)
+	if c.MetadataMaxAge <= 0 {
+		c.MetadataMaxAge = DefaultMetadataMaxAge
+	}
 	return nil
 }
 
@@ -196,6 +208,10 @@ type Client struct {
 		state   *clusterState
 		flights map[string]*flight
 		closed  bool
+		// asked is when each topic's metadata was last asked for (or
+		// taken from an answer): routedTopic asks again once it is
+		// older than MetadataMaxAge.
+		asked map[string]time.Time
 	}
 }
 
@@ -226,6 +242,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		pipes: transport.NewPool(connCfg),
 	}
 	c.mu.flights = make(map[string]*flight)
+	c.mu.asked = make(map[string]time.Time)
 	if err := c.refreshRetrying(ctx); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("bootstrap: %w", err)
@@ -430,9 +447,11 @@ func (c *Client) apply(resp *transport.MetadataResponse, topics []string) bool {
 			st.topics[name] = t
 		}
 	}
+	now := time.Now()
 	for i := range resp.Topics {
 		t := topicFromWire(&resp.Topics[i])
 		st.topics[t.Name] = t
+		c.mu.asked[t.Name] = now
 	}
 	c.mu.state = st
 	return true
@@ -513,6 +532,58 @@ func (c *Client) topic(ctx context.Context, name string) (TopicMetadata, error) 
 	return c.cachedTopic(ctx, name, c.refreshRetrying)
 }
 
+// routedTopic is topic for a producer, which routes records by the
+// partition count: once the cached metadata of the topic is older than
+// MetadataMaxAge, one caller asks for it again (a topic may have grown)
+// while the others go on with the cached copy, which is also kept when
+// the cluster does not answer in time.
+func (c *Client) routedTopic(ctx context.Context, name string) (TopicMetadata, error) {
+	t, err := c.topic(ctx, name)
+	if err != nil || !c.dueForRefresh(name) {
+		return t, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, metadataAttemptTimeout)
+	defer cancel()
+	if err := c.RefreshMetadata(rctx, name); err != nil {
+		if errors.Is(err, ErrClosed) {
+			return TopicMetadata{}, err
+		}
+		c.log.Debug("metadata refresh failed; routing by the cached metadata", "topic", name, "err", err)
+	}
+	if st := c.state(); st != nil {
+		if nt, ok := st.topics[name]; ok {
+			return nt, nil
+		}
+	}
+	return t, nil
+}
+
+// grownTopic asks for a topic's metadata now, for a producer that names a
+// partition its cached copy does not have (the topic may have grown), and
+// returns it; the cached copy when the cluster does not answer in time.
+func (c *Client) grownTopic(ctx context.Context, name string) (TopicMetadata, error) {
+	rctx, cancel := context.WithTimeout(ctx, metadataAttemptTimeout)
+	defer cancel()
+	if err := c.RefreshMetadata(rctx, name); errors.Is(err, ErrClosed) {
+		return TopicMetadata{}, err
+	}
+	return c.topic(ctx, name)
+}
+
+// dueForRefresh reports whether the topic's metadata is older than
+// MetadataMaxAge, and if so counts it as asked for now, so that one
+// caller of many asks.
+func (c *Client) dueForRefresh(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if last, ok := c.mu.asked[name]; ok && now.Sub(last) < c.cfg.MetadataMaxAge {
+		return false
+	}
+	c.mu.asked[name] = now
+	return true
+}
+
 // cached reports whether the cache holds a topic.
 func (c *Client) cached(topic string) bool {
 	st := c.state()
@@ -570,9 +641,9 @@ func (c *Client) withLeader(ctx context.Context, topic string, partition int32, 
 	return c.partitionCall(ctx, topic, partition, false, fn)
 }
 
-// partitionCall is withLeader. With created, the topic is known to exist
-// (it was just created): a broker or a metadata answer that does not know
-// it yet is retried too, not final.
+// partitionCall is withLeader. With created, the partition is known to
+// exist (its topic was just created, or grew by it): a broker or a
+// metadata answer that does not know it yet is retried too, not final.
 func (c *Client) partitionCall(ctx context.Context, topic string, partition int32, created bool, fn func(ctx context.Context, r route) error) error {
 	retry := newRetrier(ctx, c.retryPolicy())
 	fresh := false // the cache holds what the cluster said during this call
@@ -588,9 +659,10 @@ func (c *Client) partitionCall(ctx context.Context, topic string, partition int3
 		switch {
 		case errors.Is(err, ErrTopicRecreated) || errors.Is(err, ErrClosed):
 			return err
-		case !routed && fresh && (errors.Is(err, transport.ErrUnknownTopic) && !created || errors.Is(err, transport.ErrUnknownPartition)):
+		case !routed && fresh && !created && (errors.Is(err, transport.ErrUnknownTopic) || errors.Is(err, transport.ErrUnknownPartition)):
 			// The cluster's metadata says there is no such topic or
-			// partition (a topic's partition count never changes).
+			// partition (a topic grows, but the metadata just asked for
+			// holds every partition it has).
 			return err
 		case !retryOn(ctx, err, retriableRoute):
 			return err

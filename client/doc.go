@@ -21,7 +21,10 @@
 // reached, makes the client ask again (RefreshMetadata) before it retries.
 // Metadata answers are taken from any broker; an answer older (by metadata
 // epoch) than the cached copy is ignored. Admin requests go to the
-// controller named in the metadata.
+// controller named in the metadata. A topic's partition count may grow
+// (CreatePartitions): a Producer asks for a topic's metadata again once
+// the copy it routes by is older than Config.MetadataMaxAge, so that its
+// keyed records go by the new count from then on.
 //
 // # Retries
 //
@@ -90,7 +93,10 @@
 // an empty one, goes to Partition(key, n), the SHA-256 of the key read as a
 // big-endian unsigned integer modulo the partition count, the same in every
 // process and release; a record with a nil key goes round robin across the
-// topic's partitions.
+// topic's partitions. When a topic grows, n is the count the producer's
+// metadata holds: a key's records written after the producer learned of
+// the new count may be in another partition than those before, each
+// partition keeping the order below.
 //
 // Ordering: records given to one Producer for one partition, by one
 // goroutine, are appended in the order given, and among those that are

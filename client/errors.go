@@ -34,9 +34,9 @@ var (
 	// created: its records are never written to, nor read from, the new
 	// one. It matches transport.ErrUnknownTopicID.
 	ErrTopicRecreated = fmt.Errorf("client: topic deleted and created again: %w", transport.ErrUnknownTopicID)
-	// ErrNotServing means a topic was created but some of its partitions'
-	// leaders did not answer before the deadline (see CreateTopic). It
-	// matches transport.ErrNotReady.
+	// ErrNotServing means a topic was created (or grew) but some of its
+	// new partitions' leaders did not answer before the deadline (see
+	// CreateTopic, CreatePartitions). It matches transport.ErrNotReady.
 	ErrNotServing = fmt.Errorf("client: topic created, partitions not serving yet: %w", transport.ErrNotReady)
 	// ErrNoLeader means the metadata names no reachable leader for a
 	// partition. It matches transport.ErrBrokerNotAvailable.

@@ -348,7 +348,7 @@ func (b *fakeBroker) Handle(ctx context.Context, req *transport.Request) transpo
 		return b.replicaState(req)
 	case transport.APICatchUp:
 		return b.catchUp(req)
-	case transport.APIFailover, transport.APIRecover, transport.APIHistory:
+	case transport.APIFailover, transport.APIRecover, transport.APIHistory, transport.APICreatePartitions:
 		return b.operatorChange(api, req)
 	case transport.APIReplicaDigest:
 		return b.replicaDigest(req)
@@ -802,8 +802,8 @@ func (b *fakeBroker) catchUp(req *transport.Request) transport.Reply {
 	return transport.Immediate(&transport.CatchUpResponse{FromOffset: 0, ToOffset: p.end}, nil)
 }
 
-// operatorChange answers Failover, Recover and History on the controller
-// with fc.operator, and NotController elsewhere.
+// operatorChange answers Failover, Recover, History and CreatePartitions
+// on the controller with fc.operator, and NotController elsewhere.
 func (b *fakeBroker) operatorChange(api transport.API, req *transport.Request) transport.Reply {
 	var m transport.JSONMessage
 	if api != transport.APIHistory {

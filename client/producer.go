@@ -292,7 +292,7 @@ func (p *Producer) enqueue(ctx context.Context, rec ProducerRecord, cb func(Ack,
 	}
 	r := record.Record{Key: rec.Key, Value: rec.Value, Headers: rec.Headers}
 	size := p.recordSize(&r)
-	t, err := p.c.topic(ctx, rec.Topic)
+	t, err := p.c.routedTopic(ctx, rec.Topic)
 	if err != nil {
 		return fmt.Errorf("produce to %s: %w", rec.Topic, err)
 	}
@@ -307,6 +307,13 @@ func (p *Producer) enqueue(ctx context.Context, rec ProducerRecord, cb func(Ack,
 	n := len(t.Partitions)
 	if n == 0 {
 		return fmt.Errorf("produce to %s: %w: topic has no partitions", rec.Topic, transport.ErrUnknownPartition)
+	}
+	if rec.ManualPartition && int(rec.Partition) >= n {
+		// The topic may have grown since the producer asked.
+		if t, err = p.c.grownTopic(ctx, rec.Topic); err != nil {
+			return fmt.Errorf("produce to %s: %w", rec.Topic, err)
+		}
+		n = len(t.Partitions)
 	}
 	var partition int32
 	switch {

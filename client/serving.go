@@ -66,6 +66,9 @@ type notServingError struct {
 	waited     time.Duration
 	failed     []int32
 	errs       []error // one per failed partition
+	// grown: the partitions are those a topic grew by (CreatePartitions),
+	// not a new topic's.
+	grown bool
 }
 
 // notServingShown is how many partitions' errors the message spells out.
@@ -77,9 +80,15 @@ func (e *notServingError) Error() string {
 	for i, p := range e.failed {
 		names[i] = fmt.Sprintf("%s/%d", e.topic, p)
 	}
-	fmt.Fprintf(&b, "%s: topic %q was created, but %d of its %s cannot serve yet after %s (%s)",
-		transport.CodeNotReady, e.topic, len(e.failed), plural(e.partitions, "partition"),
-		e.waited.Round(time.Millisecond), strings.Join(names, ", "))
+	if e.grown {
+		fmt.Fprintf(&b, "%s: topic %q grew by %s, but %d of them cannot serve yet after %s (%s)",
+			transport.CodeNotReady, e.topic, plural(e.partitions, "partition"), len(e.failed),
+			e.waited.Round(time.Millisecond), strings.Join(names, ", "))
+	} else {
+		fmt.Fprintf(&b, "%s: topic %q was created, but %d of its %s cannot serve yet after %s (%s)",
+			transport.CodeNotReady, e.topic, len(e.failed), plural(e.partitions, "partition"),
+			e.waited.Round(time.Millisecond), strings.Join(names, ", "))
+	}
 	for i, err := range e.errs[:min(len(e.errs), notServingShown)] {
 		sep := "; "
 		if i == 0 {

@@ -47,6 +47,9 @@
 //     the leaders recover their replicas at once, then one change puts
 //     every replica recovered back in its active set. Each partition keeps
 //     its own result and error.
+//   - A topic's partition count only grows (CreatePartitions, one audited
+//     change); a Durable Streams stream's topic and the internal topics,
+//     whose partition count says where each group lives, never grow.
 //   - A single controller's metadata that is older than a broker's, or
 //     missing, is never acted on: the controller refuses every change
 //     (ErrStaleMetadata) until the operator restores it

@@ -152,8 +152,13 @@ func groupAPIs() []kmsg.Request {
 // without a panic, with an answer a client decodes at the request's
 // version. A JoinGroup or SyncGroup that waits for its group is given up
 // after a moment, as by a client that goes away.
-func FuzzKafkaGroupRequest(f *testing.F) {
-	apis := groupAPIs()
+func FuzzKafkaGroupRequest(f *testing.F) { fuzzThroughCore(f, groupAPIs()) }
+
+// fuzzThroughCore fuzzes the bodies of apis, each seeded at every version
+// served, through the whole path of a Kafka connection's request to
+// groupCore's broker: refused or answered, without a panic, with an
+// answer a client decodes at the request's version.
+func fuzzThroughCore(f *testing.F, apis []kmsg.Request) {
 	for i, req := range apis {
 		r := versions[req.Key()]
 		for v := r.min; v <= r.max; v++ {

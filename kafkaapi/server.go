@@ -427,6 +427,8 @@ func (s *Server) answer(ctx context.Context, st *connState, req *request) (kmsg.
 		return s.createTopics(ctx, k)
 	case *kmsg.DeleteTopicsRequest:
 		return s.deleteTopics(ctx, k)
+	case *kmsg.CreatePartitionsRequest:
+		return s.createPartitions(ctx, k)
 	case *kmsg.DescribeConfigsRequest:
 		return s.describeConfigs(ctx, k)
 	case *kmsg.IncrementalAlterConfigsRequest:

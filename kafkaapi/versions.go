@@ -23,6 +23,7 @@ var versions = map[int16]versionRange{
 	kmsg.ApiVersions.Int16():             {0, 3},
 	kmsg.CreateTopics.Int16():            {0, 5},
 	kmsg.DeleteTopics.Int16():            {0, 4},
+	kmsg.CreatePartitions.Int16():        {0, 3},
 	kmsg.DescribeConfigs.Int16():         {0, 4},
 	kmsg.IncrementalAlterConfigs.Int16(): {0, 1},
 	kmsg.DescribeCluster.Int16():         {0, 0},

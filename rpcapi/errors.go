@@ -88,6 +88,7 @@ var wireErrors = []struct {
 	{err: metadata.ErrTopicExists, wire: transport.ErrTopicExists},
 	{err: metadata.ErrNotEnoughBrokers, wire: transport.ErrInvalidReplication},
 	{err: metadata.ErrInvalidConfig, wire: transport.ErrInvalidConfig},
+	{err: metadata.ErrInvalidAssignment, wire: transport.ErrInvalidRequest},
 	{err: metadata.ErrInvalid, wire: transport.ErrInvalidRequest},
 	{err: transport.ErrMalformed, wire: transport.ErrInvalidRequest},
 	{err: context.DeadlineExceeded, wire: transport.ErrTimeout},

@@ -128,6 +128,8 @@ func (h *Handler) Handle(ctx context.Context, req *transport.Request) transport.
 		reply = h.sealTopic(req)
 	case transport.APIAlterTopicConfig:
 		reply = h.alterTopicConfig(req)
+	case transport.APICreatePartitions:
+		reply = h.createPartitions(req)
 	case transport.APIFindCoordinator:
 		reply = h.findCoordinator(req)
 	case transport.APIOffsetCommit:

@@ -94,6 +94,10 @@ const (
 	ActionReassignJoin   Action = "reassign-join"
 	ActionReassignFinish Action = "reassign-finish"
 	ActionReassignCancel Action = "reassign-cancel"
+	// ActionCreatePartition is a partition a topic grew by (topic alter
+	// --partitions, Kafka's CreatePartitions): its replicas in NewActive,
+	// its leader in NewLeader.
+	ActionCreatePartition Action = "create-partition"
 )
 
 // ChangeResult is what an operator change did to one partition (or, for a

@@ -68,9 +68,9 @@ as it is. Exit 0 whatever the cluster's state, once the survey ran.`),
 			"", args(0, 0), clusterHistoryAction),
 			`The controller's audit trail, oldest first: failovers, dropped followers,
 recoveries, leadership moves, catch-ups, replaced brokers, metadata
-restores, changes of the controller group, ACLs added and removed (topic
-changes are not in it), each with when, who asked (user@host) and what
-changed.`),
+restores, changes of the controller group, ACLs added and removed,
+partitions added to a topic (topic creation, deletion and configuration
+are not in it), each with when, who asked (user@host) and what changed.`),
 		described(leaf("restore-metadata", "make the controller adopt the newest copy of the metadata the brokers hold, when its own is missing or older than theirs",
 			"", args(0, 0), restoreMetadataAction,
 			intFlag("from-broker", "adopt broker `B`'s copy instead of the newest", "none: the newest copy"),

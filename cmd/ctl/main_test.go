@@ -137,7 +137,7 @@ func TestHelpShowsTheContract(t *testing.T) {
 		{"broker", []string{"list"}},
 		{"topic", []string{"create", "alter", "list", "describe", "delete", "seal"}},
 		{"topic create", []string{"NAME", "--partitions", "--replication-factor", "--config KEY=VALUE"}},
-		{"topic alter", []string{"NAME", "--config KEY=VALUE", "--delete-config KEY", "retention.bytes", "retention.ms", "segment.bytes", "segment.ms"}},
+		{"topic alter", []string{"NAME", "--config KEY=VALUE", "--delete-config KEY", "retention.bytes", "retention.ms", "segment.bytes", "segment.ms", "--partitions N", "--dry-run"}},
 		{"topic describe", []string{"NAME"}},
 		{"topic delete", []string{"NAME"}},
 		{"topic seal", []string{"NAME"}},

@@ -23,13 +23,17 @@ func configFlag() *cli.StringSliceFlag {
 }
 
 func topicAlterCommand() *cli.Command {
-	cmd := leaf("alter", "change a topic's configuration (retention, segments)", "NAME", args(1, 1), topicAlterAction,
+	cmd := leaf("alter", "change a topic's configuration (retention, segments), or add partitions", "NAME", args(1, 1), topicAlterAction,
 		configFlag(),
 		&cli.StringSliceFlag{Name: "delete-config", Usage: "configuration `KEY` the topic stops setting (it takes each node's default again); repeat for more"},
+		intFlag("partitions", "grow the topic to `N` partitions (never fewer); keys map to other partitions from then on", "none"),
+		&cli.BoolFlag{Name: "dry-run", Usage: "with --partitions: print where the new partitions would go, and change nothing"},
 	)
-	cmd.Description = `Sets the --config keys and removes the --delete-config keys of a topic's
-configuration, as one change, and prints the configuration after it. The
-keys, with Kafka's names and meanings (values are integers):
+	cmd.Description = `With --partitions N, grows the topic to N partitions, never fewer (see
+below). Otherwise sets the --config keys and removes the --delete-config
+keys of a topic's configuration, as one change, and prints the
+configuration after it. The keys, with Kafka's names and meanings (values
+are integers):
 
    retention.bytes  what a partition keeps, in bytes: its oldest segments are
                     deleted while the rest still hold this much; -1 any amount
@@ -43,7 +47,18 @@ Retention deletes whole segments, never the active one, and never a record
 that not every active replica holds (the high watermark). Every broker
 applies the change to its replicas when the new metadata reaches it; the
 next retention run (gostream-node --retention-check-interval) deletes what
-is no longer kept.`
+is no longer kept.
+
+--partitions N adds partitions to the topic, placed on the brokers that
+answer with the topic's replication factor, their leaders spread on from
+the topic's (--dry-run shows where, and changes nothing); it returns once
+each new partition's leader answers. A key maps to its partition by the
+partition count, so records of a key may go to another partition from then
+on: a key's records stay in order within each partition, not across the
+change, and consumers that rely on a key's partition must expect it. The
+topic of a Durable Streams stream, the cluster's internal topics and a
+sealed topic cannot grow. --partitions is a change of its own: it does not
+go with --config or --delete-config.`
 	return cmd
 }
 
@@ -75,6 +90,12 @@ func invalidConfig(err error) error {
 }
 
 func topicAlterAction(c *cli.Context) error {
+	if c.IsSet("partitions") {
+		return topicGrowAction(c)
+	}
+	if c.Bool("dry-run") {
+		return exitcode.Usagef("InvalidFlag", "--dry-run goes with --partitions (a configuration change has no dry run)")
+	}
 	name := c.Args().First()
 	set, err := configFromFlags(c)
 	if err != nil {
@@ -90,7 +111,7 @@ func topicAlterAction(c *cli.Context) error {
 		}
 	}
 	if len(set) == 0 && len(remove) == 0 {
-		return exitcode.Usagef("MissingFlag", "give --config KEY=VALUE or --delete-config KEY (see %s --help)", helpName(c))
+		return exitcode.Usagef("MissingFlag", "give --config KEY=VALUE, --delete-config KEY or --partitions N (see %s --help)", helpName(c))
 	}
 	return withClient(c, func(ctx context.Context, cl *client.Client, g globals) error {
 		var t client.TopicMetadata
