@@ -58,6 +58,9 @@ type Controller struct {
 	journal journal
 	// group is the candidates' Raft group; nil for a single controller.
 	group *quorum.Group
+	// lease is the autopilot's lease while this controller is active
+	// (autopilot.go).
+	lease leaseKeeper
 
 	// opMu runs one operator command (failover, recovery, elect-leaders,
 	// replace, restore) at a time.
