@@ -30,6 +30,7 @@ func commands() []*cli.Command {
 		failoverCommand(),
 		recoverCommand(),
 		electLeadersCommand(),
+		autopilotCommand(),
 		verifyCommand(),
 		groupCommand(),
 		benchCommand(),
