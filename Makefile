@@ -165,7 +165,7 @@ bench-groups:
 
 # The chaos harness (testcluster/, docs/design.md section 10): every scenario
 # on its own cluster (3 nodes, 4 for the raft-controller ones), CHAOS_DURATION
-# of faults each (twenty-one scenarios: about 23 minutes in all), then the
+# of faults each (twenty-two scenarios: about 25 minutes in all), then the
 # checkers. `make test` runs only a short
 # smoke of it. Network faults need root (a network namespace and iptables
 # inside it). A run that finds a violation is saved in
@@ -174,7 +174,7 @@ bench-groups:
 CHAOS_DURATION  ?= 60s
 CHAOS_SEED      ?= 0
 CHAOS_RUNS      ?= 1
-CHAOS_SCENARIOS ?= leader-kill,follower-kill,leader-pause,leader-isolated,controller-isolated,controller-mid-failover,lost-unsynced,slow-network,rolling-restart,duplicate-id,bit-rot,disk-full,topic-recreate,restart-one-down,power-loss,unreplicated-tail,group-members,random,raft-controller-kill,raft-controller-isolated,raft-controller-mid-failover
+CHAOS_SCENARIOS ?= leader-kill,follower-kill,leader-pause,leader-isolated,controller-isolated,controller-mid-failover,lost-unsynced,slow-network,rolling-restart,duplicate-id,bit-rot,disk-full,topic-recreate,restart-one-down,power-loss,unreplicated-tail,group-members,random,raft-controller-kill,raft-controller-isolated,raft-controller-mid-failover,autopilot
 chaos:
 	$(GO) run ./testcluster/cmd/chaos --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED) --runs $(CHAOS_RUNS) --scenarios $(CHAOS_SCENARIOS)
 
@@ -183,6 +183,14 @@ chaos:
 # (about 3 minutes in all); .ci/run runs it.
 chaos-groups:
 	$(MAKE) chaos CHAOS_SCENARIOS=group-members,random
+
+# The chaos scenario where a gostream-ctl autopilot is the only operator
+# (docs/autopilot.md): nodes killed, paused and stopped one at a time, no
+# command run by the harness; CHAOS_DURATION of faults (about 2 minutes in
+# all); .ci/run runs it.
+.PHONY: chaos-autopilot
+chaos-autopilot:
+	$(MAKE) chaos CHAOS_SCENARIOS=autopilot
 
 # Plants each bug of testcluster/plants/ in a copy of the tree (storage that
 # skips fsync, a follower that acknowledges before its fsync, a
