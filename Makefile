@@ -70,8 +70,12 @@ conformance: build
 # encryption and an admin token. PORT_BASE=19400 moves node N to PORT_BASE +
 # 10(N-1) (RPC), +1 (gossip), +2 (HTTP), with its data in ./data-19400, beside
 # a cluster on other ports; give the same PORT_BASE to node, kill and reload.
+# AUTOPILOT=1 starts a gostream-ctl autopilot beside them (docs/autopilot.md),
+# with the flags in AUTOPILOT_ARGS (AUTOPILOT_ARGS="--failover-after 15s").
+AUTOPILOT ?=
+AUTOPILOT_ARGS ?=
 run: build
-	BIN=$(BIN) SECURE=$(SECURE) PORT_BASE=$(PORT_BASE) scripts/run-cluster.sh
+	BIN=$(BIN) SECURE=$(SECURE) PORT_BASE=$(PORT_BASE) AUTOPILOT=$(AUTOPILOT) AUTOPILOT_ARGS="$(AUTOPILOT_ARGS)" scripts/run-cluster.sh
 
 # One node of `make run` by itself, in the foreground, with the flags and
 # data `make run` gave it (N=1, 2 or 3): to start again a node that died
