@@ -33,8 +33,8 @@ func startAutopilot(t *testing.T, c *Cluster, name string, args ...string) *Auto
 }
 
 // quickPolicy is a policy that keeps the tests short: a 6 s grace period
-// (the gossip bound is 5.5 s), a look every half second.
-var quickPolicy = []string{"--failover-after", "6s", "--poll-interval", "500ms", "--recover-after", "2s",
+// (the gossip bound is 5.5 s), a look every quarter of a second.
+var quickPolicy = []string{"--failover-after", "6s", "--poll-interval", "250ms", "--recover-after", "2s",
 	"--leaders-back-after", "3s", "--lease-ttl", "3s"}
 
 const quickGrace = 6 * time.Second
