@@ -70,8 +70,12 @@ conformance: build
 # encryption and an admin token. PORT_BASE=19400 moves node N to PORT_BASE +
 # 10(N-1) (RPC), +1 (gossip), +2 (HTTP), with its data in ./data-19400, beside
 # a cluster on other ports; give the same PORT_BASE to node, kill and reload.
+# AUTOPILOT=1 starts a gostream-ctl autopilot beside them (docs/autopilot.md),
+# with the flags in AUTOPILOT_ARGS (AUTOPILOT_ARGS="--failover-after 15s").
+AUTOPILOT ?=
+AUTOPILOT_ARGS ?=
 run: build
-	BIN=$(BIN) SECURE=$(SECURE) PORT_BASE=$(PORT_BASE) scripts/run-cluster.sh
+	BIN=$(BIN) SECURE=$(SECURE) PORT_BASE=$(PORT_BASE) AUTOPILOT=$(AUTOPILOT) AUTOPILOT_ARGS="$(AUTOPILOT_ARGS)" scripts/run-cluster.sh
 
 # One node of `make run` by itself, in the foreground, with the flags and
 # data `make run` gave it (N=1, 2 or 3): to start again a node that died
@@ -165,8 +169,8 @@ bench-groups:
 
 # The chaos harness (testcluster/, docs/design.md section 10): every scenario
 # on its own cluster (3 nodes, 4 for the raft-controller ones, 5 and 7 for
-# the moves'), CHAOS_DURATION of faults each (twenty-three scenarios: about
-# 27 minutes in all), then the
+# the moves'), CHAOS_DURATION of faults each (twenty-four scenarios: about
+# 29 minutes in all), then the
 # checkers. `make test` runs only a short
 # smoke of it. Network faults need root (a network namespace and iptables
 # inside it). A run that finds a violation is saved in
@@ -175,7 +179,7 @@ bench-groups:
 CHAOS_DURATION  ?= 60s
 CHAOS_SEED      ?= 0
 CHAOS_RUNS      ?= 1
-CHAOS_SCENARIOS ?= leader-kill,follower-kill,leader-pause,leader-isolated,controller-isolated,controller-mid-failover,lost-unsynced,slow-network,rolling-restart,duplicate-id,bit-rot,disk-full,topic-recreate,restart-one-down,power-loss,unreplicated-tail,group-members,random,raft-controller-kill,raft-controller-isolated,raft-controller-mid-failover,reassign,reassign-7
+CHAOS_SCENARIOS ?= leader-kill,follower-kill,leader-pause,leader-isolated,controller-isolated,controller-mid-failover,lost-unsynced,slow-network,rolling-restart,duplicate-id,bit-rot,disk-full,topic-recreate,restart-one-down,power-loss,unreplicated-tail,group-members,random,raft-controller-kill,raft-controller-isolated,raft-controller-mid-failover,reassign,reassign-7,autopilot
 chaos:
 	$(GO) run ./testcluster/cmd/chaos --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED) --runs $(CHAOS_RUNS) --scenarios $(CHAOS_SCENARIOS)
 
@@ -189,7 +193,7 @@ chaos-groups:
 # (5 nodes, 3 controller candidates) and reassign-7 (7 nodes, 5), each on
 # two seeds, 40 s of faults (about 9 minutes in all); .ci/run runs it.
 chaos-moves:
-	$(MAKE) chaos CHAOS_SCENARIOS=reassign,reassign-7 CHAOS_RUNS=2 CHAOS_DURATION=40s
+	$(MAKE) chaos CHAOS_SCENARIOS=reassign,reassign-7 CHAOS_RUNS=2 CHAOS_DURATION=40s,autopilot
 
 # Plants each bug of testcluster/plants/ in a copy of the tree (storage that
 # skips fsync, a follower that acknowledges before its fsync, a

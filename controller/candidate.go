@@ -75,6 +75,8 @@ func (c *Controller) TakeOver(ctx context.Context, seed func() (*metadata.Cluste
 		}
 		meta = c.group.Metadata()
 	}
+	// The lease of the autopilot the metadata names counts from now.
+	c.lease.forget()
 	c.mu.Lock()
 	c.mu.meta, c.mu.inactive = meta, false
 	c.mu.Unlock()

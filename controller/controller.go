@@ -58,6 +58,9 @@ type Controller struct {
 	journal journal
 	// group is the candidates' Raft group; nil for a single controller.
 	group *quorum.Group
+	// lease is the autopilot's lease while this controller is active
+	// (autopilot.go).
+	lease leaseKeeper
 
 	// moves is the driver of moves (reassign.go).
 	moves moveState

@@ -27,6 +27,11 @@
 //     not answer or whose replica cannot lead, never a healthy one
 //     (ErrLeaderStillAvailable); a drop takes out a follower that does not
 //     answer or cannot serve.
+//   - The autopilot's lease (autopilot.go) is held by one autopilot at a
+//     time: its holder is persisted; its expiry lives in the active
+//     controller's memory, and a controller that becomes active counts
+//     the persisted holder's lease from then, so it is never granted to
+//     another before the holder's own count has run out.
 //   - Epochs: a new leader epoch is above every epoch handed out or
 //     reserved, and is persisted as the partition's reserved epoch before
 //     any replica is fenced with it, so a command interrupted anywhere and

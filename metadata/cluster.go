@@ -45,6 +45,9 @@ type Cluster struct {
 	// allocated to a broker (idempotent producers: docs/kafka.md); ids
 	// below it were handed out, in blocks, and are never handed out again.
 	NextProducerID int64 `json:"next_producer_id,omitempty"`
+	// Autopilot is the autopilot that holds the lease to act
+	// (docs/autopilot.md), nil when none does.
+	Autopilot *AutopilotLease `json:"autopilot,omitempty"`
 }
 
 // Broker is a registered broker and its addresses.
@@ -169,6 +172,7 @@ func (c *Cluster) Clone() *Cluster {
 	// slices.Clone keeps nil as nil, so the copy is equal to c, also in JSON.
 	n.Topics = slices.Clone(c.Topics)
 	n.ACLs = slices.Clone(c.ACLs)
+	n.Autopilot = c.Autopilot.Clone()
 	for i, t := range n.Topics {
 		n.Topics[i].Config = t.Config.Clone()
 		n.Topics[i].Stream = t.Stream.Clone()
@@ -342,6 +346,9 @@ func (c *Cluster) Validate() error {
 	}
 	if err := validateACLs(c.ACLs); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if err := c.Autopilot.validate(); err != nil {
+		return err
 	}
 	for i, b := range c.Brokers {
 		if b.ID <= 0 {

@@ -86,6 +86,9 @@ func startGossip(cfg Config, root, cluster string, logger hclog.Logger) (*gossip
 	g := &gossip{logger: logger, self: &metaDelegate{}, cryptoLog: transport.NewRateLog(logger, 0)}
 	g.mu.members = map[string]memberInfo{}
 	g.self.mu.meta = gossipMeta{ID: cfg.ID, RPC: cfg.Advertise, HTTP: cfg.HTTP, Root: root, Cluster: cluster}
+	// The autopilot derives the least time gossip needs to find a dead
+	// node dead from these same LAN defaults (autopilot.GossipBound, in
+	// docs/autopilot.md): a change of their timings changes that too.
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = fmt.Sprintf("broker-%d-%.8s", cfg.ID, root)
 	mc.BindAddr, mc.BindPort = host, port

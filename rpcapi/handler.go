@@ -190,6 +190,8 @@ func (h *Handler) Handle(ctx context.Context, req *transport.Request) transport.
 		reply = h.restoreMetadata(req)
 	case transport.APIHistory:
 		reply = h.history(req)
+	case transport.APIAutopilotLease:
+		reply = h.autopilotLease(req)
 	case transport.APIStreamAppend, transport.APIStreamRead, transport.APIStreamHead, transport.APIStreamInit, transport.APIStreamLog:
 		reply = h.cfg.Streams.Handle(req)
 	case transport.APIStreamAdmin:

@@ -18,6 +18,15 @@
 # another takes over by itself if it dies. `ready` is printed once the
 # three answer, are registered, and a candidate is active.
 #
+# AUTOPILOT=1 (make run AUTOPILOT=1) starts a gostream-ctl autopilot
+# beside them once they are ready (docs/autopilot.md), with the flags in
+# AUTOPILOT_ARGS if any; its lines are prefixed [autopilot]. It fails over
+# a node that stays silent, recovers it when it is back and moves
+# leadership back, with nobody typing. Ctrl-C stops it first (it gives its
+# lease back), then the nodes; if it stops by itself (a command failed
+# twice, most nodes silent at once) that is reported and the nodes keep
+# running.
+#
 # Data lives under $DATA/node1, node2, node3 and is kept: running it again
 # brings back the same cluster. Each node's PID is in $DATA/nodeN.pid
 # while it runs. Logs of all three go to the terminal, each line prefixed
@@ -82,6 +91,7 @@ else
 fi
 
 run_dir="$(mktemp -d "${TMPDIR:-/tmp}/gostream-run.XXXXXX")"
+ap_pid="" ap_down="" # the autopilot of AUTOPILOT=1, once started; set once it has exited
 pids=()
 prefixers=()
 down=() # down[I] is set once node I, started here, has exited
@@ -92,6 +102,17 @@ down=() # down[I] is set once node I, started here, has exited
 # seconds); then a wait for the prefixers to print their last lines, and
 # the run directory removed. It runs once: called again while it runs
 # or after, it does nothing and leaves the first call to finish.
+# ap_running: whether the autopilot runs (one that has ended and is not
+# reaped yet has no command line: it does not).
+ap_running() {
+	local first=""
+	[ -n "$ap_pid" ] && kill -0 "$ap_pid" 2>/dev/null || return 1
+	if [ -d /proc/self ]; then
+		{ IFS= read -r -d '' first <"/proc/$ap_pid/cmdline"; } 2>/dev/null
+		[ -n "$first" ] || return 1
+	fi
+}
+
 stop_state=""
 stop() {
 	if [ -z "$stop_state" ]; then
@@ -101,7 +122,18 @@ stop() {
 	fi
 }
 stop_nodes() {
-	local i id pid nodes=()
+	local i id pid nodes=() waited=0
+	# The autopilot first, so that it fails nothing over while the nodes
+	# stop; SIGTERM makes it give its lease back.
+	if ap_running; then
+		kill -TERM "$ap_pid" 2>/dev/null || true
+		while ap_running && [ "$waited" -lt $((STOP_TIMEOUT * 5)) ]; do
+			# A signal to the process group ends this sleep early: not an error.
+			sleep 0.2 || true
+			waited=$((waited + 1))
+		done
+		kill -KILL "$ap_pid" 2>/dev/null || true
+	fi
 	# Exactly one SIGTERM each: a node that gets a second signal while it
 	# stops is killed by it instead of stopping cleanly.
 	for i in "${!pids[@]}"; do
@@ -119,7 +151,7 @@ stop_nodes() {
 	end_nodes run-cluster "$STOP_TIMEOUT" ${nodes[@]+"${nodes[@]}"}
 	# Reap this script's own processes. A signal's trap cuts a wait short,
 	# so wait again until each is gone.
-	for pid in ${pids[@]+"${pids[@]}"} ${prefixers[@]+"${prefixers[@]}"}; do
+	for pid in ${pids[@]+"${pids[@]}"} ${prefixers[@]+"${prefixers[@]}"} $ap_pid; do
 		while kill -0 "$pid" 2>/dev/null; do
 			wait "$pid" 2>/dev/null || true
 		done
@@ -235,7 +267,26 @@ until active=$("$BIN/gostream-ctl" controller status -o json --timeout 1s 2>/dev
 done
 
 ctl="$BIN/gostream-ctl"
+autopilot_on() { case "${AUTOPILOT:-}" in "" | 0 | no | false) return 1 ;; esac; }
+if autopilot_on; then
+	fifo="$run_dir/autopilot"
+	mkfifo "$fifo"
+	# In a process group of its own, as the nodes: stop() ends it.
+	set -m
+	# shellcheck disable=SC2086 # AUTOPILOT_ARGS is a list of flags
+	"$ctl" autopilot ${AUTOPILOT_ARGS:-} >"$fifo" 2>&1 </dev/null &
+	ap_pid=$!
+	prefix_lines "[autopilot] " <"$fifo" &
+	prefixers+=("$!")
+	set +m
+fi
 vars=$(make_vars)
+ap_note=""
+if [ -n "$ap_pid" ]; then
+	ap_note="An autopilot runs beside them (AUTOPILOT=1, its lines prefixed [autopilot]; docs/autopilot.md): it fails over a node
+silent for its grace period (10s unless AUTOPILOT_ARGS says otherwise), recovers it once it is back and moves leadership back.
+"
+fi
 exports=""
 if [ "$PORT_BASE" != "$DEFAULT_PORT_BASE" ]; then
 	exports="GOSTREAM_BOOTSTRAP=$GOSTREAM_BOOTSTRAP"
@@ -267,7 +318,7 @@ Kafka clients use TLS and SASL/PLAIN (a principal and its token) or OAUTHBEARER 
 Ctrl-C stops all three; 'make run SECURE=1$vars' again brings the same cluster back.
 If a node dies, the others keep running; 'make node N=<id> SECURE=1$vars' starts it again.
 'make kill N=<id>$vars' kills one (kill -9), for the failure drill of the README.
-ready
+${ap_note}ready
 MSG
 else
 	if [ -n "$exports" ]; then
@@ -291,7 +342,7 @@ Kafka clients and tools use the Kafka listeners, for example:
 Ctrl-C stops all three; 'make run$vars' again brings the same cluster back.
 If a node dies, the others keep running; 'make node N=<id>$vars' starts it again.
 'make kill N=<id>$vars' kills one (kill -9), for the failure drill of the README.
-ready
+${ap_note}ready
 MSG
 fi
 
@@ -313,6 +364,13 @@ while :; do
 		echo "run-cluster: see what that means with: $ctl cluster status" >&2
 		echo "run-cluster: start node $id again, with its flags and data, in another terminal: make node N=$id$vars" >&2
 	done
+	if [ -n "$ap_pid" ] && [ -z "$ap_down" ] && ! ap_running; then
+		status=0
+		wait "$ap_pid" || status=$?
+		ap_down=1
+		echo "run-cluster: the autopilot exited: $(exit_reason "$status"); its last [autopilot] line says why. The nodes keep running." >&2
+		echo "run-cluster: start it again, in another terminal: $ctl autopilot ${AUTOPILOT_ARGS:-}" >&2
+	fi
 	alive=0
 	for j in "${!pids[@]}"; do
 		if [ -z "${down[$j]:-}" ] || node_pid "${NODES[$j]}" >/dev/null; then

@@ -113,7 +113,7 @@ func scriptEnv() []string {
 	for _, kv := range cleanEnv() {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
-		case "DATA", "BIN", "PORT_BASE", "SECURE", "N", "START_TIMEOUT", "STOP_TIMEOUT", "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "GO":
+		case "DATA", "BIN", "PORT_BASE", "SECURE", "AUTOPILOT", "AUTOPILOT_ARGS", "N", "START_TIMEOUT", "STOP_TIMEOUT", "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "GO":
 			continue
 		}
 		env = append(env, kv)

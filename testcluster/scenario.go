@@ -21,7 +21,7 @@ import (
 var Scenarios = []string{"leader-kill", "follower-kill", "leader-pause", "leader-isolated", "controller-isolated",
 	"controller-mid-failover", "lost-unsynced", "slow-network", "rolling-restart",
 	"duplicate-id", "bit-rot", "disk-full", "topic-recreate", "restart-one-down", "power-loss", "unreplicated-tail", "group-members", "random",
-	"raft-controller-kill", "raft-controller-isolated", "raft-controller-mid-failover", "reassign", "reassign-7"}
+	"raft-controller-kill", "raft-controller-isolated", "raft-controller-mid-failover", "reassign", "reassign-7", autopilotScenario}
 
 // needsNetwork lists the scenarios that cut links or slow them down: they
 // run only inside the harness's network namespace.
@@ -116,6 +116,9 @@ type run struct {
 	// recreateTopic (incarnation sideGen), nil before its first fault.
 	side    *sideProducer
 	sideGen int
+	// ap is the autopilot of the autopilot scenario, the only operator
+	// there; nil in the others.
+	ap *AutopilotProc
 }
 
 // violation records an invariant broken during the run.
@@ -182,6 +185,9 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 	if isReassignScenario(cfg.Name) {
 		nodes, candidates = reassignShape(cfg.Name)
 	}
+	if cfg.Name == autopilotScenario {
+		nodes, candidates = 3, 3 // as make run
+	}
 	r.c, err = New(Config{Nodes: nodes, Candidates: candidates, Dir: dir, Race: cfg.Race, Logf: r.log, Netns: netErr == nil, Seed: cfg.Seed, CrashFS: true, Secure: cfg.Secure, Kafka: true})
 	if err != nil {
 		res.Err = err
@@ -195,6 +201,13 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 	if err := r.createTopic(partitions, replicationFactor(cfg.Name)); err != nil {
 		res.Err = err
 		return res
+	}
+	if cfg.Name == autopilotScenario {
+		if err := r.startAutopilot(); err != nil {
+			res.Err = err
+			return res
+		}
+		defer func() { r.ap.Kill() }()
 	}
 	wcfg := WorkloadConfig{Topic: chaosTopic, Partitions: partitions, Producers: 4, Consumers: 2, Secured: r.c.Secured}
 	for _, n := range r.c.Nodes {
@@ -260,6 +273,13 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 	}
 	if err := r.waitProgress(partitions, time.Now(), 30*time.Second); err != nil {
 		res.Violations = append(res.Violations, "no-progress: "+err.Error())
+	}
+	if r.ap != nil {
+		// Healed: the checks read a cluster nobody changes any more.
+		r.autopilotAlive()
+		if code, err := r.ap.Stop(30 * time.Second); err != nil || code != 0 {
+			r.violation("autopilot: stopped with exit %d (%v): %s", code, err, strings.TrimSpace(r.ap.Stderr()))
+		}
 	}
 	w.StopProducers()
 	res.Violations = append(res.Violations, r.violations...)
@@ -401,6 +421,8 @@ func scenarioFault(name string) (func(*run) error, int, bool) {
 		return (*run).raftControllerMidFailover, 4, true
 	case "reassign", "reassign-7":
 		return (*run).reassignFault, 3, true
+	case autopilotScenario:
+		return (*run).autopilotFault, 3, true
 	}
 	return nil, 0, false
 }
@@ -847,6 +869,9 @@ func (r *run) heal() error {
 		}
 	}
 	for _, n := range r.c.Nodes {
+		if r.ap != nil {
+			break // the autopilot recovers them
+		}
 		if err := r.recover(n.ID); err != nil {
 			errs = append(errs, err)
 		}

@@ -31,6 +31,7 @@ func commands() []*cli.Command {
 		recoverCommand(),
 		electLeadersCommand(),
 		partitionCommand(),
+		autopilotCommand(),
 		verifyCommand(),
 		groupCommand(),
 		benchCommand(),

@@ -338,7 +338,7 @@ func TestBadUsageExitsOne(t *testing.T) {
 		{args: []string{"topic", "create", "x", "--partitions", "1", "--config", "retention.ms=1", "--config", "retention.ms=2"},
 			want: "InvalidConfig: --config retention.ms given twice"},
 		{args: []string{"topic", "alter"}, want: "MissingArgument: usage: gostream-ctl topic alter NAME"},
-		{args: []string{"topic", "alter", "x"}, want: "MissingFlag: give --config KEY=VALUE or --delete-config KEY"},
+		{args: []string{"topic", "alter", "x"}, want: "MissingFlag: give --config KEY=VALUE, --delete-config KEY or --partitions N"},
 		{args: []string{"topic", "alter", "x", "--config", "segment.ms=10"}, want: "InvalidConfig: segment.ms 10: want a number of milliseconds from 1000"},
 		{args: []string{"topic", "alter", "x", "--delete-config", "retention"}, want: `InvalidConfig: unknown key "retention"`},
 		{args: []string{"topic", "alter", "x", "--config", "segment.ms=5000", "--delete-config", "segment.ms"},
