@@ -82,6 +82,7 @@ metadata file is missing or older than a broker's copy: it adopts the
 newest copy the brokers hold (or broker B's with --from-broker), with an
 epoch above every one seen. Prints every copy found and the topics gained
 and lost. With --dry-run it prints the same and changes nothing.`),
+		rebalanceCommand(),
 	)
 }
 
@@ -163,6 +164,7 @@ start that node and run gostream-ctl recover --broker ID. Refused while
 the broker answers (BrokerAlive) and when a partition it leads has no
 other active replica (NoEligibleReplica). With --dry-run it prints what
 would change and changes nothing.`),
+		decommissionCommand(),
 	)
 }
 
