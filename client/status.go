@@ -87,6 +87,9 @@ type BrokerReport struct {
 	// empty for a member that is only in gossip.
 	Address string
 	HTTP    string
+	// Rack is the broker's rack (--rack), empty when it names none or
+	// is only in gossip.
+	Rack string
 	// Registered is whether the broker is in the cluster's metadata, as
 	// opposed to a gossip member only.
 	Registered bool

@@ -317,7 +317,7 @@ func (s *survey) brokersReport() BrokersReport {
 		r.ControllerRefusal = v.controllerRefusal
 	}
 	for _, b := range s.meta.Brokers {
-		br := BrokerReport{ID: b.ID, Address: b.Addr, HTTP: b.HTTP, Registered: true, Gossip: s.gossipOf(b.ID),
+		br := BrokerReport{ID: b.ID, Address: b.Addr, HTTP: b.HTTP, Rack: b.Rack, Registered: true, Gossip: s.gossipOf(b.ID),
 			GossipDisputed: s.disputed[b.ID], MetadataEpoch: -1}
 		if v := s.views[b.ID]; v != nil {
 			br.Answers, br.Err = v.answered(), v.err

@@ -23,6 +23,11 @@ func (c *Controller) Register(ctx context.Context, req *transport.RegisterBroker
 	if req.ID <= 0 || req.Addr == "" {
 		return nil, fmt.Errorf("%w: broker id %d, address %q", ErrInvalidRequest, req.ID, req.Addr)
 	}
+	if req.Rack != "" {
+		if err := metadata.ValidateRack(req.Rack); err != nil {
+			return nil, fmt.Errorf("%w: broker %d: %v", ErrInvalidRequest, req.ID, err)
+		}
+	}
 	cur := c.Metadata()
 	c.NoteBroker(req.ID, req.Addr)
 	if req.ClusterID != "" && cur.ClusterID != "" && req.ClusterID != cur.ClusterID {
@@ -49,7 +54,7 @@ func (c *Controller) Register(ctx context.Context, req *transport.RegisterBroker
 				req.ID, old.RootID, old.Addr, req.Addr)
 		}
 	}
-	b := metadata.Broker{ID: req.ID, Addr: req.Addr, HTTP: req.HTTP, Gossip: req.Gossip, Kafka: req.Kafka, Listeners: req.Listeners, RootID: req.RootID}
+	b := metadata.Broker{ID: req.ID, Addr: req.Addr, HTTP: req.HTTP, Gossip: req.Gossip, Kafka: req.Kafka, Listeners: req.Listeners, RootID: req.RootID, Rack: req.Rack}
 	err := c.change(ctx, fmt.Sprintf("register broker %d", req.ID), func(m *metadata.Cluster) error {
 		if old, ok := m.Broker(b.ID); ok && old == b {
 			return errNoChange

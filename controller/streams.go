@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -92,11 +91,12 @@ func (c *Controller) CreateStream(ctx context.Context, topic string, rf int, s *
 		if brokers == nil {
 			return fmt.Errorf("%w: stream %s was deleted meanwhile; create it again", notAnswering, s.Path)
 		}
+		// AddTopicOn spreads leaders over the whole cluster, so that one
+		// broker does not lead every stream (a topic of one partition).
 		t, err := m.AddTopicOn(topic, 1, rf, brokers)
 		if err != nil {
 			return err
 		}
-		placeStream(m, t, brokers)
 		t.Config = metadata.TopicConfig{metadata.ConfigRetentionMs: -1, metadata.ConfigRetentionBytes: -1, metadata.ConfigSegmentBytes: StreamSegmentBytes}
 		t.Stream = s.Clone()
 		t.Stream.Forks, t.Stream.Deleted = 0, false
@@ -174,34 +174,4 @@ func streamTopicOf(_ *metadata.Cluster, path string) string {
 		return ""
 	}
 	return name
-}
-
-// placeStream gives a new stream's partition to the broker that leads the
-// fewest streams (the lowest id among equals), with the next brokers in id
-// order as its followers: a topic of one partition would otherwise always
-// begin at the lowest broker id, and one broker would lead every stream.
-func placeStream(m *metadata.Cluster, t *metadata.Topic, brokers []int32) {
-	ids := slices.Clone(brokers)
-	if len(ids) == 0 {
-		return
-	}
-	slices.Sort(ids)
-	led := make(map[int32]int, len(ids))
-	for i := range m.Topics {
-		if o := &m.Topics[i]; o.Stream != nil && o.Name != t.Name && len(o.Partitions) > 0 {
-			led[o.Partitions[0].Leader]++
-		}
-	}
-	start := 0
-	for i, id := range ids {
-		if led[id] < led[ids[start]] {
-			start = i
-		}
-	}
-	p := &t.Partitions[0]
-	replicas := make([]int32, len(p.Replicas))
-	for i := range replicas {
-		replicas[i] = ids[(start+i)%len(ids)]
-	}
-	p.Replicas, p.Active, p.Leader = replicas, slices.Clone(replicas), replicas[0]
 }

@@ -1333,10 +1333,7 @@ func (c *Coordinator) KafkaGroups(ctx context.Context) ([]KafkaGroup, error) {
 	}
 	end := c.end
 	c.mu.Unlock()
-	if err := c.cfg.Log.WaitAcked(ctx, end); err != nil {
-		return nil, err
-	}
-	return out, c.cfg.Log.Confirm(ctx)
+	return out, c.confirmRead(ctx, end)
 }
 
 // KafkaDescribe describes a group as DescribeGroups does: ErrUnknownGroup
@@ -1352,8 +1349,5 @@ func (c *Coordinator) KafkaDescribe(ctx context.Context, group string) (KafkaGro
 	if !ok {
 		return KafkaGroup{Name: group}, fmt.Errorf("%w: %q", ErrUnknownGroup, group)
 	}
-	if err := c.cfg.Log.WaitAcked(ctx, end); err != nil {
-		return KafkaGroup{}, err
-	}
-	return kg, c.cfg.Log.Confirm(ctx)
+	return kg, c.confirmRead(ctx, end)
 }

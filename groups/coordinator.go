@@ -532,13 +532,31 @@ func (c *Coordinator) Committed(ctx context.Context, req *transport.OffsetFetchR
 		}
 		return int(a.Partition - b.Partition)
 	})
-	if err := c.cfg.Log.WaitAcked(ctx, end); err != nil {
-		return nil, err
-	}
-	if err := c.cfg.Log.Confirm(ctx); err != nil {
+	if err := c.confirmRead(ctx, end); err != nil {
 		return nil, err
 	}
 	return resp, nil
+}
+
+// confirmRead is what a read answers only after: the state it read (up
+// to end) acknowledged, and this coordinator confirmed to lead still,
+// last (Log.Confirm). State not acknowledged yet makes it confirm first
+// too: a coordinator cut off from its followers while its partition was
+// failed over, holding an append that can no longer be acknowledged,
+// would otherwise wait out its reader's deadline instead of answering
+// NotCoordinator, which sends the reader to the new coordinator.
+func (c *Coordinator) confirmRead(ctx context.Context, end int64) error {
+	now, cancel := context.WithCancel(ctx)
+	cancel()
+	if c.cfg.Log.WaitAcked(now, end) != nil {
+		if err := c.cfg.Log.Confirm(ctx); err != nil {
+			return err
+		}
+		if err := c.cfg.Log.WaitAcked(ctx, end); err != nil {
+			return err
+		}
+	}
+	return c.cfg.Log.Confirm(ctx)
 }
 
 // sessionOf checks a requested session timeout (0: the default).
@@ -945,10 +963,7 @@ func (c *Coordinator) List(ctx context.Context) (*transport.ListGroupsResponse, 
 	}
 	end := c.end
 	c.mu.Unlock()
-	if err := c.cfg.Log.WaitAcked(ctx, end); err != nil {
-		return nil, err
-	}
-	return resp, c.cfg.Log.Confirm(ctx)
+	return resp, c.confirmRead(ctx, end)
 }
 
 // Describe describes a group.

@@ -145,7 +145,7 @@ func (s *Server) describeCluster(ctx context.Context, req *kmsg.DescribeClusterR
 	resp.ClusterID, resp.ControllerID = meta.ClusterID, meta.ControllerID
 	for _, e := range s.cfg.Endpoints(meta, s.cfg.Listener) {
 		b := kmsg.NewDescribeClusterResponseBroker()
-		b.NodeID, b.Host, b.Port = e.Broker, e.Host, e.Port
+		b.NodeID, b.Host, b.Port, b.Rack = e.Broker, e.Host, e.Port, rackOf(meta, e.Broker)
 		resp.Brokers = append(resp.Brokers, b)
 	}
 	return resp, nil

@@ -37,7 +37,7 @@ func (s *Server) metadata(ctx context.Context, req *kmsg.MetadataRequest) (kmsg.
 	resp.ControllerID = meta.ControllerID
 	for _, e := range s.cfg.Endpoints(meta, s.cfg.Listener) {
 		b := kmsg.NewMetadataResponseBroker()
-		b.NodeID, b.Host, b.Port = e.Broker, e.Host, e.Port
+		b.NodeID, b.Host, b.Port, b.Rack = e.Broker, e.Host, e.Port, rackOf(meta, e.Broker)
 		resp.Brokers = append(resp.Brokers, b)
 	}
 	if req.Topics == nil {
@@ -158,3 +158,12 @@ func (s *Server) autoCreate(ctx context.Context, topic string) error {
 
 // errLeaderNotAvailable answers a topic just created.
 var errLeaderNotAvailable = fmt.Errorf("%w: the topic was just created; ask again", transport.ErrNotReady)
+
+// rackOf is broker id's rack as Kafka's Metadata and DescribeCluster
+// carry it: nil when it names none.
+func rackOf(meta *metadata.Cluster, id int32) *string {
+	if b, ok := meta.Broker(id); ok && b.Rack != "" {
+		return kmsg.StringPtr(b.Rack)
+	}
+	return nil
+}

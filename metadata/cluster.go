@@ -234,8 +234,8 @@ func (c *Cluster) PutBroker(b Broker) {
 	c.Brokers = slices.Insert(c.Brokers, i, b)
 }
 
-// AddTopic adds a topic with replicas placed by Place over the registered
-// brokers. Leader epochs start at 0 and every assigned replica is active.
+// AddTopic adds a topic with replicas placed by PlaceOn over the
+// registered brokers. Leader epochs start at 0 and every assigned replica is active.
 func (c *Cluster) AddTopic(name string, partitions, replicationFactor int) (*Topic, error) {
 	return c.AddTopicOn(name, partitions, replicationFactor, c.BrokerIDs())
 }
@@ -254,7 +254,7 @@ func (c *Cluster) AddTopicOn(name string, partitions, replicationFactor int, bro
 			return nil, fmt.Errorf("%w: broker %d is not registered", ErrInvalid, b)
 		}
 	}
-	placement, err := Place(brokers, partitions, replicationFactor)
+	placement, err := c.PlaceOn(brokers, partitions, replicationFactor)
 	if err != nil {
 		return nil, err
 	}
@@ -301,30 +301,18 @@ func (c *Cluster) RemoveTopic(name string) error {
 	return fmt.Errorf("%w: %q", ErrUnknownTopic, name)
 }
 
-// Place assigns replicas to partitions deterministically, round robin over
-// brokers in ascending id order: partition p's leader is the (p mod n)-th
-// broker and its followers the next ones. It is computed once, at topic
-// creation, and never again.
+// Place assigns replicas to partitions deterministically over brokers
+// that name no rack and hold nothing: PlaceOver's round robin, partition
+// p led by the (p mod n)-th broker in ascending id order, followed by the
+// next ones. A topic's placement is computed once, at its creation (by
+// Cluster.PlaceOn, which weighs racks and what the brokers hold), and
+// changes only by reassignment.
 func Place(brokers []int32, partitions, replicationFactor int) ([][]int32, error) {
-	if partitions < 1 || partitions > MaxPartitions {
-		return nil, fmt.Errorf("%w: partition count %d outside [1, %d]", ErrInvalid, partitions, MaxPartitions)
+	plain := make([]PlacementBroker, len(brokers))
+	for i, id := range brokers {
+		plain[i].ID = id
 	}
-	if replicationFactor < 1 {
-		return nil, fmt.Errorf("%w: replication factor %d below 1", ErrInvalid, replicationFactor)
-	}
-	if replicationFactor > len(brokers) {
-		return nil, fmt.Errorf("%w: replication factor %d needs %d brokers, %d available", ErrNotEnoughBrokers, replicationFactor, replicationFactor, len(brokers))
-	}
-	ids := slices.Clone(brokers)
-	slices.Sort(ids)
-	out := make([][]int32, partitions)
-	for p := range out {
-		out[p] = make([]int32, replicationFactor)
-		for r := range out[p] {
-			out[p][r] = ids[(p+r)%len(ids)]
-		}
-	}
-	return out, nil
+	return PlaceOver(plain, partitions, replicationFactor)
 }
 
 // Validate checks every invariant of the package documentation.

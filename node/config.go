@@ -204,6 +204,10 @@ type Config struct {
 	// HTTP is the address of the HTTP surface (health, metrics and
 	// status). Empty means DefaultHTTP.
 	HTTP string
+	// Rack is the node's failure domain (a rack, a room, a zone), carried
+	// in its registration: new topics place a partition's replicas in
+	// distinct racks first (docs/cluster.md, "Placement"). Empty: none.
+	Rack string
 	// Controllers names the controller: one, or the candidates of a
 	// replicated controller (docs/controller-raft.md), whose Raft leader is
 	// the active controller. Empty means this node, at its Advertise
@@ -366,6 +370,11 @@ func (c Config) Validate() error {
 	for _, seed := range c.Join {
 		if reason := listeners.CheckHostPort(seed); reason != "" {
 			return &FieldError{Field: "Join", Value: seed, Reason: reason}
+		}
+	}
+	if c.Rack != "" {
+		if err := metadata.ValidateRack(c.Rack); err != nil {
+			return &FieldError{Field: "Rack", Value: c.Rack, Reason: fmt.Sprintf("want 1 to %d letters, digits and . _ - : /", metadata.MaxRackLen)}
 		}
 	}
 	if err := c.validateLimits(); err != nil {

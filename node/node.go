@@ -97,7 +97,7 @@ func (n *Node) isController() bool {
 // selfBroker is this node as the metadata lists it.
 func (n *Node) selfBroker() metadata.Broker {
 	return metadata.Broker{ID: n.cfg.ID, Addr: n.cfg.Advertise, HTTP: n.cfg.HTTP, Gossip: n.cfg.Gossip,
-		Kafka: metadata.FormatEndpoints(listeners.Advertised(n.kafka)), Listeners: n.rpcEndpoints(), RootID: n.root.Stamp().RootID}
+		Kafka: metadata.FormatEndpoints(listeners.Advertised(n.kafka)), Listeners: n.rpcEndpoints(), RootID: n.root.Stamp().RootID, Rack: n.cfg.Rack}
 }
 
 // activeController is this node's controller if it makes changes now: the
@@ -249,7 +249,8 @@ func (n *Node) startBroker() error {
 func (n *Node) followController(ctx context.Context) error {
 	stamp := n.root.Stamp()
 	req := &transport.RegisterBrokerRequest{ID: n.cfg.ID, Addr: n.cfg.Advertise, HTTP: n.cfg.HTTP, Gossip: n.cfg.Gossip,
-		ClusterID: stamp.ClusterID, RootID: stamp.RootID, Kafka: metadata.FormatEndpoints(listeners.Advertised(n.kafka)), Listeners: n.rpcEndpoints()}
+		ClusterID: stamp.ClusterID, RootID: stamp.RootID, Kafka: metadata.FormatEndpoints(listeners.Advertised(n.kafka)), Listeners: n.rpcEndpoints(),
+		Rack: n.cfg.Rack}
 	backoff := 200 * time.Millisecond
 	warned := false
 	for {

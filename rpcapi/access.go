@@ -74,6 +74,7 @@ var apiAccess = map[transport.API]access{
 	transport.APITruncateReplica: accessPeer,
 	transport.APIRecoverReplica:  accessPeer,
 	transport.APIMoveProgress:    accessPeer,
+	transport.APIReplicaSizes:    accessPeer,
 	transport.APIResetReplica:    accessPeer,
 	transport.APIAudit:           accessPeer,
 	transport.APIStreamAdmin:     accessPeer,

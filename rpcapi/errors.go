@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"gostream/controller"
+	"gostream/controller/plan"
 	"gostream/groups"
 	"gostream/metadata"
 	"gostream/replication"
@@ -66,6 +67,8 @@ var wireErrors = []struct {
 	{err: controller.ErrStaleMetadata, wire: transport.ErrStaleMetadata, bare: true},
 	{err: controller.ErrNotController, wire: transport.ErrNotController, bare: true},
 	{err: controller.ErrNotReady, wire: transport.ErrNotReady, bare: true},
+	{err: plan.ErrUnknownBroker, wire: transport.ErrUnknownBroker, bare: true},
+	{err: plan.ErrNotEnoughBrokers, wire: transport.ErrInvalidReplication, bare: true},
 	{err: groups.ErrInvalidGroupName, wire: transport.ErrInvalidGroupName, bare: true},
 	{err: groups.ErrOffsetRegression, wire: transport.ErrOffsetRegression, bare: true},
 	{err: groups.ErrInvalidOffset, wire: transport.ErrInvalidOffset, bare: true},

@@ -206,6 +206,10 @@ func (h *Handler) Handle(ctx context.Context, req *transport.Request) transport.
 		reply = h.initProducerID(req)
 	case transport.APIAllocateProducerIDs:
 		reply = h.allocateProducerIDs(req)
+	case transport.APIPlanMoves:
+		reply = h.planMoves(req)
+	case transport.APIReplicaSizes:
+		reply = h.replicaSizes(req)
 	default:
 		return h.fail(api, start, fmt.Errorf("%w: unknown API %d", transport.ErrUnsupportedVersion, req.API))
 	}

@@ -76,7 +76,7 @@ func TestControllerWithOldMetadataRefusesAndIsRestored(t *testing.T) {
 	for _, name := range []string{"a", "b1", "b2", "b3", "b4"} {
 		assert.Contains(t, res.Stdout, name+" ")
 	}
-	produceN(t, newClient(t, c), "b1", 0, 3, "x") // b1/0 is led by broker 1
+	produceN(t, newClient(t, c), "b1", 0, 3, "x")
 	res = ctlRun(t, c, "topic", "create", "c", "--partitions", "1", "--replication-factor", "3")
 	require.Equal(t, 0, res.Exit, res.Stderr)
 	cl2 := newClient(t, c)

@@ -39,8 +39,12 @@ type RegisterBrokerRequest struct {
 	Kafka string
 	// Listeners are the broker's named native listeners
 	// (metadata.Broker.Listeners), sent, after Kafka, only when it has
-	// some.
+	// some (or a rack follows).
 	Listeners string
+	// Rack is the broker's rack (metadata.Broker.Rack), sent, after
+	// Listeners, only when it names one: a controller of the release
+	// before racks takes the registration of a broker without one.
+	Rack string
 }
 
 // Encode implements Message.
@@ -52,11 +56,14 @@ func (r *RegisterBrokerRequest) Encode(e *Encoder) {
 	e.String(r.ClusterID)
 	e.String(r.RootID)
 	e.Int64(r.MetadataEpoch)
-	if r.Kafka != "" || r.Listeners != "" {
+	if r.Kafka != "" || r.Listeners != "" || r.Rack != "" {
 		e.String(r.Kafka)
 	}
-	if r.Listeners != "" {
+	if r.Listeners != "" || r.Rack != "" {
 		e.String(r.Listeners)
+	}
+	if r.Rack != "" {
+		e.String(r.Rack)
 	}
 }
 
@@ -79,8 +86,14 @@ func (r *RegisterBrokerRequest) Decode(d *Decoder) {
 	}
 	if d.Remaining() > 0 {
 		r.Listeners = d.String()
-		if r.Listeners == "" {
+		if r.Listeners == "" && d.Remaining() == 0 {
 			d.fail("an empty trailing Listeners field")
+		}
+	}
+	if d.Remaining() > 0 {
+		r.Rack = d.String()
+		if r.Rack == "" {
+			d.fail("an empty trailing Rack field")
 		}
 	}
 }

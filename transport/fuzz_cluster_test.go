@@ -114,13 +114,17 @@ func roundTripAll(t *testing.T, messages []func() Message, seeds []Message) {
 
 // RegisterBrokerRequest's trailing fields have one encoding each: an
 // empty Kafka field is sent only before Listeners, an empty Listeners
-// field never (FuzzClusterMessage found an empty trailing Kafka field
-// that decoded and re-encoded without it).
+// field only before Rack, an empty Rack never (FuzzClusterMessage found
+// an empty trailing Kafka field that decoded and re-encoded without it).
+// A broker in a rack sends it last, after empty fields where it has no
+// Kafka or named listeners.
 func TestRegisterBrokerTrailingFields(t *testing.T) {
 	base := Marshal(nil, &RegisterBrokerRequest{ID: 1, Addr: "a:1", MetadataEpoch: -1})
 	for name, tail := range map[string][]byte{
 		"empty Kafka, nothing after": {0, 0},
 		"empty Listeners":            {0, 1, 'k', 0, 0},
+		"empty Rack":                 {0, 1, 'k', 0, 1, 'l', 0, 0},
+		"empty Rack after nothing":   {0, 0, 0, 0, 0, 0},
 	} {
 		var r RegisterBrokerRequest
 		assert.ErrorIs(t, Unmarshal(append(bytes.Clone(base), tail...), &r), ErrMalformed, name)
@@ -130,6 +134,9 @@ func TestRegisterBrokerTrailingFields(t *testing.T) {
 		{ID: 1, Addr: "a:1", Kafka: "default://h:3"},
 		{ID: 1, Addr: "a:1", Kafka: "default://h:3", Listeners: "external://h:2"},
 		{ID: 1, Addr: "a:1"},
+		{ID: 1, Addr: "a:1", Rack: "rack-a"},
+		{ID: 1, Addr: "a:1", Kafka: "default://h:3", Rack: "rack-a"},
+		{ID: 1, Addr: "a:1", Kafka: "default://h:3", Listeners: "external://h:2", Rack: "rack-a"},
 	} {
 		var got RegisterBrokerRequest
 		require.NoError(t, Unmarshal(Marshal(nil, r), &got))

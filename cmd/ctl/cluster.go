@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -81,6 +82,7 @@ metadata file is missing or older than a broker's copy: it adopts the
 newest copy the brokers hold (or broker B's with --from-broker), with an
 epoch above every one seen. Prints every copy found and the topics gained
 and lost. With --dry-run it prints the same and changes nothing.`),
+		rebalanceCommand(),
 	)
 }
 
@@ -162,6 +164,7 @@ start that node and run gostream-ctl recover --broker ID. Refused while
 the broker answers (BrokerAlive) and when a partition it leads has no
 other active replica (NoEligibleReplica). With --dry-run it prints what
 would change and changes nothing.`),
+		decommissionCommand(),
 	)
 }
 
@@ -176,6 +179,7 @@ const (
 type brokerStatus struct {
 	ID         int32  `json:"id"`
 	Address    string `json:"address"`
+	Rack       string `json:"rack,omitempty"`
 	Registered string `json:"registered"`
 	// Gossip is the broker's gossip state as the controller sees it, or as
 	// most answering brokers see it when the controller does not answer.
@@ -314,7 +318,13 @@ func brokerListAction(c *cli.Context) error {
 
 func printBrokers(w io.Writer, brokers []brokerStatus, controller int32) error {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "ID\tADDRESS\tREGISTERED\tGOSSIP\tRPC\tROLE")
+	// The RACK column only in clusters whose brokers name racks.
+	racks := slices.ContainsFunc(brokers, func(b brokerStatus) bool { return b.Rack != "" })
+	if racks {
+		fmt.Fprintln(tw, "ID\tADDRESS\tRACK\tREGISTERED\tGOSSIP\tRPC\tROLE")
+	} else {
+		fmt.Fprintln(tw, "ID\tADDRESS\tREGISTERED\tGOSSIP\tRPC\tROLE")
+	}
 	for _, b := range brokers {
 		role := "broker"
 		if b.ID == controller {
@@ -327,6 +337,13 @@ func printBrokers(w io.Writer, brokers []brokerStatus, controller int32) error {
 		addr := b.Address
 		if addr == "" {
 			addr = "-"
+		}
+		if racks {
+			rack := b.Rack
+			if rack == "" {
+				rack = "-"
+			}
+			addr += "\t" + rack
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", b.ID, addr, b.Registered, b.Gossip, rpc, role)
 	}
@@ -342,7 +359,7 @@ func brokerStatuses(r client.BrokersReport) []brokerStatus {
 		if b.Registered {
 			registered = stateRegistered
 		}
-		out = append(out, brokerStatus{ID: b.ID, Address: b.Address, Registered: registered, Gossip: string(b.Gossip), answers: b.Answers})
+		out = append(out, brokerStatus{ID: b.ID, Address: b.Address, Rack: b.Rack, Registered: registered, Gossip: string(b.Gossip), answers: b.Answers})
 	}
 	return out
 }

@@ -133,8 +133,10 @@ func TestHelpShowsTheContract(t *testing.T) {
 		command string
 		want    []string // in the command's --help
 	}{
-		{"cluster", []string{"status", "history"}},
-		{"broker", []string{"list"}},
+		{"cluster", []string{"status", "history", "rebalance"}},
+		{"cluster rebalance", []string{"--topic T", "--out FILE", "partition reassign --plan FILE"}},
+		{"broker", []string{"list", "decommission"}},
+		{"broker decommission", []string{"ID", "--out FILE", "InvalidReplicationFactor", "UnknownBroker"}},
 		{"topic", []string{"create", "alter", "list", "describe", "delete", "seal"}},
 		{"topic create", []string{"NAME", "--partitions", "--replication-factor", "--config KEY=VALUE"}},
 		{"topic alter", []string{"NAME", "--config KEY=VALUE", "--delete-config KEY", "retention.bytes", "retention.ms", "segment.bytes", "segment.ms", "--partitions N", "--dry-run"}},

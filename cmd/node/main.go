@@ -41,6 +41,7 @@ const (
 	flagAutoCreate     = "auto-create-topics"
 	flagAutoPartitions = "auto-create-partitions"
 	flagAutoRF         = "auto-create-replication-factor"
+	flagRack           = "rack"
 	flagAdvertise      = "advertise"
 	flagGossip         = "gossip"
 	flagJoin           = "join"
@@ -100,6 +101,7 @@ var configFlag = map[string]string{
 	"DialSource":                   flagDialSource,
 	"HTTP":                         flagHTTP,
 	"Controllers":                  flagController,
+	"Rack":                         flagRack,
 
 	"MaxBatchBytes":     flagMaxBatchBytes,
 	"RequestMemory":     flagRequestMemory,
@@ -195,6 +197,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			stringFlag(flagHTTP, "`HOST:PORT` for health, metrics and status", node.DefaultHTTP, ""),
 			stringFlag(flagController, "the controller `ID@HOST:PORT`; the node with that id runs it",
 				"", "this node, a cluster of one"),
+			stringFlag(flagRack, "the node's rack `NAME` (a failure domain: a rack, a room, a zone): new topics place each partition's replicas in distinct racks first", "", "none"),
 			stringFlag(flagLogLevel, "log `LEVEL`, one of "+strings.Join(logLevels, ", "), "info", ""),
 			stringFlag(flagLogFormat, "log `FORMAT`, text or json", "text", ""),
 			stringFlag(flagMaxBatchBytes, "the largest batch a partition takes, `BYTES` (suffix KiB, MiB or GiB allowed); the RPC frame limit is this plus 64 KiB. Set the same on every node",
@@ -303,6 +306,7 @@ func configFromFlags(c *cli.Context) (node.Config, error) {
 		Gossip:         strings.TrimSpace(c.String(flagGossip)),
 		HTTP:           strings.TrimSpace(c.String(flagHTTP)),
 		DialSource:     strings.TrimSpace(c.String(flagDialSource)),
+		Rack:           strings.TrimSpace(c.String(flagRack)),
 	}
 	if cfg.Join, err = splitList(c.String(flagJoin)); err != nil {
 		return node.Config{}, invalidFlag(flagJoin, c.String(flagJoin), err.Error())
