@@ -46,6 +46,11 @@ const (
 	// copyStall ends a copy whose leader reports no progress for that
 	// long (a leader that hangs); the next round starts it again.
 	copyStall = 2 * time.Minute
+	// copyCallDeadline is the deadline of the call that has a leader run
+	// a copy, far enough to be none: watchCopy is what bounds a copy. A
+	// call without a deadline gets transport.DefaultCallTimeout (30 s),
+	// which a copy of a few gigabytes at the throttle outlasts.
+	copyCallDeadline = 365 * 24 * time.Hour
 	// moveRequester is the audit trail's requester of the steps the
 	// driver takes.
 	moveRequester = "reassign"
@@ -247,7 +252,7 @@ func (c *Controller) moveCopy(ctx context.Context, topic string, k moveKey, brok
 	}
 	s.res.Action = transport.ActionReassignJoin
 	s.res.OldReplicas, s.res.NewReplicas = slices.Clone(part.Replicas), slices.Clone(part.Replicas)
-	cctx, cancel := context.WithCancel(ctx)
+	cctx, cancel := context.WithTimeout(ctx, copyCallDeadline)
 	defer cancel()
 	go c.watchCopy(cctx, cancel, s)
 	req := &transport.CatchUpRequest{Topic: topic, TopicID: k.topicID, Partition: k.partition, Broker: broker, Throttle: m.Throttle}

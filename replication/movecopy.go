@@ -154,20 +154,31 @@ func (p *Partition) CopyProgress(broker int32) transport.MoveProgressResponse {
 // per second (nil: unpaced), in requests sized for that rate, and is
 // counted for CopyProgress.
 func (p *Partition) RecoverFollowerPaced(ctx context.Context, broker int32, throttle Throttle, rate int64) (RecoverResult, error) {
-	t := &copyTrack{started: time.Now()}
+	pace := &copyPace{throttle: throttle, track: &copyTrack{}}
+	if throttle != nil && rate > 0 {
+		pace.chunk = pacedChunk(rate)
+	}
+	return p.recoverFollower(ctx, broker, pace)
+}
+
+// trackCopy makes pace's count, if it has one, what CopyProgress reports
+// for broker from now on, running until the returned function is called.
+// A recovery calls it once it is the one that runs for broker: one
+// refused meanwhile leaves the running copy's count in place.
+func (p *Partition) trackCopy(broker int32, pace *copyPace) (done func()) {
+	if pace == nil || pace.track == nil {
+		return func() {}
+	}
+	t := pace.track
+	t.started = time.Now()
 	t.running.Store(true)
-	defer t.running.Store(false)
 	p.mu.Lock()
 	if p.mu.copies == nil {
 		p.mu.copies = map[int32]*copyTrack{}
 	}
 	p.mu.copies[broker] = t
 	p.mu.Unlock()
-	pace := &copyPace{throttle: throttle, track: t}
-	if throttle != nil && rate > 0 {
-		pace.chunk = pacedChunk(rate)
-	}
-	return p.recoverFollower(ctx, broker, pace)
+	return func() { t.running.Store(false) }
 }
 
 // beginRecovery marks broker's recovery as under way here; a second one

@@ -115,6 +115,54 @@ func TestPacedRecoveryCountsAndRefusesASecond(t *testing.T) {
 	assert.Equal(t, leaderLog.DurableEndOffset(), addedLog.DurableEndOffset())
 }
 
+// A paced recovery refused because one of the same replica runs (a new
+// active controller starting again the copy its predecessor started)
+// leaves CopyProgress on the copy that runs. Before, the refused one's
+// empty count took its place: --status showed "0 of 0 MB" until that
+// copy ended.
+func TestRefusedPacedRecoveryLeavesTheRunningCopysProgress(t *testing.T) {
+	leaderLog, addedLog := openLog(t, t.TempDir()), openLog(t, t.TempDir())
+	added := replication.NewPartition("orders", 0, 3, addedLog, testLogger(t))
+	t.Cleanup(added.Close)
+	rp := &recoveryPeer{localPeer: &localPeer{p: added}}
+	leader := replication.NewPartition("orders", 0, self, leaderLog, testLogger(t), replication.Options{
+		Peers:              func(int32) (replication.Peer, error) { return rp, nil },
+		ReplicationTimeout: 2 * time.Second,
+		JoinHold:           time.Hour,
+	})
+	t.Cleanup(leader.Close)
+	alone := replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self}}
+	require.NoError(t, leader.SetState(alone))
+	require.NoError(t, added.SetState(alone))
+	big := strings.Repeat("v", 20_000)
+	for range 25 {
+		produceValue(t, leader, big) // about 500 KB
+	}
+
+	var p replication.Pacer
+	p.SetRate(200_000) // about 2.5 s
+	first := make(chan error, 1)
+	go func() {
+		_, err := leader.RecoverFollowerPaced(context.Background(), 3, &p, 200_000)
+		first <- err
+	}()
+	var running transport.MoveProgressResponse
+	require.Eventually(t, func() bool {
+		running = leader.CopyProgress(3)
+		return running.Running && running.CopiedBytes > 0
+	}, 10*time.Second, 10*time.Millisecond, "the first copy runs")
+
+	_, err := leader.RecoverFollowerPaced(context.Background(), 3, &p, 200_000)
+	require.ErrorIs(t, err, replication.ErrNotReady, "a second paced recovery of broker 3 while one runs")
+	pr := leader.CopyProgress(3)
+	assert.True(t, pr.Running, "the running copy's progress: %+v", pr)
+	assert.GreaterOrEqual(t, pr.CopiedBytes, running.CopiedBytes)
+	assert.Equal(t, running.TotalBytes, pr.TotalBytes)
+	assert.Equal(t, running.Started, pr.Started)
+	require.NoError(t, <-first)
+	assert.Equal(t, leaderLog.DurableEndOffset(), addedLog.DurableEndOffset())
+}
+
 // A replica recovered for a move that the metadata then no longer lists
 // as a replica (the move was cancelled: it is deleted) stops counting in
 // acknowledgements at once, rather than holding writes until the hold.

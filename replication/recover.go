@@ -64,6 +64,7 @@ func (p *Partition) recoverFollower(ctx context.Context, broker int32, pace *cop
 		return RecoverResult{}, err
 	}
 	defer end()
+	defer p.trackCopy(broker, pace)()
 	p.mu.Lock()
 	st, stepped := p.mu.state, p.mu.steppedDn
 	p.mu.Unlock()

@@ -532,3 +532,61 @@ func TestReassignMovesADurableStream(t *testing.T) {
 	require.Equal(t, http.StatusOK, all.Status, all.Body)
 	assert.Equal(t, want.String(), all.Body, "every append once and in order")
 }
+
+// TestReassignCopyOutlastsACallTimeout moves a partition whose copy at
+// the throttle takes longer than transport.DefaultCallTimeout (30 s):
+// 4 MB at 0.1 MB/s. The copy is bounded by its progress, not by a fixed
+// time (docs/reassignment.md): the move never waits on a failed step and
+// the progress --status shows never goes back. Before, the controller's
+// call that runs the copy had the transport's default deadline: at 30 s
+// it failed with Timeout while the leader copied on, every try again was
+// refused (NotReady: the first copy still ran) and showed "0 of 0 MB"
+// in its place, and the move ended only at the first try after the copy
+// did, up to 30 s later.
+func TestReassignCopyOutlastsACallTimeout(t *testing.T) {
+	c := startCluster(t, 2)
+	cl := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	createTopic(t, cl, "slow", 1, 1)
+	from := partitionNow(t, cl, "slow", 0).Replicas[0]
+	to := outside(2, from)
+	p, err := client.NewProducer(cl, client.ProducerConfig{})
+	require.NoError(t, err)
+	value := bytes.Repeat([]byte("s"), 50_000)
+	for range 80 { // 4 MB
+		_, err := p.Send(ctx, client.ProducerRecord{Topic: "slow", Value: value})
+		require.NoError(t, err)
+	}
+	p.Close()
+
+	res, err := c.Ctl(ctx, "", "partition", "reassign", "slow", "0", "--replicas", fmt.Sprint(to), "--execute", "--throttle", "0.1")
+	require.NoError(t, err)
+	require.Equal(t, 0, res.Exit, "%s%s", res.Stdout, res.Stderr)
+	start := time.Now()
+	var waited []string
+	var copied int64
+	require.Eventually(t, func() bool {
+		st, err := cl.ReassignStatus(ctx, "slow")
+		if err != nil {
+			return false
+		}
+		if len(st.Moves) == 0 {
+			return true
+		}
+		m := st.Moves[0]
+		if m.Waiting != "" && (len(waited) == 0 || !strings.HasSuffix(waited[len(waited)-1], m.Waiting)) {
+			waited = append(waited, fmt.Sprintf("%.0fs: %s", time.Since(start).Seconds(), m.Waiting))
+		}
+		if len(m.Copies) == 1 && !m.Copies[0].Active {
+			assert.GreaterOrEqual(t, m.Copies[0].CopiedBytes, copied, "the copy's progress at %.0fs goes back", time.Since(start).Seconds())
+			copied = m.Copies[0].CopiedBytes
+		}
+		return false
+	}, 2*time.Minute, 500*time.Millisecond, "the move never ended: %s", reassignStatusText(c))
+	took := time.Since(start)
+	t.Logf("moved in %s; the copy had reached %d bytes", took.Round(100*time.Millisecond), copied)
+	assert.Empty(t, waited, "no step failed")
+	assert.Greater(t, took, 30*time.Second, "a copy longer than the transport's default deadline")
+	assert.Equal(t, []int32{to}, partitionNow(t, cl, "slow", 0).Replicas)
+}
