@@ -159,6 +159,16 @@ bench-tls: build
 bench-failover:
 	GO=$(GO) scripts/bench-failover.sh
 
+# Moving a partition: SIZE_GB (5) GiB of one partition moved to another
+# broker at THROTTLE_MB (50) MB/s while a producer writes to a topic of
+# three partitions, RF 3, beside the producer's rate just before; targets:
+# the move within 20 % of SIZE / THROTTLE, the producer at 0.8 of its rate
+# or more (docs/benchmarks.md). RUNS, ALONE=1 (a move with no producer
+# too), KEEP=1: see scripts/bench-move.sh. Needs about 2.2 x SIZE_GB of disk.
+.PHONY: bench-move
+bench-move:
+	GO=$(GO) scripts/bench-move.sh
+
 # Consumer groups beside their baselines on one three-node cluster, RF 3,
 # 1 KiB records, three interleaved rounds: 16 synchronous committers beside
 # 16 synchronous producers (B3), and a group of three members beside six
