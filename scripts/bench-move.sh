@@ -293,7 +293,7 @@ until [ "$(ctl broker list -o json 2>/dev/null | grep -o '"registered":"register
 	sleep 0.1
 done
 
-# replicas_of TOPIC: big/0's (or TOPIC/0's) replica list, as "1,2".
+# replicas_of TOPIC: TOPIC/0's replica list, as "1,2".
 replicas_of() {
 	ctl topic describe "$1" -o json | sed -n 's/.*"partitions":\[{[^]]*"replicas":\[\([0-9,]*\)\].*/\1/p'
 }
@@ -314,8 +314,9 @@ HEAD
 # ---------------------------------------------------------------- fill
 
 run_logged "$DIR/create-big" ctl topic create big --partitions 1 --replication-factor 1 --config retention.bytes=-1
-# 1 MiB batches: a few records each, well under the nodes' 4 MiB limit.
-fill_batch=$((RECORD_SIZE > 1048576 / 4 ? RECORD_SIZE * 4 : 1048576))
+# 1 MiB batches (16 records of 64 KiB), or two records for larger ones:
+# under the nodes' 4 MiB batch limit.
+fill_batch=$((RECORD_SIZE > 1048576 / 2 ? RECORD_SIZE * 2 : 1048576))
 echo
 echo "-- filling big/0 with $(gb "$SIZE_BYTES")"
 t0="$(now_ns)"
