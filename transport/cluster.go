@@ -375,7 +375,10 @@ func (r *CatchUpRequest) Decode(d *Decoder) {
 	r.Partition = d.Int32()
 	r.Broker = d.Int32()
 	if d.Remaining() > 0 {
-		r.Throttle = d.Int64()
+		// Sent only when set, so a throttle that is there is positive.
+		if r.Throttle = d.Int64(); r.Throttle <= 0 {
+			d.fail("throttle %d: want a positive number of bytes per second", r.Throttle)
+		}
 	}
 }
 

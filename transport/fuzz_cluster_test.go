@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"testing"
 
@@ -161,5 +162,11 @@ func TestCatchUpRequestThrottle(t *testing.T) {
 	paced := Marshal(nil, &CatchUpRequest{Topic: "t", Throttle: 1})
 	if len(paced) != len(plain)+8 {
 		t.Fatalf("the throttle takes %d bytes, want 8", len(paced)-len(plain))
+	}
+	// A throttle on the wire is positive: one that is not is refused
+	// (it would not encode back; the fuzzer found it).
+	binary.BigEndian.PutUint64(paced[len(paced)-8:], uint64(0xffff_ffff_ffff_fffb)) // -5
+	if err := Unmarshal(paced, &CatchUpRequest{}); err == nil {
+		t.Fatal("a throttle of -5 bytes/s was taken")
 	}
 }
