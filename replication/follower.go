@@ -399,8 +399,10 @@ func (f *follower) checkPrefix(st *transport.ReplicaStateResponse) error {
 }
 
 // copyBatches sends the leader's batches from offset from (a batch boundary
-// that the follower's log ends at) up to target, in order, pipelined, and
-// returns the follower's log end once they are durable there.
+// that the follower's log ends at) up to target, in order, one request
+// (at most a megabyte, or pace's chunk) at a time, each durable on the
+// follower before the next is read, and returns the follower's log end.
+// With pace, each request first waits for its slot and is counted.
 func copyBatches(ctx context.Context, p *Partition, peer Peer, epoch int32, from, target int64, pace *copyPace) (int64, error) {
 	off := from
 	for off < target {
