@@ -199,6 +199,14 @@ chaos:
 chaos-groups:
 	$(MAKE) chaos CHAOS_SCENARIOS=group-members,random
 
+# The latency of a producer while replicas move (docs/reassignment.md):
+# four real nodes built without the race detector, a producer's p99
+# during cluster rebalance and broker decommission against its p99 before
+# (target: at most twice), printed; about a minute.
+.PHONY: test-latency
+test-latency:
+	$(GO) test -count=1 -run 'TestGrowToAFourthBrokerAndDecommissionOne' -v ./testcluster/
+
 # The chaos scenarios of moving replicas (docs/reassignment.md): reassign
 # (5 nodes, 3 controller candidates) and reassign-7 (7 nodes, 5), each on
 # two seeds, 40 s of faults (about 9 minutes in all); .ci/run runs it.
