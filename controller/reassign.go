@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -373,7 +374,7 @@ func (c *Controller) moveFinish(ctx context.Context, topic string, k moveKey) er
 		p.Active = slices.DeleteFunc(p.Active, func(b int32) bool { return !slices.Contains(m.Target, b) })
 		p.Move = nil
 		res.NewActive, res.NewReplicas = slices.Clone(p.Active), slices.Clone(p.Replicas)
-		if removed := without(res.OldReplicas, m.Target); len(removed) > 0 {
+		if removed := metadata.Without(res.OldReplicas, m.Target); len(removed) > 0 {
 			res.Note = fmt.Sprintf("brokers %v no longer hold a replica: they delete theirs", removed)
 		}
 		settleReplicationFactor(t)
@@ -395,16 +396,6 @@ func settleReplicationFactor(t *metadata.Topic) {
 	if n > 0 {
 		t.ReplicationFactor = n
 	}
-}
-
-func without(a, b []int32) []int32 {
-	var out []int32
-	for _, id := range a {
-		if !slices.Contains(b, id) {
-			out = append(out, id)
-		}
-	}
-	return out
 }
 
 // Reassign starts the moves of a plan, checked whole first (a dry run
@@ -495,28 +486,17 @@ func (s moveStart) result(dry bool) transport.ChangeResult {
 		OldActive: slices.Clone(s.part.Active), NewActive: slices.Clone(s.part.Active),
 		OldReplicas: slices.Clone(s.part.Replicas), NewReplicas: slices.Clone(s.target)}
 	var notes []string
-	if add := without(s.target, s.part.Replicas); len(add) > 0 {
+	if add := metadata.Without(s.target, s.part.Replicas); len(add) > 0 {
 		notes = append(notes, fmt.Sprintf("copies to %v", add))
 	}
-	if rm := without(s.part.Replicas, s.target); len(rm) > 0 {
+	if rm := metadata.Without(s.part.Replicas, s.target); len(rm) > 0 {
 		notes = append(notes, fmt.Sprintf("removes %v once they are active", rm))
 	}
 	if s.part.Leader != s.target[0] {
 		notes = append(notes, fmt.Sprintf("then leadership %d → %d", s.part.Leader, s.target[0]))
 	}
-	res.Note = joinNotes(notes)
+	res.Note = strings.Join(notes, "; ")
 	return res
-}
-
-func joinNotes(notes []string) string {
-	out := ""
-	for i, n := range notes {
-		if i > 0 {
-			out += "; "
-		}
-		out += n
-	}
-	return out
 }
 
 // checkPlan checks a whole plan against meta: every error it finds, and
@@ -589,7 +569,7 @@ func checkTarget(meta *metadata.Cluster, where string, target []int32) error {
 func (c *Controller) addedAnswer(ctx context.Context, meta *metadata.Cluster, starts []moveStart) error {
 	added := map[int32]bool{}
 	for _, st := range starts {
-		for _, b := range without(st.target, st.part.Replicas) {
+		for _, b := range metadata.Without(st.target, st.part.Replicas) {
 			added[b] = true
 		}
 	}
@@ -716,7 +696,7 @@ func (c *Controller) cancelMove(ctx context.Context, requester, topic string, k 
 		p.Active = slices.DeleteFunc(p.Active, func(b int32) bool { return !slices.Contains(m.From, b) })
 		p.Move = nil
 		made.NewActive, made.NewReplicas = slices.Clone(p.Active), slices.Clone(p.Replicas)
-		if added := without(m.Target, m.From); len(added) > 0 {
+		if added := metadata.Without(m.Target, m.From); len(added) > 0 {
 			made.Note = fmt.Sprintf("brokers %v no longer hold a replica: they delete what was copied", added)
 		}
 		settleReplicationFactor(t)

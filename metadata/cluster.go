@@ -136,7 +136,7 @@ func (p Partition) Adding() []int32 {
 	if p.Move == nil {
 		return nil
 	}
-	return without(p.Move.Target, p.Move.From)
+	return Without(p.Move.Target, p.Move.From)
 }
 
 // Removing are the replicas a move takes out: where it came from, not in
@@ -145,17 +145,17 @@ func (p Partition) Removing() []int32 {
 	if p.Move == nil {
 		return nil
 	}
-	return without(p.Move.From, p.Move.Target)
+	return Without(p.Move.From, p.Move.Target)
 }
 
 // MoveReplicas is the replica list of a partition moving from from to
 // target: target, then the brokers of from that target leaves out.
 func MoveReplicas(from, target []int32) []int32 {
-	return append(slices.Clone(target), without(from, target)...)
+	return append(slices.Clone(target), Without(from, target)...)
 }
 
-// without is the brokers of a not in b, in a's order.
-func without(a, b []int32) []int32 {
+// Without is the brokers of a not in b, in a's order.
+func Without(a, b []int32) []int32 {
 	var out []int32
 	for _, id := range a {
 		if !slices.Contains(b, id) {

@@ -142,6 +142,7 @@ func (r *run) startMove(topic string, p int32, target []int32, throttleMB float6
 	return true, nil
 }
 
+// joinInts writes ids as --replicas takes them: "4,2,3".
 func joinInts(ids []int32) string {
 	s := make([]string, len(ids))
 	for i, id := range ids {

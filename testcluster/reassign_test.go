@@ -317,7 +317,7 @@ func moveUnderKill(t *testing.T, c *Cluster, cl *client.Client, topic string, pa
 	defer cancel()
 	before := produceTo(t, cl, topic, partition, strings.Repeat("b", 40_000), 100)
 	w := startAckedWriter(t, cl, topic, partition, 256)
-	res, err := c.Ctl(ctx, "", "partition", "reassign", topic, fmt.Sprint(partition), "--replicas", joinIDs(target), "--execute", "--throttle", "1")
+	res, err := c.Ctl(ctx, "", "partition", "reassign", topic, fmt.Sprint(partition), "--replicas", joinInts(target), "--execute", "--throttle", "1")
 	require.NoError(t, err)
 	require.Equal(t, 0, res.Exit, "%s%s", res.Stdout, res.Stderr)
 	require.Eventually(t, func() bool {
@@ -446,15 +446,6 @@ func TestReassignSurvivesKills(t *testing.T) {
 	})
 }
 
-// joinIDs writes ids as --replicas takes them: "4,2,3".
-func joinIDs(ids []int32) string {
-	s := make([]string, len(ids))
-	for i, id := range ids {
-		s[i] = fmt.Sprint(id)
-	}
-	return strings.Join(s, ",")
-}
-
 // TestReassignBackOntoABroker moves a partition off broker 1 and back:
 // broker 1 deleted its replica, and the one it is given again starts
 // empty and is filled. Before, the high-watermark checkpoint still held
@@ -470,7 +461,7 @@ func TestReassignBackOntoABroker(t *testing.T) {
 	for _, target := range [][]int32{{4, 2, 3}, {1, 2, 3}} {
 		// Long enough for a high-watermark checkpoint (every second).
 		time.Sleep(1500 * time.Millisecond) // the checkpoint's interval, not a condition to poll
-		res, err := c.Ctl(ctx, "", "partition", "reassign", "back", "0", "--replicas", joinIDs(target), "--execute")
+		res, err := c.Ctl(ctx, "", "partition", "reassign", "back", "0", "--replicas", joinInts(target), "--execute")
 		require.NoError(t, err)
 		require.Equal(t, 0, res.Exit, "%s%s", res.Stdout, res.Stderr)
 		waitMoved(t, c, cl, "back", 0, target, time.Minute)
@@ -511,7 +502,7 @@ func TestReassignMovesADurableStream(t *testing.T) {
 	x := outside(4, from.Replicas...)
 	require.NotZero(t, x, "the stream is on %v", from.Replicas)
 	target := append([]int32{x}, slices.DeleteFunc(slices.Clone(from.Replicas), func(b int32) bool { return b == from.Leader })...)
-	res, err := c.Ctl(ctx, "", "partition", "reassign", topic, "0", "--replicas", joinIDs(target), "--execute")
+	res, err := c.Ctl(ctx, "", "partition", "reassign", topic, "0", "--replicas", joinInts(target), "--execute")
 	require.NoError(t, err)
 	require.Equal(t, 0, res.Exit, "%s%s", res.Stdout, res.Stderr)
 	waitMoved(t, c, cl, topic, 0, target, time.Minute)
