@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"path"
 	"strings"
 	"time"
 
@@ -42,7 +43,20 @@ type Config struct {
 	// AllowDescribe, if set, says whether a principal may read metrics
 	// and status (describe on the cluster); 403 otherwise.
 	AllowDescribe func(principal string) error
+	// Console serves the web console under ConsolePrefix (/ui/); nil
+	// answers 404 there. Its page and static files (every path under
+	// /ui/ but ConsoleAPIPrefix) load without a principal, so that the
+	// page can ask for a token; its API is authenticated as every other
+	// route (docs/console.md).
+	Console http.Handler
 }
+
+// The web console's paths: its page and files under ConsolePrefix, its
+// JSON API under ConsoleAPIPrefix.
+const (
+	ConsolePrefix    = "/ui/"
+	ConsoleAPIPrefix = "/ui/api/"
+)
 
 type principalKey struct{}
 
@@ -101,6 +115,10 @@ func New(cfg Config) http.Handler {
 			writeJSON(w, http.StatusOK, cfg.Status())
 		})))
 	}
+	if cfg.Console != nil {
+		mux.Handle(ConsolePrefix, cfg.Console)
+		mux.Handle("GET /ui", http.RedirectHandler(ConsolePrefix, http.StatusMovedPermanently))
+	}
 	var h http.Handler = mux
 	if cfg.Streams != nil {
 		// Before the mux, which would clean the path and redirect: a
@@ -115,17 +133,18 @@ func New(cfg Config) http.Handler {
 		})
 	}
 	if cfg.Authenticate != nil {
-		h = authenticating(cfg.Authenticate, h)
+		h = authenticating(cfg.Authenticate, cfg.Console != nil, h)
 	}
 	return logRequests(cfg.Logger, h)
 }
 
 // authenticating answers 401 to a request that proves nothing; the
-// liveness check (probes carry no token) and CORS preflights (browsers
-// send them without credentials) pass.
-func authenticating(auth func(*http.Request) (string, error), next http.Handler) http.Handler {
+// liveness check (probes carry no token), CORS preflights (browsers
+// send them without credentials) and, with console set, the console's
+// static files (they hold no data; its API is authenticated) pass.
+func authenticating(auth func(*http.Request) (string, error), console bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == HealthPath || r.Method == http.MethodOptions {
+		if r.URL.Path == HealthPath || r.Method == http.MethodOptions || (console && consoleStatic(r.URL.Path)) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -140,6 +159,21 @@ func authenticating(auth func(*http.Request) (string, error), next http.Handler)
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
+}
+
+// consoleStatic reports whether path is one of the console's static
+// files: under ConsolePrefix (or /ui itself) and not under its API. A
+// path that is not clean (a dot segment, an empty one) is not: the mux
+// would clean it into another, perhaps the API's.
+func consoleStatic(p string) bool {
+	if p == "/ui" {
+		return true
+	}
+	clean := path.Clean(p)
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	return clean == p && strings.HasPrefix(p, ConsolePrefix) && !strings.HasPrefix(p, ConsoleAPIPrefix)
 }
 
 // describing refuses metrics and status to a principal that may not

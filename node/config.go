@@ -204,6 +204,11 @@ type Config struct {
 	// HTTP is the address of the HTTP surface (health, metrics and
 	// status). Empty means DefaultHTTP.
 	HTTP string
+	// Version is the release of the binary, shown by the web console.
+	Version string
+	// UIDisabled turns the web console off (--ui=false): /ui/ answers
+	// 404 (docs/console.md). The zero value serves it.
+	UIDisabled bool
 	// Rack is the node's failure domain (a rack, a room, a zone), carried
 	// in its registration: new topics place a partition's replicas in
 	// distinct racks first (docs/cluster.md, "Placement"). Empty: none.

@@ -458,6 +458,10 @@ func (n *Node) serve(ctx context.Context) error {
 	if n.sec.HasTLS() {
 		dsHandler.SetWatch(n.sec.WatchLive)
 	}
+	closeConsole := func() {}
+	if !cfg.UIDisabled {
+		hcfg.Console, closeConsole = n.console(httpLog.Named("console"))
+	}
 	srv := &http.Server{
 		Handler: httpapi.New(hcfg),
 		// These suit health, metrics and status, which answer at once
@@ -608,6 +612,7 @@ func (n *Node) serve(ctx context.Context) error {
 		}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
 		defer cancel()
+		defer closeConsole()
 		if err := srv.Shutdown(sctx); err != nil {
 			// Requests still running after the timeout are cut off.
 			srv.Close()

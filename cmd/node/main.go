@@ -47,6 +47,7 @@ const (
 	flagJoin           = "join"
 	flagDialSource     = "dial-source"
 	flagHTTP           = "http"
+	flagUI             = "ui"
 	flagController     = "controller"
 	flagLogLevel       = "log-level"
 	flagLogFormat      = "log-format"
@@ -195,6 +196,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			stringFlag(flagJoin, "gossip seeds `HOST:PORT,...`", "", "none"),
 			stringFlag(flagDialSource, "source `IP` of connections to peers (RPC and gossip streams)", "", "chosen by the system"),
 			stringFlag(flagHTTP, "`HOST:PORT` for health, metrics and status", node.DefaultHTTP, ""),
+			&cli.BoolFlag{Name: flagUI, EnvVars: []string{envName(flagUI)}, Value: true,
+				Usage: "serve the web console at /ui/ on the --http address (--ui=false turns it off)"},
 			stringFlag(flagController, "the controller `ID@HOST:PORT`; the node with that id runs it",
 				"", "this node, a cluster of one"),
 			stringFlag(flagRack, "the node's rack `NAME` (a failure domain: a rack, a room, a zone): new topics place each partition's replicas in distinct racks first", "", "none"),
@@ -307,6 +310,8 @@ func configFromFlags(c *cli.Context) (node.Config, error) {
 		HTTP:           strings.TrimSpace(c.String(flagHTTP)),
 		DialSource:     strings.TrimSpace(c.String(flagDialSource)),
 		Rack:           strings.TrimSpace(c.String(flagRack)),
+		Version:        version,
+		UIDisabled:     !c.Bool(flagUI),
 	}
 	if cfg.Join, err = splitList(c.String(flagJoin)); err != nil {
 		return node.Config{}, invalidFlag(flagJoin, c.String(flagJoin), err.Error())
