@@ -85,6 +85,7 @@ func (s *Server) routes() {
 	api("DELETE /ui/api/acls", s.removeACL)
 	api("GET /ui/api/history", s.history)
 	api("GET /ui/api/series", s.series)
+	api("GET /ui/api/lag", s.lag)
 	// Anything else under the API is 404 as JSON, not the page.
 	api("/ui/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no console API %s %s", r.Method, r.URL.Path))
