@@ -16,7 +16,7 @@ FUZZTIME      ?= 60s
 BENCHCOUNT ?= 5
 BENCHTIME  ?= 1s
 
-.PHONY: all build test fuzz kafka-clients run node kill reload demo bench fmt lint clean chaos chaos-groups chaos-moves conformance
+.PHONY: all build test fuzz kafka-clients run node kill reload demo bench fmt lint clean chaos chaos-groups chaos-moves conformance console-test
 
 all: build
 
@@ -63,6 +63,15 @@ kafka-clients:
 # streams and forwards the rest), then the official client through node 2.
 conformance: build
 	BIN=$(BIN) scripts/conformance.sh
+
+# The web console in a real browser (docs/console.md): Debian's headless
+# Chromium, driven by playwright-core (console/e2e, npm ci if needed),
+# against a three-node cluster with security off, seeded with topics,
+# records, groups and a stream, then one with TLS and tokens; saves a
+# screenshot of every screen to docs/console/. Needs chromium and kcat
+# (.ci/run installs them). A minute or two.
+console-test: build
+	BIN=$(BIN) scripts/console-e2e.sh
 
 # Three nodes on loopback with the ports of docs/cli.md (node 1 the controller),
 # data in ./data/node{1,2,3}, in the foreground; Ctrl-C stops them (and a node
