@@ -64,7 +64,19 @@ func New(cfg Config) *Server {
 
 // routes registers every path of the console: its files and its API.
 func (s *Server) routes() {
-	s.mux.Handle("GET /ui/", staticFiles())
+	// The files answer GET (and HEAD) only. They are registered for every
+	// method, and refuse the others themselves, because "GET /ui/" and
+	// the API's catch-all "/ui/api/" below would conflict in the mux (each
+	// more specific than the other: one by method, one by path).
+	files := staticFiles()
+	s.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "the console's files are read with GET", http.StatusMethodNotAllowed)
+			return
+		}
+		files.ServeHTTP(w, r)
+	})
 	api := func(pattern string, h func(w http.ResponseWriter, r *http.Request)) {
 		s.mux.HandleFunc(pattern, h)
 	}
