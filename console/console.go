@@ -42,11 +42,13 @@ type Config struct {
 	Logger hclog.Logger
 }
 
-// Server is the console's HTTP handler.
+// Server is the console's HTTP handler. Close stops its survey of the
+// cluster.
 type Server struct {
-	cfg Config
-	log hclog.Logger
-	mux *http.ServeMux
+	cfg    Config
+	log    hclog.Logger
+	mux    *http.ServeMux
+	survey *survey
 }
 
 // New returns the console's handler, to be served under /ui/.
@@ -58,9 +60,14 @@ func New(cfg Config) *Server {
 		cfg.Principal = func(*http.Request) string { return "" }
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
+	s.survey = newSurvey(s.surveyRound, cfg.Logger.Named("survey"))
 	s.routes()
 	return s
 }
+
+// Close stops the survey and waits for it; the API's lists answer 503
+// from then on. It may be called more than once.
+func (s *Server) Close() { s.survey.close() }
 
 // routes registers every path of the console: its files and its API.
 func (s *Server) routes() {
@@ -119,6 +126,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				writeError(w, http.StatusForbidden, "CrossSite", err.Error())
 				return
 			}
+		}
+		if r.Method != http.MethodOptions {
+			// The page is open: survey the cluster (SurveyIdle more).
+			s.survey.touch()
 		}
 	}
 	s.mux.ServeHTTP(w, r)
@@ -248,6 +259,8 @@ func statusOf(err error) (int, string) {
 			return http.StatusGatewayTimeout, transport.CodeTimeout.String()
 		case errors.Is(err, client.ErrInvalidConfig):
 			return http.StatusBadRequest, transport.CodeInvalidRequest.String()
+		case errors.Is(err, errClosed):
+			return http.StatusServiceUnavailable, "Unavailable"
 		}
 		return http.StatusBadGateway, "Unavailable"
 	}
