@@ -171,6 +171,16 @@ func sameOrigin(r *http.Request) error {
 // principal is the request's principal.
 func (s *Server) principal(r *http.Request) string { return s.cfg.Principal(r) }
 
+// requester names who asks for a change, for the audit trail: the
+// request's principal, or with authentication off (no principal) this
+// node's console, console:nodeN.
+func (s *Server) requester(r *http.Request) string {
+	if p := s.principal(r); p != "" {
+		return p
+	}
+	return fmt.Sprintf("console:node%d", s.cfg.NodeID)
+}
+
 // allowed says whether the request's principal may do op on a resource.
 func (s *Server) allowed(r *http.Request, op metadata.Operation, rt metadata.ResourceType, name string) error {
 	if s.cfg.Authorize == nil {
