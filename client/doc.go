@@ -281,7 +281,9 @@
 // the log start unless ResetLatest is asked for. A commit below the
 // committed offset is refused (transport.ErrOffsetRegression) and writes
 // nothing; only Client.ResetOffsets, refused while the group has
-// members, moves one back.
+// members, moves one back (Client.PlanOffsetReset computes the offsets of
+// a reset to the log start, the high watermark, an offset, a shift or a
+// time, as gostream-ctl group reset-offsets does).
 //
 // A committed offset is the next record to process. Commit after the
 // records are processed, and each record is processed at least once: a

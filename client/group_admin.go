@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -136,29 +137,51 @@ func tpsFromWire(in []transport.TopicPartitions) []TopicPartition {
 	return sortedParts(out)
 }
 
-// DescribeGroup describes group. A group that holds nothing (no member,
-// no committed offset) is transport.ErrUnknownGroup.
-func (c *Client) DescribeGroup(ctx context.Context, group string) (GroupDescription, error) {
+// DescribeGroupCommitted describes group as its coordinator alone
+// answers: its state, members and committed offsets, in one request.
+// Partitions are the partitions committed, with LogEnd and Lag Unknown
+// (DescribeGroup learns them, at a request per partition). A group that
+// holds nothing is transport.ErrUnknownGroup.
+func (c *Client) DescribeGroupCommitted(ctx context.Context, group string) (GroupDescription, error) {
 	var resp transport.DescribeGroupResponse
 	if err := c.coordinatorCall(ctx, group, transport.APIDescribeGroup, &transport.GroupRequest{Group: group}, &resp); err != nil {
 		return GroupDescription{}, fmt.Errorf("describe group %q: %w", group, err)
 	}
 	d := GroupDescription{Group: resp.Group, State: resp.State, GroupEpoch: resp.GroupEpoch, Assignor: resp.Assignor, Coordinator: resp.Coordinator,
 		ProtocolType: resp.ProtocolType}
-	topics := map[string]bool{}
 	for _, m := range resp.Members {
 		d.Members = append(d.Members, GroupMember{MemberID: m.MemberID, InstanceID: m.InstanceID, Host: m.Host, MemberEpoch: m.MemberEpoch,
 			Topics: m.Topics, SessionTimeout: time.Duration(m.SessionTimeoutMs) * time.Millisecond,
 			Owned: tpsFromWire(m.Owned), Target: tpsFromWire(m.Target), SinceHeartbeat: time.Duration(m.SinceHeartbeatMs) * time.Millisecond,
 			ClientID: m.ClientID})
+	}
+	for _, o := range resp.Offsets {
+		d.Partitions = append(d.Partitions, GroupPartition{Topic: o.Topic, Partition: o.Partition, Committed: o.Offset, Metadata: o.Metadata,
+			LogEnd: Unknown, Lag: Unknown})
+	}
+	slices.SortFunc(d.Partitions, func(a, b GroupPartition) int {
+		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	return d, nil
+}
+
+// DescribeGroup describes group. A group that holds nothing (no member,
+// no committed offset) is transport.ErrUnknownGroup.
+func (c *Client) DescribeGroup(ctx context.Context, group string) (GroupDescription, error) {
+	d, err := c.DescribeGroupCommitted(ctx, group)
+	if err != nil {
+		return GroupDescription{}, err
+	}
+	topics := map[string]bool{}
+	for _, m := range d.Members {
 		for _, t := range m.Topics {
 			topics[t] = true
 		}
 	}
-	committed := map[TopicPartition]transport.CommittedOffset{}
-	for _, o := range resp.Offsets {
-		committed[TopicPartition{o.Topic, o.Partition}] = o
-		topics[o.Topic] = true
+	committed := map[TopicPartition]GroupPartition{}
+	for _, p := range d.Partitions {
+		committed[TopicPartition{p.Topic, p.Partition}] = p
+		topics[p.Topic] = true
 	}
 	var parts []TopicPartition
 	for t := range topics {
@@ -184,7 +207,7 @@ func (c *Client) DescribeGroup(ctx context.Context, group string) (GroupDescript
 		gp := &d.Partitions[i]
 		*gp = GroupPartition{Topic: tp.Topic, Partition: tp.Partition, Committed: Never, LogEnd: Unknown, Lag: Unknown}
 		if o, ok := committed[tp]; ok {
-			gp.Committed, gp.Metadata = o.Offset, o.Metadata
+			gp.Committed, gp.Metadata = o.Committed, o.Metadata
 		}
 		wg.Add(1)
 		go func() {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"gostream/metadata"
 	"gostream/transport"
 )
 
@@ -48,6 +49,10 @@ type BrokersReport struct {
 	MetadataFrom  int32
 	// GossipFrom says whose view the brokers' Gossip states are.
 	GossipFrom GossipSource
+	// Autopilot is the autopilot that holds the lease to act, as the
+	// metadata of the report names it; nil when none does, or when no
+	// broker's metadata was read (only the client's own).
+	Autopilot *metadata.AutopilotLease
 	// Brokers, by id.
 	Brokers []BrokerReport
 }
@@ -90,6 +95,12 @@ type BrokerReport struct {
 	// Rack is the broker's rack (--rack), empty when it names none or
 	// is only in gossip.
 	Rack string
+	// Listeners are the broker's named listeners of the native protocol
+	// and Kafka its Kafka listeners, NAME://HOST:PORT,... as clients dial
+	// them (metadata.Broker); empty when it has none, when it is only in
+	// gossip, or when no broker's metadata was read.
+	Listeners string
+	Kafka     string
 	// Registered is whether the broker is in the cluster's metadata, as
 	// opposed to a gossip member only.
 	Registered bool

@@ -310,14 +310,14 @@ func (s *survey) unregisteredMembers() map[int32]Member {
 func (s *survey) brokersReport() BrokersReport {
 	r := BrokersReport{
 		ClusterID: s.meta.ClusterID, Controller: s.meta.ControllerID, ControllerAnswers: s.controllerAnswered(),
-		MetadataEpoch: s.meta.Epoch, MetadataFrom: s.metaFrom, GossipFrom: s.gossipFrom,
+		MetadataEpoch: s.meta.Epoch, MetadataFrom: s.metaFrom, GossipFrom: s.gossipFrom, Autopilot: s.meta.Autopilot.Clone(),
 		Brokers: make([]BrokerReport, 0, len(s.meta.Brokers)),
 	}
 	if v := s.views[s.meta.ControllerID]; v.answered() {
 		r.ControllerRefusal = v.controllerRefusal
 	}
 	for _, b := range s.meta.Brokers {
-		br := BrokerReport{ID: b.ID, Address: b.Addr, HTTP: b.HTTP, Rack: b.Rack, Registered: true, Gossip: s.gossipOf(b.ID),
+		br := BrokerReport{ID: b.ID, Address: b.Addr, HTTP: b.HTTP, Rack: b.Rack, Listeners: b.Listeners, Kafka: b.Kafka, Registered: true, Gossip: s.gossipOf(b.ID),
 			GossipDisputed: s.disputed[b.ID], MetadataEpoch: -1}
 		if v := s.views[b.ID]; v != nil {
 			br.Answers, br.Err = v.answered(), v.err

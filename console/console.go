@@ -42,11 +42,13 @@ type Config struct {
 	Logger hclog.Logger
 }
 
-// Server is the console's HTTP handler.
+// Server is the console's HTTP handler. Close stops its survey of the
+// cluster.
 type Server struct {
-	cfg Config
-	log hclog.Logger
-	mux *http.ServeMux
+	cfg    Config
+	log    hclog.Logger
+	mux    *http.ServeMux
+	survey *survey
 }
 
 // New returns the console's handler, to be served under /ui/.
@@ -58,13 +60,30 @@ func New(cfg Config) *Server {
 		cfg.Principal = func(*http.Request) string { return "" }
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
+	s.survey = newSurvey(s.surveyRound, cfg.Logger.Named("survey"))
 	s.routes()
 	return s
 }
 
+// Close stops the survey and waits for it; the API's lists answer 503
+// from then on. It may be called more than once.
+func (s *Server) Close() { s.survey.close() }
+
 // routes registers every path of the console: its files and its API.
 func (s *Server) routes() {
-	s.mux.Handle("GET /ui/", staticFiles())
+	// The files answer GET (and HEAD) only. They are registered for every
+	// method, and refuse the others themselves, because "GET /ui/" and
+	// the API's catch-all "/ui/api/" below would conflict in the mux (each
+	// more specific than the other: one by method, one by path).
+	files := staticFiles()
+	s.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "the console's files are read with GET", http.StatusMethodNotAllowed)
+			return
+		}
+		files.ServeHTTP(w, r)
+	})
 	api := func(pattern string, h func(w http.ResponseWriter, r *http.Request)) {
 		s.mux.HandleFunc(pattern, h)
 	}
@@ -113,6 +132,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+		if r.Method != http.MethodOptions {
+			// The page is open: survey the cluster (SurveyIdle more).
+			s.survey.touch()
+		}
 	}
 	s.mux.ServeHTTP(w, r)
 }
@@ -152,6 +175,16 @@ func sameOrigin(r *http.Request) error {
 
 // principal is the request's principal.
 func (s *Server) principal(r *http.Request) string { return s.cfg.Principal(r) }
+
+// requester names who asks for a change, for the audit trail: the
+// request's principal, or with authentication off (no principal) this
+// node's console, console:nodeN.
+func (s *Server) requester(r *http.Request) string {
+	if p := s.principal(r); p != "" {
+		return p
+	}
+	return fmt.Sprintf("console:node%d", s.cfg.NodeID)
+}
 
 // allowed says whether the request's principal may do op on a resource.
 func (s *Server) allowed(r *http.Request, op metadata.Operation, rt metadata.ResourceType, name string) error {
@@ -241,6 +274,8 @@ func statusOf(err error) (int, string) {
 			return http.StatusGatewayTimeout, transport.CodeTimeout.String()
 		case errors.Is(err, client.ErrInvalidConfig):
 			return http.StatusBadRequest, transport.CodeInvalidRequest.String()
+		case errors.Is(err, errClosed):
+			return http.StatusServiceUnavailable, "Unavailable"
 		}
 		return http.StatusBadGateway, "Unavailable"
 	}

@@ -17,7 +17,8 @@ import (
 // reads and changes the cluster through a client of its own, opened as
 // this node on first use, after checking each request's principal with
 // this node's authorizer.
-// The returned func closes that client, once the HTTP server is done.
+// The returned func stops the console's survey of the cluster and closes
+// its client, once the HTTP server is done.
 func (n *Node) console(log hclog.Logger) (http.Handler, func()) {
 	cc := &consoleClient{n: n, log: log}
 	cfg := console.Config{
@@ -33,7 +34,11 @@ func (n *Node) console(log hclog.Logger) (http.Handler, func()) {
 			return n.sec.Authorize(principal, op, rt, name)
 		}
 	}
-	return console.New(cfg), cc.close
+	srv := console.New(cfg)
+	return srv, func() {
+		srv.Close()
+		cc.close()
+	}
 }
 
 // consoleClient is the console's client of the cluster, opened when first

@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strings"
 	"time"
 
@@ -12,6 +12,7 @@ import (
 
 	"gostream/client"
 	"gostream/cmd/internal/exitcode"
+	"gostream/transport"
 )
 
 func groupCommand() *cli.Command {
@@ -275,38 +276,33 @@ func groupDeleteAction(c *cli.Context) error {
 	})
 }
 
-// resetTarget is where reset-offsets moves each partition.
-type resetTarget struct {
-	kind   string // earliest, latest, offset, shift, datetime
-	offset int64
-	at     time.Time
-}
-
-func resetTargetOf(c *cli.Context) (resetTarget, error) {
+// resetTargetOf reads where reset-offsets moves each partition from its
+// flags: exactly one of them.
+func resetTargetOf(c *cli.Context) (client.ResetTarget, error) {
 	var set []string
-	var t resetTarget
+	var t client.ResetTarget
 	if c.Bool("to-earliest") {
-		set, t.kind = append(set, "--to-earliest"), "earliest"
+		set, t.To = append(set, "--to-earliest"), client.ResetEarliest
 	}
 	if c.Bool("to-latest") {
-		set, t.kind = append(set, "--to-latest"), "latest"
+		set, t.To = append(set, "--to-latest"), client.ResetLatest
 	}
 	if c.IsSet("to-offset") {
-		set, t.kind, t.offset = append(set, "--to-offset"), "offset", c.Int64("to-offset")
-		if t.offset < 0 {
-			return t, exitcode.Usagef("InvalidFlag", "--to-offset %d: want an offset, 0 or more", t.offset)
+		set, t.To, t.Offset = append(set, "--to-offset"), client.ResetOffset, c.Int64("to-offset")
+		if t.Offset < 0 {
+			return t, exitcode.Usagef("InvalidFlag", "--to-offset %d: want an offset, 0 or more", t.Offset)
 		}
 	}
 	if c.IsSet("shift-by") {
-		set, t.kind, t.offset = append(set, "--shift-by"), "shift", c.Int64("shift-by")
+		set, t.To, t.Offset = append(set, "--shift-by"), client.ResetShift, c.Int64("shift-by")
 	}
 	if c.IsSet("to-datetime") {
-		set, t.kind = append(set, "--to-datetime"), "datetime"
+		set, t.To = append(set, "--to-datetime"), client.ResetTime
 		at, err := time.Parse(time.RFC3339, c.String("to-datetime"))
 		if err != nil {
 			return t, exitcode.Usagef("InvalidFlag", "--to-datetime %q: want an RFC 3339 time such as 2024-05-01T12:00:00Z", c.String("to-datetime"))
 		}
-		t.at = at
+		t.Time = at
 	}
 	switch len(set) {
 	case 0:
@@ -334,78 +330,29 @@ func groupResetAction(c *cli.Context) error {
 	if topic == "" {
 		return exitcode.Usagef("MissingFlag", "--topic T is required: offsets belong to a topic")
 	}
-	partition := int32(-1)
+	var partitions []int32
 	if c.IsSet("partition") {
 		if p := c.Int("partition"); p < 0 {
 			return exitcode.Usagef("InvalidFlag", "--partition %d: want a partition number, 0 or more", p)
 		} else {
-			partition = int32(p)
+			partitions = []int32{int32(p)}
 		}
 	}
 	return withClient(c, func(ctx context.Context, cl *client.Client, g globals) error {
 		group := c.Args().First()
-		t, err := describeTopic(ctx, cl, topic)
+		plan, err := cl.PlanOffsetReset(ctx, group, topic, partitions, target)
+		if errors.Is(err, transport.ErrUnknownTopic) {
+			return exitcode.Fail("UnknownTopic", &namedError{msg: fmt.Sprintf("topic %q does not exist", topic), err: err})
+		}
 		if err != nil {
 			return err
 		}
-		if partition >= int32(len(t.Partitions)) {
-			return exitcode.Fail("UnknownPartition", fmt.Errorf("topic %q has partitions 0 to %d, not %d", topic, len(t.Partitions)-1, partition))
-		}
-		committed, err := cl.CommittedOffsets(ctx, group, topic)
-		if err != nil {
-			return err
-		}
-		old := map[int32]int64{}
-		for _, o := range committed {
-			old[o.Partition] = o.Offset
-		}
-		var rows []resetRowJSON
-		var moves []client.CommitOffset
-		for _, p := range t.Partitions {
-			if partition >= 0 && p.Partition != partition {
-				continue
-			}
-			row := resetRowJSON{Topic: topic, Partition: p.Partition}
-			cur, was := old[p.Partition]
-			if was {
-				row.Committed = nullable(cur)
-			}
-			offs, err := cl.ListOffsets(ctx, topic, p.Partition)
-			if err != nil {
-				return err
-			}
-			var to int64
-			switch target.kind {
-			case "earliest":
-				to = offs.LogStartOffset
-			case "latest":
-				to = offs.HighWatermark
-			case "offset":
-				to = target.offset
-			case "shift":
-				if !was {
-					row.Note = "never committed: nothing to shift"
-					rows = append(rows, row)
-					continue
-				}
-				to = shifted(cur, target.offset)
-			case "datetime":
-				if to, err = cl.OffsetForTime(ctx, topic, p.Partition, target.at); err != nil {
-					return err
-				}
-			}
-			if to < offs.LogStartOffset {
-				to, row.Note = offs.LogStartOffset, "kept at the log start"
-			}
-			if to > offs.HighWatermark {
-				to, row.Note = offs.HighWatermark, "kept at the high watermark"
-			}
-			row.New = nullable(to)
-			rows = append(rows, row)
-			moves = append(moves, client.CommitOffset{Topic: topic, Partition: p.Partition, Offset: to})
+		rows := make([]resetRowJSON, 0, len(plan))
+		for _, r := range plan {
+			rows = append(rows, resetRowJSON{Topic: r.Topic, Partition: r.Partition, Committed: nullable(r.Committed), New: nullable(r.New), Note: r.Note})
 		}
 		execute := c.Bool("execute")
-		if execute && len(moves) > 0 {
+		if moves := client.ResetMoves(plan); execute && len(moves) > 0 {
 			if err := cl.ResetOffsets(ctx, group, requester(), moves...); err != nil {
 				return err
 			}
@@ -414,24 +361,8 @@ func groupResetAction(c *cli.Context) error {
 	})
 }
 
-// shifted is offset moved by n, saturating at the ends of int64 rather
-// than wrapping around: a shift past either end lands on that end, which
-// the clamp to the log start or the high watermark then brings in.
-func shifted(offset, n int64) int64 {
-	switch {
-	case n > 0 && offset > math.MaxInt64-n:
-		return math.MaxInt64
-	case n < 0 && offset < math.MinInt64-n:
-		return math.MinInt64
-	}
-	return offset + n
-}
-
 func printReset(w io.Writer, format, group string, executed bool, rows []resetRowJSON) error {
 	if format == outputJSON {
-		if rows == nil {
-			rows = []resetRowJSON{}
-		}
 		return writeJSON(w, map[string]any{"group": group, "executed": executed, "offsets": rows})
 	}
 	tw := newTable(w)

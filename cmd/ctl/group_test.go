@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"math"
 	"strings"
 	"testing"
 
@@ -144,24 +143,6 @@ func TestConsumeGroupPartition(t *testing.T) {
 	ctlFails(t, c, 2, "InvalidGroupName: ", "", "consume", "t", "--partition", "0", "--group", "../g")
 	ctlFails(t, c, 1, "InvalidFlag: ", "", "consume", "t", "--partition", "0", "--group", "g", "--instance-id", "a")
 	ctlFails(t, c, 2, "UnknownTopic: ", "", "consume", "nope", "--group", "g")
-}
-
-func TestShiftedSaturates(t *testing.T) {
-	tests := []struct {
-		offset, n, want int64
-	}{
-		{4, 3, 7},
-		{4, -3, 1},
-		{4, -9, -5},
-		{4, math.MaxInt64, math.MaxInt64},
-		{math.MaxInt64, 1, math.MaxInt64},
-		{-4, math.MinInt64, math.MinInt64},
-		{math.MinInt64, -1, math.MinInt64},
-		{4, math.MinInt64, 4 + math.MinInt64},
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.want, shifted(tt.offset, tt.n), "%d shifted by %d", tt.offset, tt.n)
-	}
 }
 
 // A shift far past the high watermark stops at it, and one far below the

@@ -1,0 +1,63 @@
+package console
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+
+	"gostream/metadata"
+)
+
+// Streams is the answer of GET /ui/api/streams: every Durable Streams
+// stream the principal may describe, from the survey's last round.
+type Streams struct {
+	// At is when the round was taken, in Unix milliseconds.
+	At      int64    `json:"at"`
+	Streams []Stream `json:"streams"`
+}
+
+// Stream is one Durable Streams stream (docs/durable-streams.md).
+type Stream struct {
+	// Path is the stream's path, under /v1/stream/; Topic the internal
+	// topic that holds it.
+	Path        string `json:"path"`
+	Topic       string `json:"topic"`
+	ContentType string `json:"contentType"`
+	// ForkedFrom is the path of the stream it was forked from, "" for
+	// none; Deleted is set on a stream deleted while forks of it remain
+	// (it answers 410).
+	ForkedFrom string `json:"forkedFrom"`
+	Deleted    bool   `json:"deleted"`
+	// Sealed is set when its topic is sealed. A stream its writer closed
+	// (Stream-Closed) says so in its log, which the console does not read:
+	// that shows on the stream's own HEAD, not here.
+	Sealed bool `json:"sealed"`
+	// Bytes and Records are what its log holds (one copy; the records
+	// count the appends and the stream's own markers); null when its
+	// partition's leader did not tell.
+	Bytes   *int64 `json:"bytes"`
+	Records *int64 `json:"records"`
+}
+
+func (s *Server) streams(w http.ResponseWriter, r *http.Request) {
+	snap := s.snapshot(w, r)
+	if snap == nil {
+		return
+	}
+	out := Streams{At: snap.at.UnixMilli(), Streams: []Stream{}}
+	for i := range snap.topics {
+		t := &snap.topics[i]
+		st := t.meta.Stream
+		if st == nil || !s.may(r, metadata.OpDescribe, metadata.ResourceStream, st.Path) {
+			continue
+		}
+		one := Stream{Path: st.Path, Topic: t.meta.Name, ContentType: st.ContentType, ForkedFrom: st.ForkedFrom,
+			Deleted: st.Deleted, Sealed: t.meta.Sealed}
+		if bytes, records, unknown := t.sums(); unknown == 0 {
+			one.Bytes, one.Records = &bytes, &records
+		}
+		out.Streams = append(out.Streams, one)
+	}
+	slices.SortFunc(out.Streams, func(a, b Stream) int { return strings.Compare(a.Path, b.Path) })
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,405 @@
+package node_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"gostream/client"
+	"gostream/console"
+	"gostream/durable"
+	"gostream/httpapi"
+	"gostream/metadata"
+	"gostream/node"
+	"gostream/security"
+	"gostream/transport"
+)
+
+// consoleUser calls a node's console API over its real HTTP listener,
+// as the console's page does: a token when it has one, the console's
+// header and a JSON body on changes.
+type consoleUser struct {
+	base  string // http://HOST:PORT or https://...
+	token string
+	http  *http.Client
+}
+
+func (u consoleUser) do(t *testing.T, method, path string, body any, headers ...string) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		require.NoError(t, err)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, u.base+path, rd)
+	require.NoError(t, err)
+	if u.token != "" {
+		req.Header.Set("Authorization", "Bearer "+u.token)
+	}
+	if method != http.MethodGet {
+		req.Header.Set(console.ConsoleHeader, "1")
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i+1] == "" {
+			req.Header.Del(headers[i])
+		} else {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+	}
+	resp, err := u.http.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, out
+}
+
+// get decodes a 200 answer of GET path.
+func consoleGet[T any](t *testing.T, u consoleUser, path string) T {
+	t.Helper()
+	code, body := u.do(t, http.MethodGet, path, nil)
+	require.Equal(t, http.StatusOK, code, "GET %s: %s", path, body)
+	var v T
+	require.NoError(t, json.Unmarshal(body, &v), "GET %s: %s", path, body)
+	return v
+}
+
+func testClient(t *testing.T, cfg client.Config) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.New(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func produceN(t *testing.T, c *client.Client, topic string, partition int32, n int) {
+	t.Helper()
+	p, err := client.NewProducer(c, client.ProducerConfig{})
+	require.NoError(t, err)
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i := range n {
+		_, err := p.Send(ctx, client.ProducerRecord{Topic: topic, Partition: partition, ManualPartition: true, Value: []byte(fmt.Sprint(i))})
+		require.NoError(t, err)
+	}
+}
+
+// The console's API on a node seeded with topics, records, a group with
+// commits and a Durable Streams stream, security off: each screen's
+// answer, reset-offsets' dry run and execution, delete, and what a group
+// with members refuses.
+func TestConsoleAPIOnASeededNode(t *testing.T) {
+	cfg := testConfig(t, 1, t.TempDir())
+	startNode(t, cfg)
+	waitHealthy(t, cfg.HTTP)
+	c := testClient(t, client.Config{Bootstrap: []string{cfg.Listen}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	_, err := c.CreateTopic(ctx, "orders", 2, 1)
+	require.NoError(t, err)
+	produceN(t, c, "orders", 0, 10)
+	produceN(t, c, "orders", 1, 4)
+	require.NoError(t, c.CommitOffsets(ctx, "billing", client.CommitOffset{Topic: "orders", Partition: 0, Offset: 6}))
+	u := consoleUser{base: "http://" + cfg.HTTP, http: &http.Client{Timeout: 30 * time.Second}}
+	dsReq, err := http.NewRequest(http.MethodPut, "http://"+cfg.HTTP+durable.Prefix+"shop/log", nil)
+	require.NoError(t, err)
+	dsReq.Header.Set("Content-Type", "text/plain")
+	dsResp, err := u.http.Do(dsReq)
+	require.NoError(t, err)
+	dsResp.Body.Close()
+	require.Equal(t, http.StatusCreated, dsResp.StatusCode)
+
+	ov := consoleGet[console.Overview](t, u, "/ui/api/overview")
+	assert.Equal(t, int32(1), ov.Controller)
+	assert.True(t, ov.ControllerAnswers)
+	require.Len(t, ov.Brokers, 1)
+	b := ov.Brokers[0]
+	assert.Equal(t, int32(1), b.ID)
+	assert.True(t, b.Registered)
+	assert.True(t, b.Answers)
+	assert.Equal(t, cfg.HTTP, b.HTTP)
+	require.NotNil(t, b.DataBytes)
+	assert.Positive(t, *b.DataBytes)
+	require.NotNil(t, b.Replicas)
+	assert.GreaterOrEqual(t, *b.Replicas, 3, "orders' two partitions and the stream's, at least")
+	assert.GreaterOrEqual(t, ov.Partitions.Total, 3)
+	assert.NotNil(t, ov.Warnings)
+	assert.Empty(t, ov.Autopilot.Holder)
+
+	topics := consoleGet[console.Topics](t, u, "/ui/api/topics")
+	assert.NotZero(t, topics.At)
+	byName := map[string]console.TopicSummary{}
+	for _, tp := range topics.Topics {
+		byName[tp.Name] = tp
+	}
+	orders, ok := byName["orders"]
+	require.True(t, ok, "%+v", topics.Topics)
+	assert.Equal(t, 2, orders.Partitions)
+	assert.Equal(t, int64(14), orders.Records)
+	assert.Positive(t, orders.Bytes)
+	assert.False(t, orders.Internal)
+	// billing committed 6 of orders/0's 10 (lag 4) and never committed
+	// orders/1 (lag 4, from its log start), as group describe counts.
+	assert.Equal(t, []console.GroupLag{{Group: "billing", Lag: 8}}, orders.Groups)
+	streamTopic, ok := byName[mustStreamTopic(t, "shop/log")]
+	require.True(t, ok)
+	assert.True(t, streamTopic.Internal)
+	assert.Equal(t, "shop/log", streamTopic.Stream)
+
+	detail := consoleGet[console.TopicDetail](t, u, "/ui/api/topics/orders")
+	require.Len(t, detail.Partitions, 2)
+	p0 := detail.Partitions[0]
+	assert.Equal(t, int32(1), p0.Leader)
+	require.NotNil(t, p0.HighWatermark)
+	assert.Equal(t, int64(10), *p0.HighWatermark)
+	require.NotNil(t, p0.LogStart)
+	assert.Zero(t, *p0.LogStart)
+	require.Len(t, p0.ReplicaStates, 1)
+	require.NotNil(t, p0.ReplicaStates[0].Lag)
+	assert.Zero(t, *p0.ReplicaStates[0].Lag)
+	assert.NotEmpty(t, detail.Config)
+	assert.Equal(t, []console.GroupLag{{Group: "billing", Lag: 8}}, detail.Groups)
+	code, body := u.do(t, http.MethodGet, "/ui/api/topics/nope", nil)
+	assert.Equal(t, http.StatusNotFound, code, "%s", body)
+
+	groups := consoleGet[console.Groups](t, u, "/ui/api/groups")
+	require.Len(t, groups.Groups, 1)
+	assert.Equal(t, "billing", groups.Groups[0].Name)
+	assert.Equal(t, "native", groups.Groups[0].Protocol)
+	require.NotNil(t, groups.Groups[0].Lag)
+	assert.Equal(t, int64(8), *groups.Groups[0].Lag)
+
+	group := consoleGet[console.GroupDetail](t, u, "/ui/api/groups/billing")
+	require.Len(t, group.Partitions, 2, "every partition of a topic it committed on")
+	assert.Equal(t, int64(6), *group.Partitions[0].Committed)
+	assert.Equal(t, int64(10), *group.Partitions[0].LogEnd)
+	assert.Equal(t, int64(4), *group.Partitions[0].Lag)
+	assert.Nil(t, group.Partitions[1].Committed, "never committed")
+	assert.Equal(t, int64(4), *group.Partitions[1].Lag, "from its log start")
+	assert.Equal(t, int64(8), group.Lag)
+
+	streams := consoleGet[console.Streams](t, u, "/ui/api/streams")
+	require.Len(t, streams.Streams, 1)
+	assert.Equal(t, "shop/log", streams.Streams[0].Path)
+	assert.Equal(t, "text/plain", streams.Streams[0].ContentType)
+
+	lag := consoleGet[console.LagHistory](t, u, "/ui/api/lag")
+	require.NotEmpty(t, lag.Times)
+	require.Len(t, lag.Groups, 1)
+	assert.Equal(t, "billing", lag.Groups[0].Group)
+
+	// reset-offsets: the dry run changes nothing.
+	committed := func() int64 {
+		o, ok, err := c.Committed(ctx, "billing", "orders", 0)
+		require.NoError(t, err)
+		require.True(t, ok)
+		return o.Offset
+	}
+	code, body = u.do(t, http.MethodPost, "/ui/api/groups/billing/reset-offsets", console.ResetRequest{Topic: "orders", Partitions: []int32{0}, To: "earliest"})
+	require.Equal(t, http.StatusOK, code, "%s", body)
+	var reset console.ResetAnswer
+	require.NoError(t, json.Unmarshal(body, &reset))
+	assert.False(t, reset.Executed)
+	require.Len(t, reset.Offsets, 1)
+	assert.Equal(t, int64(6), *reset.Offsets[0].Committed)
+	assert.Equal(t, int64(0), *reset.Offsets[0].New)
+	assert.Equal(t, int64(6), committed(), "a dry run writes nothing")
+	// Executed, it moves the committed offset.
+	two := int64(2)
+	code, body = u.do(t, http.MethodPost, "/ui/api/groups/billing/reset-offsets", console.ResetRequest{Topic: "orders", Partitions: []int32{0}, To: "offset", Value: &two, Execute: true})
+	require.Equal(t, http.StatusOK, code, "%s", body)
+	require.NoError(t, json.Unmarshal(body, &reset))
+	assert.True(t, reset.Executed)
+	assert.Equal(t, int64(2), committed())
+	code, body = u.do(t, http.MethodPost, "/ui/api/groups/billing/reset-offsets", console.ResetRequest{Topic: "orders", Partitions: []int32{7}, To: "latest"})
+	assert.Equal(t, http.StatusNotFound, code, "%s", body)
+
+	hist := consoleGet[console.History](t, u, "/ui/api/history?limit=1")
+	assert.Equal(t, 1, hist.Limit)
+	assert.LessOrEqual(t, len(hist.Events), 1)
+
+	// A group with members: reset and delete are 409 until it stops.
+	gc, err := client.NewGroupConsumer(c, client.GroupConfig{Group: "live", Topics: []string{"orders"}, Host: "test-host"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		if _, err := gc.Poll(ctx, 100*time.Millisecond); err != nil {
+			return false
+		}
+		return len(gc.Assignment()) == 2
+	}, 30*time.Second, 10*time.Millisecond, "the member never got its partitions")
+	live := consoleGet[console.GroupDetail](t, u, "/ui/api/groups/live")
+	require.Len(t, live.Members, 1)
+	assert.Equal(t, "test-host", live.Members[0].Host)
+	assert.Equal(t, []console.TopicPartitions{{Topic: "orders", Partitions: []int32{0, 1}}}, live.Members[0].Owned)
+	code, body = u.do(t, http.MethodPost, "/ui/api/groups/live/reset-offsets", console.ResetRequest{Topic: "orders", To: "earliest", Execute: true})
+	assert.Equal(t, http.StatusConflict, code, "%s", body)
+	code, body = u.do(t, http.MethodDelete, "/ui/api/groups/live", nil)
+	assert.Equal(t, http.StatusConflict, code, "%s", body)
+	require.NoError(t, gc.Close(ctx))
+
+	code, body = u.do(t, http.MethodDelete, "/ui/api/groups/billing", nil)
+	assert.Equal(t, http.StatusNoContent, code, "%s", body)
+	_, err = c.DescribeGroup(ctx, "billing")
+	assert.ErrorIs(t, err, transport.ErrUnknownGroup)
+}
+
+// mustStreamTopic is the internal topic of the stream at path.
+func mustStreamTopic(t *testing.T, path string) string {
+	t.Helper()
+	name, err := metadata.StreamTopic(path)
+	require.NoError(t, err)
+	return name
+}
+
+// secureNode starts a node with TLS and tokens: node1 (its certificate)
+// and admin are superusers; alice and bob have tokens and the ACLs an
+// admin gives them.
+type secureNode struct {
+	cfg   node.Config
+	tls   *tls.Config // the CA, no certificate
+	admin consoleUser
+	alice consoleUser
+	bob   consoleUser
+	anon  consoleUser
+}
+
+func startSecureNode(t *testing.T) secureNode {
+	dir := t.TempDir()
+	ca, err := security.NewCA("console test CA", time.Hour)
+	require.NoError(t, err)
+	caFile := filepath.Join(dir, "ca.crt")
+	require.NoError(t, os.WriteFile(caFile, ca.PEM, 0o644))
+	is, err := ca.Issue(security.IssueOptions{Name: "node1", Hosts: []string{"127.0.0.1", "localhost"}, NotAfter: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+	require.NoError(t, is.WriteFiles(dir, "node1"))
+	tokens := map[string]string{}
+	var lines []string
+	for _, p := range []string{"admin", "alice", "bob"} {
+		token, line, err := security.NewToken(p)
+		require.NoError(t, err)
+		tokens[p] = token
+		lines = append(lines, line)
+	}
+	tokensFile := filepath.Join(dir, "tokens")
+	require.NoError(t, os.WriteFile(tokensFile, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
+
+	cfg := testConfig(t, 1, filepath.Join(dir, "data"))
+	cfg.Security = node.SecurityConfig{
+		TLSCert: filepath.Join(dir, "node1.crt"), TLSKey: filepath.Join(dir, "node1.key"), TLSCA: caFile,
+		AuthTokensFile: tokensFile, Superusers: []string{"node1", "admin"},
+	}
+	startNode(t, cfg)
+	tc, err := security.ClientTLS(caFile, "", "")
+	require.NoError(t, err)
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
+	user := func(p string) consoleUser {
+		return consoleUser{base: "https://" + cfg.HTTP, token: tokens[p], http: hc}
+	}
+	sn := secureNode{cfg: cfg, tls: tc, admin: user("admin"), alice: user("alice"), bob: user("bob"), anon: user("")}
+	require.Eventually(t, func() bool {
+		resp, err := hc.Get("https://" + cfg.HTTP + httpapi.HealthPath)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 10*time.Second, 10*time.Millisecond)
+	return sn
+}
+
+// client is a Go client of the node as u.
+func (sn secureNode) client(t *testing.T, u consoleUser) *client.Client {
+	return testClient(t, client.Config{Bootstrap: []string{sn.cfg.Listen}, TLS: sn.tls.Clone(), Token: u.token})
+}
+
+// With security on: the page loads without a principal, the API does
+// not; a principal sees only what it may describe and is refused the
+// rest, changes from elsewhere are refused, and an ACL added through the
+// console carries its principal in the audit trail.
+func TestConsoleWithSecurity(t *testing.T) {
+	sn := startSecureNode(t)
+
+	code, body := sn.anon.do(t, http.MethodGet, "/ui/", nil)
+	assert.Equal(t, http.StatusOK, code, "the page itself needs no principal")
+	assert.Contains(t, string(body), "<html")
+	code, _ = sn.anon.do(t, http.MethodGet, "/ui/api/whoami", nil)
+	assert.Equal(t, http.StatusUnauthorized, code)
+	code, _ = sn.anon.do(t, http.MethodGet, "/ui/api/topics", nil)
+	assert.Equal(t, http.StatusUnauthorized, code)
+
+	admin := sn.client(t, sn.admin)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, name := range []string{"a", "b"} {
+		_, err := admin.CreateTopic(ctx, name, 1, 1)
+		require.NoError(t, err)
+	}
+
+	// A change without the console's header, or from another origin,
+	// is refused and adds nothing.
+	entry := console.ACL{Principal: "alice", Resource: "topic", Name: "a", Operation: "describe"}
+	code, body = sn.admin.do(t, http.MethodPost, "/ui/api/acls", entry, console.ConsoleHeader, "")
+	assert.Equal(t, http.StatusForbidden, code, "%s", body)
+	code, body = sn.admin.do(t, http.MethodPost, "/ui/api/acls", entry, "Origin", "https://evil.example")
+	assert.Equal(t, http.StatusForbidden, code, "%s", body)
+	assert.Empty(t, consoleGet[console.ACLs](t, sn.admin, "/ui/api/acls").ACLs, "nothing was added")
+
+	// alice may not add ACLs.
+	code, body = sn.alice.do(t, http.MethodPost, "/ui/api/acls", entry)
+	assert.Equal(t, http.StatusForbidden, code, "%s", body)
+
+	code, body = sn.admin.do(t, http.MethodPost, "/ui/api/acls", entry)
+	require.Equal(t, http.StatusOK, code, "%s", body)
+	var changed console.ACLChange
+	require.NoError(t, json.Unmarshal(body, &changed))
+	assert.True(t, changed.Changed)
+	assert.Equal(t, "literal", changed.Entry.Pattern)
+	acls := consoleGet[console.ACLs](t, sn.admin, "/ui/api/acls").ACLs
+	assert.Equal(t, []console.ACL{{Principal: "alice", Resource: "topic", Name: "a", Pattern: "literal", Operation: "describe"}}, acls)
+	hist := consoleGet[console.History](t, sn.admin, "/ui/api/history")
+	require.NotEmpty(t, hist.Events)
+	assert.Equal(t, "acl-add", hist.Events[0].Action, "newest first")
+	assert.Equal(t, "admin", hist.Events[0].Requester, "the console's principal asked")
+
+	// alice sees topic a only; b's page and an unknown topic's are the
+	// same 403.
+	topics := consoleGet[console.Topics](t, sn.alice, "/ui/api/topics")
+	require.Len(t, topics.Topics, 1)
+	assert.Equal(t, "a", topics.Topics[0].Name)
+	assert.Empty(t, topics.Unavailable)
+	consoleGet[console.TopicDetail](t, sn.alice, "/ui/api/topics/a")
+	codeB, bodyB := sn.alice.do(t, http.MethodGet, "/ui/api/topics/b", nil)
+	codeNone, _ := sn.alice.do(t, http.MethodGet, "/ui/api/topics/none", nil)
+	assert.Equal(t, http.StatusForbidden, codeB, "%s", bodyB)
+	assert.Equal(t, http.StatusForbidden, codeNone)
+	for _, path := range []string{"/ui/api/overview", "/ui/api/acls", "/ui/api/history"} {
+		code, _ := sn.alice.do(t, http.MethodGet, path, nil)
+		assert.Equal(t, http.StatusForbidden, code, path)
+	}
+	who := consoleGet[console.Whoami](t, sn.alice, "/ui/api/whoami")
+	assert.Equal(t, "alice", who.Principal)
+	assert.False(t, who.Cluster.Describe)
+
+	// bob may describe nothing: empty lists.
+	assert.Empty(t, consoleGet[console.Topics](t, sn.bob, "/ui/api/topics").Topics)
+	assert.Empty(t, consoleGet[console.Groups](t, sn.bob, "/ui/api/groups").Groups)
+	assert.Empty(t, consoleGet[console.Streams](t, sn.bob, "/ui/api/streams").Streams)
+}
