@@ -105,15 +105,10 @@ func (s *Server) routes() {
 	api("GET /ui/api/history", s.history)
 	api("GET /ui/api/series", s.series)
 	api("GET /ui/api/lag", s.lag)
-	// Anything else under the API is 404 as JSON, not the page. One
-	// pattern per method: a pattern of every method, "/ui/api/", would
-	// conflict with "GET /ui/" (each more specific in one way), which
-	// makes ServeMux panic.
-	for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
-		api(method+" /ui/api/", func(w http.ResponseWriter, r *http.Request) {
-			writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no console API %s %s", r.Method, r.URL.Path))
-		})
-	}
+	// Anything else under the API is 404 as JSON, not the page.
+	api("/ui/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no console API %s %s", r.Method, r.URL.Path))
+	})
 }
 
 // ServeHTTP sets the console's headers, refuses a cross-site change, and
