@@ -100,6 +100,7 @@ func TestWebReferencesResolve(t *testing.T) {
 // console's headers.
 func TestWebServedWithTypesAndHeaders(t *testing.T) {
 	srv := New(Config{})
+	defer srv.Close()
 	for p, ctype := range map[string]string{
 		"/ui/":                   "text/html",
 		"/ui/assets/app.js":      "text/javascript",

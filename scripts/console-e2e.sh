@@ -161,6 +161,11 @@ seed() {
 	for i in 10 11 12; do
 		ctl produce orders --key "customer-$i" --header "trace-id=trace-$i" "{\"order\":$i}" >/dev/null
 	done
+	# Events of the audit trail (History): ACLs, which the security
+	# screen lists too, and a topic grown by a partition.
+	ctl acl add --principal alice --topic orders --operation read --operation write >/dev/null
+	ctl acl add --principal '*' --group native- --prefix --operation read >/dev/null
+	ctl topic alter audit-log --partitions 2 >/dev/null
 	# A Durable Streams stream.
 	curl -fsS -o /dev/null -X PUT -H 'Content-Type: application/json' "http://$http/v1/stream/demo/clicks"
 	curl -fsS -o /dev/null -X POST -H 'Content-Type: application/json' -d '[{"page":"/"},{"page":"/pricing"}]' "http://$http/v1/stream/demo/clicks"

@@ -37,6 +37,9 @@ export async function launch() {
 export async function newPage(browser, {allow = [], ignoreHTTPSErrors = false} = {}) {
   const context = await browser.newContext({viewport: {width: 1280, height: 800}, ignoreHTTPSErrors});
   const page = await context.newPage();
+  // Every wait of these tests is for something the page shows within a
+  // few seconds; a failure should say so quickly.
+  page.setDefaultTimeout(10000);
   page.problems = [];
   page.on('console', (msg) => {
     if (msg.type() !== 'error') return;

@@ -7,7 +7,7 @@
 
 import assert from 'node:assert/strict';
 import {execFileSync} from 'node:child_process';
-import {after, before, test} from 'node:test';
+import {after, before, beforeEach, test} from 'node:test';
 
 import {env, launch, newPage, SCREENS, shot, show, viewError} from './lib.mjs';
 
@@ -25,6 +25,11 @@ before(async () => {
 
 after(async () => {
   await browser?.close();
+});
+
+// Each test answers for the browser errors of its own steps.
+beforeEach(() => {
+  if (page) page.problems.length = 0;
 });
 
 // api reads the console's API from this process, as a check beside what
@@ -65,6 +70,8 @@ test('every screen loads without a browser error and shows that security is off'
     await show(page, BASE, hash);
     assert.equal(await viewError(page), '', `${name}: the screen shows an error`);
     assert.equal(await page.isVisible('#insecure'), true, `${name}: no security-off banner`);
+    const text = await page.evaluate(() => document.getElementById('view').innerText);
+    assert.doesNotMatch(text, /\b(undefined|NaN|null)\b|\[object /, `${name}: the screen shows a value that is not one`);
     await shot(page, name);
   }
   assert.deepEqual(page.problems, []);
@@ -141,7 +148,7 @@ test('the produce form writes a record the page then finds', async () => {
 });
 
 test('reset-offsets shows its dry run, and confirmed, moves the group', async () => {
-  const committed = async () => (await api('groups/native-readers')).offsets
+  const committed = async () => (await api('groups/native-readers')).partitions
     .filter((o) => o.topic === 'orders').map((o) => o.committed);
   const before = await committed();
   assert.ok(before.some((c) => c > 0), `native-readers has committed nothing on orders: ${before}`);

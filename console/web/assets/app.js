@@ -163,6 +163,8 @@ function route() {
       $('crumbs').replaceChildren(...parts.flatMap((p, i) => (i ? [' / ', p] : [p])));
     },
     live: () => gen === generation,
+    // reload loads the screen's data again now (after a change).
+    reload: () => refresh(),
     showError,
   };
   const body = el('div', {class: 'screen', hidden: true});

@@ -48,6 +48,13 @@ function append(node, children) {
   }
 }
 
+// fill replaces node's children with children, as el takes them (null
+// and false skipped, strings as text).
+export function fill(node, ...children) {
+  node.replaceChildren();
+  append(node, children);
+}
+
 // clear removes every child of node.
 export function clear(node) {
   node.replaceChildren();

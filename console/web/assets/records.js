@@ -7,8 +7,8 @@
 import {el} from './dom.js';
 import * as fmt from './format.js';
 
-// SHOWN_MAX bounds what a cell shows of one value; the download holds
-// the whole record.
+// SHOWN_MAX bounds what a cell shows of one value (hex and pretty JSON
+// are longer than the bytes); the download holds all the node sent.
 const SHOWN_MAX = 64 * 1024;
 
 const MODES = [['auto', 'Auto'], ['json', 'JSON'], ['text', 'Text'], ['hex', 'Hex']];
@@ -51,13 +51,15 @@ function headersShown(headers, mode) {
 }
 
 // show is the text that shows bytes b in mode: auto, json, text or hex.
+// The node sends at most the first 64 KiB of each (b.cut says it left
+// the rest out, b.size is the whole length): that is said after them.
 export function show(b, mode) {
   const text = typeof b.text === 'string' ? b.text : null;
-  if (mode === 'hex' || text === null) return cut(hex(b.b64 || ''));
-  if (mode === 'text') return cut(text);
+  const rest = b.cut ? `\n… cut: the node sends the first 64 KiB of ${fmt.bytes(b.size)}` : '';
+  if (mode === 'hex' || text === null) return cut(hex(b.b64)) + rest;
+  if (mode === 'text' || b.cut) return cut(text) + rest;
   const pretty = prettyJSON(text);
-  if (pretty !== null) return cut(pretty);
-  return cut(text);
+  return cut(pretty === null ? text : pretty);
 }
 
 function prettyJSON(text) {
@@ -72,7 +74,7 @@ function prettyJSON(text) {
 
 function cut(s) {
   if (s.length <= SHOWN_MAX) return s;
-  return s.slice(0, SHOWN_MAX) + `\n… (${fmt.count(s.length - SHOWN_MAX)} more characters: download to see it whole)`;
+  return s.slice(0, SHOWN_MAX) + `\n… (${fmt.count(s.length - SHOWN_MAX)} more characters in the download)`;
 }
 
 // hex formats base64 bytes as hex, sixteen bytes a line.

@@ -1,7 +1,7 @@
 // Charts: this node's (or another's) produce and fetch rates and fsync
 // latency over the last hour, and every group's lag, drawn as SVG.
 
-import {el, field, note, section} from '../dom.js';
+import {el, field, fill, note, section} from '../dom.js';
 import {lineChart} from '../chart.js';
 import * as fmt from '../format.js';
 
@@ -43,32 +43,33 @@ export default {
       const s = series.samples || [];
       rates.replaceChildren(lineChart({
         series: [
-          {name: 'produced', points: s.map((p) => [p.time, p.produced_per_second])},
-          {name: 'fetched', points: s.map((p) => [p.time, p.fetched_per_second])},
+          {name: 'produced', points: s.map((p) => [p.time, p.producedPerSec])},
+          {name: 'fetched', points: s.map((p) => [p.time, p.fetchedPerSec])},
         ],
         format: (v) => fmt.metric(v) + '/s',
       }));
       fsync.replaceChildren(lineChart({
         series: [
-          {name: 'mean', points: s.map((p) => [p.time, p.fsync_mean_ms])},
-          {name: 'max', points: s.map((p) => [p.time, p.fsync_max_ms])},
+          {name: 'mean', points: s.map((p) => [p.time, p.fsyncs ? p.fsyncMeanMs : null])},
+          {name: 'max', points: s.map((p) => [p.time, p.fsyncs ? p.fsyncMaxMs : null])},
         ],
         format: fmt.duration,
       }));
-      const groups = (lags.groups || []).slice()
+      const groups = lags.groups.slice()
         .sort((a, b) => last(b) - last(a))
         .slice(0, LAG_LINES);
-      lag.replaceChildren(lineChart({
-        series: groups.map((g) => ({name: g.group, points: (g.points || []).map((p) => [p.time, p.lag])})),
+      fill(lag, lineChart({
+        series: groups.map((g) => ({name: g.group, points: g.lag.map((v, i) => [lags.times[i], v])})),
         format: fmt.metric,
         empty: 'No group has committed offsets yet.',
-      }), (lags.groups || []).length > LAG_LINES ? note(`The ${LAG_LINES} groups with the most lag now, of ${lags.groups.length}.`) : null);
+      }), lags.groups.length > LAG_LINES ? note(`The ${LAG_LINES} groups with the most lag now, of ${lags.groups.length}.`) : null);
     }
     return {refresh: load};
   },
 };
 
+// last is a group's latest lag measured.
 function last(g) {
-  const ps = g.points || [];
-  return ps.length ? ps[ps.length - 1].lag : 0;
+  for (let i = g.lag.length - 1; i >= 0; i--) if (g.lag[i] !== null) return g.lag[i];
+  return 0;
 }

@@ -18,10 +18,13 @@ export default {
       sort: ['id', 'asc'],
       empty: 'No members: the group is empty.',
       columns: [
-        {key: 'id', title: 'Member', class: 'wrap'},
-        {key: 'client', title: 'Client', render: (m) => m.client || '—'},
+        {key: 'id', title: 'Member', class: 'wrap', render: (m) => el('span', null, m.id,
+          m.instanceId ? el('div', {class: 'muted'}, 'static: ' + m.instanceId) : null)},
+        {key: 'clientId', title: 'Client', render: (m) => m.clientId || '—'},
         {key: 'host', title: 'Host', render: (m) => m.host || '—'},
-        {key: 'partitions', title: 'Owns', value: (m) => (m.partitions || []).length, render: owned},
+        {key: 'owned', title: 'Owns', value: (m) => m.owned.reduce((n, t) => n + t.partitions.length, 0), render: owned},
+        {key: 'lastHeartbeatMs', title: 'Last heard', numeric: true,
+          render: (m) => (m.lastHeartbeatMs === null ? '—' : fmt.duration(m.lastHeartbeatMs) + ' ago')},
       ],
     });
     const offsets = table({
@@ -30,9 +33,9 @@ export default {
       columns: [
         {key: 'topic', title: 'Topic', render: (o) => link('#/topics/' + encodeURIComponent(o.topic), o.topic)},
         {key: 'partition', title: 'Partition', numeric: true},
-        {key: 'committed', title: 'Committed', numeric: true, render: (o) => fmt.count(o.committed)},
-        {key: 'log_end', title: 'Log end', numeric: true, render: (o) => fmt.count(o.log_end)},
-        {key: 'lag', title: 'Lag', numeric: true, render: (o) => fmt.count(o.lag)},
+        {key: 'committed', title: 'Committed', numeric: true, render: (o) => (o.committed === null ? el('span', {class: 'muted'}, 'none') : fmt.count(o.committed))},
+        {key: 'logEnd', title: 'Log end', numeric: true, render: (o) => fmt.count(o.logEnd)},
+        {key: 'lag', title: 'Lag', numeric: true, render: (o) => (o.error ? el('span', {class: 'error', title: o.error}, 'unknown') : fmt.count(o.lag))},
       ],
     });
     const reset = resetForm(ctx, name);
@@ -42,14 +45,15 @@ export default {
       async refresh() {
         const g = await ctx.api.get('groups/' + encodeURIComponent(name));
         if (!ctx.live()) return;
-        const os = g.offsets || [];
+        const os = g.partitions;
         summary.replaceChildren(
           stat('State', stateBadge(g.state)),
-          stat('Protocol', g.protocol || '—'),
-          stat('Members', fmt.count((g.members || []).length)),
-          stat('Total lag', fmt.count(os.reduce((n, o) => n + (o.lag || 0), 0))),
+          stat('Protocol', el('span', null, g.protocol || '—', g.assignor ? el('span', {class: 'stat-sub'}, 'assignor ' + g.assignor) : null)),
+          stat('Members', fmt.count(g.members.length)),
+          stat('Total lag', fmt.count(g.lag)),
+          stat('Coordinator', g.coordinator ? 'broker ' + g.coordinator : '—'),
         );
-        members.setRows(g.members || []);
+        members.setRows(g.members);
         offsets.setRows(os);
         reset.setTopics([...new Set(os.map((o) => o.topic))].sort());
       },
@@ -62,9 +66,8 @@ function stat(label, value) {
 }
 
 function owned(m) {
-  const ps = m.partitions || [];
-  if (!ps.length) return el('span', {class: 'muted'}, 'nothing');
-  return el('div', {class: 'lines'}, ps.map((p) => el('div', null, p.topic + '/' + p.partition)));
+  if (!m.owned.length) return el('span', {class: 'muted'}, 'nothing');
+  return el('div', {class: 'lines'}, m.owned.map((t) => el('div', null, t.topic + ': ' + t.partitions.join(', '))));
 }
 
 // resetForm: pick a topic, its partitions and a target; "Dry run" shows
@@ -78,11 +81,11 @@ function resetForm(ctx, group) {
   }
   const topic = el('select', {id: 'reset-topic', 'aria-label': 'Topic'});
   const partitions = el('input', {type: 'text', id: 'reset-partitions', placeholder: 'all', class: 'narrow'});
-  const to = select({id: 'reset-to'}, [['earliest', 'Earliest'], ['latest', 'Latest'], ['offset', 'Offset'], ['time', 'Time']], 'earliest');
-  const value = el('input', {type: 'number', min: 0, id: 'reset-value', class: 'narrow', hidden: true, 'aria-label': 'Offset'});
+  const to = select({id: 'reset-to'}, [['earliest', 'Earliest'], ['latest', 'Latest'], ['offset', 'Offset'], ['shift', 'Shift by'], ['time', 'Time']], 'earliest');
+  const value = el('input', {type: 'number', id: 'reset-value', class: 'narrow', hidden: true, 'aria-label': 'Offset or shift'});
   const when = el('input', {type: 'datetime-local', step: 1, id: 'reset-time', hidden: true, 'aria-label': 'Time'});
   to.addEventListener('change', () => {
-    value.hidden = to.value !== 'offset';
+    value.hidden = to.value !== 'offset' && to.value !== 'shift';
     when.hidden = to.value !== 'time';
     forget();
   });
@@ -96,6 +99,7 @@ function resetForm(ctx, group) {
       out.replaceChildren(el('p', {class: 'success'}, 'Done: the group’s offsets are now these.'), plan(r));
       planned = null;
       execute.hidden = true;
+      ctx.reload();
     } catch (err) {
       out.replaceChildren(errorBox(err));
     }
@@ -134,8 +138,8 @@ function resetForm(ctx, group) {
         return n;
       });
     }
-    if (to.value === 'offset') {
-      if (value.value === '') throw new Error('give the offset to reset to');
+    if (to.value === 'offset' || to.value === 'shift') {
+      if (value.value === '') throw new Error(to.value === 'offset' ? 'give the offset to reset to' : 'give the number of records to shift by (negative: back)');
       req.value = Number(value.value);
     }
     if (to.value === 'time') {
@@ -163,11 +167,11 @@ function resetForm(ctx, group) {
 function plan(r) {
   const t = table({
     sort: ['partition', 'asc'],
+    caption: r.topic,
     columns: [
-      {key: 'topic', title: 'Topic'},
       {key: 'partition', title: 'Partition', numeric: true},
-      {key: 'committed', title: 'Current', numeric: true, render: (o) => fmt.count(o.committed)},
-      {key: 'new', title: 'New', numeric: true, render: (o) => fmt.count(o.new)},
+      {key: 'committed', title: 'Committed now', numeric: true, render: (o) => (o.committed === null ? 'none' : fmt.count(o.committed))},
+      {key: 'new', title: 'New', numeric: true, render: (o) => (o.new === null ? 'left out' : fmt.count(o.new))},
       {key: 'note', title: 'Note', render: (o) => o.note || ''},
     ],
     rows: r.offsets || [],

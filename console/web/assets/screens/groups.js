@@ -4,6 +4,7 @@
 import {badge, el, link, note} from '../dom.js';
 import * as fmt from '../format.js';
 import {table} from '../table.js';
+import {surveyNote} from './topics.js';
 
 export default {
   title: 'Consumer groups',
@@ -12,13 +13,13 @@ export default {
     const list = table({
       sort: ['lag', 'desc'],
       empty: 'No consumer groups (or none this principal may describe).',
-      onRow: (g) => { location.hash = '#/groups/' + encodeURIComponent(g.group); },
+      onRow: (g) => { location.hash = '#/groups/' + encodeURIComponent(g.name); },
       columns: [
-        {key: 'group', title: 'Group', render: (g) => link('#/groups/' + encodeURIComponent(g.group), g.group)},
+        {key: 'name', title: 'Group', render: (g) => link('#/groups/' + encodeURIComponent(g.name), g.name)},
         {key: 'state', title: 'State', render: (g) => stateBadge(g.state)},
         {key: 'protocol', title: 'Protocol', render: (g) => g.protocol || '—'},
         {key: 'members', title: 'Members', numeric: true, render: (g) => fmt.count(g.members)},
-        {key: 'lag', title: 'Total lag', numeric: true, render: (g) => fmt.count(g.lag)},
+        {key: 'lag', title: 'Total lag', numeric: true, render: (g) => (g.lag === null ? el('span', {class: 'muted'}, 'coordinator not answering') : fmt.count(g.lag))},
       ],
     });
     root.append(el('section', {class: 'panel'}, list.el, age));
@@ -26,8 +27,8 @@ export default {
       async refresh() {
         const r = await ctx.api.get('groups');
         if (!ctx.live()) return;
-        list.setRows(r.groups || []);
-        age.textContent = r.surveyed ? 'Lag from the survey of ' + fmt.ago(r.surveyed) + '.' : '';
+        list.setRows(r.groups);
+        age.textContent = surveyNote(r);
       },
     };
   },

@@ -120,8 +120,8 @@ export default {
     async function browse(from) {
       if (!state.topic) return;
       resultsError.replaceChildren();
-      const query = {limit: limit.value, partition: partition.value};
-      query.start = startParam(from);
+      // "Search on" names each partition to go on with, and only those.
+      const query = {limit: limit.value, partition: from ? '' : partition.value, start: startParam(from)};
       if (q.value !== '') {
         query.q = q.value;
         query.in = [inKey.checked && 'key', inValue.checked && 'value', inHeaders.checked && 'headers'].filter(Boolean).join(',');
@@ -131,7 +131,7 @@ export default {
         const r = await ctx.api.get('topics/' + encodeURIComponent(state.topic) + '/messages', query);
         if (!ctx.live()) return;
         state.records = r.records || [];
-        state.next = r.done ? null : r.next;
+        state.next = r.done || !r.next || !Object.keys(r.next).length ? null : r.next;
         searchOn.hidden = !state.next || q.value === '';
         resultsInfo.textContent = info(r, q.value);
         renderResults();
@@ -142,7 +142,7 @@ export default {
     }
 
     function startParam(from) {
-      if (from) return 'next:' + Object.entries(from).map(([p, o]) => p + '@' + o).join(',');
+      if (from) return 'offsets:' + Object.entries(from).map(([p, o]) => p + '=' + o).join(',');
       switch (start.value) {
         case 'offset': return 'offset:' + (offset.value || '0');
         case 'time': return 'time:' + (when.value ? new Date(when.value).getTime() : Date.now());

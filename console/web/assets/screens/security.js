@@ -81,8 +81,8 @@ export default {
       out.replaceChildren();
       try {
         const r = method === 'POST' ? await ctx.api.post('acls', entry) : await ctx.api.del('acls', entry);
-        const e = r || entry;
-        out.replaceChildren(el('p', {class: 'success'}, (method === 'POST' ? 'Added: ' : 'Removed: ') + describe(e)));
+        const what = method === 'POST' ? (r.changed ? 'Added: ' : 'Already there: ') : (r.changed ? 'Removed: ' : 'Was not there: ');
+        out.replaceChildren(el('p', {class: 'success'}, what + describe(r.entry)));
         await load();
       } catch (err) {
         out.replaceChildren(errorBox(err));
@@ -92,7 +92,7 @@ export default {
     async function load() {
       const r = await ctx.api.get('acls');
       if (!ctx.live()) return;
-      list.setRows(r.acls || []);
+      list.setRows(r.acls);
     }
 
     return {refresh: load};

@@ -1,10 +1,11 @@
 // Durable Streams: every stream the principal may describe, with its
-// content type, size, records, live readers on this node, and whether it
-// is closed (sealed).
+// content type, size, records, the stream it was forked from, and
+// whether it is sealed.
 
-import {badge, el, note} from '../dom.js';
+import {badge, el, link, note} from '../dom.js';
 import * as fmt from '../format.js';
 import {table} from '../table.js';
+import {surveyNote} from './topics.js';
 
 export default {
   title: 'Durable Streams',
@@ -14,20 +15,24 @@ export default {
       empty: 'No streams (or none this principal may describe). PUT /v1/stream/PATH creates one.',
       columns: [
         {key: 'path', title: 'Path', render: (s) => el('code', null, s.path)},
-        {key: 'content_type', title: 'Content type', render: (s) => s.content_type || '—'},
+        {key: 'contentType', title: 'Content type', render: (s) => s.contentType || '—'},
         {key: 'bytes', title: 'Size', numeric: true, render: (s) => fmt.bytes(s.bytes)},
         {key: 'records', title: 'Records', numeric: true, render: (s) => fmt.count(s.records)},
-        {key: 'readers', title: 'Live readers here', numeric: true, render: (s) => fmt.count(s.readers)},
-        {key: 'sealed', title: 'State', render: (s) => (s.sealed ? badge('closed', 'plain') : badge('open', 'ok'))},
+        {key: 'forkedFrom', title: 'Forked from', render: (s) => (s.forkedFrom ? el('code', null, s.forkedFrom) : '—')},
+        {key: 'topic', title: 'Topic', render: (s) => link('#/topics/' + encodeURIComponent(s.topic), s.topic)},
+        {key: 'sealed', title: 'State', value: (s) => (s.deleted ? 2 : s.sealed ? 1 : 0),
+          render: (s) => (s.deleted ? badge('deleted (forks remain)', 'warn') : s.sealed ? badge('sealed', 'plain') : badge('open', 'ok'))},
       ],
     });
-    root.append(el('section', {class: 'panel'}, list.el,
-      note('Streams are served at /v1/stream/PATH on every node\'s HTTP address (docs/durable-streams.md). Live readers are those of this node only.')));
+    const age = note();
+    root.append(el('section', {class: 'panel'}, list.el, age,
+      note('Every node serves every stream at /v1/stream/PATH on its HTTP address (docs/durable-streams.md).')));
     return {
       async refresh() {
         const r = await ctx.api.get('streams');
         if (!ctx.live()) return;
-        list.setRows(r.streams || []);
+        list.setRows(r.streams);
+        age.textContent = surveyNote(r);
       },
     };
   },

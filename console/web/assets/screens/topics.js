@@ -2,7 +2,7 @@
 // and the consumer groups that read it and their lag, from the console's
 // survey of the cluster (docs/console.md, "The survey").
 
-import {el, link, note} from '../dom.js';
+import {badge, el, link, note} from '../dom.js';
 import * as fmt from '../format.js';
 import {table} from '../table.js';
 
@@ -19,11 +19,13 @@ export default {
       onRow: (t) => { location.hash = '#/topics/' + encodeURIComponent(t.name); },
       columns: [
         {key: 'name', title: 'Topic', render: (t) => el('span', null, link('#/topics/' + encodeURIComponent(t.name), t.name),
-          t.stream ? el('span', {class: 'muted'}, ' (stream ', t.stream, ')') : t.internal ? el('span', {class: 'muted'}, ' (internal)') : null)},
+          t.stream ? el('span', {class: 'muted'}, ' (stream ', t.stream, ')') : t.internal ? el('span', {class: 'muted'}, ' (internal)') : null,
+          t.sealed ? [' ', badge('sealed', 'plain')] : null)},
         {key: 'partitions', title: 'Partitions', numeric: true, render: (t) => fmt.count(t.partitions)},
-        {key: 'replication_factor', title: 'Replication', numeric: true, render: (t) => fmt.count(t.replication_factor)},
-        {key: 'bytes', title: 'Size', numeric: true, render: (t) => fmt.bytes(t.bytes)},
-        {key: 'records_per_second', title: 'Rate', numeric: true, render: (t) => fmt.rate(t.records_per_second, 'rec')},
+        {key: 'replicationFactor', title: 'Replication', numeric: true, render: (t) => fmt.count(t.replicationFactor)},
+        {key: 'records', title: 'Records', numeric: true, render: (t) => el('span', null, fmt.count(t.records), unknown(t))},
+        {key: 'bytes', title: 'Size', numeric: true, render: (t) => el('span', null, fmt.bytes(t.bytes), unknown(t))},
+        {key: 'recordsPerSecond', title: 'Rate', numeric: true, render: (t) => fmt.rate(t.recordsPerSecond, 'rec')},
         {key: 'groups', title: 'Consumer groups (lag)', value: (t) => maxLag(t), sortable: true, render: groupsCell},
       ],
     });
@@ -44,11 +46,23 @@ export default {
         if (!ctx.live()) return;
         last = r.topics || [];
         apply();
-        age.textContent = r.surveyed ? 'From the survey of ' + fmt.ago(r.surveyed) + '; sizes and rates are every broker\'s latest samples.' : '';
+        age.textContent = surveyNote(r);
       },
     };
   },
 };
+
+// surveyNote says how old the survey's answer is, and what did not
+// answer in it.
+export function surveyNote(r) {
+  let s = 'From the survey of the cluster ' + fmt.ago(r.at) + ' (every 10 s).';
+  if (r.unavailable && r.unavailable.length) s += ' Not answering: ' + r.unavailable.join('; ') + '.';
+  return s;
+}
+
+function unknown(t) {
+  return t.partitionsUnknown ? el('span', {class: 'muted', title: `${t.partitionsUnknown} partitions' leaders did not tell`}, ' +?') : null;
+}
 
 function maxLag(t) {
   return Math.max(-1, ...(t.groups || []).map((g) => g.lag));
