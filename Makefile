@@ -70,7 +70,7 @@ conformance: build
 # records, groups and a stream, then one with TLS and tokens; saves a
 # screenshot of every screen to docs/console/. Needs chromium and kcat
 # (.ci/run installs them). A minute or two.
-console-test: build
+console-test:
 	BIN=$(BIN) scripts/console-e2e.sh
 
 # Three nodes on loopback with the ports of docs/cli.md (node 1 the controller),

@@ -3,7 +3,8 @@
 # Debian's headless Chromium driven by playwright-core (console/e2e,
 # pinned by its lock file, npm ci if needed), against two three-node
 # clusters this script starts on free loopback ports with the flags of
-# `make run` (scripts/local-cluster.sh), data in a temporary directory:
+# `make run` (scripts/local-cluster.sh), data in a temporary directory,
+# after building the binaries (make build):
 #
 #   1. security off, seeded with topics, records with headers (one
 #      holding markup, which must be shown and never run), a record kcat
@@ -24,16 +25,16 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 root=$PWD
-BIN="${BIN:-./bin}"
-BIN=$(cd "$BIN" && pwd)
 CHROMIUM="${CHROMIUM:-/usr/bin/chromium}"
 KCAT="${KCAT:-kcat}"
 SCREENSHOTS="${SCREENSHOTS-$root/docs/console}"
 export CHROMIUM SCREENSHOTS
 
-for b in gostream-node gostream-ctl; do
-	[ -x "$BIN/$b" ] || { echo "console-e2e: $BIN/$b is missing; run 'make build' first" >&2; exit 1; }
-done
+# The binaries, built now: the page is embedded in gostream-node, so a
+# binary older than console/web would test another page.
+BIN="${BIN:-./bin}"
+make --no-print-directory build BIN="$BIN"
+BIN=$(cd "$BIN" && pwd)
 [ -x "$CHROMIUM" ] || { echo "console-e2e: no Chromium at $CHROMIUM; install it (apt-get install chromium) or set CHROMIUM" >&2; exit 1; }
 command -v "$KCAT" >/dev/null 2>&1 || { echo "console-e2e: kcat not found; install it (apt-get install kcat) or set KCAT" >&2; exit 1; }
 command -v node >/dev/null 2>&1 || { echo "console-e2e: Node.js not found; install nodejs and npm" >&2; exit 1; }

@@ -74,7 +74,10 @@ export const SCREENS = [
 // view is no longer busy.
 export async function show(page, base, hash) {
   const target = base + hash;
-  if (page.url().startsWith(base) && page.url() !== base + hash) {
+  if (page.url() === target) {
+    // The screen shown: load it afresh, as a reader's click on it would.
+    await page.reload();
+  } else if (page.url().startsWith(base)) {
     await page.evaluate((h) => { location.hash = h; }, hash);
   } else {
     await page.goto(target);

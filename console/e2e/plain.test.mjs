@@ -169,3 +169,13 @@ test('reset-offsets shows its dry run, and confirmed, moves the group', async ()
   assert.deepEqual(now, now.map(() => 0), `after the reset: ${now}`);
   assert.deepEqual(page.problems, []);
 });
+
+test('the charts draw this node\'s samples as SVG lines', async () => {
+  // The node samples every 10 s; by now this run has several.
+  await show(page, BASE, '#/charts');
+  // The screen reloads its data every 5 s: lines appear once the node
+  // has two samples.
+  await page.waitForFunction(() => document.querySelectorAll('#view svg path.line').length >= 2, null, {timeout: 30000, polling: 1000});
+  await shot(page, 'charts');
+  assert.deepEqual(page.problems, []);
+});

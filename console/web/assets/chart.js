@@ -118,11 +118,11 @@ function nearest(points, t) {
   return best;
 }
 
-// niceMax rounds a maximum up to 1, 2, 2.5 or 5 times a power of ten,
-// so that the axis's quarters are round numbers.
+// niceMax rounds a maximum up to 1, 2, 4 or 8 times a power of ten, so
+// that the axis's quarters are round numbers too.
 export function niceMax(v) {
   if (!(v > 0)) return 1;
   const p = Math.pow(10, Math.floor(Math.log10(v)));
-  for (const m of [1, 2, 2.5, 4, 5, 8, 10]) if (m * p >= v) return m * p;
+  for (const m of [1, 2, 4, 8]) if (m * p >= v) return m * p;
   return 10 * p;
 }

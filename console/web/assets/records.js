@@ -38,9 +38,9 @@ export function recordCells(r, mode) {
     el('td', {class: 'num'}, String(r.partition)),
     el('td', {class: 'num'}, fmt.count(r.offset)),
     el('td', {class: 'nowrap'}, fmt.time(r.timestamp)),
-    el('td', {class: 'wrap'}, r.key ? show(r.key, mode === 'hex' ? 'hex' : 'text') : el('span', {class: 'muted'}, 'none')),
+    el('td', {class: 'key-cell'}, r.key ? show(r.key, mode === 'hex' ? 'hex' : 'text') : el('span', {class: 'muted'}, 'none')),
     el('td', {class: 'value-cell'}, r.value ? el('pre', {class: 'record-value'}, show(r.value, mode)) : el('span', {class: 'muted'}, 'null')),
-    el('td', null, headersShown(r.headers || [], mode)),
+    el('td', {class: 'headers-cell'}, headersShown(r.headers, mode)),
   ];
 }
 

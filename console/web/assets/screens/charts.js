@@ -26,7 +26,8 @@ export default {
       el('div', {class: 'toolbar'}, field('Node', nodeSel),
         note('Each node samples its own counters every 10 s and keeps an hour, in memory. Longer history: scrape /metrics.')),
       section('Records per second on this node', rates),
-      el('div', {class: 'grid'}, section('fsync latency', fsync), section('Consumer group lag', lag)),
+      section('fsync latency on this node (mean and longest of each interval)', fsync),
+      section('Consumer group lag (records)', lag),
     );
 
     async function load() {
