@@ -64,7 +64,11 @@ func New(cfg Config) *Server {
 
 // routes registers every path of the console: its files and its API.
 func (s *Server) routes() {
-	s.mux.Handle("GET /ui/", staticFiles())
+	// The files answer GET and HEAD alone, under a pattern of every
+	// method: "GET /ui/" and the API's catch-all "/ui/api/" would be
+	// patterns neither more specific than the other, which ServeMux
+	// refuses (it panics).
+	s.mux.Handle("/ui/", readOnly(staticFiles()))
 	api := func(pattern string, h func(w http.ResponseWriter, r *http.Request)) {
 		s.mux.HandleFunc(pattern, h)
 	}
@@ -89,6 +93,18 @@ func (s *Server) routes() {
 	// Anything else under the API is 404 as JSON, not the page.
 	api("/ui/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no console API %s %s", r.Method, r.URL.Path))
+	})
+}
+
+// readOnly answers 405 to a request that is not GET or HEAD.
+func readOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "the console's files are read with GET", http.StatusMethodNotAllowed)
+			return
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 
