@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -47,6 +48,11 @@ type Server struct {
 	cfg Config
 	log hclog.Logger
 	mux *http.ServeMux
+
+	// reads holds a token per request reading records (maxReads).
+	reads  chan struct{}
+	prod   consoleProducer
+	closed sync.Once
 }
 
 // New returns the console's handler, to be served under /ui/.
@@ -57,9 +63,17 @@ func New(cfg Config) *Server {
 	if cfg.Principal == nil {
 		cfg.Principal = func(*http.Request) string { return "" }
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), reads: make(chan struct{}, maxReads)}
 	s.routes()
 	return s
+}
+
+// Close stops what the console runs besides its requests: its producer,
+// once the records given to it have their outcome. It is idempotent.
+func (s *Server) Close() {
+	s.closed.Do(func() {
+		s.closeProducer()
+	})
 }
 
 // routes registers every path of the console: its files and its API.

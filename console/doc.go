@@ -17,9 +17,10 @@
 // elsewhere cannot make a browser act (cross-site request forgery).
 //
 // Files: console.go (the handler, routes, headers, the checks every
-// request passes, errors), web.go (the embedded files), and one file per
-// screen's API (overview.go, topics.go, messages.go, tail.go, groups.go,
-// streams.go, acls.go, history.go, series.go).
+// request passes, errors), query.go (strict query parameters), web.go
+// (the embedded files), and one file per screen's API (overview.go,
+// topics.go, messages.go, produce.go, tail.go, groups.go, streams.go,
+// acls.go, history.go, series.go).
 //
 // It imports client, metadata, record and transport, never the server's
 // packages: the node (package node) builds it and gives it its client and

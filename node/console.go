@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"net/http"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
@@ -17,8 +16,9 @@ import (
 // reads and changes the cluster through a client of its own, opened as
 // this node on first use, after checking each request's principal with
 // this node's authorizer.
-// The returned func closes that client, once the HTTP server is done.
-func (n *Node) console(log hclog.Logger) (http.Handler, func()) {
+// The returned func closes the console and then that client, once the
+// HTTP server is done.
+func (n *Node) console(log hclog.Logger) (*console.Server, func()) {
 	cc := &consoleClient{n: n, log: log}
 	cfg := console.Config{
 		NodeID:    n.cfg.ID,
@@ -33,7 +33,11 @@ func (n *Node) console(log hclog.Logger) (http.Handler, func()) {
 			return n.sec.Authorize(principal, op, rt, name)
 		}
 	}
-	return console.New(cfg), cc.close
+	srv := console.New(cfg)
+	return srv, func() {
+		srv.Close()
+		cc.close()
+	}
 }
 
 // consoleClient is the console's client of the cluster, opened when first

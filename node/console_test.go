@@ -1,0 +1,465 @@
+package node_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"gostream/client"
+	"gostream/console"
+	"gostream/node"
+	"gostream/record"
+)
+
+// The record APIs of the web console (docs/console.md: "Messages"), over
+// a node's real HTTP listener.
+
+// consoleAPI is a browser of one node's console.
+type consoleAPI struct {
+	t     *testing.T
+	base  string // scheme://host:port
+	hc    *http.Client
+	token string
+}
+
+func newConsoleAPI(t *testing.T, httpAddr string) *consoleAPI {
+	return &consoleAPI{t: t, base: "http://" + httpAddr, hc: &http.Client{Timeout: 20 * time.Second}}
+}
+
+func (a *consoleAPI) request(method, path, body string) *http.Request {
+	req, err := http.NewRequest(method, a.base+path, strings.NewReader(body))
+	require.NoError(a.t, err)
+	if a.token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.token)
+	}
+	if method == http.MethodPost {
+		req.Header.Set(console.ConsoleHeader, "1")
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req
+}
+
+// do sends a request and returns its status and body.
+func (a *consoleAPI) do(req *http.Request) (int, []byte) {
+	resp, err := a.hc.Do(req)
+	require.NoError(a.t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(a.t, err)
+	return resp.StatusCode, body
+}
+
+func (a *consoleAPI) get(path string) (int, []byte) { return a.do(a.request(http.MethodGet, path, "")) }
+
+func (a *consoleAPI) post(path, body string) (int, []byte) {
+	return a.do(a.request(http.MethodPost, path, body))
+}
+
+// messages asks for records and requires a 200.
+func (a *consoleAPI) messages(topic, query string) console.Messages {
+	a.t.Helper()
+	code, body := a.get("/ui/api/topics/" + topic + "/messages?" + query)
+	require.Equal(a.t, http.StatusOK, code, "%s: %s", query, body)
+	var m console.Messages
+	require.NoError(a.t, json.Unmarshal(body, &m), "%s", body)
+	return m
+}
+
+// consoleNode starts one node and returns its config and a client of it.
+func consoleNode(t *testing.T, mod func(*node.Config)) (node.Config, *client.Client) {
+	cfg := testConfig(t, 1, t.TempDir())
+	if mod != nil {
+		mod(&cfg)
+	}
+	startNode(t, cfg)
+	waitHealthy(t, cfg.HTTP)
+	return cfg, newClient(t, client.Config{Bootstrap: []string{cfg.Listen}})
+}
+
+func newClient(t *testing.T, cfg client.Config) *client.Client {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := client.New(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func createTopic(t *testing.T, c *client.Client, name string, partitions int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := c.CreateTopic(ctx, name, partitions, 1)
+	require.NoError(t, err)
+}
+
+// sendEach produces recs one at a time, each in a batch of its own.
+func sendEach(t *testing.T, c *client.Client, recs ...client.ProducerRecord) []client.Ack {
+	p, err := client.NewProducer(c, client.ProducerConfig{Linger: -1})
+	require.NoError(t, err)
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	acks := make([]client.Ack, len(recs))
+	for i, r := range recs {
+		acks[i], err = p.Send(ctx, r)
+		require.NoError(t, err)
+	}
+	return acks
+}
+
+// sendAll produces recs in batches, as fast as the producer goes.
+func sendAll(t *testing.T, c *client.Client, recs []client.ProducerRecord) {
+	p, err := client.NewProducer(c, client.ProducerConfig{})
+	require.NoError(t, err)
+	defer p.Close()
+	var mu sync.Mutex
+	var first error
+	for _, r := range recs {
+		p.SendAsync(r, func(_ client.Ack, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if first == nil {
+				first = err
+			}
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, p.Flush(ctx))
+	require.NoError(t, first)
+}
+
+func offsetsOf(ms []console.Message) []int64 {
+	out := make([]int64, len(ms))
+	for i, m := range ms {
+		out[i] = m.Offset
+	}
+	return out
+}
+
+func text(b *console.Bytes) string {
+	if b == nil || b.Text == nil {
+		return "<none>"
+	}
+	return *b.Text
+}
+
+func TestConsoleMessagesBrowse(t *testing.T) {
+	cfg, c := consoleNode(t, nil)
+	createTopic(t, c, "orders", 2)
+	var recs []client.ProducerRecord
+	for i := range 30 {
+		recs = append(recs, client.ProducerRecord{Topic: "orders", Partition: 0, ManualPartition: true,
+			Key: fmt.Appendf(nil, "k-%d", i), Value: fmt.Appendf(nil, "v0-%d", i)})
+	}
+	for i := range 20 {
+		recs = append(recs, client.ProducerRecord{Topic: "orders", Partition: 1, ManualPartition: true,
+			Key: fmt.Appendf(nil, "k-%d", i), Value: fmt.Appendf(nil, "v1-%d", i)})
+	}
+	acks := sendEach(t, c, recs...)
+	api := newConsoleAPI(t, cfg.HTTP)
+
+	m := api.messages("orders", "partition=0&start=earliest&limit=10")
+	assert.Equal(t, []int64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, offsetsOf(m.Records))
+	assert.Equal(t, map[int32]int64{0: 10}, m.Next)
+	assert.False(t, m.Done)
+	assert.Equal(t, 10, m.Scanned)
+	r3 := m.Records[3]
+	assert.Equal(t, "k-3", text(r3.Key))
+	assert.Equal(t, "v0-3", text(r3.Value))
+	assert.Equal(t, base64.StdEncoding.EncodeToString([]byte("v0-3")), r3.Value.B64)
+	assert.Equal(t, acks[3].Timestamp, r3.Timestamp)
+	assert.Equal(t, []console.Header{}, r3.Headers)
+
+	m = api.messages("orders", "partition=0&start=latest&limit=5")
+	assert.Equal(t, []int64{25, 26, 27, 28, 29}, offsetsOf(m.Records))
+	assert.True(t, m.Done)
+	assert.Empty(t, m.Next)
+
+	m = api.messages("orders", "partition=0&start=offset:12&limit=3")
+	assert.Equal(t, []int64{12, 13, 14}, offsetsOf(m.Records))
+	assert.Equal(t, map[int32]int64{0: 15}, m.Next)
+
+	// By time: the first record appended at or after the time of record
+	// 17 (records before it may share its millisecond).
+	when := acks[17].Timestamp
+	want := slices.IndexFunc(acks[:30], func(a client.Ack) bool { return a.Timestamp >= when })
+	m = api.messages("orders", "partition=0&start=time:"+strconv.FormatInt(when, 10)+"&limit=1")
+	require.Len(t, m.Records, 1)
+	assert.Equal(t, int64(want), m.Records[0].Offset)
+
+	// Every partition: all 50, oldest first.
+	m = api.messages("orders", "start=earliest&limit=500")
+	require.Len(t, m.Records, 50)
+	assert.True(t, m.Done)
+	assert.Equal(t, 50, m.Scanned)
+	assert.True(t, slices.IsSortedFunc(m.Records, func(a, b console.Message) int { return int(a.Timestamp - b.Timestamp) }))
+	assert.Len(t, api.messages("orders", "").Records, 50, "the default limit is 50")
+
+	// The newest 4 across both partitions.
+	all := make([]client.Ack, len(acks))
+	copy(all, acks)
+	slices.SortFunc(all, func(a, b client.Ack) int {
+		if a.Timestamp != b.Timestamp {
+			return int(a.Timestamp - b.Timestamp)
+		}
+		if a.Partition != b.Partition {
+			return int(a.Partition - b.Partition)
+		}
+		return int(a.Offset - b.Offset)
+	})
+	m = api.messages("orders", "start=latest&limit=4")
+	require.Len(t, m.Records, 4)
+	for i, r := range m.Records {
+		assert.Equal(t, all[46+i].Partition, r.Partition)
+		assert.Equal(t, all[46+i].Offset, r.Offset)
+	}
+}
+
+func TestConsoleMessagesSearch(t *testing.T) {
+	cfg, c := consoleNode(t, nil)
+	createTopic(t, c, "search", 1)
+	rec := func(key, value string, headers ...record.Header) client.ProducerRecord {
+		return client.ProducerRecord{Topic: "search", Key: []byte(key), Value: []byte(value), Headers: headers}
+	}
+	sendEach(t, c,
+		rec("alpha", "plain"),              // 0
+		rec("beta", "has a needle inside"), // 1
+		rec("needle-key", "x"),             // 2
+		rec("gamma", "y", record.Header{Key: "trace", Value: []byte("needle-h")}), // 3
+		rec("delta", "z", record.Header{Key: "needle-name", Value: []byte("v")}),  // 4
+		rec("eps", "\xff\xfe needle"),                                             // 5: not UTF-8
+	)
+	api := newConsoleAPI(t, cfg.HTTP)
+	for _, tc := range []struct {
+		query string
+		want  []int64
+	}{
+		{"q=needle", []int64{1, 2, 3, 4, 5}},
+		{"q=needle&in=key", []int64{2}},
+		{"q=needle&in=value", []int64{1, 5}},
+		{"q=needle&in=headers", []int64{3, 4}},
+		{"q=needle&in=key,headers", []int64{2, 3, 4}},
+		{"q=Needle", []int64{}},
+		{"q=" + url.QueryEscape("\xff\xfe"), []int64{5}},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			m := api.messages("search", tc.query)
+			assert.Equal(t, tc.want, offsetsOf(m.Records))
+			assert.Equal(t, 6, m.Scanned)
+			assert.True(t, m.Done)
+		})
+	}
+	m := api.messages("search", "q=needle-h")
+	require.Len(t, m.Records, 1)
+	assert.Equal(t, []console.Header{{Key: "trace", Value: &console.Bytes{Text: ptr("needle-h"),
+		B64: base64.StdEncoding.EncodeToString([]byte("needle-h")), Size: 8}}}, m.Records[0].Headers)
+	m = api.messages("search", "partition=0&start=offset:5")
+	require.Len(t, m.Records, 1)
+	assert.Nil(t, m.Records[0].Value.Text, "bytes that are not UTF-8 have no text")
+	assert.Equal(t, base64.StdEncoding.EncodeToString([]byte("\xff\xfe needle")), m.Records[0].Value.B64)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// A search reads at most 10,000 records and says where it stopped; going
+// on from there finds what lies beyond.
+func TestConsoleMessagesScanIsBounded(t *testing.T) {
+	cfg, c := consoleNode(t, nil)
+	createTopic(t, c, "big", 1)
+	recs := make([]client.ProducerRecord, 12_000)
+	for i := range recs {
+		recs[i] = client.ProducerRecord{Topic: "big", Value: fmt.Appendf(nil, "r-%d", i)}
+	}
+	recs[11_000].Value = []byte("match-me")
+	sendAll(t, c, recs)
+	api := newConsoleAPI(t, cfg.HTTP)
+
+	m := api.messages("big", "q=match-me")
+	assert.Empty(t, m.Records)
+	assert.Equal(t, 10_000, m.Scanned)
+	assert.Equal(t, map[int32]int64{0: 10_000}, m.Next)
+	assert.False(t, m.Done)
+
+	m = api.messages("big", "q=match-me&start=offsets:0=10000")
+	assert.Equal(t, []int64{11_000}, offsetsOf(m.Records))
+	assert.Equal(t, 2_000, m.Scanned)
+	assert.True(t, m.Done)
+
+	// A page holds limit records and goes on after the last.
+	m = api.messages("big", "start=offsets:0=500&limit=500")
+	assert.Equal(t, int64(500), m.Records[0].Offset)
+	assert.Equal(t, int64(999), m.Records[499].Offset)
+	assert.Equal(t, map[int32]int64{0: 1000}, m.Next)
+}
+
+// Values beyond 64 KiB are cut, and an answer carries at most about
+// 4 MiB of them: the rest is for the next request.
+func TestConsoleMessagesCutLargeValues(t *testing.T) {
+	cfg, c := consoleNode(t, nil)
+	createTopic(t, c, "large", 1)
+	value := strings.Repeat("é", 50<<10) // 100 KiB of two-byte characters
+	recs := make([]client.ProducerRecord, 100)
+	for i := range recs {
+		recs[i] = client.ProducerRecord{Topic: "large", Value: []byte(value)}
+	}
+	sendAll(t, c, recs)
+	api := newConsoleAPI(t, cfg.HTTP)
+	m := api.messages("large", "limit=500")
+	require.Len(t, m.Records, 64, "4 MiB of 64 KiB values")
+	v := m.Records[0].Value
+	assert.True(t, v.Cut)
+	assert.Equal(t, 100<<10, v.Size)
+	require.NotNil(t, v.Text)
+	assert.Equal(t, value[:64<<10], *v.Text)
+	assert.Equal(t, map[int32]int64{0: 64}, m.Next)
+}
+
+func TestConsoleMessagesRefuseBadQueries(t *testing.T) {
+	cfg, c := consoleNode(t, nil)
+	createTopic(t, c, "t", 2)
+	api := newConsoleAPI(t, cfg.HTTP)
+	for _, tc := range []struct{ query, says string }{
+		{"partition=-1", "partition"},
+		{"partition=x", "partition"},
+		{"partition=%2B1", "partition"},
+		{"limit=0", "limit"},
+		{"limit=501", "limit"},
+		{"start=first", "start"},
+		{"start=offset:-1", "offset"},
+		{"start=offset:", "offset"},
+		{"start=time:yesterday", "time"},
+		{"start=offsets:", "offsets"},
+		{"start=offsets:0=1,0=2", "twice"},
+		{"start=offsets:0=1&partition=0", "without partition"},
+		{"in=key", "give q"},
+		{"q=a&in=body", "in"},
+		{"q=a&in=key,key", "twice"},
+		{"q=" + strings.Repeat("a", 1025), "q of 1025 bytes"},
+		{"limit=1&limit=2", "given 2 times"},
+		{"offset=3", "unknown parameter"},
+		{"q=%zz", "not well formed"},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			code, body := api.get("/ui/api/topics/t/messages?" + tc.query)
+			assert.Equal(t, http.StatusBadRequest, code, "%s", body)
+			assert.Contains(t, string(body), tc.says)
+		})
+	}
+	code, body := api.get("/ui/api/topics/nope/messages")
+	assert.Equal(t, http.StatusNotFound, code, "%s", body)
+	code, body = api.get("/ui/api/topics/t/messages?partition=2")
+	assert.Equal(t, http.StatusNotFound, code, "%s", body)
+}
+
+func TestConsoleProduceThenRead(t *testing.T) {
+	cfg, c := consoleNode(t, nil)
+	createTopic(t, c, "notes", 2)
+	api := newConsoleAPI(t, cfg.HTTP)
+
+	code, body := api.post("/ui/api/topics/notes/produce", `{"key":"k1","value":"hello <b>","headers":[{"key":"h","value":"v"}]}`)
+	require.Equal(t, http.StatusOK, code, "%s", body)
+	var p console.Produced
+	require.NoError(t, json.Unmarshal(body, &p))
+	assert.Equal(t, int32(client.Partition([]byte("k1"), 2)), p.Partition, "the key chooses the partition")
+	m := api.messages("notes", fmt.Sprintf("partition=%d&start=offset:%d&limit=1", p.Partition, p.Offset))
+	require.Len(t, m.Records, 1)
+	r := m.Records[0]
+	assert.Equal(t, "k1", text(r.Key))
+	assert.Equal(t, "hello <b>", text(r.Value))
+	assert.Equal(t, p.Timestamp, r.Timestamp)
+	require.Len(t, r.Headers, 1)
+	assert.Equal(t, "h", r.Headers[0].Key)
+	assert.Equal(t, "v", text(r.Headers[0].Value))
+
+	code, body = api.post("/ui/api/topics/notes/produce", `{"partition":1,"value":""}`)
+	require.Equal(t, http.StatusOK, code, "%s", body)
+	require.NoError(t, json.Unmarshal(body, &p))
+	assert.Equal(t, int32(1), p.Partition)
+	m = api.messages("notes", fmt.Sprintf("partition=1&start=offset:%d", p.Offset))
+	require.Len(t, m.Records, 1)
+	assert.Nil(t, m.Records[0].Key, "no key is a null key")
+	assert.Equal(t, "", text(m.Records[0].Value))
+
+	// Bad bodies: refused, and nothing written.
+	hw := func() (n int64) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for p := range int32(2) {
+			o, err := c.ListOffsets(ctx, "notes", p)
+			require.NoError(t, err)
+			n += o.HighWatermark
+		}
+		return n
+	}
+	before := hw()
+	for _, tc := range []struct {
+		body string
+		code int
+	}{
+		{`{"key":"k"}`, http.StatusBadRequest},
+		{`{"value":"v","extra":1}`, http.StatusBadRequest},
+		{`{"value":"v","partition":-1}`, http.StatusBadRequest},
+		{`{"value":"v","partition":2147483648}`, http.StatusBadRequest},
+		{`{"value":"v"} {"value":"w"}`, http.StatusBadRequest},
+		{`value=v`, http.StatusBadRequest},
+		{`{"value":"v","partition":7}`, http.StatusNotFound},
+		{`{"value":"` + strings.Repeat("a", 1<<20) + `"}`, http.StatusBadRequest},
+	} {
+		code, body := api.post("/ui/api/topics/notes/produce", tc.body)
+		assert.Equal(t, tc.code, code, "%.80s: %s", tc.body, body)
+	}
+	code, body = api.post("/ui/api/topics/nope/produce", `{"value":"v"}`)
+	assert.Equal(t, http.StatusNotFound, code, "%s", body)
+	req := api.request(http.MethodPost, "/ui/api/topics/notes/produce", `{"value":"v"}`)
+	req.Header.Del(console.ConsoleHeader)
+	code, body = api.do(req)
+	assert.Equal(t, http.StatusForbidden, code, "%s", body)
+	assert.Equal(t, before, hw())
+}
+
+// Records a Kafka client produced (Kafka's own batches, compressed) read
+// as any others.
+func TestConsoleReadsKafkaClientsRecords(t *testing.T) {
+	kafkaAddr := freeAddr(t)
+	cfg, c := consoleNode(t, func(cfg *node.Config) { cfg.KafkaListen = kafkaAddr })
+	createTopic(t, c, "k", 1)
+	kc, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr), kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+	require.NoError(t, err)
+	defer kc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	base := time.UnixMilli(1_700_000_000_000)
+	var recs []*kgo.Record
+	for i := range 3 {
+		recs = append(recs, &kgo.Record{Topic: "k", Key: fmt.Appendf(nil, "key-%d", i), Value: fmt.Appendf(nil, "value-%d", i),
+			Headers: []kgo.RecordHeader{{Key: "i", Value: []byte(strconv.Itoa(i))}}, Timestamp: base.Add(time.Duration(i) * time.Second)})
+	}
+	recs = append(recs, &kgo.Record{Topic: "k", Key: []byte("gone"), Timestamp: base.Add(3 * time.Second)}) // a tombstone
+	require.NoError(t, kc.ProduceSync(ctx, recs...).FirstErr())
+
+	m := newConsoleAPI(t, cfg.HTTP).messages("k", "")
+	require.Len(t, m.Records, 4)
+	for i, r := range m.Records[:3] {
+		assert.Equal(t, fmt.Sprint("key-", i), text(r.Key))
+		assert.Equal(t, fmt.Sprint("value-", i), text(r.Value))
+		assert.Equal(t, base.Add(time.Duration(i)*time.Second).UnixMilli(), r.Timestamp, "the producer's own time")
+		require.Len(t, r.Headers, 1)
+		assert.Equal(t, strconv.Itoa(i), text(r.Headers[0].Value))
+	}
+	assert.Nil(t, m.Records[3].Value, "a null value is null")
+}
