@@ -10,9 +10,11 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"gostream/client"
 	"gostream/metadata"
@@ -41,6 +43,9 @@ type Config struct {
 	Authorize func(principal string, op metadata.Operation, rt metadata.ResourceType, name string) error
 	// Logger receives the console's logs; nil discards them.
 	Logger hclog.Logger
+	// Registerer, if set, takes the console's metrics: the live tails it
+	// serves, and those it dropped for a browser that did not read.
+	Registerer prometheus.Registerer
 }
 
 // Server is the console's HTTP handler.
@@ -50,9 +55,16 @@ type Server struct {
 	mux *http.ServeMux
 
 	// reads holds a token per request reading records (maxReads).
-	reads  chan struct{}
-	prod   consoleProducer
-	closed sync.Once
+	reads chan struct{}
+	// tails counts the live tails served; tailDrops those dropped for a
+	// browser that did not take the bytes in time.
+	tails     atomic.Int32
+	tailDrops prometheus.Counter
+	// stopping ends when the node stops (Shutdown): the live tails end.
+	stopping context.Context
+	stop     context.CancelFunc
+	prod     consoleProducer
+	closed   sync.Once
 }
 
 // New returns the console's handler, to be served under /ui/.
@@ -64,14 +76,31 @@ func New(cfg Config) *Server {
 		cfg.Principal = func(*http.Request) string { return "" }
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), reads: make(chan struct{}, maxReads)}
+	s.stopping, s.stop = context.WithCancel(context.Background())
+	s.tailDrops = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gostream_console_tail_drops_total",
+		Help: "Live tails of the web console ended because the browser did not take the bytes within 5 s.",
+	})
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(s.tailDrops, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "gostream_console_tails", Help: "Live tails the web console serves now.",
+		}, func() float64 { return float64(s.tails.Load()) }))
+	}
 	s.routes()
 	return s
 }
 
-// Close stops what the console runs besides its requests: its producer,
-// once the records given to it have their outcome. It is idempotent.
+// Shutdown ends the live tails, each with an error event saying the node
+// is stopping, so that an HTTP server's graceful shutdown does not wait
+// for streams that never end; other requests go on.
+func (s *Server) Shutdown() { s.stop() }
+
+// Close stops what the console runs besides its requests: the live tails
+// (Shutdown) and its producer, once the records given to it have their
+// outcome. It is idempotent.
 func (s *Server) Close() {
 	s.closed.Do(func() {
+		s.Shutdown()
 		s.closeProducer()
 	})
 }

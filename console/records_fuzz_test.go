@@ -90,6 +90,24 @@ func FuzzMessagesQuery(f *testing.F) {
 	})
 }
 
+func FuzzTailQuery(f *testing.F) {
+	for _, s := range []string{"", "partition=3", "partition=", "partition=2147483648", "node=1", "partition=1&partition=1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		p, err := parseTailQuery(raw)
+		if err != nil {
+			return
+		}
+		require.GreaterOrEqual(t, p, int32(-1))
+		if p >= 0 {
+			again, err := parseTailQuery("partition=" + strconv.Itoa(int(p)))
+			require.NoError(t, err)
+			require.Equal(t, p, again)
+		}
+	})
+}
+
 // FuzzProduceRequest decodes a produce body as the API does (readJSON):
 // what it takes becomes a record holding exactly what was sent.
 func FuzzProduceRequest(f *testing.F) {

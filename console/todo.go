@@ -12,7 +12,6 @@ func notBuilt(w http.ResponseWriter, r *http.Request) {
 func (s *Server) overview(w http.ResponseWriter, r *http.Request)     { notBuilt(w, r) }
 func (s *Server) topics(w http.ResponseWriter, r *http.Request)       { notBuilt(w, r) }
 func (s *Server) topic(w http.ResponseWriter, r *http.Request)        { notBuilt(w, r) }
-func (s *Server) tail(w http.ResponseWriter, r *http.Request)         { notBuilt(w, r) }
 func (s *Server) groups(w http.ResponseWriter, r *http.Request)       { notBuilt(w, r) }
 func (s *Server) group(w http.ResponseWriter, r *http.Request)        { notBuilt(w, r) }
 func (s *Server) resetOffsets(w http.ResponseWriter, r *http.Request) { notBuilt(w, r) }

@@ -21,12 +21,13 @@ import (
 func (n *Node) console(log hclog.Logger) (*console.Server, func()) {
 	cc := &consoleClient{n: n, log: log}
 	cfg := console.Config{
-		NodeID:    n.cfg.ID,
-		Version:   n.cfg.Version,
-		Client:    cc.get,
-		Security:  n.cfg.Security.AuthOn(),
-		Principal: httpapi.Principal,
-		Logger:    log,
+		NodeID:     n.cfg.ID,
+		Version:    n.cfg.Version,
+		Client:     cc.get,
+		Security:   n.cfg.Security.AuthOn(),
+		Principal:  httpapi.Principal,
+		Logger:     log,
+		Registerer: n.metrics.registry,
 	}
 	if n.sec.Authorizing() {
 		cfg.Authorize = func(principal string, op metadata.Operation, rt metadata.ResourceType, name string) error {

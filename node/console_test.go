@@ -1,13 +1,16 @@
 package node_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,8 +28,8 @@ import (
 	"gostream/record"
 )
 
-// The record APIs of the web console (docs/console.md: "Messages"), over
-// a node's real HTTP listener.
+// The record APIs of the web console (docs/console.md: "Messages", "Live
+// tail"), over a node's real HTTP listener.
 
 // consoleAPI is a browser of one node's console.
 type consoleAPI struct {
@@ -77,6 +80,93 @@ func (a *consoleAPI) messages(topic, query string) console.Messages {
 	var m console.Messages
 	require.NoError(a.t, json.Unmarshal(body, &m), "%s", body)
 	return m
+}
+
+// tail opens a live tail and returns its events as they come; the tail
+// ends with the test.
+func (a *consoleAPI) tail(topic, query string) <-chan sseEvent {
+	a.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req := a.request(http.MethodGet, "/ui/api/topics/"+topic+"/tail?"+query, "").WithContext(ctx)
+	resp, err := (&http.Client{Transport: a.hc.Transport}).Do(req)
+	require.NoError(a.t, err)
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		require.Equal(a.t, http.StatusOK, resp.StatusCode, "%s", body)
+	}
+	assert.Equal(a.t, "text/event-stream", resp.Header.Get("Content-Type"))
+	events := make(chan sseEvent, 1024)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(events)
+		readEvents(resp.Body, events)
+	})
+	a.t.Cleanup(func() {
+		cancel()
+		resp.Body.Close()
+		wg.Wait()
+	})
+	return events
+}
+
+type sseEvent struct{ name, data string }
+
+// readEvents reads server-sent events until r ends.
+func readEvents(r io.Reader, out chan<- sseEvent) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 4<<20)
+	var ev sseEvent
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			out <- ev
+			ev = sseEvent{}
+		case strings.HasPrefix(line, "event: "):
+			ev.name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			ev.data += strings.TrimPrefix(line, "data: ")
+		}
+	}
+}
+
+// nextRecord waits for the next record event.
+func nextRecord(t *testing.T, events <-chan sseEvent, within time.Duration) console.Message {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case ev, ok := <-events:
+			require.True(t, ok, "the tail ended")
+			if ev.name != console.EventRecord {
+				require.NotEqual(t, console.EventError, ev.name, ev.data)
+				continue
+			}
+			var m console.Message
+			require.NoError(t, json.Unmarshal([]byte(ev.data), &m), ev.data)
+			return m
+		case <-deadline:
+			require.FailNow(t, "no record event", "within %s", within)
+		}
+	}
+}
+
+// metric reads one unlabeled metric of the node's /metrics.
+func (a *consoleAPI) metric(name string) float64 {
+	a.t.Helper()
+	code, body := a.get("/metrics")
+	require.Equal(a.t, http.StatusOK, code, "%s", body)
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(a.t, err)
+			return f
+		}
+	}
+	require.FailNow(a.t, "no metric "+name)
+	return 0
 }
 
 // consoleNode starts one node and returns its config and a client of it.
@@ -364,6 +454,8 @@ func TestConsoleMessagesRefuseBadQueries(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, code, "%s", body)
 	code, body = api.get("/ui/api/topics/t/messages?partition=2")
 	assert.Equal(t, http.StatusNotFound, code, "%s", body)
+	code, body = api.get("/ui/api/topics/t/tail?partition=x")
+	assert.Equal(t, http.StatusBadRequest, code, "%s", body)
 }
 
 func TestConsoleProduceThenRead(t *testing.T) {
@@ -462,4 +554,160 @@ func TestConsoleReadsKafkaClientsRecords(t *testing.T) {
 		assert.Equal(t, strconv.Itoa(i), text(r.Headers[0].Value))
 	}
 	assert.Nil(t, m.Records[3].Value, "a null value is null")
+}
+
+func TestConsoleTailFollowsNewRecords(t *testing.T) {
+	cfg, c := consoleNode(t, nil)
+	createTopic(t, c, "live", 2)
+	sendEach(t, c, client.ProducerRecord{Topic: "live", Value: []byte("before")})
+	api := newConsoleAPI(t, cfg.HTTP)
+	all := api.tail("live", "")
+	one := api.tail("live", "partition=1")
+
+	for _, p := range []int32{0, 1} {
+		acks := sendEach(t, c, client.ProducerRecord{Topic: "live", Partition: p, ManualPartition: true, Value: fmt.Appendf(nil, "fresh-%d", p)})
+		acked := time.Now()
+		m := nextRecord(t, all, 5*time.Second)
+		assert.Less(t, time.Since(acked), time.Second, "a record reaches the tail within a second")
+		assert.Equal(t, fmt.Sprint("fresh-", p), text(m.Value), "the tail starts at the end, not at what came before")
+		assert.Equal(t, p, m.Partition)
+		assert.Equal(t, acks[0].Offset, m.Offset)
+	}
+	m := nextRecord(t, one, 5*time.Second)
+	assert.Equal(t, "fresh-1", text(m.Value), "a tail of partition 1 sees only partition 1")
+
+	code, body := api.get("/ui/api/topics/nope/tail")
+	assert.Equal(t, http.StatusNotFound, code, "%s", body)
+}
+
+// A node that stops ends its tails with an error event at once, rather
+// than after its shutdown's timeout.
+func TestConsoleTailEndsWhenTheNodeStops(t *testing.T) {
+	cfg := testConfig(t, 1, t.TempDir())
+	n := startNode(t, cfg)
+	waitHealthy(t, cfg.HTTP)
+	createTopic(t, newClient(t, client.Config{Bootstrap: []string{cfg.Listen}}), "live", 1)
+	events := newConsoleAPI(t, cfg.HTTP).tail("live", "")
+	start := time.Now()
+	require.NoError(t, n.stop(t))
+	assert.Less(t, time.Since(start), node.ShutdownTimeout/2, "the tail did not hold the shutdown")
+	var last sseEvent
+	for ev := range events {
+		last = ev
+	}
+	assert.Equal(t, console.EventError, last.name)
+	assert.Contains(t, last.data, "the node is stopping")
+}
+
+func TestConsoleTailsAreBounded(t *testing.T) {
+	cfg, c := consoleNode(t, nil)
+	createTopic(t, c, "live", 1)
+	api := newConsoleAPI(t, cfg.HTTP)
+	type open struct {
+		cancel context.CancelFunc
+		body   io.Closer
+	}
+	var tails []open
+	for range 32 {
+		ctx, cancel := context.WithCancel(context.Background())
+		resp, err := http.DefaultClient.Do(api.request(http.MethodGet, "/ui/api/topics/live/tail", "").WithContext(ctx))
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		tails = append(tails, open{cancel, resp.Body})
+	}
+	assert.Equal(t, 32.0, api.metric("gostream_console_tails"))
+	code, body := api.get("/ui/api/topics/live/tail")
+	assert.Equal(t, http.StatusTooManyRequests, code)
+	assert.Contains(t, string(body), "too many live tails on this node (32)")
+
+	for _, o := range tails {
+		o.cancel()
+		o.body.Close()
+	}
+	require.Eventually(t, func() bool { return api.metric("gostream_console_tails") == 0 }, 5*time.Second, 20*time.Millisecond,
+		"a tail whose browser went ends")
+	api.tail("live", "")
+}
+
+// A browser that stops reading is dropped within the write deadline, its
+// consumers stop, and the node does not keep what it would have sent.
+func TestConsoleTailDropsABrowserThatDoesNotRead(t *testing.T) {
+	cfg, c := consoleNode(t, nil)
+	createTopic(t, c, "fast", 1)
+	api := newConsoleAPI(t, cfg.HTTP)
+
+	// A raw connection with a small receive buffer that reads the
+	// answer's header and then nothing.
+	conn, err := net.Dial("tcp", cfg.HTTP)
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.(*net.TCPConn).SetReadBuffer(4096))
+	_, err = fmt.Fprintf(conn, "GET /ui/api/topics/fast/tail HTTP/1.1\r\nHost: %s\r\n\r\n", cfg.HTTP)
+	require.NoError(t, err)
+	header := readHeader(t, conn)
+	require.True(t, strings.HasPrefix(header, "HTTP/1.1 200"), header)
+	require.Equal(t, 1.0, api.metric("gostream_console_tails"))
+
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+
+	// Produce fast, far more than the socket buffers hold, until the
+	// node drops the tail.
+	value := make([]byte, 64<<10)
+	for i := range value {
+		value[i] = byte('a' + i%26)
+	}
+	p, err := client.NewProducer(c, client.ProducerConfig{})
+	require.NoError(t, err)
+	defer p.Close()
+	start := time.Now()
+	produced := 0
+	send := func() {
+		for range 64 {
+			p.SendAsync(client.ProducerRecord{Topic: "fast", Value: value}, nil)
+		}
+		produced += 64
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, p.Flush(ctx))
+	}
+	// Until the node drops the tail, with the heap measured after each
+	// 4 MiB while the tail is still there: had the node kept what it
+	// could not send, 20 MiB of records and their JSON (2.3 times as
+	// much) would show.
+	var growth int64
+	producedAlive := 0
+	for api.metric("gostream_console_tail_drops_total") == 0 {
+		require.Less(t, time.Since(start), 15*time.Second, "the tail was not dropped within its write deadline")
+		send()
+		if api.metric("gostream_console_tails") == 1 {
+			runtime.GC()
+			var now runtime.MemStats
+			runtime.ReadMemStats(&now)
+			growth = max(growth, int64(now.HeapAlloc)-int64(before.HeapAlloc))
+			producedAlive = produced
+		}
+	}
+	t.Logf("heap growth at most %d KiB while the tail was stuck, with %d MiB produced", growth>>10, producedAlive*len(value)>>20)
+	require.GreaterOrEqual(t, producedAlive*len(value), 20<<20, "too little was produced before the drop to tell")
+	assert.Less(t, growth, int64(64<<20))
+	t.Logf("dropped after %s, %d MiB produced", time.Since(start), produced*len(value)>>20)
+	require.Eventually(t, func() bool { return api.metric("gostream_console_tails") == 0 }, 5*time.Second, 20*time.Millisecond,
+		"the dropped tail's consumers stop")
+}
+
+// readHeader reads an HTTP answer's header from conn, byte by byte, so
+// that nothing after it is read.
+func readHeader(t *testing.T, conn net.Conn) string {
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	defer conn.SetReadDeadline(time.Time{})
+	var b strings.Builder
+	one := make([]byte, 1)
+	for !strings.HasSuffix(b.String(), "\r\n\r\n") {
+		_, err := conn.Read(one)
+		require.NoError(t, err, "after %q", b.String())
+		b.Write(one)
+	}
+	return b.String()
 }

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"gostream/broker"
+	"gostream/console"
 	"gostream/controller"
 	"gostream/controller/quorum"
 	"gostream/durable"
@@ -458,9 +459,11 @@ func (n *Node) serve(ctx context.Context) error {
 	if n.sec.HasTLS() {
 		dsHandler.SetWatch(n.sec.WatchLive)
 	}
+	var consoleServer *console.Server
 	closeConsole := func() {}
 	if !cfg.UIDisabled {
-		hcfg.Console, closeConsole = n.console(httpLog.Named("console"))
+		consoleServer, closeConsole = n.console(httpLog.Named("console"))
+		hcfg.Console = consoleServer
 	}
 	srv := &http.Server{
 		Handler: httpapi.New(hcfg),
@@ -475,6 +478,11 @@ func (n *Node) serve(ctx context.Context) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          stdlog.New(n.sec.HTTPErrorLog(httpLog), "", 0),
 		ConnContext:       n.sec.ConnContext,
+	}
+	if consoleServer != nil {
+		// The console's live tails never end by themselves: they end
+		// when the shutdown begins, not when it gives up waiting.
+		srv.RegisterOnShutdown(consoleServer.Shutdown)
 	}
 
 	stamp := n.root.Stamp()
