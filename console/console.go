@@ -43,6 +43,12 @@ type Config struct {
 	Authorize func(principal string, op metadata.Operation, rt metadata.ResourceType, name string) error
 	// Logger receives the console's logs; nil discards them.
 	Logger hclog.Logger
+	// Counters, if set, returns the node's counters: the console samples
+	// them every SeriesInterval (zero: DefaultSeriesInterval), from New
+	// to Close, for the charts (GET /ui/api/series). It is called from
+	// one goroutine at a time.
+	Counters       func() Counters
+	SeriesInterval time.Duration
 	// Registerer, if set, takes the console's metrics: the live tails it
 	// serves, and those it dropped for a browser that did not read.
 	Registerer prometheus.Registerer
@@ -64,10 +70,12 @@ type Server struct {
 	stopping context.Context
 	stop     context.CancelFunc
 	prod     consoleProducer
+	sampler  *sampler // nil without Config.Counters
 	closed   sync.Once
 }
 
-// New returns the console's handler, to be served under /ui/.
+// New returns the console's handler, to be served under /ui/. It starts
+// the charts' sampler; Close stops it.
 func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -87,6 +95,7 @@ func New(cfg Config) *Server {
 		}, func() float64 { return float64(s.tails.Load()) }))
 	}
 	s.routes()
+	s.startSeries()
 	return s
 }
 
@@ -96,11 +105,12 @@ func New(cfg Config) *Server {
 func (s *Server) Shutdown() { s.stop() }
 
 // Close stops what the console runs besides its requests: the live tails
-// (Shutdown) and its producer, once the records given to it have their
-// outcome. It is idempotent.
+// (Shutdown), the charts' sampler and its producer, once the records
+// given to it have their outcome. It is idempotent.
 func (s *Server) Close() {
 	s.closed.Do(func() {
 		s.Shutdown()
+		s.stopSeries()
 		s.closeProducer()
 	})
 }

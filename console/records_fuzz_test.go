@@ -108,6 +108,19 @@ func FuzzTailQuery(f *testing.F) {
 	})
 }
 
+func FuzzSeriesQuery(f *testing.F) {
+	for _, s := range []string{"", "node=2", "node=-1", "node=01", "partition=1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		n, err := parseSeriesQuery(raw)
+		if err != nil {
+			return
+		}
+		require.GreaterOrEqual(t, n, int32(-1))
+	})
+}
+
 // FuzzProduceRequest decodes a produce body as the API does (readJSON):
 // what it takes becomes a record holding exactly what was sent.
 func FuzzProduceRequest(f *testing.F) {

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -43,4 +44,43 @@ func TestBytesOf(t *testing.T) {
 	raw, err = base64.StdEncoding.DecodeString(b.B64)
 	require.NoError(t, err)
 	assert.Equal(t, bin[:maxShown], raw)
+}
+
+func TestSampleOf(t *testing.T) {
+	end := time.UnixMilli(1_700_000_000_000)
+	prev := Counters{RecordsProduced: 100, RecordsFetched: 50, Fsyncs: 10, FsyncTime: 10 * time.Millisecond}
+	cur := Counters{RecordsProduced: 1100, RecordsFetched: 250, Fsyncs: 14, FsyncTime: 18 * time.Millisecond, FsyncMax: 5 * time.Millisecond}
+	s := sampleOf(prev, cur, 10*time.Second, end)
+	assert.Equal(t, Sample{Time: end.UnixMilli(), ProducedPerSec: 100, FetchedPerSec: 20, Fsyncs: 4, FsyncMeanMs: 2, FsyncMaxMs: 5}, s)
+	idle := cur
+	idle.FsyncMax = 0
+	assert.Equal(t, Sample{Time: end.UnixMilli()}, sampleOf(cur, idle, 10*time.Second, end), "an idle interval")
+}
+
+// The charts keep the last 360 samples, oldest first.
+func TestSamplerKeepsTheLastHour(t *testing.T) {
+	sm := &sampler{}
+	assert.Empty(t, sm.samples())
+	for i := range seriesSamples + 40 {
+		sm.add(Sample{Time: int64(i)})
+	}
+	got := sm.samples()
+	require.Len(t, got, seriesSamples)
+	assert.Equal(t, int64(40), got[0].Time)
+	assert.Equal(t, int64(seriesSamples+39), got[len(got)-1].Time)
+}
+
+// The sampler runs from New to Close, and Close waits for it.
+func TestSeriesSamplesFromNewToClose(t *testing.T) {
+	s := New(Config{NodeID: 4, SeriesInterval: 10 * time.Millisecond, Counters: func() Counters { return Counters{} }})
+	require.Eventually(t, func() bool { return len(s.localSeries().Samples) >= 2 }, 5*time.Second, 10*time.Millisecond)
+	s.Close()
+	s.Close()
+	select {
+	case <-s.sampler.done:
+	default:
+		t.Fatal("Close returned before the sampler stopped")
+	}
+	assert.Equal(t, int64(10), s.localSeries().IntervalMs)
+	assert.Equal(t, int32(4), s.localSeries().Node)
 }

@@ -21,5 +21,4 @@ func (s *Server) acls(w http.ResponseWriter, r *http.Request)         { notBuilt
 func (s *Server) addACL(w http.ResponseWriter, r *http.Request)       { notBuilt(w, r) }
 func (s *Server) removeACL(w http.ResponseWriter, r *http.Request)    { notBuilt(w, r) }
 func (s *Server) history(w http.ResponseWriter, r *http.Request)      { notBuilt(w, r) }
-func (s *Server) series(w http.ResponseWriter, r *http.Request)       { notBuilt(w, r) }
 func (s *Server) lag(w http.ResponseWriter, r *http.Request)          { notBuilt(w, r) }

@@ -21,13 +21,16 @@ import (
 func (n *Node) console(log hclog.Logger) (*console.Server, func()) {
 	cc := &consoleClient{n: n, log: log}
 	cfg := console.Config{
-		NodeID:     n.cfg.ID,
-		Version:    n.cfg.Version,
-		Client:     cc.get,
-		Security:   n.cfg.Security.AuthOn(),
-		Principal:  httpapi.Principal,
-		Logger:     log,
-		Registerer: n.metrics.registry,
+		NodeID:    n.cfg.ID,
+		Version:   n.cfg.Version,
+		Client:    cc.get,
+		Security:  n.cfg.Security.AuthOn(),
+		Principal: httpapi.Principal,
+		Logger:    log,
+		// The charts sample this node's own counters from its start.
+		Counters:       n.metrics.consoleCounters,
+		SeriesInterval: n.cfg.UISeriesInterval,
+		Registerer:     n.metrics.registry,
 	}
 	if n.sec.Authorizing() {
 		cfg.Authorize = func(principal string, op metadata.Operation, rt metadata.ResourceType, name string) error {

@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -26,10 +28,11 @@ import (
 	"gostream/console"
 	"gostream/node"
 	"gostream/record"
+	"gostream/security"
 )
 
 // The record APIs of the web console (docs/console.md: "Messages", "Live
-// tail"), over a node's real HTTP listener.
+// tail", "Charts"), over a node's real HTTP listener.
 
 // consoleAPI is a browser of one node's console.
 type consoleAPI struct {
@@ -456,6 +459,8 @@ func TestConsoleMessagesRefuseBadQueries(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, code, "%s", body)
 	code, body = api.get("/ui/api/topics/t/tail?partition=x")
 	assert.Equal(t, http.StatusBadRequest, code, "%s", body)
+	code, body = api.get("/ui/api/series?node=-2")
+	assert.Equal(t, http.StatusBadRequest, code, "%s", body)
 }
 
 func TestConsoleProduceThenRead(t *testing.T) {
@@ -710,4 +715,147 @@ func readHeader(t *testing.T, conn net.Conn) string {
 		b.Write(one)
 	}
 	return b.String()
+}
+
+func TestConsoleSeries(t *testing.T) {
+	cfg, c := consoleNode(t, func(cfg *node.Config) { cfg.UISeriesInterval = 50 * time.Millisecond })
+	createTopic(t, c, "s", 1)
+	api := newConsoleAPI(t, cfg.HTTP)
+	recs := make([]client.ProducerRecord, 200)
+	for i := range recs {
+		recs[i] = client.ProducerRecord{Topic: "s", Value: []byte("x")}
+	}
+	sendAll(t, c, recs)
+	api.messages("s", "limit=500")
+
+	var s console.Series
+	require.Eventually(t, func() bool {
+		code, body := api.get("/ui/api/series")
+		require.Equal(t, http.StatusOK, code, "%s", body)
+		s = console.Series{}
+		require.NoError(t, json.Unmarshal(body, &s))
+		var produced, fetched float64
+		var fsyncs uint64
+		for _, smp := range s.Samples {
+			produced += smp.ProducedPerSec
+			fetched += smp.FetchedPerSec
+			fsyncs += smp.Fsyncs
+		}
+		return produced > 0 && fetched > 0 && fsyncs > 0
+	}, 10*time.Second, 50*time.Millisecond, "samples of the records produced, fetched and the fsyncs")
+	assert.Equal(t, int32(1), s.Node)
+	assert.Equal(t, int64(50), s.IntervalMs)
+	for _, smp := range s.Samples {
+		if smp.Fsyncs > 0 {
+			assert.Positive(t, smp.FsyncMeanMs)
+			assert.GreaterOrEqual(t, smp.FsyncMaxMs, smp.FsyncMeanMs)
+		}
+	}
+	code, body := api.get("/ui/api/series?node=1")
+	assert.Equal(t, http.StatusOK, code, "%s", body)
+	code, body = api.get("/ui/api/series?node=9")
+	assert.Equal(t, http.StatusNotFound, code, "%s", body)
+}
+
+// A node answers another's samples by asking it, as itself.
+func TestConsoleSeriesOfAnotherNode(t *testing.T) {
+	cfg1 := testConfig(t, 1, t.TempDir())
+	startNode(t, cfg1)
+	waitHealthy(t, cfg1.HTTP)
+	cfg2 := testConfig(t, 2, t.TempDir())
+	cfg2.Controllers = []node.ControllerAddr{{ID: 1, Addr: cfg1.Listen}}
+	cfg2.UISeriesInterval = 50 * time.Millisecond
+	startNode(t, cfg2)
+	waitHealthy(t, cfg2.HTTP)
+	api := newConsoleAPI(t, cfg1.HTTP)
+	var s console.Series
+	require.Eventually(t, func() bool {
+		code, body := api.get("/ui/api/series?node=2")
+		if code != http.StatusOK {
+			t.Logf("%d %s", code, body)
+			return false
+		}
+		require.NoError(t, json.Unmarshal(body, &s))
+		return len(s.Samples) > 0
+	}, 15*time.Second, 100*time.Millisecond)
+	assert.Equal(t, int32(2), s.Node)
+	assert.Equal(t, int64(50), s.IntervalMs, "node 2's own samples")
+}
+
+// With security on, the record APIs need their rights: read on the topic
+// to browse and tail, write to produce, describe on the cluster for the
+// charts.
+func TestConsoleRecordAPIsNeedTheirRights(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := security.NewCA("test-ca", time.Hour)
+	require.NoError(t, err)
+	caFile := filepath.Join(dir, "ca.crt")
+	require.NoError(t, os.WriteFile(caFile, ca.PEM, 0o644))
+	issued, err := ca.Issue(security.IssueOptions{Name: "node1", Hosts: []string{"127.0.0.1"}, NotAfter: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+	require.NoError(t, issued.WriteFiles(dir, "node1"))
+	tokens := map[string]string{}
+	var lines []string
+	for _, p := range []string{"admin", "alice", "bob"} {
+		token, line, err := security.NewToken(p)
+		require.NoError(t, err)
+		tokens[p] = token
+		lines = append(lines, line)
+	}
+	tokensFile := filepath.Join(dir, "tokens")
+	require.NoError(t, os.WriteFile(tokensFile, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
+
+	cfg := testConfig(t, 1, t.TempDir())
+	cfg.Security = node.SecurityConfig{TLSCert: filepath.Join(dir, "node1.crt"), TLSKey: filepath.Join(dir, "node1.key"), TLSCA: caFile,
+		AuthTokensFile: tokensFile, Superusers: []string{"node1", "admin"}}
+	startNode(t, cfg)
+	tlsCfg, err := client.LoadTLS(caFile, "", "")
+	require.NoError(t, err)
+	hc := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
+	browser := func(principal string) *consoleAPI {
+		return &consoleAPI{t: t, base: "https://" + cfg.HTTP, hc: hc, token: tokens[principal]}
+	}
+	require.Eventually(t, func() bool {
+		resp, err := hc.Get("https://" + cfg.HTTP + "/api/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 10*time.Second, 20*time.Millisecond)
+	admin := newClient(t, client.Config{Bootstrap: []string{cfg.Listen}, TLS: tlsCfg.Clone(), Token: tokens["admin"]})
+	createTopic(t, admin, "secret", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = admin.AddACLs(ctx, []client.ACL{{Principal: "alice", Resource: "topic", Name: "secret", Pattern: "literal", Operation: "read"}}, "admin")
+	require.NoError(t, err)
+	sendEach(t, admin, client.ProducerRecord{Topic: "secret", Value: []byte("s")})
+
+	alice, bob := browser("alice"), browser("bob")
+	require.Eventually(t, func() bool {
+		code, _ := alice.get("/ui/api/topics/secret/messages")
+		return code == http.StatusOK
+	}, 10*time.Second, 20*time.Millisecond, "alice reads once her ACL reached the node")
+	assert.Len(t, alice.messages("secret", "").Records, 1)
+	alice.tail("secret", "")
+	for _, tc := range []struct {
+		who        *consoleAPI
+		method     string
+		path, body string
+		code       int
+	}{
+		{alice, http.MethodPost, "/ui/api/topics/secret/produce", `{"value":"v"}`, http.StatusForbidden},
+		{alice, http.MethodGet, "/ui/api/series", "", http.StatusForbidden},
+		{bob, http.MethodGet, "/ui/api/topics/secret/messages", "", http.StatusForbidden},
+		{bob, http.MethodGet, "/ui/api/topics/secret/tail", "", http.StatusForbidden},
+		{bob, http.MethodPost, "/ui/api/topics/secret/produce", `{"value":"v"}`, http.StatusForbidden},
+		{bob, http.MethodGet, "/ui/api/topics/nope/messages", "", http.StatusForbidden},
+		{browser("nobody"), http.MethodGet, "/ui/api/topics/secret/messages", "", http.StatusUnauthorized},
+		{browser("admin"), http.MethodPost, "/ui/api/topics/secret/produce", `{"value":"v"}`, http.StatusOK},
+		{browser("admin"), http.MethodGet, "/ui/api/series", "", http.StatusOK},
+	} {
+		code, body := tc.who.do(tc.who.request(tc.method, tc.path, tc.body))
+		assert.Equal(t, tc.code, code, "%s %s: %s", tc.method, tc.path, body)
+	}
+	assert.Len(t, alice.messages("secret", "").Records, 2, "only the admin's produce wrote")
 }

@@ -144,7 +144,7 @@ func Run(ctx context.Context, cfg Config) error {
 	n.pushes = newPushers(cfg.ID, n.pool, n.activeController, n.logger)
 	n.registered = make(chan struct{})
 	logOpts := cfg.Log
-	logOpts.OnSync = func(d time.Duration) { n.metrics.fsyncDuration.Observe(d.Seconds()) }
+	logOpts.OnSync = n.metrics.observeFsync
 	ps := &peers{pool: n.pool, metadata: func() *metadata.Cluster { return n.broker.Metadata() }}
 	rcfg := broker.ReplicasConfig{Broker: cfg.ID, Root: root, LogOptions: logOpts, Defaults: cfg.topicDefaults(), Peers: ps.peer,
 		CheckpointHW: true, Logger: log.Named("broker"), OnHosted: func(n int) { nodeMetrics.partitions.Set(float64(n)) },
@@ -162,9 +162,12 @@ func Run(ctx context.Context, cfg Config) error {
 				nodeMetrics.replication.Observe(replicated.Seconds())
 			}
 			nodeMetrics.bytesIn.Add(float64(bytes))
-			nodeMetrics.recordsIn.Add(float64(records))
+			nodeMetrics.producedRecords.Add(uint64(records))
 		},
-		OnFetched: func(bytes int) { nodeMetrics.bytesOut.Add(float64(bytes)) },
+		OnFetched: func(bytes int, records int64) {
+			nodeMetrics.bytesOut.Add(float64(bytes))
+			nodeMetrics.fetchedRecords.Add(uint64(records))
+		},
 		ActiveController: func() (*controller.Controller, error) {
 			if c := n.activeController(); c != nil {
 				return c, nil
