@@ -7,6 +7,7 @@
 
 import assert from 'node:assert/strict';
 import {execFileSync} from 'node:child_process';
+import {readFileSync} from 'node:fs';
 import {after, before, beforeEach, test} from 'node:test';
 
 import {env, launch, newPage, SCREENS, shot, show, viewError} from './lib.mjs';
@@ -130,6 +131,34 @@ test('record contents are shown as text, never run', async () => {
   assert.deepEqual(page.problems, []);
 });
 
+test('values switch to hex, and the records shown download as JSON', async () => {
+  await show(page, BASE, '#/messages?topic=orders');
+  await page.fill('#msg-q', 'needle-7f3a');
+  await page.click('#msg-form button[type=submit]');
+  await page.locator('#msg-info', {hasText: 'matching'}).waitFor();
+  await page.getByRole('button', {name: 'Hex'}).click();
+  // {"order" in hex.
+  await page.locator('#msg-results').getByText('7b 22 6f 72 64 65 72 22').waitFor();
+
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click('#msg-download')]);
+  assert.equal(download.suggestedFilename(), 'orders-records.json');
+  const records = JSON.parse(readFileSync(await download.path(), 'utf8'));
+  assert.equal(records.length, 1);
+  assert.equal(records[0].headers.find((h) => h.key === 'trace-id').value.text, 'needle-7f3a');
+  assert.ok(records[0].value.b64);
+  assert.deepEqual(page.problems, []);
+});
+
+test('a list sorts by the column clicked, either way', async () => {
+  await show(page, BASE, '#/topics');
+  const first = () => page.locator('#view tbody tr').first().locator('td').first().textContent();
+  await page.getByRole('button', {name: 'Records'}).click();
+  assert.equal(await first(), 'orders');
+  await page.getByRole('button', {name: 'Records'}).click();
+  assert.equal(await first(), 'audit-log');
+  assert.deepEqual(page.problems, []);
+});
+
 test('the produce form writes a record the page then finds', async () => {
   await show(page, BASE, '#/messages?topic=orders');
   const value = `from-the-page-${Date.now()}`;
@@ -177,5 +206,15 @@ test('the charts draw this node\'s samples as SVG lines', async () => {
   // has two samples.
   await page.waitForFunction(() => document.querySelectorAll('#view svg path.line').length >= 2, null, {timeout: 30000, polling: 1000});
   await shot(page, 'charts');
+  assert.deepEqual(page.problems, []);
+});
+
+test('a group without members is deleted, once confirmed', async () => {
+  await show(page, BASE, '#/groups/kafka-readers');
+  await page.click('#delete-group');
+  await page.click('#delete-confirm');
+  await page.waitForFunction(() => location.hash === '#/groups');
+  const res = await fetch(new URL('api/groups/kafka-readers', BASE));
+  assert.equal(res.status, 404, await res.text());
   assert.deepEqual(page.problems, []);
 });

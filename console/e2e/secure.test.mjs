@@ -102,6 +102,25 @@ test('signed in, the token goes in the Authorization header only, in sessionStor
   await page.context().close();
 });
 
+test('the superuser adds an ACL with the form and removes it from the list', async () => {
+  const page = await newPage(browser, {allow: SIGNED_OUT, ignoreHTTPSErrors: true});
+  await signIn(page, ADMIN);
+  await show(page, BASE, '#/security');
+  await page.fill('#acl-principal', 'bob');
+  await page.selectOption('#acl-resource', 'topic');
+  await page.fill('#acl-name', 'orders');
+  await page.selectOption('#acl-operation', 'read');
+  await page.click('#acl-add');
+  await page.locator('#acl-result', {hasText: 'Added: bob may read topic orders'}).waitFor();
+  const row = page.locator('#view tr', {hasText: 'bob'});
+  await row.waitFor();
+  await row.getByRole('button', {name: 'Remove'}).click();
+  await page.locator('#acl-result', {hasText: 'Removed: bob may read topic orders'}).waitFor();
+  await row.waitFor({state: 'detached'});
+  assert.deepEqual(page.problems, []);
+  await page.context().close();
+});
+
 test('a principal that may not alter the cluster sees the ACL form refused, and the node refuses its change', async () => {
   const page = await newPage(browser, {allow: SIGNED_OUT, ignoreHTTPSErrors: true});
   await signIn(page, VIEWER);
@@ -123,7 +142,18 @@ test('a principal that may not alter the cluster sees the ACL form refused, and 
   assert.equal(refusal.status, 403, JSON.stringify(refusal));
 
   // Nor is reset-offsets offered without operate on the cluster.
-  await show(page, BASE, '#/groups/g');
+  await show(page, BASE, '#/groups/native-readers');
   assert.equal(await page.locator('#reset-dry-run').count(), 0);
+
+  // What the page offers but the node refuses shows the node's refusal:
+  // viewer may not read the topic's records, nor write one.
+  await show(page, BASE, '#/messages?topic=orders');
+  await page.locator('#view .error').first().waitFor();
+  assert.doesNotMatch(await page.locator('#msg-results').textContent(), /nobody sees/);
+  await page.fill('#produce-value', 'from viewer');
+  await page.click('#produce-form button[type=submit]');
+  const refused = page.locator('#produce-form .error');
+  await refused.waitFor();
+  assert.match(await refused.textContent(), /\S/);
   await page.context().close();
 });
