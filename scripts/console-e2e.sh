@@ -50,14 +50,22 @@ fi
 unset GOSTREAM_TLS_CA GOSTREAM_TOKEN_FILE GOSTREAM_TOKEN GOSTREAM_BOOTSTRAP
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/gostream-console-e2e.XXXXXX")
-pids=()
+pids=()    # the nodes of the cluster running
+members=() # the group members started beside them
 status=0
 
-stop_nodes() {
+# end PID...: SIGTERM to each, then a wait for each.
+end() {
 	local pid
-	for pid in ${pids[@]+"${pids[@]}"}; do kill -TERM "$pid" 2>/dev/null || true; done
-	for pid in ${pids[@]+"${pids[@]}"}; do wait "$pid" 2>/dev/null || true; done
-	pids=()
+	for pid in "$@"; do kill -TERM "$pid" 2>/dev/null || true; done
+	for pid in "$@"; do wait "$pid" 2>/dev/null || true; done
+}
+# stop_nodes: the members first (they leave their groups while the nodes
+# still answer), then the nodes.
+stop_nodes() {
+	end ${members[@]+"${members[@]}"}
+	end ${pids[@]+"${pids[@]}"}
+	members=() pids=()
 }
 cleanup() {
 	local rc=$?
@@ -158,6 +166,12 @@ seed() {
 		-X auto.commit.interval.ms=100 -e -q orders >/dev/null
 	ctl consume orders --group native-readers >/dev/null
 	ctl consume payments --group native-readers >/dev/null
+	# Two groups with a member while the tests run (stopped with the
+	# nodes): a Kafka one (kcat) and a native one.
+	"$KCAT" -b "$(kafka)" -G kafka-live -X auto.offset.reset=earliest -q orders >/dev/null 2>&1 </dev/null &
+	members+=("$!")
+	ctl consume payments --group live-readers --follow >/dev/null 2>&1 </dev/null &
+	members+=("$!")
 	# Lag for both groups: records after their commits.
 	for i in 10 11 12; do
 		ctl produce orders --key "customer-$i" --header "trace-id=trace-$i" "{\"order\":$i}" >/dev/null

@@ -98,6 +98,7 @@ test('signed in, the token goes in the Authorization header only, in sessionStor
   await page.click('#sign-out');
   await page.waitForSelector('#login:not([hidden])');
   assert.equal(await page.evaluate(() => sessionStorage.length), 0);
+  assert.equal(await page.evaluate(() => document.getElementById('view').childElementCount), 0, 'the last screen stays in the page after sign-out');
   assert.deepEqual(page.problems, []);
   await page.context().close();
 });

@@ -67,7 +67,8 @@ async function start() {
   $('who-principal').textContent = who.principal || (who.security ? '(none)' : 'anyone (security off)');
   $('who-node').textContent = String(who.node);
   $('who-version').textContent = who.version || '';
-  $('sign-out').hidden = !who.security;
+  // Signed in by a client certificate, there is no token to forget.
+  $('sign-out').hidden = !who.security || !api.token();
   $('insecure').hidden = who.security;
   route();
   if (!timer) timer = setInterval(tick, REFRESH_MS);
@@ -76,6 +77,10 @@ async function start() {
 function showLogin(message) {
   stopScreen();
   who = null;
+  // Nothing of the cluster stays in the page, shown or not.
+  clear($('view'));
+  $('crumbs').replaceChildren();
+  $('title').textContent = '';
   $('app').hidden = true;
   $('login').hidden = false;
   const e = $('login-error');
