@@ -67,9 +67,10 @@ conformance: build
 # The web console in a real browser (docs/console.md): Debian's headless
 # Chromium, driven by playwright-core (console/e2e, npm ci if needed),
 # against a three-node cluster with security off, seeded with topics,
-# records, groups and a stream, then one with TLS and tokens; saves a
-# screenshot of every screen to docs/console/. Needs chromium and kcat
-# (.ci/run installs them). A minute or two.
+# records, groups and a stream, then one with TLS and tokens; takes a
+# screenshot of every screen (SCREENSHOTS=docs/console refreshes those the
+# documentation shows). Needs chromium and kcat (.ci/run installs them).
+# A minute or two.
 console-test:
 	BIN=$(BIN) scripts/console-e2e.sh
 

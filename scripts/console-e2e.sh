@@ -17,8 +17,9 @@
 #      then console/e2e/secure.test.mjs: nothing shown without a token,
 #      the API 401, viewer refused the ACL form.
 #
-# Screenshots of every screen (1280x800) go to docs/console/ (SCREENSHOTS=
-# elsewhere; SCREENSHOTS= empty for none). Needs chromium (CHROMIUM,
+# Screenshots of every screen (1280x800) go to the run's temporary
+# directory (kept with KEEP=1); SCREENSHOTS=docs/console refreshes the
+# ones the documentation shows, SCREENSHOTS= empty makes none. Needs chromium (CHROMIUM,
 # default /usr/bin/chromium), kcat (KCAT), Node.js and npm. KEEP=1 keeps
 # the data and the nodes' logs. Exit status: 0 when both runs passed.
 set -euo pipefail
@@ -27,8 +28,6 @@ cd "$(dirname "$0")/.."
 root=$PWD
 CHROMIUM="${CHROMIUM:-/usr/bin/chromium}"
 KCAT="${KCAT:-kcat}"
-SCREENSHOTS="${SCREENSHOTS-$root/docs/console}"
-export CHROMIUM SCREENSHOTS
 
 # The binaries, built now: the page is embedded in gostream-node, so a
 # binary older than console/web would test another page.
@@ -50,6 +49,9 @@ fi
 unset GOSTREAM_TLS_CA GOSTREAM_TOKEN_FILE GOSTREAM_TOKEN GOSTREAM_BOOTSTRAP
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/gostream-console-e2e.XXXXXX")
+SCREENSHOTS="${SCREENSHOTS-$dir/screenshots}"
+case "$SCREENSHOTS" in "" | /*) ;; *) SCREENSHOTS="$root/$SCREENSHOTS" ;; esac
+export CHROMIUM SCREENSHOTS
 pids=()    # the nodes of the cluster running
 members=() # the group members started beside them
 status=0
