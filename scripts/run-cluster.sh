@@ -314,6 +314,8 @@ In another terminal, make gostream-ctl use them (as admin, a superuser):
   curl -s --cacert $SECURE_DIR/ca.crt -H "Authorization: Bearer \$(cat $SECURE_DIR/admin.token)" https://127.0.0.1:$(node_port 2 2)/api/status
 Kafka clients use TLS and SASL/PLAIN (a principal and its token) or OAUTHBEARER (the token), for example:
   kcat -b 127.0.0.1:$(node_port 1 3) -X security.protocol=SASL_SSL -X ssl.ca.location=$SECURE_DIR/ca.crt -X sasl.mechanisms=PLAIN -X sasl.username=admin -X sasl.password=\$(cat $SECURE_DIR/admin.token) -L
+The web console (docs/console.md): https://127.0.0.1:$(node_port 1 2)/ui/ (the development CA signs its certificate: trust
+$SECURE_DIR/ca.crt in the browser, or accept the warning); sign in with the token in $SECURE_DIR/admin.token.
 'make reload$vars' makes the three read their certificates, tokens and gossip keys again (SIGHUP).
 Ctrl-C stops all three; 'make run SECURE=1$vars' again brings the same cluster back.
 If a node dies, the others keep running; 'make node N=<id> SECURE=1$vars' starts it again.
@@ -339,6 +341,7 @@ In another terminal, $talk
   curl -s http://127.0.0.1:$(node_port 2 2)/api/health
 Kafka clients and tools use the Kafka listeners, for example:
   kcat -b 127.0.0.1:$(node_port 1 3) -L
+The web console (docs/console.md): http://127.0.0.1:$(node_port 1 2)/ui/ (every node serves it).
 Ctrl-C stops all three; 'make run$vars' again brings the same cluster back.
 If a node dies, the others keep running; 'make node N=<id>$vars' starts it again.
 'make kill N=<id>$vars' kills one (kill -9), for the failure drill of the README.
