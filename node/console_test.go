@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"gostream/client"
 	"gostream/console"
@@ -418,6 +419,52 @@ func TestConsoleAPIOnASeededNode(t *testing.T) {
 	assert.Equal(t, http.StatusNoContent, code, "%s", body)
 	_, err = c.DescribeGroup(ctx, "billing")
 	assert.ErrorIs(t, err, transport.ErrUnknownGroup)
+}
+
+// A Kafka consumer group whose member left (kcat -G, then Ctrl-C) shows
+// its protocol type, "consumer", in the list and on its page, not
+// "native": the coordinator keeps it in the group's log, and a node
+// restarted (which holds no live state of an empty group) reads it there.
+func TestConsoleShowsAnEmptyKafkaGroupsProtocol(t *testing.T) {
+	kafkaAddr := freeAddr(t)
+	cfg := testConfig(t, 1, t.TempDir())
+	cfg.KafkaListen = kafkaAddr
+	cfg.GroupInitialDelay = -1 // one member: no need to wait for more
+	n := startNode(t, cfg)
+	waitHealthy(t, cfg.HTTP)
+	c := newClient(t, client.Config{Bootstrap: []string{cfg.Listen}})
+	createTopic(t, c, "k", 1)
+	produceN(t, c, "k", 0, 3)
+	c.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	member, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr), kgo.ConsumerGroup("kcat"), kgo.ConsumeTopics("k"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	require.NoError(t, err)
+	got := 0
+	for got < 3 {
+		fs := member.PollFetches(ctx)
+		require.NoError(t, fs.Err())
+		got += fs.NumRecords()
+	}
+	require.NoError(t, member.CommitUncommittedOffsets(ctx))
+	member.Close() // leaves the group
+
+	require.NoError(t, n.stop(t))
+	startNode(t, cfg)
+	waitHealthy(t, cfg.HTTP)
+	u := browserOf(cfg.HTTP)
+	groups := consoleGet[console.Groups](t, u, "/ui/api/groups")
+	require.Len(t, groups.Groups, 1)
+	assert.Equal(t, "kcat", groups.Groups[0].Name)
+	assert.Equal(t, "empty", groups.Groups[0].State)
+	assert.Equal(t, "consumer", groups.Groups[0].Protocol)
+	group := consoleGet[console.GroupDetail](t, u, "/ui/api/groups/kcat")
+	assert.Equal(t, "consumer", group.Protocol)
+	assert.Empty(t, group.Members)
+	require.Len(t, group.Partitions, 1)
+	assert.Equal(t, int64(3), *group.Partitions[0].Committed)
 }
 
 // mustStreamTopic is the internal topic of the stream at path.
