@@ -265,6 +265,19 @@ func produceN(t *testing.T, c *client.Client, topic string, partition int32, n i
 	sendAll(t, c, recs)
 }
 
+// createStream creates a Durable Streams stream of text/plain at path
+// through the node at httpAddr.
+func createStream(t *testing.T, httpAddr, path string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPut, "http://"+httpAddr+durable.Prefix+path, nil)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "text/plain")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+}
+
 // The console's API on a node seeded with topics, records, a group with
 // commits and a Durable Streams stream, security off: each screen's
 // answer, reset-offsets' dry run and execution, delete, and what a group
@@ -279,13 +292,7 @@ func TestConsoleAPIOnASeededNode(t *testing.T) {
 	produceN(t, c, "orders", 1, 4)
 	require.NoError(t, c.CommitOffsets(ctx, "billing", client.CommitOffset{Topic: "orders", Partition: 0, Offset: 6}))
 	u := browserOf(cfg.HTTP)
-	dsReq, err := http.NewRequest(http.MethodPut, "http://"+cfg.HTTP+durable.Prefix+"shop/log", nil)
-	require.NoError(t, err)
-	dsReq.Header.Set("Content-Type", "text/plain")
-	dsResp, err := u.hc.Do(dsReq)
-	require.NoError(t, err)
-	dsResp.Body.Close()
-	require.Equal(t, http.StatusCreated, dsResp.StatusCode)
+	createStream(t, cfg.HTTP, "shop/log")
 
 	ov := consoleGet[console.Overview](t, u, "/ui/api/overview")
 	assert.Equal(t, int32(1), ov.Controller)
@@ -419,6 +426,68 @@ func TestConsoleAPIOnASeededNode(t *testing.T) {
 	assert.Equal(t, http.StatusNoContent, code, "%s", body)
 	_, err = c.DescribeGroup(ctx, "billing")
 	assert.ErrorIs(t, err, transport.ErrUnknownGroup)
+}
+
+// A stream's readers are the cluster's: a live reader connected to
+// another node than the console's shows in the streams list after a
+// round of the survey, a second one on the console's node adds to it,
+// and the count goes back to 0 once they end.
+func TestConsoleStreamReaders(t *testing.T) {
+	cfg1 := testConfig(t, 1, t.TempDir())
+	cfg1.UISurveyInterval = 50 * time.Millisecond
+	startNode(t, cfg1)
+	waitHealthy(t, cfg1.HTTP)
+	cfg2 := testConfig(t, 2, t.TempDir())
+	cfg2.Controllers = []node.ControllerAddr{{ID: 1, Addr: cfg1.Listen}}
+	startNode(t, cfg2)
+	waitHealthy(t, cfg2.HTTP)
+	createStream(t, cfg1.HTTP, "live/feed")
+	u := browserOf(cfg1.HTTP)
+	readers := func() int {
+		streams := consoleGet[console.Streams](t, u, "/ui/api/streams")
+		require.Len(t, streams.Streams, 1)
+		if streams.Streams[0].Readers == nil {
+			return -1 // a broker did not tell (node 2 not yet registered)
+		}
+		return *streams.Streams[0].Readers
+	}
+	c := newClient(t, client.Config{Bootstrap: []string{cfg1.Listen}})
+	require.Eventually(t, func() bool {
+		md, err := c.Metadata(context.Background())
+		return err == nil && len(md.Brokers) == 2
+	}, 15*time.Second, 50*time.Millisecond, "node 2 registers")
+	require.Eventually(t, func() bool { return readers() == 0 }, 10*time.Second, 20*time.Millisecond)
+
+	// liveRead opens a live read on the stream at httpAddr; the returned
+	// func ends it and waits until the request has returned.
+	liveRead := func(httpAddr, live string) func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+httpAddr+durable.Prefix+"live/feed?offset=now&live="+live, nil)
+		require.NoError(t, err)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return // ended before its answer's header
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}()
+		end := func() {
+			cancel()
+			<-done
+		}
+		t.Cleanup(end)
+		return end
+	}
+	endSSE := liveRead(cfg2.HTTP, "sse")
+	require.Eventually(t, func() bool { return readers() == 1 }, 10*time.Second, 20*time.Millisecond, "the SSE reader on node 2")
+	endPoll := liveRead(cfg1.HTTP, "long-poll")
+	require.Eventually(t, func() bool { return readers() == 2 }, 10*time.Second, 20*time.Millisecond, "and a long-poll on node 1")
+	endSSE()
+	endPoll()
+	require.Eventually(t, func() bool { return readers() == 0 }, 10*time.Second, 20*time.Millisecond, "both ended")
 }
 
 // A Kafka consumer group whose member left (kcat -G, then Ctrl-C) shows
