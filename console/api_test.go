@@ -124,8 +124,9 @@ func TestListsFromTheSurvey(t *testing.T) {
 	assert.Zero(t, *g.Lag)
 	streams := decode[Streams](t, call(t, s, "bob", "GET", "/ui/api/streams", ""))
 	require.Len(t, streams.Streams, 1)
-	forty, four := int64(40), int64(4)
-	assert.Equal(t, Stream{Path: "/logs/a", Topic: "__ds.s", ContentType: "text/plain", Bytes: &forty, Records: &four}, streams.Streams[0])
+	forty, four, three := int64(40), int64(4), 3
+	assert.Equal(t, Stream{Path: "/logs/a", Topic: "__ds.s", ContentType: "text/plain", Bytes: &forty, Records: &four, Readers: &three},
+		streams.Streams[0], "its readers on both brokers")
 
 	groups = decode[Groups](t, call(t, s, "admin", "GET", "/ui/api/groups", ""))
 	require.Len(t, groups.Groups, 2)
@@ -144,6 +145,20 @@ func TestListsFromTheSurvey(t *testing.T) {
 	assert.Empty(t, decode[LagHistory](t, call(t, s, "bob", "GET", "/ui/api/lag", "")).Groups)
 
 	assert.Zero(t, clientCalls.Load(), "the lists made no call of their own to the cluster")
+}
+
+// A stream's readers are summed over every broker: with one broker's
+// status missing from the round they are unknown (null), not the others'
+// count, while its size, told by its leader, stays known.
+func TestStreamReadersUnknownWhenABrokerIsSilent(t *testing.T) {
+	s, _ := testServer(t)
+	s.survey.round = func(context.Context) (*snapshot, error) { return seededRound(time.Now(), 110, 105, true), nil }
+	streams := decode[Streams](t, call(t, s, "admin", "GET", "/ui/api/streams", ""))
+	require.Len(t, streams.Streams, 1)
+	assert.Nil(t, streams.Streams[0].Readers)
+	require.NotNil(t, streams.Streams[0].Bytes)
+	assert.Equal(t, int64(40), *streams.Streams[0].Bytes)
+	assert.Contains(t, call(t, s, "admin", "GET", "/ui/api/streams", "").Body.String(), `"readers":null`)
 }
 
 // Pages that ask the cluster check the principal first: refused is 403,

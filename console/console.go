@@ -49,6 +49,9 @@ type Config struct {
 	// one goroutine at a time.
 	Counters       func() Counters
 	SeriesInterval time.Duration
+	// SurveyInterval is the time between the starts of two rounds of
+	// the survey of the cluster (zero: SurveyInterval).
+	SurveyInterval time.Duration
 	// Registerer, if set, takes the console's metrics: the live tails it
 	// serves, and those it dropped for a browser that did not read.
 	Registerer prometheus.Registerer
@@ -87,6 +90,9 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), reads: make(chan struct{}, maxReads)}
 	s.survey = newSurvey(s.surveyRound, cfg.Logger.Named("survey"))
+	if cfg.SurveyInterval > 0 {
+		s.survey.interval = cfg.SurveyInterval
+	}
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	s.tailDrops = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "gostream_console_tail_drops_total",

@@ -37,6 +37,11 @@ type Stream struct {
 	// partition's leader did not tell.
 	Bytes   *int64 `json:"bytes"`
 	Records *int64 `json:"records"`
+	// Readers are its live readers in the cluster (long-polls and SSE
+	// connections open, on whichever nodes they are connected to), as
+	// every broker's status told them in the round; null when a broker's
+	// status is missing from it.
+	Readers *int `json:"readers"`
 }
 
 func (s *Server) streams(w http.ResponseWriter, r *http.Request) {
@@ -55,6 +60,10 @@ func (s *Server) streams(w http.ResponseWriter, r *http.Request) {
 			Deleted: st.Deleted, Sealed: t.meta.Sealed}
 		if bytes, records, unknown := t.sums(); unknown == 0 {
 			one.Bytes, one.Records = &bytes, &records
+		}
+		if snap.readersKnown {
+			readers := snap.streamReaders[st.Path]
+			one.Readers = &readers
 		}
 		out.Streams = append(out.Streams, one)
 	}

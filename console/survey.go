@@ -24,11 +24,12 @@ import (
 // it, which is far too many calls for one page load. So the console asks
 // the whole cluster every SurveyInterval, in rounds, and answers the
 // lists from the last complete round. A round asks every broker for its
-// status document (each replica's high watermark, log start and size)
-// and every group's coordinator for its committed offsets, at most
-// surveyCalls at once. The survey starts with the first API request and
-// stops after SurveyIdle without one; it keeps, besides the last round,
-// the lag of every group on every topic at each round of the last hour.
+// status document (each replica's high watermark, log start and size,
+// and the node's live readers of each stream) and every group's
+// coordinator for its committed offsets, at most surveyCalls at once.
+// The survey starts with the first API request and stops after
+// SurveyIdle without one; it keeps, besides the last round, the lag of
+// every group on every topic at each round of the last hour.
 
 // Bounds of the survey.
 const (
@@ -62,6 +63,12 @@ type snapshot struct {
 	// readers are the groups that read each topic (committed on it or
 	// subscribe to it), by group name.
 	readers map[string][]groupLag
+	// streamReaders are the live readers of each Durable Streams path,
+	// summed over the brokers' statuses (each node counts those it
+	// serves); readersKnown is false when a broker's status is missing,
+	// which leaves every stream's count unknown.
+	streamReaders map[string]int
+	readersKnown  bool
 	// unavailable says what did not answer in the round.
 	unavailable []string
 }
@@ -467,9 +474,14 @@ func (s *snapshot) build(md client.Metadata, statuses []*transport.NodeStatus, g
 		partition int32
 	}
 	led := map[tp]transport.PartitionStatus{}
+	s.streamReaders, s.readersKnown = map[string]int{}, true
 	for _, st := range statuses {
 		if st == nil {
+			s.readersKnown = false
 			continue
+		}
+		for _, r := range st.StreamReaders {
+			s.streamReaders[r.Path] += r.Readers
 		}
 		for _, p := range st.Partitions {
 			if p.Leader == st.Node && p.Offline == "" {

@@ -138,9 +138,10 @@ func TestSurveyFirstListWaitsForTheFirstRound(t *testing.T) {
 
 // seededRound is a round of a cluster of two brokers: topic orders (two
 // partitions, led by 1 and 2; broker 2's status missing when down2),
-// topic stream's __ds.s (a stream at /logs/a), and groups g (committed
-// orders/0 at 3, subscribes to orders) and k (a Kafka group whose
-// coordinator did not answer).
+// topic stream's __ds.s (a stream at /logs/a, with two live readers on
+// broker 1 and one on broker 2), and groups g (committed orders/0 at 3,
+// subscribes to orders) and k (a Kafka group whose coordinator did not
+// answer).
 func seededRound(at time.Time, hw0, hw1 int64, down2 bool) *snapshot {
 	md := client.Metadata{
 		Brokers: []client.Broker{{ID: 1, HTTP: "h1"}, {ID: 2, HTTP: "h2"}},
@@ -157,10 +158,10 @@ func seededRound(at time.Time, hw0, hw1 int64, down2 bool) *snapshot {
 		{Topic: "orders", Partition: 0, Leader: 1, HighWatermark: hw0, LogStartOffset: 1, SizeBytes: 100},
 		{Topic: "orders", Partition: 1, Leader: 2, HighWatermark: hw1 - 1, SizeBytes: 999}, // a follower: not counted
 		{Topic: "__ds.s", Partition: 0, Leader: 1, HighWatermark: 4, SizeBytes: 40},
-	}}
+	}, StreamReaders: []transport.StreamReaderCount{{Path: "/logs/a", Readers: 2}}}
 	st2 := &transport.NodeStatus{Node: 2, Partitions: []transport.PartitionStatus{
 		{Topic: "orders", Partition: 1, Leader: 2, HighWatermark: hw1, LogStartOffset: 0, SizeBytes: 200},
-	}}
+	}, StreamReaders: []transport.StreamReaderCount{{Path: "/logs/a", Readers: 1}, {Path: "/logs/old", Readers: 1}}}
 	if down2 {
 		st2 = nil
 	}
@@ -196,6 +197,8 @@ func TestSnapshotSizesRatesAndLag(t *testing.T) {
 	k := first.groups[1]
 	assert.Nil(t, k.lag, "a group whose coordinator did not answer has no lag, not 0")
 	assert.Equal(t, []groupLag{{"g", 12}}, first.readers["orders"])
+	assert.True(t, first.readersKnown)
+	assert.Equal(t, map[string]int{"/logs/a": 2 + 1, "/logs/old": 1}, first.streamReaders, "every broker's readers of a stream")
 	assert.Contains(t, first.unavailable, "group k: "+transport.ErrCoordinatorLoading.Error())
 
 	// Ten seconds later, 100 more records in each partition: 20/s.
@@ -215,6 +218,7 @@ func TestSnapshotSizesRatesAndLag(t *testing.T) {
 	assert.Equal(t, 1, unknown)
 	assert.InDelta(t, 10.0, *orders.rate, 0.001, "only the partition both rounds know")
 	assert.Equal(t, map[string]int64{"orders": 207}, third.groups[0].lag)
+	assert.False(t, third.readersKnown, "broker 2's readers are unknown, so the streams' are")
 }
 
 func TestLagHistoryKeepsAnHourOfRounds(t *testing.T) {

@@ -16,7 +16,9 @@
 //     body is read or the stream touched, a fork on its source too; a 401
 //     carries WWW-Authenticate.
 //   - A body is never read past Limits.MaxBody (413 above it), and live
-//     reads past MaxLiveReaders are answered 503.
+//     reads past MaxLiveReaders are answered 503. The live reads open
+//     are counted by stream path (LiveReaders), each counted out when it
+//     ends, so the count holds at most MaxLiveReaders paths.
 //   - A refusal (*Refusal) is answered with its status and headers; any
 //     other error is 503 with Retry-After: only the cluster's state makes
 //     a valid request fail.

@@ -7,13 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"gostream/metadata"
@@ -71,9 +72,17 @@ type Handler struct {
 	backend   Backend
 	limits    Limits
 	obs       Observer
-	live      atomic.Int64
 	principal func(r *http.Request) string
 	watch     WatchFunc
+
+	mu struct {
+		sync.Mutex
+		// live counts the live reads open now (long-polls and SSE
+		// connections); readers counts them by stream path, holding
+		// only the paths that have one.
+		live    int
+		readers map[string]int
+	}
 }
 
 // WatchFunc is called as a live read (a long-poll, an SSE stream) begins.
@@ -562,25 +571,50 @@ func responseCursor(client string) string {
 	return strconv.FormatInt(c+steps, 10)
 }
 
-// beginLive counts a live reader in, or refuses it above the limit.
-func (h *Handler) beginLive(w http.ResponseWriter) bool {
-	if n := h.live.Add(1); h.limits.MaxLiveReaders > 0 && n > int64(h.limits.MaxLiveReaders) {
-		h.live.Add(-1)
+// beginLive counts a live reader of the stream at path in, or refuses
+// it above the limit.
+func (h *Handler) beginLive(w http.ResponseWriter, path string) bool {
+	h.mu.Lock()
+	if h.limits.MaxLiveReaders > 0 && h.mu.live >= h.limits.MaxLiveReaders {
+		h.mu.Unlock()
 		w.Header().Set("Retry-After", "1")
 		plain(w, http.StatusServiceUnavailable, fmt.Sprintf("this node serves %d live readers, its limit", h.limits.MaxLiveReaders))
 		return false
 	}
+	h.mu.live++
+	if h.mu.readers == nil {
+		h.mu.readers = map[string]int{}
+	}
+	h.mu.readers[path]++
+	h.mu.Unlock()
 	if h.obs != nil {
 		h.obs.LiveReaders(1)
 	}
 	return true
 }
 
-func (h *Handler) endLive() {
-	h.live.Add(-1)
+// endLive counts out a live reader that beginLive counted in.
+func (h *Handler) endLive(path string) {
+	h.mu.Lock()
+	h.mu.live--
+	if h.mu.readers[path]--; h.mu.readers[path] == 0 {
+		delete(h.mu.readers, path)
+	}
+	h.mu.Unlock()
 	if h.obs != nil {
 		h.obs.LiveReaders(-1)
 	}
+}
+
+// LiveReaders returns the live reads (long-polls and SSE connections)
+// open now on each stream path that has one: at most
+// Limits.MaxLiveReaders paths when it is set. A long-poll counts from
+// before its read, so a reader of a path that holds no stream counts
+// until its 404 is answered.
+func (h *Handler) LiveReaders() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.mu.readers)
 }
 
 func (h *Handler) read(w http.ResponseWriter, r *http.Request, path string) {
@@ -621,10 +655,10 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request, path string) {
 	req := &ReadRequest{Path: path, Offset: offset, MaxBytes: h.limits.ReadChunk}
 	ctx := r.Context()
 	if live == "long-poll" {
-		if !h.beginLive(w) {
+		if !h.beginLive(w, path) {
 			return
 		}
-		defer h.endLive()
+		defer h.endLive(path)
 		req.Wait = h.limits.LongPoll
 		rc := http.NewResponseController(w)
 		rc.SetWriteDeadline(time.Now().Add(h.limits.LongPoll + 30*time.Second))
@@ -716,10 +750,10 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, path, offset, curs
 		h.fail(w, err)
 		return
 	}
-	if !h.beginLive(w) {
+	if !h.beginLive(w, path) {
 		return
 	}
-	defer h.endLive()
+	defer h.endLive(path)
 	ct := first.Info.ContentType
 	b64 := !IsText(ct)
 	hd := w.Header()

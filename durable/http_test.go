@@ -317,7 +317,7 @@ func TestHandlerRefusesBadOffsets(t *testing.T) {
 			w := serve(h, request(http.MethodGet, "/v1/stream/s?"+tt.query, ""))
 			assert.Equal(t, http.StatusBadRequest, w.Code, w.Body.String())
 			assert.Empty(t, b.recorded(), "the backend must not be asked to read")
-			assert.Zero(t, h.live.Load(), "no live reader may stay counted")
+			assert.Empty(t, h.LiveReaders(), "no live reader may stay counted")
 		})
 	}
 	for _, ok := range []string{"", "offset=-1", "offset=now", "offset=" + token(1), "offset=%2D1"} {
@@ -665,7 +665,7 @@ func TestHandlerLongPollTimeout(t *testing.T) {
 	assert.Positive(t, cursor)
 	require.Len(t, b.reads, 1)
 	assert.Equal(t, testLimits.LongPoll, b.reads[0].Wait, "the backend waits as long as Limits.LongPoll")
-	assert.Zero(t, h.live.Load())
+	assert.Empty(t, h.LiveReaders())
 
 	w = serve(h, request(http.MethodGet, fmt.Sprintf("/v1/stream/s?live=long-poll&offset=%s&cursor=%d", token(2), cursor), ""))
 	require.Equal(t, http.StatusNoContent, w.Code)
@@ -720,7 +720,7 @@ func TestHandlerMaxLiveReaders(t *testing.T) {
 		assert.Equal(t, "1", w.Header().Get("Retry-After"), tt.target)
 		assert.Equal(t, tt.reads, len(b.reads)-before, tt.target)
 	}
-	assert.Equal(t, int64(1), h.live.Load())
+	assert.Equal(t, map[string]int{"s": 1}, h.LiveReaders())
 	// A catch-up read is not a live reader.
 	w := serve(h, request(http.MethodGet, "/v1/stream/s?offset=-1", ""))
 	assert.Equal(t, http.StatusOK, w.Code)
@@ -728,9 +728,49 @@ func TestHandlerMaxLiveReaders(t *testing.T) {
 	close(b.hold)
 	<-done
 	assert.Equal(t, http.StatusNoContent, first.Code)
-	assert.Zero(t, h.live.Load())
+	assert.Empty(t, h.LiveReaders())
 	w = serve(h, request(http.MethodGet, tail, ""))
 	assert.Equal(t, http.StatusNoContent, w.Code, "the place of a finished reader is free again")
+}
+
+// LiveReaders counts the long-polls and SSE connections open now by
+// stream path, and forgets a path once its last reader has ended.
+func TestHandlerLiveReadersByStream(t *testing.T) {
+	b := newFake()
+	b.put("s", "text/plain", "a")
+	b.put("dir/u", "text/plain", "a")
+	b.hold, b.held = make(chan struct{}), make(chan struct{}, 3)
+	limits := testLimits
+	limits.LongPoll, limits.SSEReconnect = time.Minute, time.Minute // they end when the test ends them
+	h := NewHandler(b, limits, nil)
+	sseCtx, endSSE := context.WithCancel(context.Background())
+	defer endSSE()
+	var wg sync.WaitGroup
+	for _, r := range []*http.Request{
+		request(http.MethodGet, "/v1/stream/s?live=long-poll&offset="+token(1), ""),
+		request(http.MethodGet, "/v1/stream/s?live=long-poll&offset="+token(1), ""),
+		request(http.MethodGet, "/v1/stream/dir/u?live=sse&offset=-1", "").WithContext(sseCtx),
+	} {
+		wg.Go(func() { serve(h, r) })
+	}
+	for range 3 {
+		select {
+		case <-b.held:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a live read never waited")
+		}
+	}
+	assert.Equal(t, map[string]int{"s": 2, "dir/u": 1}, h.LiveReaders())
+	// A catch-up read is not a live reader.
+	serve(h, request(http.MethodGet, "/v1/stream/s?offset=-1", ""))
+	assert.Equal(t, map[string]int{"s": 2, "dir/u": 1}, h.LiveReaders())
+
+	endSSE()
+	require.Eventually(t, func() bool { return h.LiveReaders()["dir/u"] == 0 }, 10*time.Second, time.Millisecond, "the SSE reader ended")
+	assert.Equal(t, map[string]int{"s": 2}, h.LiveReaders(), "a path without readers is left out")
+	close(b.hold)
+	wg.Wait()
+	assert.Empty(t, h.LiveReaders())
 }
 
 // A backend error that is not a Refusal is 503 with Retry-After, for every
@@ -784,7 +824,7 @@ func TestHandlerBackendErrors(t *testing.T) {
 					assert.Equal(t, v, w.Header().Get(k), k)
 				}
 				assert.Len(t, b.recorded(), 1, "the backend was asked once")
-				assert.Zero(t, h.live.Load())
+				assert.Empty(t, h.LiveReaders())
 			})
 		}
 	}
@@ -860,7 +900,7 @@ func TestHandlerWatchEndsLiveReads(t *testing.T) {
 	ended(sse, done)
 	assert.Equal(t, http.StatusOK, w.Code, "the stream had begun")
 	assert.Contains(t, w.Body.String(), "data:a", "what it sent before stays sent")
-	assert.Zero(t, h.live.Load())
+	assert.Empty(t, h.LiveReaders())
 
 	// A credential that fell before the first read: 401, nothing read.
 	h.SetWatch(func(r *http.Request) (context.Context, func()) {

@@ -1234,16 +1234,18 @@ func (cg *classicGroup) stateName() string {
 	return [...]string{"empty", "preparing-rebalance", "completing-rebalance", "stable"}[cg.state]
 }
 
+// noProtocolType is a classic group's protocol type in its description
+// when its members gave none: a description with an empty one is a
+// native group's.
+const noProtocolType = "(none)"
+
 // describeClassic describes a classic group: its members with their
 // client ids and hosts, and, for protocol type "consumer", the topics
 // each subscribes to and the partitions the leader gave it (decoded for
 // display; other protocols' bytes are not read). The caller holds mu.
 func (c *Coordinator) describeClassic(cg *classicGroup) *transport.DescribeGroupResponse {
 	resp := &transport.DescribeGroupResponse{Group: cg.name, State: cg.stateName(), GroupEpoch: cg.generation, Assignor: cg.protocol,
-		ProtocolType: cg.protocolType}
-	if resp.ProtocolType == "" {
-		resp.ProtocolType = "(none)"
-	}
+		ProtocolType: cmp.Or(cg.protocolType, noProtocolType)}
 	now := c.cfg.Now()
 	for _, id := range cg.memberOrder() {
 		m := cg.members[id]

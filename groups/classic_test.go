@@ -197,6 +197,49 @@ func TestClassicJoinSyncHeartbeatCommit(t *testing.T) {
 	require.NoError(t, c.Delete(ctx, "g"))
 }
 
+// A Kafka group whose members all left is described as the Kafka group
+// it is, with its protocol type and its committed offsets, once its live
+// state is gone and on a coordinator rebuilt from the log: the same
+// protocol type Kafka's DescribeGroups gives, never a native group's.
+func TestClassicEmptyGroupKeepsItsProtocolType(t *testing.T) {
+	log, clock := &memLog{}, &fakeClock{t: time.Unix(1000, 0)}
+	c := newClassicCoordinator(log, clock, -1)
+	ctx := context.Background()
+	a := waitJoin(t, newMember(t, c, "meta-a"))
+	syncAll(t, c, a)
+	_, err := c.CommitClassic(ctx, ClassicCommit{Group: "g", MemberID: a.MemberID, Generation: a.Generation, Offsets: []ClassicOffset{{Topic: "t", Partition: 0, Offset: 3}}})
+	require.NoError(t, err)
+	_, err = c.LeaveClassic(ctx, "g", []ClassicLeaving{{MemberID: a.MemberID}})
+	require.NoError(t, err)
+	require.NoError(t, c.Expire(ctx))
+	c.mu.Lock()
+	_, live := c.classic["g"]
+	c.mu.Unlock()
+	require.False(t, live, "the empty group's live state is dropped")
+
+	rebuilt := NewCoordinator(CoordinatorConfig{Log: log, Topics: fakeTopics{"t": 6}, Now: clock.now, InitialRebalanceDelay: -1})
+	for i, r := range log.recs {
+		rebuilt.Load(r, int64(i))
+	}
+	rebuilt.Start(int64(len(log.recs)))
+	for name, c := range map[string]*Coordinator{"after the members left": c, "rebuilt from the log": rebuilt} {
+		t.Run(name, func(t *testing.T) {
+			d, err := c.Describe(ctx, "g")
+			require.NoError(t, err)
+			assert.Equal(t, "consumer", d.ProtocolType)
+			assert.Equal(t, "empty", d.State)
+			assert.Equal(t, int32(2), d.GroupEpoch, "the generation it emptied at")
+			assert.Empty(t, d.Members)
+			require.Len(t, d.Offsets, 1)
+			assert.Equal(t, int64(3), d.Offsets[0].Offset)
+			kafka, err := c.KafkaGroups(ctx)
+			require.NoError(t, err)
+			require.Len(t, kafka, 1)
+			assert.Equal(t, d.ProtocolType, kafka[0].ProtocolType, "as Kafka's ListGroups says")
+		})
+	}
+}
+
 // A new coordinator rebuilt from the log holds the last stable
 // generation: its members heartbeat and commit on without a rebalance. A
 // generation whose join phase completed but that never got its

@@ -1,6 +1,7 @@
 package groups
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -989,6 +990,13 @@ func (c *Coordinator) Describe(ctx context.Context, group string) (*transport.De
 	}
 	now := c.cfg.Now()
 	resp := &transport.DescribeGroupResponse{Group: group, State: groupState(g), GroupEpoch: g.GroupEpoch, Assignor: Assignor}
+	if len(g.Members) == 0 && g.Classic != nil {
+		// A Kafka group whose members all left: its live state is gone
+		// (expireClassic drops it), and its last generation in the log
+		// says what it is, as Kafka's DescribeGroups says (kafkaGroup).
+		resp.GroupEpoch, resp.Assignor = max(g.Classic.Generation, g.ClassicFloor), g.Classic.Protocol
+		resp.ProtocolType = cmp.Or(g.Classic.ProtocolType, noProtocolType)
+	}
 	for _, id := range slices.Sorted(maps.Keys(g.Members)) {
 		m := g.Members[id]
 		var owned []TopicPartition

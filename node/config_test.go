@@ -113,6 +113,7 @@ func TestConfigValidate(t *testing.T) {
 		{"negative idle timeout", func(c *Config) { c.IdleTimeout = -time.Second }, "IdleTimeout"},
 		{"negative retention interval", func(c *Config) { c.RetentionInterval = -time.Second }, "RetentionInterval"},
 		{"negative console series interval", func(c *Config) { c.UISeriesInterval = -time.Second }, "UISeriesInterval"},
+		{"negative console survey interval", func(c *Config) { c.UISurveyInterval = -time.Second }, "UISurveyInterval"},
 		{"topic defaults set", func(c *Config) {
 			c.RetentionBytes, c.RetentionMs, c.SegmentBytes, c.SegmentMs = 1<<30, -1, 1<<20, 60000
 			c.RetentionInterval = time.Second

@@ -30,6 +30,7 @@ func (n *Node) console(log hclog.Logger) (*console.Server, func()) {
 		// The charts sample this node's own counters from its start.
 		Counters:       n.metrics.consoleCounters,
 		SeriesInterval: n.cfg.UISeriesInterval,
+		SurveyInterval: n.cfg.UISurveyInterval,
 		Registerer:     n.metrics.registry,
 	}
 	if n.sec.Authorizing() {

@@ -1,21 +1,24 @@
 package node_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"gostream/client"
 	"gostream/console"
@@ -27,22 +30,39 @@ import (
 	"gostream/transport"
 )
 
-// consoleUser calls a node's console API over its real HTTP listener,
-// as the console's page does: a token when it has one, the console's
-// header and a JSON body on changes.
+// The helpers of the console's tests (console_test.go and
+// console_records_test.go): one browser type for every call of the API,
+// and one way to start a node and feed it records.
+
+// consoleUser is a browser of one node's console: it calls the API over
+// the node's real HTTP listener as the page does, with its token when it
+// has one, and the console's header and JSON on changes.
 type consoleUser struct {
 	base  string // http://HOST:PORT or https://...
 	token string
-	http  *http.Client
+	hc    *http.Client
 }
 
-func (u consoleUser) do(t *testing.T, method, path string, body any, headers ...string) (int, []byte) {
+// browserOf is a browser without a token of the node at httpAddr, over
+// plain HTTP.
+func browserOf(httpAddr string) consoleUser {
+	return consoleUser{base: "http://" + httpAddr, hc: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// request is a request as the page makes it. body is nil for none, a
+// string to send as it is (what the page would not send, too), or a
+// value to send as JSON.
+func (u consoleUser) request(t *testing.T, method, path string, body any) *http.Request {
 	t.Helper()
 	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		js, err := json.Marshal(b)
 		require.NoError(t, err)
-		rd = bytes.NewReader(b)
+		rd = bytes.NewReader(js)
 	}
 	req, err := http.NewRequest(method, u.base+path, rd)
 	require.NoError(t, err)
@@ -53,14 +73,13 @@ func (u consoleUser) do(t *testing.T, method, path string, body any, headers ...
 		req.Header.Set(console.ConsoleHeader, "1")
 		req.Header.Set("Content-Type", "application/json")
 	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		if headers[i+1] == "" {
-			req.Header.Del(headers[i])
-		} else {
-			req.Header.Set(headers[i], headers[i+1])
-		}
-	}
-	resp, err := u.http.Do(req)
+	return req
+}
+
+// send sends req and returns the answer's status and body.
+func (u consoleUser) send(t *testing.T, req *http.Request) (int, []byte) {
+	t.Helper()
+	resp, err := u.hc.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
@@ -68,7 +87,22 @@ func (u consoleUser) do(t *testing.T, method, path string, body any, headers ...
 	return resp.StatusCode, out
 }
 
-// get decodes a 200 answer of GET path.
+// do sends a request as the page makes it (see request), with headers
+// changed: name and value pairs, an empty value removing the header.
+func (u consoleUser) do(t *testing.T, method, path string, body any, headers ...string) (int, []byte) {
+	t.Helper()
+	req := u.request(t, method, path, body)
+	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i+1] == "" {
+			req.Header.Del(headers[i])
+		} else {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+	}
+	return u.send(t, req)
+}
+
+// consoleGet decodes a 200 answer of GET path.
 func consoleGet[T any](t *testing.T, u consoleUser, path string) T {
 	t.Helper()
 	code, body := u.do(t, http.MethodGet, path, nil)
@@ -78,9 +112,95 @@ func consoleGet[T any](t *testing.T, u consoleUser, path string) T {
 	return v
 }
 
-func testClient(t *testing.T, cfg client.Config) *client.Client {
+// messages asks for a topic's records (query: the parameters of
+// GET .../messages) and requires a 200.
+func (u consoleUser) messages(t *testing.T, topic, query string) console.Messages {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	return consoleGet[console.Messages](t, u, "/ui/api/topics/"+topic+"/messages?"+query)
+}
+
+// tail opens a live tail and returns its events as they come; the tail
+// ends with the test.
+func (u consoleUser) tail(t *testing.T, topic, query string) <-chan sseEvent {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req := u.request(t, http.MethodGet, "/ui/api/topics/"+topic+"/tail?"+query, nil).WithContext(ctx)
+	resp, err := (&http.Client{Transport: u.hc.Transport}).Do(req) // no timeout: the stream lasts
+	require.NoError(t, err)
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	}
+	assert.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	events := make(chan sseEvent, 1024)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(events)
+		readEvents(resp.Body, events)
+	})
+	t.Cleanup(func() {
+		cancel()
+		resp.Body.Close()
+		wg.Wait()
+	})
+	return events
+}
+
+// metric reads one unlabeled metric of the node's /metrics.
+func (u consoleUser) metric(t *testing.T, name string) float64 {
+	t.Helper()
+	code, body := u.do(t, http.MethodGet, "/metrics", nil)
+	require.Equal(t, http.StatusOK, code, "%s", body)
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err)
+			return f
+		}
+	}
+	require.FailNow(t, "no metric "+name)
+	return 0
+}
+
+type sseEvent struct{ name, data string }
+
+// readEvents reads server-sent events until r ends.
+func readEvents(r io.Reader, out chan<- sseEvent) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 4<<20)
+	var ev sseEvent
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			out <- ev
+			ev = sseEvent{}
+		case strings.HasPrefix(line, "event: "):
+			ev.name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			ev.data += strings.TrimPrefix(line, "data: ")
+		}
+	}
+}
+
+// consoleNode starts one node, security off, changed by mod when not
+// nil, and returns its config and a client of it.
+func consoleNode(t *testing.T, mod func(*node.Config)) (node.Config, *client.Client) {
+	cfg := testConfig(t, 1, t.TempDir())
+	if mod != nil {
+		mod(&cfg)
+	}
+	startNode(t, cfg)
+	waitHealthy(t, cfg.HTTP)
+	return cfg, newClient(t, client.Config{Bootstrap: []string{cfg.Listen}})
+}
+
+// newClient is a client of the cluster, closed with the test.
+func newClient(t *testing.T, cfg client.Config) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c, err := client.New(ctx, cfg)
 	require.NoError(t, err)
@@ -88,17 +208,74 @@ func testClient(t *testing.T, cfg client.Config) *client.Client {
 	return c
 }
 
-func produceN(t *testing.T, c *client.Client, topic string, partition int32, n int) {
+func createTopic(t *testing.T, c *client.Client, name string, partitions int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := c.CreateTopic(ctx, name, partitions, 1)
+	require.NoError(t, err)
+}
+
+// sendEach produces recs one at a time, each in a batch of its own.
+func sendEach(t *testing.T, c *client.Client, recs ...client.ProducerRecord) []client.Ack {
+	t.Helper()
+	p, err := client.NewProducer(c, client.ProducerConfig{Linger: -1})
+	require.NoError(t, err)
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	acks := make([]client.Ack, len(recs))
+	for i, r := range recs {
+		acks[i], err = p.Send(ctx, r)
+		require.NoError(t, err)
+	}
+	return acks
+}
+
+// sendAll produces recs in batches, as fast as the producer goes.
+func sendAll(t *testing.T, c *client.Client, recs []client.ProducerRecord) {
 	t.Helper()
 	p, err := client.NewProducer(c, client.ProducerConfig{})
 	require.NoError(t, err)
 	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for i := range n {
-		_, err := p.Send(ctx, client.ProducerRecord{Topic: topic, Partition: partition, ManualPartition: true, Value: []byte(fmt.Sprint(i))})
-		require.NoError(t, err)
+	var mu sync.Mutex
+	var first error
+	for _, r := range recs {
+		p.SendAsync(r, func(_ client.Ack, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if first == nil {
+				first = err
+			}
+		})
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, p.Flush(ctx))
+	require.NoError(t, first)
+}
+
+// produceN produces n records to one partition, valued "0" to n-1.
+func produceN(t *testing.T, c *client.Client, topic string, partition int32, n int) {
+	t.Helper()
+	recs := make([]client.ProducerRecord, n)
+	for i := range recs {
+		recs[i] = client.ProducerRecord{Topic: topic, Partition: partition, ManualPartition: true, Value: []byte(strconv.Itoa(i))}
+	}
+	sendAll(t, c, recs)
+}
+
+// createStream creates a Durable Streams stream of text/plain at path
+// through the node at httpAddr.
+func createStream(t *testing.T, httpAddr, path string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPut, "http://"+httpAddr+durable.Prefix+path, nil)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "text/plain")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
 }
 
 // The console's API on a node seeded with topics, records, a group with
@@ -106,26 +283,16 @@ func produceN(t *testing.T, c *client.Client, topic string, partition int32, n i
 // answer, reset-offsets' dry run and execution, delete, and what a group
 // with members refuses.
 func TestConsoleAPIOnASeededNode(t *testing.T) {
-	cfg := testConfig(t, 1, t.TempDir())
-	startNode(t, cfg)
-	waitHealthy(t, cfg.HTTP)
-	c := testClient(t, client.Config{Bootstrap: []string{cfg.Listen}})
+	cfg, c := consoleNode(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	_, err := c.CreateTopic(ctx, "orders", 2, 1)
-	require.NoError(t, err)
+	createTopic(t, c, "orders", 2)
 	produceN(t, c, "orders", 0, 10)
 	produceN(t, c, "orders", 1, 4)
 	require.NoError(t, c.CommitOffsets(ctx, "billing", client.CommitOffset{Topic: "orders", Partition: 0, Offset: 6}))
-	u := consoleUser{base: "http://" + cfg.HTTP, http: &http.Client{Timeout: 30 * time.Second}}
-	dsReq, err := http.NewRequest(http.MethodPut, "http://"+cfg.HTTP+durable.Prefix+"shop/log", nil)
-	require.NoError(t, err)
-	dsReq.Header.Set("Content-Type", "text/plain")
-	dsResp, err := u.http.Do(dsReq)
-	require.NoError(t, err)
-	dsResp.Body.Close()
-	require.Equal(t, http.StatusCreated, dsResp.StatusCode)
+	u := browserOf(cfg.HTTP)
+	createStream(t, cfg.HTTP, "shop/log")
 
 	ov := consoleGet[console.Overview](t, u, "/ui/api/overview")
 	assert.Equal(t, int32(1), ov.Controller)
@@ -261,6 +428,114 @@ func TestConsoleAPIOnASeededNode(t *testing.T) {
 	assert.ErrorIs(t, err, transport.ErrUnknownGroup)
 }
 
+// A stream's readers are the cluster's: a live reader connected to
+// another node than the console's shows in the streams list after a
+// round of the survey, a second one on the console's node adds to it,
+// and the count goes back to 0 once they end.
+func TestConsoleStreamReaders(t *testing.T) {
+	cfg1 := testConfig(t, 1, t.TempDir())
+	cfg1.UISurveyInterval = 50 * time.Millisecond
+	startNode(t, cfg1)
+	waitHealthy(t, cfg1.HTTP)
+	cfg2 := testConfig(t, 2, t.TempDir())
+	cfg2.Controllers = []node.ControllerAddr{{ID: 1, Addr: cfg1.Listen}}
+	startNode(t, cfg2)
+	waitHealthy(t, cfg2.HTTP)
+	createStream(t, cfg1.HTTP, "live/feed")
+	u := browserOf(cfg1.HTTP)
+	readers := func() int {
+		streams := consoleGet[console.Streams](t, u, "/ui/api/streams")
+		require.Len(t, streams.Streams, 1)
+		if streams.Streams[0].Readers == nil {
+			return -1 // a broker did not tell (node 2 not yet registered)
+		}
+		return *streams.Streams[0].Readers
+	}
+	c := newClient(t, client.Config{Bootstrap: []string{cfg1.Listen}})
+	require.Eventually(t, func() bool {
+		md, err := c.Metadata(context.Background())
+		return err == nil && len(md.Brokers) == 2
+	}, 15*time.Second, 50*time.Millisecond, "node 2 registers")
+	require.Eventually(t, func() bool { return readers() == 0 }, 10*time.Second, 20*time.Millisecond)
+
+	// liveRead opens a live read on the stream at httpAddr; the returned
+	// func ends it and waits until the request has returned.
+	liveRead := func(httpAddr, live string) func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+httpAddr+durable.Prefix+"live/feed?offset=now&live="+live, nil)
+		require.NoError(t, err)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return // ended before its answer's header
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}()
+		end := func() {
+			cancel()
+			<-done
+		}
+		t.Cleanup(end)
+		return end
+	}
+	endSSE := liveRead(cfg2.HTTP, "sse")
+	require.Eventually(t, func() bool { return readers() == 1 }, 10*time.Second, 20*time.Millisecond, "the SSE reader on node 2")
+	endPoll := liveRead(cfg1.HTTP, "long-poll")
+	require.Eventually(t, func() bool { return readers() == 2 }, 10*time.Second, 20*time.Millisecond, "and a long-poll on node 1")
+	endSSE()
+	endPoll()
+	require.Eventually(t, func() bool { return readers() == 0 }, 10*time.Second, 20*time.Millisecond, "both ended")
+}
+
+// A Kafka consumer group whose member left (kcat -G, then Ctrl-C) shows
+// its protocol type, "consumer", in the list and on its page, not
+// "native": the coordinator keeps it in the group's log, and a node
+// restarted (which holds no live state of an empty group) reads it there.
+func TestConsoleShowsAnEmptyKafkaGroupsProtocol(t *testing.T) {
+	kafkaAddr := freeAddr(t)
+	cfg := testConfig(t, 1, t.TempDir())
+	cfg.KafkaListen = kafkaAddr
+	cfg.GroupInitialDelay = -1 // one member: no need to wait for more
+	n := startNode(t, cfg)
+	waitHealthy(t, cfg.HTTP)
+	c := newClient(t, client.Config{Bootstrap: []string{cfg.Listen}})
+	createTopic(t, c, "k", 1)
+	produceN(t, c, "k", 0, 3)
+	c.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	member, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr), kgo.ConsumerGroup("kcat"), kgo.ConsumeTopics("k"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	require.NoError(t, err)
+	got := 0
+	for got < 3 {
+		fs := member.PollFetches(ctx)
+		require.NoError(t, fs.Err())
+		got += fs.NumRecords()
+	}
+	require.NoError(t, member.CommitUncommittedOffsets(ctx))
+	member.Close() // leaves the group
+
+	require.NoError(t, n.stop(t))
+	startNode(t, cfg)
+	waitHealthy(t, cfg.HTTP)
+	u := browserOf(cfg.HTTP)
+	groups := consoleGet[console.Groups](t, u, "/ui/api/groups")
+	require.Len(t, groups.Groups, 1)
+	assert.Equal(t, "kcat", groups.Groups[0].Name)
+	assert.Equal(t, "empty", groups.Groups[0].State)
+	assert.Equal(t, "consumer", groups.Groups[0].Protocol)
+	group := consoleGet[console.GroupDetail](t, u, "/ui/api/groups/kcat")
+	assert.Equal(t, "consumer", group.Protocol)
+	assert.Empty(t, group.Members)
+	require.Len(t, group.Partitions, 1)
+	assert.Equal(t, int64(3), *group.Partitions[0].Committed)
+}
+
 // mustStreamTopic is the internal topic of the stream at path.
 func mustStreamTopic(t *testing.T, path string) string {
 	t.Helper()
@@ -311,7 +586,7 @@ func startSecureNode(t *testing.T) secureNode {
 	require.NoError(t, err)
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
 	user := func(p string) consoleUser {
-		return consoleUser{base: "https://" + cfg.HTTP, token: tokens[p], http: hc}
+		return consoleUser{base: "https://" + cfg.HTTP, token: tokens[p], hc: hc}
 	}
 	sn := secureNode{cfg: cfg, tls: tc, admin: user("admin"), alice: user("alice"), bob: user("bob"), anon: user("")}
 	require.Eventually(t, func() bool {
@@ -327,7 +602,7 @@ func startSecureNode(t *testing.T) secureNode {
 
 // client is a Go client of the node as u.
 func (sn secureNode) client(t *testing.T, u consoleUser) *client.Client {
-	return testClient(t, client.Config{Bootstrap: []string{sn.cfg.Listen}, TLS: sn.tls.Clone(), Token: u.token})
+	return newClient(t, client.Config{Bootstrap: []string{sn.cfg.Listen}, TLS: sn.tls.Clone(), Token: u.token})
 }
 
 // With security on: the page loads without a principal, the API does

@@ -446,7 +446,7 @@ func (n *Node) serve(ctx context.Context) error {
 		NodeID:   cfg.ID,
 		Logger:   httpLog,
 		Metrics:  promhttp.HandlerFor(n.metrics.registry, promhttp.HandlerOpts{}),
-		Status:   func() any { return n.status() },
+		Status:   func() any { return n.status(dsHandler.LiveReaders()) },
 		Problems: n.refusals.problems,
 		Streams:  dsHandler,
 	}

@@ -1,15 +1,23 @@
 package node
 
 import (
+	"maps"
+	"slices"
+
 	"gostream/metadata"
 	"gostream/transport"
 )
 
 // status is the body of GET /api/status (transport.NodeStatus): the same
-// facts as `gostream-ctl cluster status`, as this node knows them.
-func (n *Node) status() transport.NodeStatus {
+// facts as `gostream-ctl cluster status`, as this node knows them, and
+// readers, the node's live readers of each Durable Streams path
+// (durable.Handler.LiveReaders).
+func (n *Node) status(readers map[string]int) transport.NodeStatus {
 	meta := n.broker.Metadata()
 	st := transport.NodeStatus{Node: n.cfg.ID, Brokers: []transport.BrokerStatus{}, Partitions: n.broker.PartitionStatuses()}
+	for _, path := range slices.Sorted(maps.Keys(readers)) {
+		st.StreamReaders = append(st.StreamReaders, transport.StreamReaderCount{Path: path, Readers: readers[path]})
+	}
 	if meta == nil {
 		return st
 	}

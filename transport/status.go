@@ -19,6 +19,18 @@ type NodeStatus struct {
 	MetadataEpoch int64             `json:"metadata_epoch"`
 	Brokers       []BrokerStatus    `json:"brokers"`
 	Partitions    []PartitionStatus `json:"partitions"`
+	// StreamReaders are the node's live readers of Durable Streams
+	// (long-polls and SSE connections it serves now, whichever node leads
+	// the stream), by stream path: only the streams with one, so at most
+	// the node's --ds-max-live-readers of them. Absent when it has none,
+	// and from a node of a version before it.
+	StreamReaders []StreamReaderCount `json:"stream_readers,omitempty"`
+}
+
+// StreamReaderCount is the number of a node's live readers of one stream.
+type StreamReaderCount struct {
+	Path    string `json:"path"`
+	Readers int    `json:"readers"`
 }
 
 // Partition returns the node's replica of topic/partition, if it hosts

@@ -44,6 +44,14 @@ func TestNodeStatusJSON(t *testing.T) {
 	assert.False(t, ok)
 	_, ok = (*NodeStatus)(nil).Partition("orders", 0)
 	assert.False(t, ok, "a node that did not answer hosts nothing")
+
+	// Live readers of streams are there only when the node has some, so
+	// a node without them answers what it answered before.
+	readers := NodeStatus{Node: 2, StreamReaders: []StreamReaderCount{{Path: "shop/log", Readers: 2}}}
+	out, err = json.Marshal(readers)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"node":2,"cluster_id":"","controller":0,"metadata_epoch":0,"brokers":null,"partitions":null,
+		"stream_readers":[{"path":"shop/log","readers":2}]}`, string(out))
 }
 
 func TestGossipStateGone(t *testing.T) {

@@ -1,6 +1,7 @@
 // Durable Streams: every stream the principal may describe, with its
-// content type, size, records, the stream it was forked from, and
-// whether it is sealed.
+// content type, size, records, live readers (the cluster's, as of the
+// survey's round), the stream it was forked from, and whether it is
+// sealed.
 
 import {badge, el, link, note} from '../dom.js';
 import * as fmt from '../format.js';
@@ -18,6 +19,7 @@ export default {
         {key: 'contentType', title: 'Content type', render: (s) => s.contentType || '—'},
         {key: 'bytes', title: 'Size', numeric: true, render: (s) => fmt.bytes(s.bytes)},
         {key: 'records', title: 'Records', numeric: true, render: (s) => fmt.count(s.records)},
+        {key: 'readers', title: 'Readers', numeric: true, render: (s) => fmt.count(s.readers)},
         {key: 'forkedFrom', title: 'Forked from', render: (s) => (s.forkedFrom ? el('code', null, s.forkedFrom) : '—')},
         {key: 'topic', title: 'Topic', render: (s) => link('#/topics/' + encodeURIComponent(s.topic), s.topic)},
         {key: 'sealed', title: 'State', value: (s) => (s.deleted ? 2 : s.sealed ? 1 : 0),
@@ -26,7 +28,8 @@ export default {
     });
     const age = note();
     root.append(el('section', {class: 'panel'}, list.el, age,
-      note('Every node serves every stream at /v1/stream/PATH on its HTTP address (docs/durable-streams.md).')));
+      note('Every node serves every stream at /v1/stream/PATH on its HTTP address (docs/durable-streams.md). ' +
+        'Readers are the long-polls and SSE connections open on all the nodes together; — when a node did not answer the survey.')));
     return {
       async refresh() {
         const r = await ctx.api.get('streams');
