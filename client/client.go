@@ -262,6 +262,7 @@ func (c *Client) Close() error {
 	c.mu.closed = true
 	c.mu.Unlock()
 	c.pipes.Close()
+	c.httpClient().CloseIdleConnections()
 	return c.pool.Close()
 }
 
@@ -725,12 +726,16 @@ func (c *Client) HTTPDo(req *http.Request) (*http.Response, error) {
 	return c.httpClient().Do(req)
 }
 
+// httpClient is the client's own HTTP client, whose connections Close
+// closes (http.DefaultClient's would outlive it).
 func (c *Client) httpClient() *http.Client {
 	c.httpOnce.Do(func() {
-		c.http = http.DefaultClient
+		t := http.DefaultTransport.(*http.Transport).Clone()
 		if c.cfg.TLS != nil {
-			c.http = &http.Client{Transport: &http.Transport{TLSClientConfig: c.cfg.TLS.Clone(), ForceAttemptHTTP2: false}}
+			t.TLSClientConfig = c.cfg.TLS.Clone()
+			t.ForceAttemptHTTP2 = false
 		}
+		c.http = &http.Client{Transport: t}
 	})
 	return c.http
 }

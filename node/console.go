@@ -16,8 +16,8 @@ import (
 // reads and changes the cluster through a client of its own, opened as
 // this node on first use, after checking each request's principal with
 // this node's authorizer.
-// The returned func closes the console and then that client, once the
-// HTTP server is done.
+// The returned func closes the console (its live tails end) and then
+// that client, before the HTTP server shuts down.
 func (n *Node) console(log hclog.Logger) (*console.Server, func()) {
 	cc := &consoleClient{n: n, log: log}
 	cfg := console.Config{

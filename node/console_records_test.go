@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -416,6 +417,26 @@ func TestConsoleTailEndsWhenTheNodeStops(t *testing.T) {
 	}
 	assert.Equal(t, console.EventError, last.name)
 	assert.Contains(t, last.data, "the node is stopping")
+}
+
+// A node whose console asked the cluster (the overview reads every
+// node's status over HTTP, this node's too) stops at once: the console's
+// client closes its connections to this node's HTTP server before the
+// server waits for its connections. Before, a connection the client had
+// dialed and never used held the stop for five seconds.
+func TestConsoleDoesNotHoldTheNodesStop(t *testing.T) {
+	cfg := testConfig(t, 1, t.TempDir())
+	n := startNode(t, cfg)
+	waitHealthy(t, cfg.HTTP)
+	u := browserOf(cfg.HTTP)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() { consoleGet[console.Overview](t, u, "/ui/api/overview") })
+	}
+	wg.Wait()
+	start := time.Now()
+	require.NoError(t, n.stop(t))
+	assert.Less(t, time.Since(start), 3*time.Second, "the node's stop")
 }
 
 func TestConsoleTailsAreBounded(t *testing.T) {

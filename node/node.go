@@ -621,9 +621,12 @@ func (n *Node) serve(ctx context.Context) error {
 		for _, s := range kafkaServers {
 			s.Close()
 		}
+		// The console first: its client's connections to this node's own
+		// HTTP server (idle, or dialed and never used) would hold the
+		// server's shutdown (one never used, for five seconds).
+		closeConsole()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
 		defer cancel()
-		defer closeConsole()
 		if err := srv.Shutdown(sctx); err != nil {
 			// Requests still running after the timeout are cut off.
 			srv.Close()
