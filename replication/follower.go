@@ -413,15 +413,21 @@ func copyBatches(ctx context.Context, p *Partition, peer Peer, epoch int32, from
 		n    int
 	}
 	var flight []sent
+	// One read buffer serves every request: SendReplicate copies a
+	// request into its frame before it returns.
+	var buf []byte
 	off, next := from, from
 	for off < target {
 		for len(flight) < copyDepth && next < target {
 			if err := p.log.Wait(ctx, next); err != nil {
 				return off, err
 			}
-			data, err := p.log.Read(ctx, next, pace.readMax(), target, nil)
+			data, err := p.log.Read(ctx, next, pace.readMax(), target, buf)
 			if err != nil {
 				return off, p.noteLogErr(err)
+			}
+			if cap(data) > cap(buf) {
+				buf = data[:0]
 			}
 			// Whole batches, so the read can go out as one request.
 			var end int64

@@ -11,7 +11,8 @@ import (
 type Peer interface {
 	// SendReplicate writes a Replicate request and returns a function that
 	// waits for the follower's log end once the batch is durable there. An
-	// error from SendReplicate means the request was not sent.
+	// error from SendReplicate means the request was not sent. It keeps
+	// nothing of req once it returns: the caller may reuse req.Batch.
 	SendReplicate(ctx context.Context, req *transport.ReplicateRequest) (func(context.Context) (int64, error), error)
 	// ReplicaState asks the follower for its position (and fences it at the
 	// request's epoch).
