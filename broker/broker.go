@@ -44,9 +44,10 @@ type Config struct {
 	MaxBatchBytes int
 	// OnProduced and OnFetched, if set, feed the node's metrics: a batch
 	// acknowledged (its bytes, its records, and how long its replication
-	// took when it had followers, else 0), and the bytes of a fetch.
+	// took when it had followers, else 0), and the bytes of a fetch and
+	// its records from the offset asked.
 	OnProduced func(bytes int, records int64, replicated time.Duration)
-	OnFetched  func(bytes int)
+	OnFetched  func(bytes int, records int64)
 	// ActiveController returns this node's controller when it is the
 	// active one, else an error matching transport.ErrNotController that
 	// names the active one as this node knows it. CallController sends a
@@ -287,10 +288,27 @@ func (b *Broker) Fetch(ctx context.Context, principal string, req FetchRequest, 
 		buf = nil
 	}
 	if b.cfg.OnFetched != nil {
-		b.cfg.OnFetched(len(res.Batches))
+		b.cfg.OnFetched(len(res.Batches), fetchedRecords(res.Batches, req.Offset))
 	}
 	return FetchResult{HighWatermark: res.HighWatermark, LogStartOffset: res.LogStartOffset, Batches: res.Batches,
 		Release: func() { putReadBuffer(buf) }}, nil
+}
+
+// fetchedRecords counts the records of the batches in buf from offset
+// on, by their headers alone: they come from this node's log, and the
+// fetcher verifies them. It stops at bytes that do not frame.
+func fetchedRecords(buf []byte, offset int64) int64 {
+	var n int64
+	for len(buf) > 0 {
+		size, err := record.FrameSize(buf, len(buf))
+		if err != nil {
+			break
+		}
+		b := record.Batch(buf[:size])
+		n += max(0, b.NextOffset()-max(b.BaseOffset(), offset))
+		buf = buf[size:]
+	}
+	return n
 }
 
 // readReservation is the memory a fetch of maxBytes may allocate for its

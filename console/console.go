@@ -9,9 +9,12 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"gostream/client"
 	"gostream/metadata"
@@ -40,6 +43,15 @@ type Config struct {
 	Authorize func(principal string, op metadata.Operation, rt metadata.ResourceType, name string) error
 	// Logger receives the console's logs; nil discards them.
 	Logger hclog.Logger
+	// Counters, if set, returns the node's counters: the console samples
+	// them every SeriesInterval (zero: DefaultSeriesInterval), from New
+	// to Close, for the charts (GET /ui/api/series). It is called from
+	// one goroutine at a time.
+	Counters       func() Counters
+	SeriesInterval time.Duration
+	// Registerer, if set, takes the console's metrics: the live tails it
+	// serves, and those it dropped for a browser that did not read.
+	Registerer prometheus.Registerer
 }
 
 // Server is the console's HTTP handler. Close stops its survey of the
@@ -49,9 +61,23 @@ type Server struct {
 	log    hclog.Logger
 	mux    *http.ServeMux
 	survey *survey
+
+	// reads holds a token per request reading records (maxReads).
+	reads chan struct{}
+	// tails counts the live tails served; tailDrops those dropped for a
+	// browser that did not take the bytes in time.
+	tails     atomic.Int32
+	tailDrops prometheus.Counter
+	// stopping ends when the node stops (Shutdown): the live tails end.
+	stopping context.Context
+	stop     context.CancelFunc
+	prod     consoleProducer
+	sampler  *sampler // nil without Config.Counters
+	closed   sync.Once
 }
 
-// New returns the console's handler, to be served under /ui/.
+// New returns the console's handler, to be served under /ui/. It starts
+// the charts' sampler; Close stops it.
 func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -59,31 +85,48 @@ func New(cfg Config) *Server {
 	if cfg.Principal == nil {
 		cfg.Principal = func(*http.Request) string { return "" }
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), reads: make(chan struct{}, maxReads)}
 	s.survey = newSurvey(s.surveyRound, cfg.Logger.Named("survey"))
+	s.stopping, s.stop = context.WithCancel(context.Background())
+	s.tailDrops = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gostream_console_tail_drops_total",
+		Help: "Live tails of the web console ended because the browser did not take the bytes within 5 s.",
+	})
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(s.tailDrops, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "gostream_console_tails", Help: "Live tails the web console serves now.",
+		}, func() float64 { return float64(s.tails.Load()) }))
+	}
 	s.routes()
+	s.startSeries()
 	return s
 }
 
-// Close stops the survey and waits for it; the API's lists answer 503
-// from then on. It may be called more than once.
-func (s *Server) Close() { s.survey.close() }
+// Shutdown ends the live tails, each with an error event saying the node
+// is stopping, so that an HTTP server's graceful shutdown does not wait
+// for streams that never end; other requests go on.
+func (s *Server) Shutdown() { s.stop() }
+
+// Close stops what the console runs besides its requests: the live tails
+// (Shutdown), the survey of the cluster (the API's lists answer 503 from
+// then on), the charts' sampler and its producer, once the records given
+// to it have their outcome. It is idempotent.
+func (s *Server) Close() {
+	s.closed.Do(func() {
+		s.Shutdown()
+		s.survey.close()
+		s.stopSeries()
+		s.closeProducer()
+	})
+}
 
 // routes registers every path of the console: its files and its API.
 func (s *Server) routes() {
-	// The files answer GET (and HEAD) only. They are registered for every
-	// method, and refuse the others themselves, because "GET /ui/" and
-	// the API's catch-all "/ui/api/" below would conflict in the mux (each
-	// more specific than the other: one by method, one by path).
-	files := staticFiles()
-	s.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "the console's files are read with GET", http.StatusMethodNotAllowed)
-			return
-		}
-		files.ServeHTTP(w, r)
-	})
+	// The files answer GET and HEAD alone, under a pattern of every
+	// method: "GET /ui/" and the API's catch-all "/ui/api/" would be
+	// patterns neither more specific than the other, which ServeMux
+	// refuses (it panics).
+	s.mux.Handle("/ui/", readOnly(staticFiles()))
 	api := func(pattern string, h func(w http.ResponseWriter, r *http.Request)) {
 		s.mux.HandleFunc(pattern, h)
 	}
@@ -108,6 +151,18 @@ func (s *Server) routes() {
 	// Anything else under the API is 404 as JSON, not the page.
 	api("/ui/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "NotFound", fmt.Sprintf("no console API %s %s", r.Method, r.URL.Path))
+	})
+}
+
+// readOnly answers 405 to a request that is not GET or HEAD.
+func readOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "the console's files are read with GET", http.StatusMethodNotAllowed)
+			return
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 

@@ -17,12 +17,13 @@
 // elsewhere cannot make a browser act (cross-site request forgery).
 //
 // Files: console.go (the handler, routes, headers, the checks every
-// request passes, errors), web.go (the embedded files), one file per
-// screen's API (overview.go, topics.go, messages.go, tail.go, groups.go,
-// streams.go, acls.go, history.go, series.go), and survey.go: the rounds
-// in which the console asks the whole cluster, every SurveyInterval
-// while the page is open, for what the topics and groups lists and the
-// lag history show (Server.Close stops them).
+// request passes, errors), query.go (strict query parameters), web.go
+// (the embedded files), one file per screen's API (overview.go,
+// topics.go, messages.go, produce.go, tail.go, groups.go, streams.go,
+// acls.go, history.go, series.go), and survey.go: the rounds in which the
+// console asks the whole cluster, every SurveyInterval while the page is
+// open, for what the topics and groups lists and the lag history show
+// (Server.Close stops them).
 //
 // It imports client, metadata, record and transport, never the server's
 // packages: the node (package node) builds it and gives it its client and

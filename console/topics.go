@@ -236,7 +236,7 @@ func (s *Server) topic(w http.ResponseWriter, r *http.Request) {
 	}
 	statuses, unavailable := replicaStatuses(ctx, c, md.Brokers, t)
 	out.Unavailable = unavailable
-	out.Partitions = partitionsOf(t, statuses)
+	out.Partitions = partitionDetails(t, statuses)
 
 	snap, err := s.survey.current(ctx)
 	if err != nil {
@@ -285,9 +285,9 @@ func replicaStatuses(ctx context.Context, c *client.Client, brokers []client.Bro
 	return out, unavailable
 }
 
-// partitionsOf is every partition of t with its replicas' positions, as
+// partitionDetails is every partition of t with its replicas' positions, as
 // their brokers' statuses tell them.
-func partitionsOf(t client.TopicMetadata, statuses map[int32]*transport.NodeStatus) []PartitionDetail {
+func partitionDetails(t client.TopicMetadata, statuses map[int32]*transport.NodeStatus) []PartitionDetail {
 	// Each broker's replicas of t, by partition.
 	replicas := map[int32]map[int32]transport.PartitionStatus{}
 	for id, st := range statuses {

@@ -209,6 +209,10 @@ type Config struct {
 	// UIDisabled turns the web console off (--ui=false): /ui/ answers
 	// 404 (docs/console.md). The zero value serves it.
 	UIDisabled bool
+	// UISeriesInterval is how often the console samples this node's
+	// counters for its charts (docs/console.md, "Charts"). Zero means
+	// 10 s.
+	UISeriesInterval time.Duration
 	// Rack is the node's failure domain (a rack, a room, a zone), carried
 	// in its registration: new topics place a partition's replicas in
 	// distinct racks first (docs/cluster.md, "Placement"). Empty: none.
@@ -445,6 +449,8 @@ func (c Config) validateLimits() error {
 		return &FieldError{Field: "IdleTimeout", Value: c.IdleTimeout.String(), Reason: "want a positive duration"}
 	case c.RetentionInterval < 0:
 		return &FieldError{Field: "RetentionInterval", Value: c.RetentionInterval.String(), Reason: "want a positive duration"}
+	case c.UISeriesInterval < 0:
+		return &FieldError{Field: "UISeriesInterval", Value: c.UISeriesInterval.String(), Reason: "want a positive duration"}
 	case c.AutoCreate.Partitions < 0 || c.AutoCreate.Partitions > metadata.MaxPartitions:
 		return &FieldError{Field: "AutoCreate.Partitions", Value: itoa(int64(c.AutoCreate.Partitions)), Reason: fmt.Sprintf("want a number of partitions from 1 to %d", metadata.MaxPartitions)}
 	case c.AutoCreate.ReplicationFactor < 0 || c.AutoCreate.ReplicationFactor > math.MaxInt16:

@@ -112,6 +112,7 @@ func TestConfigValidate(t *testing.T) {
 		{"per-address limit over the default total", func(c *Config) { c.MaxConnsPerAddr = transport.DefaultMaxConns + 1 }, "MaxConnsPerAddr"},
 		{"negative idle timeout", func(c *Config) { c.IdleTimeout = -time.Second }, "IdleTimeout"},
 		{"negative retention interval", func(c *Config) { c.RetentionInterval = -time.Second }, "RetentionInterval"},
+		{"negative console series interval", func(c *Config) { c.UISeriesInterval = -time.Second }, "UISeriesInterval"},
 		{"topic defaults set", func(c *Config) {
 			c.RetentionBytes, c.RetentionMs, c.SegmentBytes, c.SegmentMs = 1<<30, -1, 1<<20, 60000
 			c.RetentionInterval = time.Second

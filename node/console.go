@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"net/http"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
@@ -17,9 +16,9 @@ import (
 // reads and changes the cluster through a client of its own, opened as
 // this node on first use, after checking each request's principal with
 // this node's authorizer.
-// The returned func stops the console's survey of the cluster and closes
-// its client, once the HTTP server is done.
-func (n *Node) console(log hclog.Logger) (http.Handler, func()) {
+// The returned func closes the console and then that client, once the
+// HTTP server is done.
+func (n *Node) console(log hclog.Logger) (*console.Server, func()) {
 	cc := &consoleClient{n: n, log: log}
 	cfg := console.Config{
 		NodeID:    n.cfg.ID,
@@ -28,6 +27,10 @@ func (n *Node) console(log hclog.Logger) (http.Handler, func()) {
 		Security:  n.cfg.Security.AuthOn(),
 		Principal: httpapi.Principal,
 		Logger:    log,
+		// The charts sample this node's own counters from its start.
+		Counters:       n.metrics.consoleCounters,
+		SeriesInterval: n.cfg.UISeriesInterval,
+		Registerer:     n.metrics.registry,
 	}
 	if n.sec.Authorizing() {
 		cfg.Authorize = func(principal string, op metadata.Operation, rt metadata.ResourceType, name string) error {

@@ -2,11 +2,14 @@ package node
 
 import (
 	"errors"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"gostream/console"
 	"gostream/transport"
 )
 
@@ -20,7 +23,6 @@ type metrics struct {
 	requestDuration *prometheus.HistogramVec
 	bytesIn         prometheus.Counter
 	bytesOut        prometheus.Counter
-	recordsIn       prometheus.Counter
 	fsyncDuration   prometheus.Histogram
 	connections     prometheus.Gauge
 	partitions      prometheus.Gauge
@@ -30,6 +32,20 @@ type metrics struct {
 	refusedRequests prometheus.Counter
 	groupRebuild    prometheus.Histogram
 	rebalances      prometheus.Counter
+
+	// Running totals that the web console's charts sample
+	// (consoleCounters); gostream_produce_records_total and
+	// gostream_fetch_records_total are served from the first two.
+	producedRecords atomic.Uint64
+	fetchedRecords  atomic.Uint64
+	// fsyncs are under a lock so that an interval's longest fsync is
+	// among those its count and mean hold.
+	fsyncs struct {
+		sync.Mutex
+		count uint64
+		total time.Duration
+		max   time.Duration // the longest since consoleCounters last read it
+	}
 }
 
 func newMetrics() *metrics {
@@ -50,9 +66,6 @@ func newMetrics() *metrics {
 		}),
 		bytesOut: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gostream_fetch_bytes_total", Help: "Batch bytes returned to fetchers.",
-		}),
-		recordsIn: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "gostream_produce_records_total", Help: "Records acknowledged to producers.",
 		}),
 		fsyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "gostream_fsync_duration_seconds", Help: "Duration of log fsyncs.",
@@ -85,11 +98,44 @@ func newMetrics() *metrics {
 			Name: "gostream_group_rebalances_total", Help: "New target assignments (group epochs) written by the group coordinators of this node.",
 		}),
 	}
+	recordsIn := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "gostream_produce_records_total", Help: "Records acknowledged to producers.",
+	}, func() float64 { return float64(m.producedRecords.Load()) })
+	recordsOut := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "gostream_fetch_records_total", Help: "Records in the batches returned to fetchers, from the offset each asked for.",
+	}, func() float64 { return float64(m.fetchedRecords.Load()) })
 	m.registry.MustRegister(m.groupRebuild, m.rebalances, m.requests, m.requestErrors, m.requestDuration, m.bytesIn, m.bytesOut,
-		m.recordsIn, m.fsyncDuration, m.connections, m.partitions, m.staleEpochs, m.replication,
+		recordsIn, recordsOut, m.fsyncDuration, m.connections, m.partitions, m.staleEpochs, m.replication,
 		m.refusedConns, m.refusedRequests,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// observeFsync counts one fsync of a log that took d.
+func (m *metrics) observeFsync(d time.Duration) {
+	m.fsyncDuration.Observe(d.Seconds())
+	m.fsyncs.Lock()
+	defer m.fsyncs.Unlock()
+	m.fsyncs.count++
+	m.fsyncs.total += d
+	m.fsyncs.max = max(m.fsyncs.max, d)
+}
+
+// consoleCounters are the totals the console's charts sample, every
+// 10 s, from one goroutine: reading them starts the next interval's
+// longest fsync.
+func (m *metrics) consoleCounters() console.Counters {
+	m.fsyncs.Lock()
+	defer m.fsyncs.Unlock()
+	c := console.Counters{
+		RecordsProduced: m.producedRecords.Load(),
+		RecordsFetched:  m.fetchedRecords.Load(),
+		Fsyncs:          m.fsyncs.count,
+		FsyncTime:       m.fsyncs.total,
+		FsyncMax:        m.fsyncs.max,
+	}
+	m.fsyncs.max = 0
+	return c
 }
 
 func (m *metrics) observeRequest(api transport.API, start time.Time, err error) {

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"gostream/broker"
+	"gostream/console"
 	"gostream/controller"
 	"gostream/controller/quorum"
 	"gostream/durable"
@@ -143,7 +144,7 @@ func Run(ctx context.Context, cfg Config) error {
 	n.pushes = newPushers(cfg.ID, n.pool, n.activeController, n.logger)
 	n.registered = make(chan struct{})
 	logOpts := cfg.Log
-	logOpts.OnSync = func(d time.Duration) { n.metrics.fsyncDuration.Observe(d.Seconds()) }
+	logOpts.OnSync = n.metrics.observeFsync
 	ps := &peers{pool: n.pool, metadata: func() *metadata.Cluster { return n.broker.Metadata() }}
 	rcfg := broker.ReplicasConfig{Broker: cfg.ID, Root: root, LogOptions: logOpts, Defaults: cfg.topicDefaults(), Peers: ps.peer,
 		CheckpointHW: true, Logger: log.Named("broker"), OnHosted: func(n int) { nodeMetrics.partitions.Set(float64(n)) },
@@ -161,9 +162,12 @@ func Run(ctx context.Context, cfg Config) error {
 				nodeMetrics.replication.Observe(replicated.Seconds())
 			}
 			nodeMetrics.bytesIn.Add(float64(bytes))
-			nodeMetrics.recordsIn.Add(float64(records))
+			nodeMetrics.producedRecords.Add(uint64(records))
 		},
-		OnFetched: func(bytes int) { nodeMetrics.bytesOut.Add(float64(bytes)) },
+		OnFetched: func(bytes int, records int64) {
+			nodeMetrics.bytesOut.Add(float64(bytes))
+			nodeMetrics.fetchedRecords.Add(uint64(records))
+		},
 		ActiveController: func() (*controller.Controller, error) {
 			if c := n.activeController(); c != nil {
 				return c, nil
@@ -458,9 +462,11 @@ func (n *Node) serve(ctx context.Context) error {
 	if n.sec.HasTLS() {
 		dsHandler.SetWatch(n.sec.WatchLive)
 	}
+	var consoleServer *console.Server
 	closeConsole := func() {}
 	if !cfg.UIDisabled {
-		hcfg.Console, closeConsole = n.console(httpLog.Named("console"))
+		consoleServer, closeConsole = n.console(httpLog.Named("console"))
+		hcfg.Console = consoleServer
 	}
 	srv := &http.Server{
 		Handler: httpapi.New(hcfg),
@@ -475,6 +481,11 @@ func (n *Node) serve(ctx context.Context) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          stdlog.New(n.sec.HTTPErrorLog(httpLog), "", 0),
 		ConnContext:       n.sec.ConnContext,
+	}
+	if consoleServer != nil {
+		// The console's live tails never end by themselves: they end
+		// when the shutdown begins, not when it gives up waiting.
+		srv.RegisterOnShutdown(consoleServer.Shutdown)
 	}
 
 	stamp := n.root.Stamp()
