@@ -179,6 +179,20 @@ bench-failover:
 bench-move:
 	GO=$(GO) scripts/bench-move.sh
 
+# The web console at scale: three nodes, 2,000 partitions (20 topics of
+# 100, RF 3) and 200 groups with committed offsets; node 1's console's
+# lists, overview and a topic's page timed (min, median, max of 20), and
+# the survey's rounds; then a live tail of 5,000 records/s: the node's
+# memory with a reader that takes everything and one that stops reading,
+# and how soon that one is dropped. Targets: the topics list under 0.2 s,
+# the tails' memory within docs/console.md's bound, the stalled reader
+# dropped within 30 s (docs/benchmarks.md). PARTITIONS, TOPICS,
+# CONSUMER_GROUPS, TAIL=0, TAIL_RATE, TAIL_READERS, KEEP=1...: see
+# scripts/bench-console.sh.
+.PHONY: bench-console
+bench-console:
+	GO=$(GO) scripts/bench-console.sh
+
 # Consumer groups beside their baselines on one three-node cluster, RF 3,
 # 1 KiB records, three interleaved rounds: 16 synchronous committers beside
 # 16 synchronous producers (B3), and a group of three members beside six

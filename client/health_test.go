@@ -455,3 +455,41 @@ func TestProberSkipsABrokerThatDoesNotAnswer(t *testing.T) {
 	_, err = p.LeaderOffsets(context.Background(), 3, "t", 0)
 	assert.True(t, errors.Is(err, down), "asked a leader already known not to answer: %v", err)
 }
+
+// BenchmarkClusterReport judges a healthy cluster of 2,000 partitions
+// (20 topics of 100, RF 3, led in turn by three brokers), as cluster
+// status and the web console's overview do on every request: it looks up
+// each partition's replicas in the brokers' status documents.
+func BenchmarkClusterReport(b *testing.B) {
+	m := &metadata.Cluster{ControllerID: 1, Epoch: 7}
+	views := map[int32]*nodeView{}
+	for id := int32(1); id <= 3; id++ {
+		m.Brokers = append(m.Brokers, metadata.Broker{ID: id, Addr: fmt.Sprintf("h:%d", id)})
+		views[id] = view(id, allAlive())
+		views[id].status.Partitions = nil
+	}
+	for i := range 20 {
+		t := metadata.Topic{Name: fmt.Sprintf("t%03d", i), ReplicationFactor: 3}
+		for p := range int32(100) {
+			lead := p%3 + 1
+			rs := []int32{lead, lead%3 + 1, (lead+1)%3 + 1}
+			t.Partitions = append(t.Partitions, metadata.Partition{Replicas: rs, Active: rs, Leader: lead, LeaderEpoch: 1})
+			for _, r := range rs {
+				st := transport.PartitionStatus{Topic: t.Name, Partition: p, Leader: lead, LeaderEpoch: 1}
+				if r == lead {
+					st.Followers = inSync(rs[1], rs[2])
+				}
+				views[r].status.Partitions = append(views[r].status.Partitions, st)
+			}
+		}
+		m.Topics = append(m.Topics, t)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		s := surveyOf(m, views[1], views[2], views[3])
+		r := s.judge(context.Background(), fakeStater{})
+		if r.Counts.Total != 2000 || len(r.Warnings) != 0 {
+			b.Fatalf("judged %d partitions with warnings %v, want 2000 healthy ones", r.Counts.Total, saidOf(r.Warnings))
+		}
+	}
+}

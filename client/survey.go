@@ -71,6 +71,12 @@ type survey struct {
 	gossipFrom GossipSource
 	// disputed holds the brokers whose gossip state no majority agrees on.
 	disputed map[int32]bool
+	// replicas indexes each broker's status document by partition (the
+	// position in its Partitions), made at its first look-up: judging
+	// looks up each partition's replicas several times, and a scan of
+	// the document each time costs the square of the cluster's
+	// partitions. Only the goroutine that judges uses it.
+	replicas map[int32]map[TopicPartition]int
 }
 
 // controllerAnswered reports whether the controller answered.
@@ -94,10 +100,40 @@ func (s *survey) statusOf(id int32) *transport.NodeStatus {
 	return nil
 }
 
+// replica is broker id's replica of topic/partition as its status
+// document tells it; false when the broker gave none or it holds none.
+func (s *survey) replica(id int32, topic string, partition int32) (transport.PartitionStatus, bool) {
+	st := s.statusOf(id)
+	if st == nil {
+		return transport.PartitionStatus{}, false
+	}
+	index, ok := s.replicas[id]
+	if !ok {
+		// The first of a partition's entries, as NodeStatus.Partition
+		// finds it.
+		index = make(map[TopicPartition]int, len(st.Partitions))
+		for i, p := range st.Partitions {
+			k := TopicPartition{Topic: p.Topic, Partition: p.Partition}
+			if _, dup := index[k]; !dup {
+				index[k] = i
+			}
+		}
+		if s.replicas == nil {
+			s.replicas = map[int32]map[TopicPartition]int{}
+		}
+		s.replicas[id] = index
+	}
+	i, ok := index[TopicPartition{Topic: topic, Partition: partition}]
+	if !ok {
+		return transport.PartitionStatus{}, false
+	}
+	return st.Partitions[i], true
+}
+
 // unusable says why broker id's replica of a partition cannot serve, or ""
 // when it can (or the broker did not say).
 func (s *survey) unusable(id int32, topic string, partition int32) string {
-	p, _ := s.statusOf(id).Partition(topic, partition)
+	p, _ := s.replica(id, topic, partition)
 	return p.Unusable()
 }
 
@@ -105,9 +141,8 @@ func (s *survey) unusable(id int32, topic string, partition int32) string {
 // topic/partition in epoch, if broker leader's status shows it leading the
 // partition in that epoch.
 func (s *survey) leaderView(leader int32, topic string, partition, epoch int32) (map[int32]transport.FollowerStatus, bool) {
-	st := s.statusOf(leader)
-	p, ok := st.Partition(topic, partition)
-	if !ok || p.Leader != st.Node || p.LeaderEpoch != epoch {
+	p, ok := s.replica(leader, topic, partition)
+	if !ok || p.Leader != s.statusOf(leader).Node || p.LeaderEpoch != epoch {
 		return nil, false
 	}
 	out := make(map[int32]transport.FollowerStatus, len(p.Followers))

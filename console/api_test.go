@@ -161,6 +161,24 @@ func TestStreamReadersUnknownWhenABrokerIsSilent(t *testing.T) {
 	assert.Contains(t, call(t, s, "admin", "GET", "/ui/api/streams", "").Body.String(), `"readers":null`)
 }
 
+// The lists say how long the survey's round took to ask the cluster,
+// the figure to watch as a cluster grows.
+func TestListsSayHowLongTheRoundTook(t *testing.T) {
+	s, _ := testServer(t)
+	const took = 30 * time.Millisecond
+	s.survey.round = func(context.Context) (*snapshot, error) {
+		time.Sleep(took) // a round that asks a slow cluster
+		return seededRound(time.Now(), 110, 105, false), nil
+	}
+	topics := decode[Topics](t, call(t, s, "admin", "GET", "/ui/api/topics", ""))
+	assert.GreaterOrEqual(t, topics.RoundMs, took.Milliseconds())
+	assert.Less(t, topics.RoundMs, roundTimeout.Milliseconds())
+	groups := decode[Groups](t, call(t, s, "admin", "GET", "/ui/api/groups", ""))
+	assert.Equal(t, topics.RoundMs, groups.RoundMs, "the same round")
+	streams := decode[Streams](t, call(t, s, "admin", "GET", "/ui/api/streams", ""))
+	assert.Equal(t, topics.RoundMs, streams.RoundMs)
+}
+
 // Pages that ask the cluster check the principal first: refused is 403,
 // whether the topic or group exists or not, and nothing is asked.
 func TestRefusedBeforeAsking(t *testing.T) {

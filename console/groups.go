@@ -15,9 +15,10 @@ import (
 // Groups is the answer of GET /ui/api/groups: every consumer group the
 // principal may describe, from the survey's last round.
 type Groups struct {
-	// At is when the round was taken, in Unix milliseconds.
-	At     int64          `json:"at"`
-	Groups []GroupSummary `json:"groups"`
+	// At and RoundMs are as in Topics.
+	At      int64          `json:"at"`
+	RoundMs int64          `json:"roundMs"`
+	Groups  []GroupSummary `json:"groups"`
 	// Unavailable is as in Topics.
 	Unavailable []string `json:"unavailable"`
 }
@@ -133,7 +134,7 @@ func (s *Server) groups(w http.ResponseWriter, r *http.Request) {
 	if snap == nil {
 		return
 	}
-	out := Groups{At: snap.at.UnixMilli(), Groups: []GroupSummary{}, Unavailable: s.unavailable(r, snap)}
+	out := Groups{At: snap.at.UnixMilli(), RoundMs: snap.took.Milliseconds(), Groups: []GroupSummary{}, Unavailable: s.unavailable(r, snap)}
 	for _, g := range snap.groups {
 		if !s.may(r, metadata.OpDescribe, metadata.ResourceGroup, g.name) {
 			continue

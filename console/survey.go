@@ -57,7 +57,9 @@ var errClosed = errors.New("the console is closed")
 // snapshot is one complete round of the survey. It is never changed
 // once the round is done: requests read it without a lock.
 type snapshot struct {
-	at     time.Time
+	at time.Time
+	// took is how long the round took to ask the cluster.
+	took   time.Duration
 	topics []surveyTopic // by name
 	groups []surveyGroup // by name
 	// readers are the groups that read each topic (committed on it or
@@ -256,6 +258,9 @@ func (v *survey) run(ctx context.Context) {
 		cancel()
 		if ctx.Err() != nil {
 			return
+		}
+		if err == nil {
+			snap.took = time.Since(start)
 		}
 		v.finish(snap, err)
 		timer.Reset(max(v.interval-time.Since(start), 0))

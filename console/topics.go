@@ -16,9 +16,11 @@ import (
 // Topics is the answer of GET /ui/api/topics: every topic the principal
 // may describe, from the survey's last round.
 type Topics struct {
-	// At is when the round was taken, in Unix milliseconds.
-	At     int64          `json:"at"`
-	Topics []TopicSummary `json:"topics"`
+	// At is when the round was taken, in Unix milliseconds; RoundMs how
+	// long it took to ask the cluster.
+	At      int64          `json:"at"`
+	RoundMs int64          `json:"roundMs"`
+	Topics  []TopicSummary `json:"topics"`
 	// Unavailable says what did not answer in the round (a broker's
 	// status, a coordinator); shown only to a principal that may describe
 	// the cluster, empty for others.
@@ -148,7 +150,7 @@ func (s *Server) topics(w http.ResponseWriter, r *http.Request) {
 	if snap == nil {
 		return
 	}
-	out := Topics{At: snap.at.UnixMilli(), Topics: []TopicSummary{}, Unavailable: s.unavailable(r, snap)}
+	out := Topics{At: snap.at.UnixMilli(), RoundMs: snap.took.Milliseconds(), Topics: []TopicSummary{}, Unavailable: s.unavailable(r, snap)}
 	for i := range snap.topics {
 		t := &snap.topics[i]
 		if !s.may(r, metadata.OpDescribe, metadata.ResourceTopic, t.meta.Name) {

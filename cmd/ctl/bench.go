@@ -35,6 +35,7 @@ func benchCommand() *cli.Command {
 		&cli.IntFlag{Name: "max-in-flight", Usage: "batches `N` of one partition awaiting their answer at once (at most 5 with --idempotent)", Value: 5},
 		&cli.BoolFlag{Name: "idempotent", Usage: "idempotent producers (client.ProducerConfig Idempotent), each with its producer id"},
 		&cli.DurationFlag{Name: "duration", Usage: "stop sending after `DURATION` (or at --records if set, whichever is first)", DefaultText: "none"},
+		&cli.Int64Flag{Name: "rate", Usage: "send `N` records a second in all, each producer its share", DefaultText: "as fast as the producers can"},
 		&cli.StringSliceFlag{Name: "config", Usage: "configuration `KEY=VALUE` of the topic when it has to be created, over the bench's " +
 			"retention.bytes=268435456 (256 MiB a partition) and segment.bytes=67108864; repeat for more"},
 	)
@@ -42,7 +43,10 @@ func benchCommand() *cli.Command {
 robin across the partitions), and measures each record from the moment it
 is given to the producer to its acknowledgment, so without --sync the
 latency includes the wait in the producer's buffer (32 MiB) behind the
-records sent before. With --sync each producer has one record in flight
+records sent before. With --rate N the producers send N records a second
+together, a steady load rather than the most they can: each its share,
+record i of a producer given to it at i / share seconds from the start (a
+producer that fell behind sends at once until it is back on time). With --sync each producer has one record in flight
 at a time. With --idempotent each producer is idempotent: it asks the
 cluster for a producer id, and its batches carry it with their sequences
 (magic 2), as a Kafka producer's do by default.
@@ -317,6 +321,8 @@ func benchProduceAction(c *cli.Context) error {
 		return exitcode.Usagef("InvalidFlag", "--partitions and --replication-factor: want positive numbers")
 	case c.Duration("duration") < 0:
 		return exitcode.Usagef("InvalidFlag", "--duration %s: want a positive duration", c.Duration("duration"))
+	case c.Int64("rate") < 0:
+		return exitcode.Usagef("InvalidFlag", "--rate %d: want records a second, 1 or more (0 or none: as fast as the producers can)", c.Int64("rate"))
 	case c.Bool("idempotent") && c.Int("max-in-flight") > 5:
 		return exitcode.Usagef("InvalidFlag", "--max-in-flight %d: an idempotent producer has at most 5 batches of a partition in flight (a leader finds a batch sent again among a producer's last 5)", c.Int("max-in-flight"))
 	}
@@ -386,12 +392,20 @@ func benchProduceAction(c *cli.Context) error {
 	if cfg.Linger > 0 {
 		linger = cfg.Linger.String()
 	}
+	rate := c.Int64("rate")
+	if rate > 0 {
+		mode += fmt.Sprintf(", %d records/s", rate)
+	}
 	fmt.Fprintf(c.App.ErrWriter, "bench produce: %s of %s to %s, %s, %s, linger %s\n",
 		countText(records, "record"), plural(size, "byte"), topic, plural(producers, "producer"), mode, linger)
 	start := time.Now()
 	prog := startProgress(c.App.ErrWriter, "bench produce", &counters)
 	for i, bp := range bps {
 		quota := shareOf(records, producers, i)
+		bp.pace = pacer{start: start}
+		if rate > 0 {
+			bp.pace.interval = time.Duration(float64(time.Second) * float64(producers) / float64(rate))
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -460,9 +474,38 @@ func benchWindow(c *cli.Context) (context.Context, context.CancelFunc) {
 type benchProducer struct {
 	prod     *client.Producer
 	rec      client.ProducerRecord
+	pace     pacer
 	hist     *histogram
 	counters *benchCounters
 	fail     *firstError
+}
+
+// pacer spaces a producer's records at its share of --rate: record i is
+// due interval × i after start. A producer ahead of time waits; one
+// behind (its buffer full, the cluster slow) sends at once until it is
+// back on time. A zero interval never waits.
+type pacer struct {
+	start    time.Time
+	interval time.Duration
+}
+
+// wait returns true when record i is due, false when ctx ended first.
+func (p pacer) wait(ctx context.Context, i int64) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	d := time.Until(p.start.Add(time.Duration(i) * p.interval))
+	if p.interval <= 0 || d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // runAsync sends quota records (no limit if negative) without waiting,
@@ -470,7 +513,7 @@ type benchProducer struct {
 func (b *benchProducer) runAsync(sending context.Context, quota int64) {
 	size := int64(len(b.rec.Value))
 	for i := int64(0); quota < 0 || i < quota; i++ {
-		if sending.Err() != nil || b.fail.get() != nil {
+		if !b.pace.wait(sending, i) || b.fail.get() != nil {
 			return
 		}
 		t0 := time.Now()
@@ -493,7 +536,7 @@ func (b *benchProducer) runAsync(sending context.Context, quota int64) {
 func (b *benchProducer) runSync(ctx, sending context.Context, quota int64) {
 	size := int64(len(b.rec.Value))
 	for i := int64(0); quota < 0 || i < quota; i++ {
-		if sending.Err() != nil || b.fail.get() != nil {
+		if !b.pace.wait(sending, i) || b.fail.get() != nil {
 			return
 		}
 		t0 := time.Now()

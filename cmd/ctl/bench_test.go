@@ -61,8 +61,18 @@ func TestBench(t *testing.T) {
 	}
 	assert.Contains(t, res.Stderr, "2 producers, sync, linger none")
 
+	// --rate paces the records: 50 at 100 a second take half a second
+	// in all, two producers of 25 each (the last due at 0.48 s), however
+	// fast the cluster is.
+	out := ctlOK(t, c, "", "bench", "produce", "--records", "50", "--topic", "paced", "--rate", "100", "--producers", "2", "-o", "json")
+	checkBenchResult(t, out, 50, 50*1024)
+	var paced benchResult
+	require.NoError(t, json.Unmarshal([]byte(out), &paced))
+	assert.GreaterOrEqual(t, paced.Seconds, 0.48)
+	assert.LessOrEqual(t, paced.RecordsPerSec, 105.0)
+
 	// bench consume reads everything, or --records of it.
-	out := ctlOK(t, c, "", "bench", "consume", "--topic", "b", "-o", "json")
+	out = ctlOK(t, c, "", "bench", "consume", "--topic", "b", "-o", "json")
 	checkBenchResult(t, out, 2101, 2000*1024+101*10)
 	out = ctlOK(t, c, "", "bench", "consume", "--topic", "b", "--records", "500", "-o", "json")
 	var r benchResult
@@ -205,6 +215,7 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"bench", "consume", "--group", ""}, "InvalidFlag: --group: want a group name"},
 		{[]string{"bench", "consume", "--group", "g", "--records", "0"}, "InvalidFlag: --records 0"},
 		{[]string{"bench", "produce", "--idempotent", "--max-in-flight", "6"}, "InvalidFlag: --max-in-flight 6: an idempotent producer has at most 5"},
+		{[]string{"bench", "produce", "--rate", "-5"}, "InvalidFlag: --rate -5: want records a second"},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			code, stdout, stderr := runCtl(t, nil, tt.args...)
