@@ -405,6 +405,37 @@ func TestNodeServesHealthAndStopsOnSignal(t *testing.T) {
 	}
 }
 
+// The web console is served at /ui/ by default; --ui=false (or
+// GOSTREAM_UI=false) turns it off, page and API alike, and nothing else.
+func TestUIFlag(t *testing.T) {
+	get := func(t *testing.T, url string) int {
+		resp, err := httpClient.Get(url)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		want int
+	}{
+		{"default", nil, nil, http.StatusOK},
+		{"--ui=false", nil, []string{"--ui=false"}, http.StatusNotFound},
+		{"GOSTREAM_UI=false", []string{"GOSTREAM_UI=false"}, nil, http.StatusNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := freeAddrs(t)
+			p := startNode(t, tc.env, append(append([]string{"--id", "1", "--data-dir", t.TempDir()}, a.flags()...), tc.args...)...)
+			waitHealthy(t, p, a.http)
+			assert.Equal(t, tc.want, get(t, "http://"+a.http+"/ui/"), "the page")
+			assert.Equal(t, tc.want, get(t, "http://"+a.http+"/ui/api/whoami"), "the API")
+			assert.Equal(t, http.StatusOK, get(t, "http://"+a.http+"/api/status"), "the rest of the HTTP surface")
+			assert.Equal(t, 0, p.stop(t, syscall.SIGTERM))
+		})
+	}
+}
+
 // TestEnvTwinsAndFlagPrecedence starts real nodes configured through the
 // environment and checks which value won by asking the node itself.
 func TestEnvTwinsAndFlagPrecedence(t *testing.T) {
