@@ -1,7 +1,6 @@
 package console
 
 import (
-	"context"
 	"net/http"
 
 	"gostream/client"
@@ -37,15 +36,10 @@ type ACLChange struct {
 }
 
 func (s *Server) acls(w http.ResponseWriter, r *http.Request) {
-	if err := s.allowed(r, metadata.OpDescribe, metadata.ResourceCluster, ""); err != nil {
-		writeErr(w, err)
+	c, ctx, cancel, ok := s.ask(w, r, metadata.OpDescribe, metadata.ResourceCluster, "")
+	if !ok {
 		return
 	}
-	c := s.client(w, r)
-	if c == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
 	entries, err := c.ListACLs(ctx, "")
 	if err != nil {
@@ -80,14 +74,13 @@ func (s *Server) changeACL(w http.ResponseWriter, r *http.Request, add bool) {
 	a := metadata.ACL{Principal: e.Principal, Resource: metadata.ResourceType(e.Resource), Name: e.Name,
 		Pattern: metadata.PatternType(e.Pattern), Operation: metadata.Operation(e.Operation)}
 	if err := a.Validate(); err != nil {
-		writeError(w, http.StatusBadRequest, "InvalidRequest", err.Error())
+		badRequest(w, err.Error())
 		return
 	}
-	c := s.client(w, r)
-	if c == nil {
+	c, ctx, cancel, ok := s.dial(w, r)
+	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
 	change := c.RemoveACLs
 	if add {

@@ -270,6 +270,35 @@ func (s *Server) client(w http.ResponseWriter, r *http.Request) *client.Client {
 // callTimeout bounds one API request's calls to the cluster.
 const callTimeout = 10 * time.Second
 
+// ask checks that the request's principal may do op on the resource
+// and then, as dial, returns the node's client and the context of the
+// request's calls to the cluster; when the principal may not, or there
+// is no client, it writes why and returns false, having asked the
+// cluster nothing. Authorization comes first, so that a refusal does
+// not depend on whether the resource exists (docs/security.md). The
+// caller defers cancel.
+func (s *Server) ask(w http.ResponseWriter, r *http.Request, op metadata.Operation, rt metadata.ResourceType, name string) (*client.Client, context.Context, context.CancelFunc, bool) {
+	if err := s.allowed(r, op, rt, name); err != nil {
+		writeErr(w, err)
+		return nil, nil, nil, false
+	}
+	return s.dial(w, r)
+}
+
+// dial returns the node's client and the request's context bounded by
+// callTimeout, for a request checked already (ask, or a handler that
+// also checks its body or query before anything goes to the cluster);
+// or writes why there is no client (503) and returns false. The caller
+// defers cancel.
+func (s *Server) dial(w http.ResponseWriter, r *http.Request) (*client.Client, context.Context, context.CancelFunc, bool) {
+	c := s.client(w, r)
+	if c == nil {
+		return nil, nil, nil, false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
+	return c, ctx, cancel, true
+}
+
 // maxBody bounds the JSON body of a request that changes something.
 const maxBody = 1 << 20
 
@@ -279,11 +308,11 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		writeError(w, http.StatusBadRequest, "InvalidRequest", "the request's body: "+err.Error())
+		badRequest(w, "the request's body: "+err.Error())
 		return false
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		writeError(w, http.StatusBadRequest, "InvalidRequest", "the request's body holds more than one JSON value")
+		badRequest(w, "the request's body holds more than one JSON value")
 		return false
 	}
 	return true
@@ -311,6 +340,12 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
 	w.Write(append(body, '\n'))
+}
+
+// badRequest writes 400 InvalidRequest: msg says what is wrong with the
+// request.
+func badRequest(w http.ResponseWriter, msg string) {
+	writeError(w, http.StatusBadRequest, transport.CodeInvalidRequest.String(), msg)
 }
 
 // writeErr writes err as the API's error: its HTTP status and code from

@@ -1,7 +1,6 @@
 package console
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -156,15 +155,10 @@ func (s *Server) groups(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) group(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("group")
-	if err := s.allowed(r, metadata.OpDescribe, metadata.ResourceGroup, name); err != nil {
-		writeErr(w, err)
+	c, ctx, cancel, ok := s.ask(w, r, metadata.OpDescribe, metadata.ResourceGroup, name)
+	if !ok {
 		return
 	}
-	c := s.client(w, r)
-	if c == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
 	d, err := c.DescribeGroup(ctx, name)
 	if err != nil {
@@ -281,14 +275,13 @@ func (s *Server) resetOffsets(w http.ResponseWriter, r *http.Request) {
 	}
 	target, err := resetTargetOf(req)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "InvalidRequest", err.Error())
+		badRequest(w, err.Error())
 		return
 	}
-	c := s.client(w, r)
-	if c == nil {
+	c, ctx, cancel, ok := s.dial(w, r)
+	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
 	plan, err := c.PlanOffsetReset(ctx, group, req.Topic, req.Partitions, target)
 	if err != nil {
@@ -310,15 +303,10 @@ func (s *Server) resetOffsets(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) deleteGroup(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("group")
-	if err := s.allowed(r, metadata.OpDelete, metadata.ResourceGroup, name); err != nil {
-		writeErr(w, err)
+	c, ctx, cancel, ok := s.ask(w, r, metadata.OpDelete, metadata.ResourceGroup, name)
+	if !ok {
 		return
 	}
-	c := s.client(w, r)
-	if c == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
 	if err := c.DeleteGroup(ctx, name); err != nil {
 		if errors.Is(err, transport.ErrGroupNotEmpty) {

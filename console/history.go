@@ -1,7 +1,6 @@
 package console
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -72,16 +71,15 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > maxHistoryLimit {
-			writeError(w, http.StatusBadRequest, "InvalidRequest", fmt.Sprintf("limit %q: want a number of events, 1 to %d", v, maxHistoryLimit))
+			badRequest(w, fmt.Sprintf("limit %q: want a number of events, 1 to %d", v, maxHistoryLimit))
 			return
 		}
 		limit = n
 	}
-	c := s.client(w, r)
-	if c == nil {
+	c, ctx, cancel, ok := s.dial(w, r)
+	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
 	events, err := c.History(ctx)
 	if err != nil {

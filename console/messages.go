@@ -332,7 +332,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	mq, err := parseMessagesQuery(r.URL.RawQuery)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, transport.CodeInvalidRequest.String(), err.Error())
+		badRequest(w, err.Error())
 		return
 	}
 	release, ok := s.beginRead(r.Context())
@@ -342,11 +342,10 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	c := s.client(w, r)
-	if c == nil {
+	c, ctx, cancel, ok := s.dial(w, r)
+	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
 	t, err := c.DescribeTopic(ctx, topic)
 	if err != nil {

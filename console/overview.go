@@ -1,7 +1,6 @@
 package console
 
 import (
-	"context"
 	"net/http"
 	"slices"
 	"strings"
@@ -141,15 +140,10 @@ const autopilotActions = 20
 const autopilotPrefix = "autopilot:"
 
 func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
-	if err := s.allowed(r, metadata.OpDescribe, metadata.ResourceCluster, ""); err != nil {
-		writeErr(w, err)
+	c, ctx, cancel, ok := s.ask(w, r, metadata.OpDescribe, metadata.ResourceCluster, "")
+	if !ok {
 		return
 	}
-	c := s.client(w, r)
-	if c == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
 	rep, err := c.ClusterStatus(ctx)
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"gostream/client"
 	"gostream/metadata"
 	"gostream/record"
-	"gostream/transport"
 )
 
 // ProduceRequest is the body of POST /ui/api/topics/{topic}/produce: one
@@ -77,7 +76,7 @@ func (s *Server) produce(w http.ResponseWriter, r *http.Request) {
 	}
 	rec, err := req.producerRecord(topic)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, transport.CodeInvalidRequest.String(), err.Error())
+		badRequest(w, err.Error())
 		return
 	}
 	c := s.client(w, r)

@@ -187,18 +187,17 @@ func (s *Server) series(w http.ResponseWriter, r *http.Request) {
 	}
 	node, err := parseSeriesQuery(r.URL.RawQuery)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, transport.CodeInvalidRequest.String(), err.Error())
+		badRequest(w, err.Error())
 		return
 	}
 	if node < 0 || node == s.cfg.NodeID {
 		writeJSON(w, http.StatusOK, s.localSeries())
 		return
 	}
-	c := s.client(w, r)
-	if c == nil {
+	c, ctx, cancel, ok := s.dial(w, r)
+	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
 	series, err := remoteSeries(ctx, c, node)
 	if err != nil {

@@ -64,7 +64,7 @@ func (s *Server) tail(w http.ResponseWriter, r *http.Request) {
 	}
 	partition, err := parseTailQuery(r.URL.RawQuery)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, transport.CodeInvalidRequest.String(), err.Error())
+		badRequest(w, err.Error())
 		return
 	}
 	if !s.beginTail() {

@@ -205,15 +205,10 @@ func (s *Server) topic(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("topic")
 	// Authorization first, the same answer whether the topic exists or
 	// not (docs/security.md).
-	if err := s.allowed(r, metadata.OpDescribe, metadata.ResourceTopic, name); err != nil {
-		writeErr(w, err)
+	c, ctx, cancel, ok := s.ask(w, r, metadata.OpDescribe, metadata.ResourceTopic, name)
+	if !ok {
 		return
 	}
-	c := s.client(w, r)
-	if c == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
 	md, err := c.Metadata(ctx)
 	if err != nil {
