@@ -14,12 +14,8 @@ import (
 // Groups is the answer of GET /ui/api/groups: every consumer group the
 // principal may describe, from the survey's last round.
 type Groups struct {
-	// At and RoundMs are as in Topics.
-	At      int64          `json:"at"`
-	RoundMs int64          `json:"roundMs"`
-	Groups  []GroupSummary `json:"groups"`
-	// Unavailable is as in Topics.
-	Unavailable []string `json:"unavailable"`
+	SurveyReport
+	Groups []GroupSummary `json:"groups"`
 }
 
 // GroupSummary is one group in the list.
@@ -133,7 +129,7 @@ func (s *Server) groups(w http.ResponseWriter, r *http.Request) {
 	if snap == nil {
 		return
 	}
-	out := Groups{At: snap.at.UnixMilli(), RoundMs: snap.took.Milliseconds(), Groups: []GroupSummary{}, Unavailable: s.unavailable(r, snap)}
+	out := Groups{SurveyReport: s.surveyReport(r, snap), Groups: []GroupSummary{}}
 	for _, g := range snap.groups {
 		if !s.may(r, metadata.OpDescribe, metadata.ResourceGroup, g.name) {
 			continue

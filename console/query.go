@@ -3,6 +3,7 @@ package console
 import (
 	"fmt"
 	"maps"
+	"math"
 	"net/url"
 	"slices"
 	"strconv"
@@ -31,6 +32,23 @@ func strictQuery(raw string, allowed ...string) (url.Values, error) {
 		}
 	}
 	return v, nil
+}
+
+// parseOptionalID parses the raw query of an API whose one parameter,
+// name, is optional and names a partition or a node (GET .../tail's
+// partition, GET /ui/api/series' node): a number from 0 to MaxInt32, or
+// -1 when the query does not give it.
+func parseOptionalID(raw, name string) (int32, error) {
+	v, err := strictQuery(raw, name)
+	if err != nil {
+		return 0, err
+	}
+	s, ok := param(v, name)
+	if !ok {
+		return -1, nil
+	}
+	n, err := parseInt(name, s, 0, math.MaxInt32)
+	return int32(n), err
 }
 
 // param returns the value of a parameter strictQuery accepted, and

@@ -90,34 +90,27 @@ func FuzzMessagesQuery(f *testing.F) {
 	})
 }
 
-func FuzzTailQuery(f *testing.F) {
-	for _, s := range []string{"", "partition=3", "partition=", "partition=2147483648", "node=1", "partition=1&partition=1"} {
+// FuzzOptionalIDQuery parses a query as GET .../tail (partition) and GET
+// /ui/api/series (node) do: what it takes is -1 or a number that reads
+// back the same.
+func FuzzOptionalIDQuery(f *testing.F) {
+	for _, s := range []string{"", "partition=3", "partition=", "partition=2147483648", "partition=1&partition=1",
+		"node=1", "node=2", "node=-1", "node=01", "partition=1"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		p, err := parseTailQuery(raw)
-		if err != nil {
-			return
+		for _, name := range []string{"partition", "node"} {
+			id, err := parseOptionalID(raw, name)
+			if err != nil {
+				continue
+			}
+			require.GreaterOrEqual(t, id, int32(-1))
+			if id >= 0 {
+				again, err := parseOptionalID(name+"="+strconv.Itoa(int(id)), name)
+				require.NoError(t, err)
+				require.Equal(t, id, again)
+			}
 		}
-		require.GreaterOrEqual(t, p, int32(-1))
-		if p >= 0 {
-			again, err := parseTailQuery("partition=" + strconv.Itoa(int(p)))
-			require.NoError(t, err)
-			require.Equal(t, p, again)
-		}
-	})
-}
-
-func FuzzSeriesQuery(f *testing.F) {
-	for _, s := range []string{"", "node=2", "node=-1", "node=01", "partition=1"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, raw string) {
-		n, err := parseSeriesQuery(raw)
-		if err != nil {
-			return
-		}
-		require.GreaterOrEqual(t, n, int32(-1))
 	})
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -185,7 +184,7 @@ func (s *Server) series(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	node, err := parseSeriesQuery(r.URL.RawQuery)
+	node, err := parseOptionalID(r.URL.RawQuery, "node")
 	if err != nil {
 		badRequest(w, err.Error())
 		return
@@ -205,21 +204,6 @@ func (s *Server) series(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, series)
-}
-
-// parseSeriesQuery parses the raw query of GET /ui/api/series: the node
-// asked, or -1 for this one.
-func parseSeriesQuery(raw string) (int32, error) {
-	v, err := strictQuery(raw, "node")
-	if err != nil {
-		return 0, err
-	}
-	s, ok := param(v, "node")
-	if !ok {
-		return -1, nil
-	}
-	n, err := parseInt("node", s, 0, math.MaxInt32)
-	return int32(n), err
 }
 
 // remoteSeries asks node id, at the HTTP address the cluster's metadata

@@ -11,9 +11,7 @@ import (
 // Streams is the answer of GET /ui/api/streams: every Durable Streams
 // stream the principal may describe, from the survey's last round.
 type Streams struct {
-	// At and RoundMs are as in Topics.
-	At      int64    `json:"at"`
-	RoundMs int64    `json:"roundMs"`
+	SurveyRound
 	Streams []Stream `json:"streams"`
 }
 
@@ -50,7 +48,7 @@ func (s *Server) streams(w http.ResponseWriter, r *http.Request) {
 	if snap == nil {
 		return
 	}
-	out := Streams{At: snap.at.UnixMilli(), RoundMs: snap.took.Milliseconds(), Streams: []Stream{}}
+	out := Streams{SurveyRound: snap.round(), Streams: []Stream{}}
 	for i := range snap.topics {
 		t := &snap.topics[i]
 		st := t.meta.Stream

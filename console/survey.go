@@ -428,16 +428,42 @@ func (s *Server) surveyRound(ctx context.Context) (*snapshot, error) {
 		return nil, fmt.Errorf("the cluster's metadata: %w", err)
 	}
 	snap := &snapshot{at: time.Now()}
-	var mu sync.Mutex // guards snap.unavailable while the calls run
+	statuses, unavailable := nodeStatuses(ctx, c, md.Brokers)
+	snap.unavailable = unavailable
+
+	list, err := c.ListGroups(ctx)
+	if err != nil {
+		snap.unavailable = append(snap.unavailable, fmt.Sprintf("the groups: %v", err))
+	}
+	for _, e := range list.Unavailable {
+		snap.unavailable = append(snap.unavailable, fmt.Sprintf("groups of %v", e))
+	}
+	descs := make([]client.GroupDescription, len(list.Groups))
+	descErrs := make([]error, len(list.Groups))
+	bounded(len(list.Groups), func(i int) {
+		descs[i], descErrs[i] = c.DescribeGroupCommitted(ctx, list.Groups[i].Name)
+	})
+
+	snap.build(md, statuses, list.Groups, descs, descErrs)
+	slices.Sort(snap.unavailable)
+	return snap, nil
+}
+
+// nodeStatuses asks each of brokers for its status document, at most
+// surveyCalls at once and each within statusTimeout. A broker with no
+// HTTP address, or that did not answer, has nil in statuses and a line
+// saying why in unavailable (in no particular order; never nil).
+func nodeStatuses(ctx context.Context, c *client.Client, brokers []client.Broker) (statuses []*transport.NodeStatus, unavailable []string) {
+	statuses = make([]*transport.NodeStatus, len(brokers))
+	unavailable = []string{}
+	var mu sync.Mutex // guards unavailable while the calls run
 	problem := func(format string, args ...any) {
 		mu.Lock()
 		defer mu.Unlock()
-		snap.unavailable = append(snap.unavailable, fmt.Sprintf(format, args...))
+		unavailable = append(unavailable, fmt.Sprintf(format, args...))
 	}
-
-	statuses := make([]*transport.NodeStatus, len(md.Brokers))
-	bounded(len(md.Brokers), func(i int) {
-		b := md.Brokers[i]
+	bounded(len(brokers), func(i int) {
+		b := brokers[i]
 		if b.HTTP == "" {
 			problem("broker %d: no HTTP address to ask its status", b.ID)
 			return
@@ -451,23 +477,7 @@ func (s *Server) surveyRound(ctx context.Context) (*snapshot, error) {
 		}
 		statuses[i] = &st
 	})
-
-	list, err := c.ListGroups(ctx)
-	if err != nil {
-		problem("the groups: %v", err)
-	}
-	for _, e := range list.Unavailable {
-		problem("groups of %v", e)
-	}
-	descs := make([]client.GroupDescription, len(list.Groups))
-	descErrs := make([]error, len(list.Groups))
-	bounded(len(list.Groups), func(i int) {
-		descs[i], descErrs[i] = c.DescribeGroupCommitted(ctx, list.Groups[i].Name)
-	})
-
-	snap.build(md, statuses, list.Groups, descs, descErrs)
-	slices.Sort(snap.unavailable)
-	return snap, nil
+	return statuses, unavailable
 }
 
 // build makes the snapshot from what the round's calls answered: each
@@ -592,6 +602,51 @@ func bounded(n int, fn func(i int)) {
 		}()
 	}
 	wg.Wait()
+}
+
+// SurveyRound is the round of the survey a list answers from.
+type SurveyRound struct {
+	// At is when the round was taken, in Unix milliseconds; RoundMs how
+	// long it took to ask the cluster.
+	At      int64 `json:"at"`
+	RoundMs int64 `json:"roundMs"`
+}
+
+// SurveyReport is the round of the survey a list answers from, and what
+// did not answer in it.
+type SurveyReport struct {
+	SurveyRound
+	// Unavailable says what did not answer in the round (a broker's
+	// status, a coordinator); shown only to a principal that may describe
+	// the cluster, empty for others.
+	Unavailable []string `json:"unavailable"`
+}
+
+// round is the round s as a list says it.
+func (s *snapshot) round() SurveyRound {
+	return SurveyRound{At: s.at.UnixMilli(), RoundMs: s.took.Milliseconds()}
+}
+
+// surveyReport is the round snap as a list says it to the request's
+// principal: what did not answer in it only to a principal that may
+// describe the cluster, as the messages name brokers, groups and topics.
+func (s *Server) surveyReport(r *http.Request, snap *snapshot) SurveyReport {
+	out := SurveyReport{SurveyRound: snap.round(), Unavailable: []string{}}
+	if s.may(r, metadata.OpDescribe, metadata.ResourceCluster, "") {
+		out.Unavailable = append(out.Unavailable, snap.unavailable...)
+	}
+	return out
+}
+
+// snapshot returns the survey's last round, waiting for the first one,
+// or writes why there is none and returns nil.
+func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) *snapshot {
+	snap, err := s.survey.current(r.Context())
+	if err != nil {
+		writeErr(w, err)
+		return nil
+	}
+	return snap
 }
 
 // LagHistory is the answer of GET /ui/api/lag: every group's lag at

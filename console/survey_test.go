@@ -242,3 +242,15 @@ func TestLagHistoryKeepsAnHourOfRounds(t *testing.T) {
 	assert.Equal(t, int64(lagRounds+4), a[lagRounds-1])
 	assert.NotContains(t, h.series, groupTopic{"g", "b"}, "a series no kept round measured is dropped")
 }
+
+// A replica's broker the metadata does not list, or lists without an
+// HTTP address, has no status, and the answer says so rather than ask.
+func TestReplicaStatusesWithoutAnAddress(t *testing.T) {
+	brokers := []client.Broker{{ID: 1, Addr: "n1:9400"}}
+	topic := client.TopicMetadata{Name: "orders", Partitions: []client.PartitionMetadata{
+		{Partition: 0, Leader: 1, Replicas: []int32{1, 7}},
+	}}
+	statuses, unavailable := replicaStatuses(context.Background(), nil, brokers, topic)
+	assert.Empty(t, statuses)
+	assert.Equal(t, []string{"broker 1: no HTTP address to ask its status", "broker 7: no HTTP address to ask its status"}, unavailable)
+}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"os"
 	"sync"
@@ -62,7 +61,7 @@ func (s *Server) tail(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	partition, err := parseTailQuery(r.URL.RawQuery)
+	partition, err := parseOptionalID(r.URL.RawQuery, "partition")
 	if err != nil {
 		badRequest(w, err.Error())
 		return
@@ -122,21 +121,6 @@ func (s *Server) tail(w http.ResponseWriter, r *http.Request) {
 		s.log.Debug("live tail ended", "topic", topic, "status", status, "err", err)
 		tw.event(EventError, apiError{Error: err.Error(), Code: code})
 	}
-}
-
-// parseTailQuery parses the raw query of GET .../tail: the partition to
-// follow, or -1 for every one.
-func parseTailQuery(raw string) (int32, error) {
-	v, err := strictQuery(raw, "partition")
-	if err != nil {
-		return 0, err
-	}
-	s, ok := param(v, "partition")
-	if !ok {
-		return -1, nil
-	}
-	p, err := parseInt("partition", s, 0, math.MaxInt32)
-	return int32(p), err
 }
 
 // beginTail takes one of the node's maxTails tails, if one is free.

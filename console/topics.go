@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 
 	"gostream/client"
 	"gostream/metadata"
@@ -16,15 +15,8 @@ import (
 // Topics is the answer of GET /ui/api/topics: every topic the principal
 // may describe, from the survey's last round.
 type Topics struct {
-	// At is when the round was taken, in Unix milliseconds; RoundMs how
-	// long it took to ask the cluster.
-	At      int64          `json:"at"`
-	RoundMs int64          `json:"roundMs"`
-	Topics  []TopicSummary `json:"topics"`
-	// Unavailable says what did not answer in the round (a broker's
-	// status, a coordinator); shown only to a principal that may describe
-	// the cluster, empty for others.
-	Unavailable []string `json:"unavailable"`
+	SurveyReport
+	Topics []TopicSummary `json:"topics"`
 }
 
 // TopicSummary is one topic in the list.
@@ -150,7 +142,7 @@ func (s *Server) topics(w http.ResponseWriter, r *http.Request) {
 	if snap == nil {
 		return
 	}
-	out := Topics{At: snap.at.UnixMilli(), RoundMs: snap.took.Milliseconds(), Topics: []TopicSummary{}, Unavailable: s.unavailable(r, snap)}
+	out := Topics{SurveyReport: s.surveyReport(r, snap), Topics: []TopicSummary{}}
 	for i := range snap.topics {
 		t := &snap.topics[i]
 		if !s.may(r, metadata.OpDescribe, metadata.ResourceTopic, t.meta.Name) {
@@ -179,26 +171,6 @@ func (s *Server) readersOf(r *http.Request, snap *snapshot, topic string) []Grou
 		}
 	}
 	return out
-}
-
-// unavailable is what did not answer in a round, for a principal that
-// may describe the cluster: the messages name brokers, groups and topics.
-func (s *Server) unavailable(r *http.Request, snap *snapshot) []string {
-	if !s.may(r, metadata.OpDescribe, metadata.ResourceCluster, "") {
-		return []string{}
-	}
-	return append([]string{}, snap.unavailable...)
-}
-
-// snapshot returns the survey's last round, waiting for the first one,
-// or writes why there is none and returns nil.
-func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) *snapshot {
-	snap, err := s.survey.current(r.Context())
-	if err != nil {
-		writeErr(w, err)
-		return nil
-	}
-	return snap
 }
 
 func (s *Server) topic(w http.ResponseWriter, r *http.Request) {
@@ -243,8 +215,8 @@ func (s *Server) topic(w http.ResponseWriter, r *http.Request) {
 }
 
 // replicaStatuses asks every broker that hosts a replica of t for its
-// status document, at most surveyCalls at once, and returns them by
-// broker id with what did not answer.
+// status document (nodeStatuses), and returns them by broker id with
+// what did not answer, sorted.
 func replicaStatuses(ctx context.Context, c *client.Client, brokers []client.Broker, t client.TopicMetadata) (map[int32]*transport.NodeStatus, []string) {
 	hosts := map[int32]bool{}
 	for _, p := range t.Partitions {
@@ -252,30 +224,21 @@ func replicaStatuses(ctx context.Context, c *client.Client, brokers []client.Bro
 			hosts[id] = true
 		}
 	}
-	var ask []client.Broker
-	unavailable := []string{}
+	ask := make([]client.Broker, 0, len(hosts))
 	for id := range hosts {
-		i, ok := slices.BinarySearchFunc(brokers, id, func(b client.Broker, id int32) int { return int(b.ID - id) })
-		if !ok || brokers[i].HTTP == "" {
-			unavailable = append(unavailable, fmt.Sprintf("broker %d: no HTTP address to ask its status", id))
-			continue
+		b := client.Broker{ID: id} // not in the metadata: no address to ask
+		if i, ok := slices.BinarySearchFunc(brokers, id, func(b client.Broker, id int32) int { return int(b.ID - id) }); ok {
+			b = brokers[i]
 		}
-		ask = append(ask, brokers[i])
+		ask = append(ask, b)
 	}
-	var mu sync.Mutex
+	statuses, unavailable := nodeStatuses(ctx, c, ask)
 	out := map[int32]*transport.NodeStatus{}
-	bounded(len(ask), func(i int) {
-		sctx, cancel := context.WithTimeout(ctx, statusTimeout)
-		defer cancel()
-		st, err := c.NodeStatus(sctx, ask[i].HTTP)
-		mu.Lock()
-		defer mu.Unlock()
-		if err != nil {
-			unavailable = append(unavailable, fmt.Sprintf("broker %d's status: %v", ask[i].ID, err))
-			return
+	for i, st := range statuses {
+		if st != nil {
+			out[ask[i].ID] = st
 		}
-		out[ask[i].ID] = &st
-	})
+	}
 	slices.Sort(unavailable)
 	return out, unavailable
 }
