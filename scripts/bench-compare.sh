@@ -446,6 +446,11 @@ best_of() {
 }
 A1_gs_n="" A1_nats_n="" B1_gs_n="" B1_nats_n="" B4_kafka_n=""
 read -r B5_n _ <<<"$PRODUCERS" # B5 reads B4's topics of the first producer count
+# B8's kinds of member and its bound, set whatever runs: the settings line
+# at the end names them.
+B8_kinds="franz-go native"
+[ -n "$KCAT" ] && B8_kinds="kcat $B8_kinds"
+B8_bound="$(awk -v s="$TAKEOVER_SESSION_MS" -v h="$TAKEOVER_HEARTBEAT_MS" 'BEGIN { print (s + h) / 1000 + 0.5 }')"
 
 # ================================================================ Part A
 
@@ -698,9 +703,6 @@ for r in $(seq "$RUNS"); do
 done
 fi
 
-B8_kinds="franz-go native"
-[ -n "$KCAT" ] && B8_kinds="kcat $B8_kinds"
-B8_bound="$(awk -v s="$TAKEOVER_SESSION_MS" -v h="$TAKEOVER_HEARTBEAT_MS" 'BEGIN { print (s + h) / 1000 + 0.5 }')"
 if want B8; then
 echo "-- B8 kill -9 of one of 3 group members reading a topic of 6 partitions, RF 3, while $TAKEOVER_RATE records/s are written; the time to the first record of one of its partitions read by another member (kafkabench takeover); members: $B8_kinds; session timeout $TAKEOVER_SESSION_MS ms, heartbeat interval $TAKEOVER_HEARTBEAT_MS ms; bound: session + heartbeat + 0.5 s for a fetch = $B8_bound s"
 [ -n "$KCAT" ] || echo "  (kcat not found: no kcat members; KCAT=path or apt-get install kcat)"
