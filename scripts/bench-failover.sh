@@ -14,7 +14,9 @@
 #
 #   gostream-ctl topic seal ...        one metadata change (a topic created
 #                                      before the kill)
-#   gostream-ctl topic create ... --partitions 1 --replication-factor 3
+#   gostream-ctl topic create ... --partitions 1 --replication-factor 2
+#                                      (new replicas go only to brokers
+#                                      that answer: two, with broker 2 down)
 #   gostream-ctl topic list            no change: a ctl process, a bootstrap
 #                                      and one request, the floor of all
 #                                      the above
@@ -175,8 +177,8 @@ for m in 1 3; do
 
 	timed "seal$m" "$DIR/seal" ctl topic seal sealme
 	printf '  %-34s %8s ms\n' "topic seal (broker 2 down)" "$MS"
-	timed "create$m" "$DIR/create" ctl topic create fresh --partitions 1 --replication-factor 3
-	printf '  %-34s %8s ms\n' "topic create 1 partition, RF 3" "$MS"
+	timed "create$m" "$DIR/create" ctl topic create fresh --partitions 1 --replication-factor 2
+	printf '  %-34s %8s ms\n' "topic create 1 partition, RF 2" "$MS"
 	timed "list$m" "$DIR/list" ctl topic list
 	printf '  %-34s %8s ms\n' "topic list (no change)" "$MS"
 
