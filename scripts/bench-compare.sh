@@ -68,6 +68,8 @@
 # missed, 2 the run failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+SCRIPT=bench-compare
+. scripts/bench-lib.sh
 
 GO="${GO:-go}"
 BIN="${BIN:-bin}"
@@ -94,10 +96,6 @@ TAKEOVER_HEARTBEAT_MS="${TAKEOVER_HEARTBEAT_MS:-500}"
 TAKEOVER_RATE="${TAKEOVER_RATE:-500}"
 KCAT="${KCAT:-$(command -v kcat || true)}"
 
-die() {
-	echo "bench-compare: $*" >&2
-	exit 2
-}
 for b in gostream-node gostream-ctl; do
 	[ -x "$BIN/$b" ] || die "$BIN/$b is missing; run 'make build' first"
 done
@@ -161,92 +159,18 @@ fi
 
 # ---------------------------------------------------------------- work dir
 
-fstype() { df -PT "$1" | awk 'NR == 2 { print $2 }'; }
-# busy: the load average and, where the kernel reports it, the share of the
-# last minute that runnable tasks waited for a CPU (PSI): other work on the
-# machine that the figures share it with.
-busy() {
-	local psi
-	psi="$(awk '/^some/ { sub(/avg60=/, "", $3); print $3 }' /proc/pressure/cpu 2>/dev/null || true)"
-	echo "load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')${psi:+, CPU pressure $psi% (last minute)}"
-}
-tmp_parent="${TMPDIR:-/tmp}"
-if [ "$(fstype "$tmp_parent")" = tmpfs ]; then
-	tmp_parent="$PWD"
-fi
-WORK="$(mktemp -d "$tmp_parent/.bench-compare.XXXXXX")"
-pids=()
-gs_srv=() nats_srv=() # the running servers of each system
-
-# stop_all: SIGTERM to every process this script started, SIGKILL to any
-# still running after 10 seconds.
-stop_all() {
-	local pid deadline=$((SECONDS + 10))
-	for pid in "${pids[@]}"; do
-		kill -TERM "$pid" 2>/dev/null || true
-	done
-	for pid in "${pids[@]}"; do
-		while kill -0 "$pid" 2>/dev/null; do
-			if [ "$SECONDS" -ge "$deadline" ]; then
-				kill -KILL "$pid" 2>/dev/null || true
-				break
-			fi
-			sleep 0.1
-		done
-		wait "$pid" 2>/dev/null || true
-	done
-	pids=()
-	gs_srv=() nats_srv=()
-}
-cleanup() {
-	stop_all
-	if [ "${KEEP:-0}" = 1 ]; then
-		echo "bench-compare: kept $WORK"
-	else
-		rm -rf "$WORK"
-	fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+make_work
+gs_srv=() nats_srv=() # the running servers of each system, in bg_pids too
 
 "$GO" build -o "$WORK/fsyncbench" ./scripts/fsyncbench || die "cannot build scripts/fsyncbench"
 if kafka_b; then
 	"$GO" build -o "$WORK/kafkabench" ./scripts/kafkabench || die "cannot build scripts/kafkabench"
 fi
 
-# ---------------------------------------------------------------- ports
-
-# free_port VAR: sets VAR to a loopback port with no TCP or UDP listener,
-# below the usual ephemeral range and not handed out before in this run.
-handed_out=" "
-port_in_use() {
-	if command -v ss >/dev/null 2>&1; then
-		ss -Htuln "( sport = :$1 )" | grep -q .
-	else
-		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-	fi
-}
-free_port() {
-	local _port _try
-	for _try in $(seq 500); do
-		_port=$((20000 + RANDOM % 12000))
-		if [[ $handed_out == *" $_port "* ]] || port_in_use "$_port"; then
-			continue
-		fi
-		handed_out+="$_port "
-		printf -v "$1" '%s' "$_port"
-		return
-	done
-	die "no free port found"
-}
-
 # ---------------------------------------------------------------- helpers
 
 ctl() { "$BIN/gostream-ctl" --bootstrap "$BOOTSTRAP" --timeout 30s "$@"; }
 nats_cli() { "$NATS_CLI" --no-context -s "$NATS_URL" "$@"; }
-
-# json_num FIELD: the number FIELD of the one-line JSON object on stdin.
-json_num() { sed -n "s/.*\"$1\":\([-0-9.eE+]*\).*/\1/p"; }
 
 # nats_rate / nats_p50: from `nats bench` output on stdin, the msgs/sec (the
 # aggregated line with several clients) and the P50 latency in ms.
@@ -261,36 +185,10 @@ nats_p50() {
 		      sub(/us.*/, "", l); gsub(/,/, "", l); printf "%.6f\n", l / 1000 }'
 }
 
-# values[KEY] holds the measurements of one series, space separated.
-declare -A values
-add() { values[$1]="${values[$1]:-} $2"; }
-median() {
-	if [ -z "${values[$1]:-}" ]; then
-		echo nan
-		return
-	fi
-	# shellcheck disable=SC2086
-	printf '%s\n' ${values[$1]:-} | sort -g | awk '{ a[NR] = $1 }
-		END { if (NR == 0) print "nan"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
-}
-fmt_rate() { awk -v v="$1" 'BEGIN { printf "%.0f", v }'; }
-fmt_ms() { awk -v v="$1" 'BEGIN { printf "%.3f", v }'; }
 fmt_us() { awk -v v="$1" 'BEGIN { printf (v < 10 ? "%.2f" : "%.0f"), v }'; }
-say() { printf '  %-7s %-9s %s\n' "$1" "$2" "$3"; }
 
-# CPU accounting, where /proc has it (Linux): srv_ticks PID... is the CPU
-# time (user + system, clock ticks) those servers have used; child_secs
-# sets CHILD_SECS, the CPU seconds of this script's finished children (the
-# bench clients).
-clk_tck="$(getconf CLK_TCK 2>/dev/null || echo 100)"
-srv_ticks() {
-	local pid s=0 t
-	for pid in "$@"; do
-		t="$(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0)"
-		s=$((s + t))
-	done
-	echo "$s"
-}
+# CPU accounting, where /proc has it (Linux): child_secs sets CHILD_SECS,
+# the CPU seconds of this script's finished children (the bench clients).
 # (times runs in this shell, not in a command substitution, whose own
 # children would be none.)
 child_secs() {
@@ -305,14 +203,14 @@ measure() {
 	local -a srv
 	if [ "$1" = gs ]; then srv=("${gs_srv[@]}"); else srv=("${nats_srv[@]}"); fi
 	shift
-	s0="$(srv_ticks "${srv[@]}")"
+	s0="$(cpu_ticks "${srv[@]}")"
 	child_secs
 	c0=$CHILD_SECS
 	"$@"
 	CPU_SRV="" CPU_CLI=""
 	if [ -r /proc/self/stat ]; then
 		child_secs
-		CPU_SRV="$(awk -v a="$s0" -v b="$(srv_ticks "${srv[@]}")" -v k="$clk_tck" 'BEGIN { print (b - a) / k }')"
+		CPU_SRV="$(awk -v a="$s0" -v b="$(cpu_ticks "${srv[@]}")" -v k="$clk_tck" 'BEGIN { print (b - a) / k }')"
 		CPU_CLI="$(awk -v a="$c0" -v b="$CHILD_SECS" 'BEGIN { print b - a }')"
 	fi
 }
@@ -328,18 +226,6 @@ cpu_note() {
 	cli="$(awk -v c="$CPU_CLI" -v n="$2" 'BEGIN { v = c * 1e6 / n; printf (v < 10 ? "%.2f" : "%.0f"), v }')"
 	add "$1" "$(awk -v a="$srv" -v b="$cli" 'BEGIN { print a + b }')"
 	CPU_NOTE="; CPU per record: servers $srv us, client $cli us"
-}
-
-# run_logged LOG CMD...: runs CMD with stdout to LOG.out and stderr to
-# LOG.err; on failure shows both and fails the run.
-run_logged() {
-	local log=$1
-	shift
-	if ! "$@" >"$log.out" 2>"$log.err"; then
-		echo "bench-compare: failed: $*" >&2
-		tail -n 20 "$log.out" "$log.err" >&2 || true
-		exit 2
-	fi
 }
 
 seq_no=0
@@ -382,28 +268,30 @@ start_gostream() {
 			args+=(--controller "$controller" --join "$join")
 		fi
 		"$BIN/gostream-node" "${args[@]}" >"$dir/node$i.log" 2>&1 </dev/null &
-		pids+=("$!")
+		bg_pids+=("$!")
 		gs_srv+=("$!")
 		echo "  gostream-node $i: pid $!, rpc ${rpc[$((i - 1))]}, kafka ${kafka[$((i - 1))]}, data $dir/node$i"
 	done
 	local deadline=$((SECONDS + 60)) h
 	for h in "${gs_http[@]}"; do
 		until "$BIN/gostream-ctl" health --http "$h" --timeout 1s >/dev/null 2>&1; do
-			check_alive
+			check_servers
 			[ "$SECONDS" -lt "$deadline" ] || die "gostream-node at http://$h not healthy after 60s"
 			sleep 0.2
 		done
 	done
 	until [ "$(ctl broker list -o json 2>/dev/null | grep -o '"registered":"registered"' | wc -l)" -eq "$n" ]; do
-		check_alive
+		check_servers
 		[ "$SECONDS" -lt "$deadline" ] || die "not all $n brokers registered with the controller after 60s"
 		sleep 0.2
 	done
 }
 
-check_alive() {
+# check_servers: dies, after the last lines of their logs, if a server has
+# exited.
+check_servers() {
 	local pid
-	for pid in "${pids[@]}"; do
+	for pid in "${bg_pids[@]}"; do
 		if ! kill -0 "$pid" 2>/dev/null; then
 			tail -n 20 "$WORK"/gostream-*/*.log "$WORK"/nats/*.log 2>/dev/null >&2 || true
 			die "process $pid exited early (logs above)"
@@ -463,7 +351,7 @@ start_nats_single() {
 	mkdir -p "$WORK/nats"
 	"$NATS_SERVER" -js -sd "$WORK/nats/single" -a 127.0.0.1 -p "$p" \
 		>"$WORK/nats/single.log" 2>&1 </dev/null &
-	pids+=("$!")
+	bg_pids+=("$!")
 	nats_srv=("$!")
 	echo "  nats-server: pid $!, 127.0.0.1:$p, store $WORK/nats/single"
 	NATS_URL="nats://127.0.0.1:$p"
@@ -498,7 +386,7 @@ start_nats_cluster() {
 			}
 		CONF
 		"$NATS_SERVER" -c "$WORK/nats/n$i.conf" >"$WORK/nats/n$i.log" 2>&1 </dev/null &
-		pids+=("$!")
+		bg_pids+=("$!")
 		nats_srv+=("$!")
 		echo "  nats-server n$i: pid $!, 127.0.0.1:${client[$((i - 1))]}, store $WORK/nats/n$i, sync_interval: always"
 	done
@@ -512,7 +400,7 @@ nats_wait() {
 	local deadline=$((SECONDS + 60))
 	until nats_cli bench js pub sync --create --purge --storage file --replicas "$1" \
 		--msgs 100 --size 1KB --no-progress bench >/dev/null 2>&1; do
-		check_alive
+		check_servers
 		[ "$SECONDS" -lt "$deadline" ] || die "NATS JetStream ($1 replicas) not ready after 60s"
 		sleep 0.5
 	done
@@ -558,6 +446,11 @@ best_of() {
 }
 A1_gs_n="" A1_nats_n="" B1_gs_n="" B1_nats_n="" B4_kafka_n=""
 read -r B5_n _ <<<"$PRODUCERS" # B5 reads B4's topics of the first producer count
+# B8's kinds of member and its bound, set whatever runs: the settings line
+# at the end names them.
+B8_kinds="franz-go native"
+[ -n "$KCAT" ] && B8_kinds="kcat $B8_kinds"
+B8_bound="$(awk -v s="$TAKEOVER_SESSION_MS" -v h="$TAKEOVER_HEARTBEAT_MS" 'BEGIN { print (s + h) / 1000 + 0.5 }')"
 
 # ================================================================ Part A
 
@@ -810,9 +703,6 @@ for r in $(seq "$RUNS"); do
 done
 fi
 
-B8_kinds="franz-go native"
-[ -n "$KCAT" ] && B8_kinds="kcat $B8_kinds"
-B8_bound="$(awk -v s="$TAKEOVER_SESSION_MS" -v h="$TAKEOVER_HEARTBEAT_MS" 'BEGIN { print (s + h) / 1000 + 0.5 }')"
 if want B8; then
 echo "-- B8 kill -9 of one of 3 group members reading a topic of 6 partitions, RF 3, while $TAKEOVER_RATE records/s are written; the time to the first record of one of its partitions read by another member (kafkabench takeover); members: $B8_kinds; session timeout $TAKEOVER_SESSION_MS ms, heartbeat interval $TAKEOVER_HEARTBEAT_MS ms; bound: session + heartbeat + 0.5 s for a fetch = $B8_bound s"
 [ -n "$KCAT" ] || echo "  (kcat not found: no kcat members; KCAT=path or apt-get install kcat)"

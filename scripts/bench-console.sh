@@ -93,6 +93,8 @@
 # Exit status: 0 every target met, 1 one missed, 2 the run failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+SCRIPT=bench-console
+. scripts/bench-lib.sh
 
 GO="${GO:-go}"
 PARTITIONS="${PARTITIONS:-2000}"
@@ -121,10 +123,6 @@ PAGE_TARGET_MS=500
 TAIL_BOUND_MIB=24
 DROP_LIMIT_S=30
 
-die() {
-	echo "bench-console: $*" >&2
-	exit 2
-}
 positive() { [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1=$2: want a positive integer"; }
 # bash keeps GROUPS for the user's group ids and ignores GROUPS=N typed
 # before a command: the count has a name of its own.
@@ -186,132 +184,20 @@ if [ "$BROWSER" = 1 ] && [ ! -e console/e2e/node_modules/playwright-core/package
 	fi
 fi
 
-# ---------------------------------------------------------------- work dir
+# ---------------------------------------------------------------- work dir, build
 
-fstype() { df -PT "$1" | awk 'NR == 2 { print $2 }'; }
-# busy: the load average and, where the kernel reports it, the share of the
-# last minute that runnable tasks waited for a CPU (PSI), as bench-compare
-# prints them.
-busy() {
-	local psi
-	psi="$(awk '/^some/ { sub(/avg60=/, "", $3); print $3 }' /proc/pressure/cpu 2>/dev/null || true)"
-	echo "load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')${psi:+, CPU pressure $psi% (last minute)}"
-}
-tmp_parent="${TMPDIR:-/tmp}"
-if [ "$(fstype "$tmp_parent")" = tmpfs ]; then
-	tmp_parent="$PWD"
-fi
-WORK="$(mktemp -d "$tmp_parent/.bench-console.XXXXXX")"
-declare -A node_pid=()
-bg_pids=() # background helpers (the producer, readers, the sampler) still running
-
-# stop_all: SIGTERM to every process this script started, SIGKILL to any
-# node still running after 10 seconds.
-stop_all() {
-	local id pid deadline=$((SECONDS + 10))
-	for pid in "${bg_pids[@]}" "${node_pid[@]}"; do
-		kill -TERM "$pid" 2>/dev/null || true
-	done
-	for pid in "${bg_pids[@]}"; do
-		wait "$pid" 2>/dev/null || true
-	done
-	bg_pids=()
-	for id in "${!node_pid[@]}"; do
-		pid=${node_pid[$id]}
-		while kill -0 "$pid" 2>/dev/null; do
-			if [ "$SECONDS" -ge "$deadline" ]; then
-				kill -KILL "$pid" 2>/dev/null || true
-				break
-			fi
-			sleep 0.1
-		done
-		wait "$pid" 2>/dev/null || true
-	done
-	node_pid=()
-}
-cleanup() {
-	stop_all
-	if [ "${KEEP:-0}" = 1 ]; then
-		echo "bench-console: kept $WORK"
-	else
-		rm -rf "$WORK"
-	fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# ---------------------------------------------------------------- build
-
-BIN="$WORK/bin"
-mkdir -p "$BIN"
-echo "bench-console: building gostream-node and gostream-ctl into $BIN"
-"$GO" build -o "$BIN/gostream-node" ./cmd/node || die "cannot build ./cmd/node"
-"$GO" build -o "$BIN/gostream-ctl" ./cmd/ctl || die "cannot build ./cmd/ctl"
-
-# ---------------------------------------------------------------- ports
-
-# free_port VAR: sets VAR to a loopback port with no TCP or UDP listener,
-# below the usual ephemeral range and not handed out before in this run.
-handed_out=" "
-port_in_use() {
-	if command -v ss >/dev/null 2>&1; then
-		ss -Htuln "( sport = :$1 )" | grep -q .
-	else
-		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-	fi
-}
-free_port() {
-	local _port _try
-	for _try in $(seq 500); do
-		_port=$((20000 + RANDOM % 12000))
-		if [[ $handed_out == *" $_port "* ]] || port_in_use "$_port"; then
-			continue
-		fi
-		handed_out+="$_port "
-		printf -v "$1" '%s' "$_port"
-		return
-	done
-	die "no free port found"
-}
+make_work
+build_binaries
 
 # ---------------------------------------------------------------- helpers
 
 ctl() { "$BIN/gostream-ctl" --bootstrap "$BOOTSTRAP" --timeout 60s "$@"; }
 
-# json_num FIELD: the first number FIELD of the JSON on stdin.
-json_num() { sed -n "s/.*\"$1\":\([-0-9.eE+]*\).*/\1/p" | head -n 1; }
-
-# count PATTERN: how many times PATTERN occurs on stdin (0 is no error).
-count() { { grep -o -- "$1" || true; } | wc -l; }
-
-# values[KEY] holds the measurements of one series, space separated.
-declare -A values
-add() { values[$1]="${values[$1]:-} $2"; }
-median() {
-	# shellcheck disable=SC2086
-	printf '%s\n' ${values[$1]:-} | sort -g | awk 'NF { a[++n] = $1 }
-		END { if (n == 0) print "nan"; else if (n % 2) print a[(n + 1) / 2]; else print (a[n / 2] + a[n / 2 + 1]) / 2 }'
-}
 # spread KEY: "min / median / max" of a series.
 spread() {
 	# shellcheck disable=SC2086
 	printf '%s / %s / %s' "$(printf '%s\n' ${values[$1]:-} | sort -g | head -n 1)" "$(median "$1")" \
 		"$(printf '%s\n' ${values[$1]:-} | sort -g | tail -n 1)"
-}
-
-now_ns() { date +%s%N; }
-secs_since() { awk -v a="$1" -v b="$(now_ns)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }'; }
-
-# run_logged LOG CMD...: runs CMD with stdout to LOG.out and stderr to
-# LOG.err; on failure shows both and fails the run.
-run_logged() {
-	local log=$1
-	shift
-	if ! "$@" >"$log.out" 2>"$log.err"; then
-		echo "bench-console: failed: $*" >&2
-		tail -n 20 "$log.out" "$log.err" >&2 || true
-		exit 2
-	fi
 }
 
 # retry LOG CMD...: runs CMD as run_logged does, again every 0.5 s for up
@@ -329,83 +215,17 @@ retry() {
 	done
 }
 
-# forget PID: a background helper that ended is no longer stopped at exit.
-forget() {
-	local keep=() p
-	for p in "${bg_pids[@]}"; do
-		[ "$p" = "$1" ] || keep+=("$p")
-	done
-	bg_pids=("${keep[@]}")
-}
-
-# stop_bg PID: stops a background helper of this script.
-stop_bg() {
-	kill -TERM "$1" 2>/dev/null || true
-	wait "$1" 2>/dev/null || true
-	forget "$1"
-}
-
-check_alive() {
-	local id
-	for id in "${!node_pid[@]}"; do
-		if ! kill -0 "${node_pid[$id]}" 2>/dev/null; then
-			tail -n 20 "$DIR"/node*.log >&2 || true
-			die "node $id (pid ${node_pid[$id]}) exited early (logs above)"
-		fi
-	done
-}
-
-# cpu_ticks: the nodes' CPU time so far, user + system, in clock ticks.
-clk_tck="$(getconf CLK_TCK 2>/dev/null || echo 100)"
-cpu_ticks() {
-	local pid t sum=0
-	for pid in "${node_pid[@]}"; do
-		t="$(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0)"
-		sum=$((sum + t))
-	done
-	echo "$sum"
-}
+# node_ticks: the nodes' CPU time so far, user + system, in clock ticks.
+node_ticks() { cpu_ticks "${node_pid[@]}"; }
 # cpu_rate TICKS0 NS0: the nodes' CPU seconds a second since then.
 cpu_rate() {
-	awk -v k="$clk_tck" -v t0="$1" -v t1="$(cpu_ticks)" -v n0="$2" -v n1="$(now_ns)" \
+	awk -v k="$clk_tck" -v t0="$1" -v t1="$(node_ticks)" -v n0="$2" -v n1="$(now_ns)" \
 		'BEGIN { printf "%.2f", (t1 - t0) / k / ((n1 - n0) / 1e9) }'
 }
 
 # ---------------------------------------------------------------- cluster
 
-declare -a rpc gossip http
-DIR="$WORK/cluster"
-mkdir -p "$DIR"
-for i in 1 2 3; do
-	free_port p
-	rpc[i]="127.0.0.1:$p"
-	free_port p
-	gossip[i]="127.0.0.1:$p"
-	free_port p
-	http[i]="127.0.0.1:$p"
-done
-JOIN="${gossip[1]},${gossip[2]},${gossip[3]}"
-BOOTSTRAP="${rpc[1]},${rpc[2]},${rpc[3]}"
-for i in 1 2 3; do
-	mkdir -p "$DIR/node$i"
-	"$BIN/gostream-node" --id "$i" --data-dir "$DIR/node$i" --listen "${rpc[$i]}" \
-		--gossip "${gossip[$i]}" --http "${http[$i]}" \
-		--controller "1@${rpc[1]}" --join "$JOIN" >>"$DIR/node$i.log" 2>&1 </dev/null &
-	node_pid[$i]=$!
-done
-deadline=$((SECONDS + 60))
-for i in 1 2 3; do
-	until "$BIN/gostream-ctl" health --http "${http[$i]}" --timeout 1s >/dev/null 2>&1; do
-		check_alive
-		[ "$SECONDS" -lt "$deadline" ] || die "node $i not healthy after 60s"
-		sleep 0.1
-	done
-done
-until [ "$(ctl broker list -o json 2>/dev/null | count '"registered":"registered"')" -eq 3 ]; do
-	check_alive
-	[ "$SECONDS" -lt "$deadline" ] || die "not all 3 brokers registered with the controller after 60s"
-	sleep 0.1
-done
+start_cluster "$WORK/cluster"
 CONSOLE="http://${http[1]}/ui/api"
 
 # ---------------------------------------------------------------- header
@@ -477,7 +297,7 @@ echo "  $CONSUMER_GROUPS groups committed in $(secs_since "$t0") s"
 # The nodes' CPU while nobody has the console open, for the survey's cost.
 echo
 echo "-- the console of node 1, $CONSOLE"
-ticks0="$(cpu_ticks)" ns0="$(now_ns)"
+ticks0="$(node_ticks)" ns0="$(now_ns)"
 sleep 10
 idle_cpu="$(cpu_rate "$ticks0" "$ns0")"
 
@@ -513,7 +333,7 @@ n="$(count '"name":"t[0-9]*"' <"$DIR/first.json")"
 [ "$n" -eq "$TOPICS" ] || die "GET /topics lists $n of the $TOPICS topics"
 n="$(count '"group":"g[0-9]*"' <"$DIR/first.json")"
 [ "$n" -eq "$CONSUMER_GROUPS" ] || die "GET /topics lists $n readers, want the $CONSUMER_GROUPS groups once each"
-ticks0="$(cpu_ticks)" ns0="$(now_ns)"
+ticks0="$(node_ticks)" ns0="$(now_ns)"
 
 timed topics /topics
 topics_bytes=$BYTES

@@ -54,6 +54,8 @@
 # met, 1 a target missed, 2 the run failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+SCRIPT=bench-ds
+. scripts/bench-lib.sh
 
 BIN="${BIN:-bin}"
 RUNS="${RUNS:-3}"
@@ -65,10 +67,6 @@ SSE_GAP="${SSE_GAP:-5ms}"
 VIA="${VIA:-follower}"
 REF_PORT=9790
 
-die() {
-	echo "bench-ds: $*" >&2
-	exit 2
-}
 for b in gostream-node gostream-ctl dsbench; do
 	[ -x "$BIN/$b" ] || die "$BIN/$b is missing; run 'make bench-ds', which builds it"
 done
@@ -86,53 +84,14 @@ ref_version="$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' conformance/node_mod
 
 # ---------------------------------------------------------------- work dir
 
-fstype() { df -PT "$1" | awk 'NR == 2 { print $2 }'; }
-busy() {
-	local psi
-	psi="$(awk '/^some/ { sub(/avg60=/, "", $3); print $3 }' /proc/pressure/cpu 2>/dev/null || true)"
-	echo "load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')${psi:+, CPU pressure $psi% (last minute)}"
-}
-tmp_parent="${TMPDIR:-/tmp}"
-if [ "$(fstype "$tmp_parent")" = tmpfs ]; then
-	tmp_parent="$PWD"
-fi
-WORK="$(mktemp -d "$tmp_parent/.bench-ds.XXXXXX")"
-pids=()
-gs_srv=() ref_srv=()
+make_work
+gs_srv=() ref_srv=() # the running servers of each side, in bg_pids too
 
-# stop_all: SIGTERM to every process this script started, SIGKILL to any
-# still running after 10 seconds.
-stop_all() {
-	local pid deadline=$((SECONDS + 10))
-	for pid in "${pids[@]}"; do
-		kill -TERM "$pid" 2>/dev/null || true
-	done
-	for pid in "${pids[@]}"; do
-		while kill -0 "$pid" 2>/dev/null; do
-			if [ "$SECONDS" -ge "$deadline" ]; then
-				kill -KILL "$pid" 2>/dev/null || true
-				break
-			fi
-			sleep 0.1
-		done
-		wait "$pid" 2>/dev/null || true
-	done
-	pids=()
-}
-cleanup() {
-	stop_all
-	if [ "${KEEP:-0}" = 1 ]; then
-		echo "bench-ds: kept $WORK"
-	else
-		rm -rf "$WORK"
-	fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-check_alive() {
+# check_servers: dies, after the last lines of their logs, if a server has
+# exited.
+check_servers() {
 	local pid
-	for pid in "${pids[@]}"; do
+	for pid in "${bg_pids[@]}"; do
 		if ! kill -0 "$pid" 2>/dev/null; then
 			tail -n 20 "$WORK"/node*.log "$WORK"/reference.log 2>/dev/null >&2 || true
 			die "process $pid exited early (logs above)"
@@ -142,13 +101,6 @@ check_alive() {
 
 # ---------------------------------------------------------------- ports
 
-port_in_use() {
-	if command -v ss >/dev/null 2>&1; then
-		ss -Htuln "( sport = :$1 )" | grep -q .
-	else
-		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-	fi
-}
 # port N K: node N's RPC (K=0), gossip (1) and HTTP (2) port.
 port() { echo $((9700 + 10 * ($1 - 1) + $2)); }
 for p in $(port 1 0) $(port 1 1) $(port 1 2) $(port 2 0) $(port 2 1) $(port 2 2) \
@@ -161,48 +113,8 @@ done
 BOOTSTRAP="127.0.0.1:$(port 1 0)"
 ctl() { "$BIN/gostream-ctl" --bootstrap "$BOOTSTRAP" --timeout 30s "$@"; }
 
-# json_num FIELD: the number FIELD of the one-line JSON object on stdin.
-json_num() { sed -n "s/.*\"$1\":\([-0-9.eE+]*\).*/\1/p"; }
-
-declare -A values
-add() { values[$1]="${values[$1]:-} $2"; }
-median() {
-	if [ -z "${values[$1]:-}" ]; then
-		echo nan
-		return
-	fi
-	# shellcheck disable=SC2086
-	printf '%s\n' ${values[$1]:-} | sort -g | awk '{ a[NR] = $1 }
-		END { if (NR == 0) print "nan"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
-}
-fmt_rate() { awk -v v="$1" 'BEGIN { printf "%.0f", v }'; }
-fmt_ms() { awk -v v="$1" 'BEGIN { printf "%.3f", v }'; }
 fmt_mb() { awk -v v="$1" 'BEGIN { printf "%.2f", v }'; }
-say() { printf '  %-7s %-9s %s\n' "$1" "$2" "$3"; }
 
-# srv_ticks PID...: the CPU time (user + system, clock ticks) of those
-# processes so far, from /proc (0 where it is missing).
-clk_tck="$(getconf CLK_TCK 2>/dev/null || echo 100)"
-srv_ticks() {
-	local pid s=0 t
-	for pid in "$@"; do
-		t="$(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0)"
-		s=$((s + t))
-	done
-	echo "$s"
-}
-
-# run_logged LOG CMD...: runs CMD with stdout to LOG.out and stderr to
-# LOG.err; on failure shows both and fails the run.
-run_logged() {
-	local log=$1
-	shift
-	if ! "$@" >"$log.out" 2>"$log.err"; then
-		echo "bench-ds: failed: $*" >&2
-		tail -n 20 "$log.out" "$log.err" >&2 || true
-		exit 2
-	fi
-}
 seq_no=0
 mkdir -p "$WORK/logs"
 
@@ -222,11 +134,11 @@ bench() {
 		srv=("${ref_srv[@]}")
 	fi
 	seq_no=$((seq_no + 1))
-	s0="$(srv_ticks "${srv[@]}")"
+	s0="$(cpu_ticks "${srv[@]}")"
 	run_logged "$WORK/logs/$seq_no" "$BIN/dsbench" -base "$base" -stream "$stream" -json "$@" "$mode"
-	CPU_SRV="$(awk -v a="$s0" -v b="$(srv_ticks "${srv[@]}")" -v k="$clk_tck" 'BEGIN { print (b - a) / k }')"
+	CPU_SRV="$(awk -v a="$s0" -v b="$(cpu_ticks "${srv[@]}")" -v k="$clk_tck" 'BEGIN { print (b - a) / k }')"
 	RESULT="$(cat "$WORK/logs/$seq_no.out")"
-	check_alive
+	check_servers
 }
 append_args=(-clients "$CLIENTS" -size "$SIZE" -duration "$DURATION")
 sse_args=(-count "$SSE_COUNT" -gap "$SSE_GAP")
@@ -289,31 +201,31 @@ for id in 1 2 3; do
 		--join "$(IFS=,; echo "${join[*]}")" --controller "1@127.0.0.1:$(port 1 0)" \
 		--ds-replication-factor 3 --log-level "${LOG_LEVEL:-warn}" \
 		>"$WORK/node$id.log" 2>&1 </dev/null &
-	pids+=("$!")
+	bg_pids+=("$!")
 	gs_srv+=("$!")
 done
 mkdir -p "$WORK/reference"
 node conformance/reference-server.mjs "$REF_PORT" "$WORK/reference" >"$WORK/reference.log" 2>&1 </dev/null &
-pids+=("$!")
+bg_pids+=("$!")
 ref_srv+=("$!")
 
 # Ready when the controller has all three brokers, every node answers
 # health, and the reference server has printed its URL.
 deadline=$((SECONDS + 60))
 until "$BIN/gostream-ctl" --bootstrap "$BOOTSTRAP" --timeout 2s -o json cluster status 2>/dev/null | grep -o '"registered":"registered"' | wc -l | grep -qx 3; do
-	check_alive
+	check_servers
 	[ "$SECONDS" -lt "$deadline" ] || die "the three brokers did not register within 60 s"
 	sleep 0.2
 done
 for id in 1 2 3; do
 	until "$BIN/gostream-ctl" health --http "127.0.0.1:$(port "$id" 2)" --timeout 1s >/dev/null 2>&1; do
-		check_alive
+		check_servers
 		[ "$SECONDS" -lt "$deadline" ] || die "node $id is not healthy after 60 s"
 		sleep 0.2
 	done
 done
 until grep -q "^http://" "$WORK/reference.log"; do
-	check_alive
+	check_servers
 	[ "$SECONDS" -lt "$deadline" ] || die "the reference server did not start within 60 s"
 	sleep 0.2
 done

@@ -14,7 +14,9 @@
 #
 #   gostream-ctl topic seal ...        one metadata change (a topic created
 #                                      before the kill)
-#   gostream-ctl topic create ... --partitions 1 --replication-factor 3
+#   gostream-ctl topic create ... --partitions 1 --replication-factor 2
+#                                      (new replicas go only to brokers
+#                                      that answer: two, with broker 2 down)
 #   gostream-ctl topic list            no change: a ctl process, a bootstrap
 #                                      and one request, the floor of all
 #                                      the above
@@ -48,214 +50,47 @@
 # 0 done, 2 the run failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+SCRIPT=bench-failover
+. scripts/bench-lib.sh
 
 GO="${GO:-go}"
 RUNS="${RUNS:-3}"
 PARTITIONS="${PARTITIONS:-2000}"
 RECORDS="${RECORDS:-3}"
 
-die() {
-	echo "bench-failover: $*" >&2
-	exit 2
-}
+# ---------------------------------------------------------------- work dir, build
 
-# ---------------------------------------------------------------- work dir
-
-fstype() { df -PT "$1" | awk 'NR == 2 { print $2 }'; }
-tmp_parent="${TMPDIR:-/tmp}"
-if [ "$(fstype "$tmp_parent")" = tmpfs ]; then
-	tmp_parent="$PWD"
-fi
-WORK="$(mktemp -d "$tmp_parent/.bench-failover.XXXXXX")"
-declare -A node_pid=()
-
-# stop_all: SIGTERM to every node this script started, SIGKILL to any
-# still running after 10 seconds.
-stop_all() {
-	local id pid deadline=$((SECONDS + 10))
-	for pid in "${node_pid[@]}"; do
-		kill -TERM "$pid" 2>/dev/null || true
-	done
-	for id in "${!node_pid[@]}"; do
-		pid=${node_pid[$id]}
-		while kill -0 "$pid" 2>/dev/null; do
-			if [ "$SECONDS" -ge "$deadline" ]; then
-				kill -KILL "$pid" 2>/dev/null || true
-				break
-			fi
-			sleep 0.1
-		done
-		wait "$pid" 2>/dev/null || true
-	done
-	node_pid=()
-}
-cleanup() {
-	stop_all
-	if [ "${KEEP:-0}" = 1 ]; then
-		echo "bench-failover: kept $WORK"
-	else
-		rm -rf "$WORK"
-	fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# ---------------------------------------------------------------- build
-
-BIN="$WORK/bin"
-mkdir -p "$BIN"
-echo "bench-failover: building gostream-node and gostream-ctl into $BIN"
-"$GO" build -o "$BIN/gostream-node" ./cmd/node || die "cannot build ./cmd/node"
-"$GO" build -o "$BIN/gostream-ctl" ./cmd/ctl || die "cannot build ./cmd/ctl"
-
-# ---------------------------------------------------------------- ports
-
-# free_port VAR: sets VAR to a loopback port with no TCP or UDP listener,
-# below the usual ephemeral range and not handed out before in this run.
-handed_out=" "
-port_in_use() {
-	if command -v ss >/dev/null 2>&1; then
-		ss -Htuln "( sport = :$1 )" | grep -q .
-	else
-		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-	fi
-}
-free_port() {
-	local _port _try
-	for _try in $(seq 500); do
-		_port=$((20000 + RANDOM % 12000))
-		if [[ $handed_out == *" $_port "* ]] || port_in_use "$_port"; then
-			continue
-		fi
-		handed_out+="$_port "
-		printf -v "$1" '%s' "$_port"
-		return
-	done
-	die "no free port found"
-}
+make_work
+build_binaries
 
 # ---------------------------------------------------------------- helpers
 
 ctl() { "$BIN/gostream-ctl" --bootstrap "$BOOTSTRAP" --timeout 120s "$@"; }
 
-# values[KEY] holds the measurements of one series, space separated.
-declare -A values
-add() { values[$1]="${values[$1]:-} $2"; }
-median() {
-	# shellcheck disable=SC2086
-	printf '%s\n' ${values[$1]:-} | sort -g | awk '{ a[NR] = $1 }
-		END { if (NR == 0) print "nan"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
-}
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "nan" }'; }
-
-# count PATTERN: how many times PATTERN occurs on stdin (0 is no error).
-count() { { grep -o -- "$1" || true; } | wc -l; }
-
-now_ns() { date +%s%N; }
 ms_since() { awk -v a="$1" -v b="$(now_ns)" 'BEGIN { printf "%.1f", (b - a) / 1e6 }'; }
 
-# timed KEY LOG CMD...: runs CMD with stdout to LOG.out and stderr to
-# LOG.err, adds its wall time in ms to series KEY and sets MS; a failure
-# shows both and fails the run.
+# timed KEY LOG CMD...: runs CMD as run_logged does, adds its wall time in
+# ms to series KEY and sets MS.
 timed() {
 	local key=$1 log=$2 t0
 	shift 2
 	t0="$(now_ns)"
-	if ! "$@" >"$log.out" 2>"$log.err"; then
-		echo "bench-failover: failed: $*" >&2
-		tail -n 20 "$log.out" "$log.err" >&2 || true
-		exit 2
-	fi
+	run_logged "$log" "$@"
 	MS="$(ms_since "$t0")"
 	add "$key" "$MS"
 }
 
-# run_logged LOG CMD...: runs CMD untimed, as timed does.
-run_logged() {
-	local log=$1
-	shift
-	if ! "$@" >"$log.out" 2>"$log.err"; then
-		echo "bench-failover: failed: $*" >&2
-		tail -n 20 "$log.out" "$log.err" >&2 || true
-		exit 2
-	fi
-}
-
-check_alive() {
-	local id
-	for id in "${!node_pid[@]}"; do
-		if ! kill -0 "${node_pid[$id]}" 2>/dev/null; then
-			tail -n 20 "$DIR"/node*.log >&2 || true
-			die "node $id (pid ${node_pid[$id]}) exited early (logs above)"
-		fi
-	done
-}
-
 # ---------------------------------------------------------------- cluster
 
-declare -a rpc gossip http
-# start_node I: starts node I of the current cluster (addresses fixed at
-# setup, data under $DIR/nodeI) in the background.
-start_node() {
-	local i=$1
-	mkdir -p "$DIR/node$i"
-	"$BIN/gostream-node" --id "$i" --data-dir "$DIR/node$i" --listen "${rpc[$i]}" \
-		--gossip "${gossip[$i]}" --http "${http[$i]}" \
-		--controller "$CONTROLLER" --join "$JOIN" >>"$DIR/node$i.log" 2>&1 </dev/null &
-	node_pid[$i]=$!
-}
-
-# wait_ready: every node healthy and registered with the controller.
-wait_ready() {
-	local deadline=$((SECONDS + 60)) i
-	for i in 1 2 3; do
-		until "$BIN/gostream-ctl" health --http "${http[$i]}" --timeout 1s >/dev/null 2>&1; do
-			check_alive
-			[ "$SECONDS" -lt "$deadline" ] || die "node $i not healthy after 60s"
-			sleep 0.1
-		done
+# make_active: candidate 1 the active controller, as with a single
+# controller: broker 2's kill then elects no controller.
+make_active() {
+	local deadline=$((SECONDS + 30))
+	until ctl controller status -o json 2>/dev/null | grep -q '"active":1,'; do
+		ctl controller transfer --to 1 >/dev/null 2>&1 || true
+		[ "$SECONDS" -lt "$deadline" ] || die "candidate 1 never became the active controller"
+		sleep 0.2
 	done
-	until [ "$(ctl broker list -o json 2>/dev/null | count '"registered":"registered"')" -eq 3 ]; do
-		check_alive
-		[ "$SECONDS" -lt "$deadline" ] || die "not all 3 brokers registered with the controller after 60s"
-		sleep 0.1
-	done
-}
-
-# start_cluster DIR CANDIDATES: a fresh three-node cluster with its data
-# under DIR, with a single controller (1) or three candidates (3).
-start_cluster() {
-	DIR=$1
-	mkdir -p "$DIR"
-	local i p
-	for i in 1 2 3; do
-		free_port p
-		rpc[i]="127.0.0.1:$p"
-		free_port p
-		gossip[i]="127.0.0.1:$p"
-		free_port p
-		http[i]="127.0.0.1:$p"
-	done
-	JOIN="${gossip[1]},${gossip[2]},${gossip[3]}"
-	BOOTSTRAP="${rpc[1]},${rpc[2]},${rpc[3]}"
-	CONTROLLER="1@${rpc[1]}"
-	if [ "$2" = 3 ]; then
-		CONTROLLER="1@${rpc[1]},2@${rpc[2]},3@${rpc[3]}"
-	fi
-	for i in 1 2 3; do
-		start_node "$i"
-	done
-	wait_ready
-	if [ "$2" = 3 ]; then
-		# Node 1 active, as with a single controller: broker 2's kill
-		# then elects no controller.
-		local deadline=$((SECONDS + 30))
-		until ctl controller status -o json 2>/dev/null | grep -q '"active":1,'; do
-			ctl controller transfer --to 1 >/dev/null 2>&1 || true
-			[ "$SECONDS" -lt "$deadline" ] || die "candidate 1 never became the active controller"
-			sleep 0.2
-		done
-	fi
 }
 
 # make_topic NAME PARTITIONS: creates a topic with RF 3 and waits until
@@ -316,6 +151,9 @@ for m in 1 3; do
 		echo "-- run $r, three controller candidates"
 	fi
 	start_cluster "$WORK/run$r-$m" "$m"
+	if [ "$m" = 3 ]; then
+		make_active
+	fi
 	make_topic big "$PARTITIONS"
 	make_topic sealme 1
 	make_topic sealme2 1
@@ -339,8 +177,8 @@ for m in 1 3; do
 
 	timed "seal$m" "$DIR/seal" ctl topic seal sealme
 	printf '  %-34s %8s ms\n' "topic seal (broker 2 down)" "$MS"
-	timed "create$m" "$DIR/create" ctl topic create fresh --partitions 1 --replication-factor 3
-	printf '  %-34s %8s ms\n' "topic create 1 partition, RF 3" "$MS"
+	timed "create$m" "$DIR/create" ctl topic create fresh --partitions 1 --replication-factor 2
+	printf '  %-34s %8s ms\n' "topic create 1 partition, RF 2" "$MS"
 	timed "list$m" "$DIR/list" ctl topic list
 	printf '  %-34s %8s ms\n' "topic list (no change)" "$MS"
 

@@ -54,6 +54,8 @@
 # without. Exit status: 0 both targets met, 1 one missed, 2 the run failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+SCRIPT=bench-move
+. scripts/bench-lib.sh
 
 GO="${GO:-go}"
 SIZE_GB="${SIZE_GB:-5}"
@@ -64,10 +66,6 @@ LOAD_PRODUCERS="${LOAD_PRODUCERS:-1}"
 ALONE="${ALONE:-0}"
 LOAD_RECORD_SIZE=1024
 
-die() {
-	echo "bench-move: $*" >&2
-	exit 2
-}
 is_number() { awk -v v="$1" 'BEGIN { exit !(v ~ /^[0-9]+(\.[0-9]+)?$/ && v > 0) }'; }
 is_number "$SIZE_GB" || die "SIZE_GB=$SIZE_GB: want a positive number of GiB"
 is_number "$THROTTLE_MB" || die "THROTTLE_MB=$THROTTLE_MB: want a positive number of MB/s"
@@ -87,161 +85,32 @@ LOAD_SECONDS="${LOAD_SECONDS:-$(awk -v e="$EXPECTED" 'BEGIN { printf "%.0f", e <
 
 # ---------------------------------------------------------------- work dir
 
-fstype() { df -PT "$1" | awk 'NR == 2 { print $2 }'; }
-# busy: the load average and, where the kernel reports it, the share of the
-# last minute that runnable tasks waited for a CPU (PSI), as bench-compare
-# prints them.
-busy() {
-	local psi
-	psi="$(awk '/^some/ { sub(/avg60=/, "", $3); print $3 }' /proc/pressure/cpu 2>/dev/null || true)"
-	echo "load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')${psi:+, CPU pressure $psi% (last minute)}"
-}
-tmp_parent="${TMPDIR:-/tmp}"
-if [ "$(fstype "$tmp_parent")" = tmpfs ]; then
-	tmp_parent="$PWD"
-fi
-
 # The disk: the partition, its copy while both exist, a fifth to spare,
 # and the load's topic.
 need="$(awk -v b="$SIZE_BYTES" 'BEGIN { printf "%.0f", 2.2 * b + 3 * 1073741824 }')"
-avail="$(df -P -B1 "$tmp_parent" | awk 'NR == 2 { print $4 }')"
+avail="$(df -P -B1 "$WORK_PARENT" | awk 'NR == 2 { print $4 }')"
 gb() { awk -v b="$1" 'BEGIN { printf "%.1f GB", b / 1e9 }'; }
 if [ "$avail" -lt "$need" ]; then
-	die "refusing to start: $(gb "$avail") free on $tmp_parent, and a move of $SIZE_GB GiB needs about $(gb "$need") (2.2 x the partition, for it and its copy, and 3 GiB for the load's topic); free space, set SIZE_GB lower or TMPDIR to a larger disk"
+	die "refusing to start: $(gb "$avail") free on $WORK_PARENT, and a move of $SIZE_GB GiB needs about $(gb "$need") (2.2 x the partition, for it and its copy, and 3 GiB for the load's topic); free space, set SIZE_GB lower or TMPDIR to a larger disk"
 fi
 
-WORK="$(mktemp -d "$tmp_parent/.bench-move.XXXXXX")"
+make_work
 # The data's disk as /proc/diskstats names it (vda for /dev/vda), or
 # empty when it is not there (then no disk figures).
 DISK="$(df -P "$WORK" | awk 'NR == 2 { sub(/^\/dev\//, "", $1); print $1 }')"
 DISK="$(awk -v d="$DISK" '$3 == d { print d; exit }' /proc/diskstats 2>/dev/null || true)"
-declare -A node_pid=()
-bg_pids=() # background helpers (producers, pollers) still running
-
-# stop_all: SIGTERM to every process this script started, SIGKILL to any
-# node still running after 10 seconds.
-stop_all() {
-	local id pid deadline=$((SECONDS + 10))
-	for pid in "${bg_pids[@]}" "${node_pid[@]}"; do
-		kill -TERM "$pid" 2>/dev/null || true
-	done
-	for pid in "${bg_pids[@]}"; do
-		wait "$pid" 2>/dev/null || true
-	done
-	bg_pids=()
-	for id in "${!node_pid[@]}"; do
-		pid=${node_pid[$id]}
-		while kill -0 "$pid" 2>/dev/null; do
-			if [ "$SECONDS" -ge "$deadline" ]; then
-				kill -KILL "$pid" 2>/dev/null || true
-				break
-			fi
-			sleep 0.1
-		done
-		wait "$pid" 2>/dev/null || true
-	done
-	node_pid=()
-}
-cleanup() {
-	stop_all
-	if [ "${KEEP:-0}" = 1 ]; then
-		echo "bench-move: kept $WORK"
-	else
-		rm -rf "$WORK"
-	fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# ---------------------------------------------------------------- build
-
-BIN="$WORK/bin"
-mkdir -p "$BIN"
-echo "bench-move: building gostream-node and gostream-ctl into $BIN"
-"$GO" build -o "$BIN/gostream-node" ./cmd/node || die "cannot build ./cmd/node"
-"$GO" build -o "$BIN/gostream-ctl" ./cmd/ctl || die "cannot build ./cmd/ctl"
-
-# ---------------------------------------------------------------- ports
-
-# free_port VAR: sets VAR to a loopback port with no TCP or UDP listener,
-# below the usual ephemeral range and not handed out before in this run.
-handed_out=" "
-port_in_use() {
-	if command -v ss >/dev/null 2>&1; then
-		ss -Htuln "( sport = :$1 )" | grep -q .
-	else
-		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-	fi
-}
-free_port() {
-	local _port _try
-	for _try in $(seq 500); do
-		_port=$((20000 + RANDOM % 12000))
-		if [[ $handed_out == *" $_port "* ]] || port_in_use "$_port"; then
-			continue
-		fi
-		handed_out+="$_port "
-		printf -v "$1" '%s' "$_port"
-		return
-	done
-	die "no free port found"
-}
+build_binaries
 
 # ---------------------------------------------------------------- helpers
 
 ctl() { "$BIN/gostream-ctl" --bootstrap "$BOOTSTRAP" --timeout 120s "$@"; }
 
-# json_num FIELD: the first number FIELD of the JSON on stdin.
-json_num() { sed -n "s/.*\"$1\":\([-0-9.eE+]*\).*/\1/p" | head -n 1; }
-
-# values[KEY] holds the measurements of one series, space separated.
-declare -A values
-add() { values[$1]="${values[$1]:-} $2"; }
-median() {
-	# shellcheck disable=SC2086
-	printf '%s\n' ${values[$1]:-} | sort -g | awk 'NF { a[++n] = $1 }
-		END { if (n == 0) print "nan"; else if (n % 2) print a[(n + 1) / 2]; else print (a[n / 2] + a[n / 2 + 1]) / 2 }'
-}
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "nan" }'; }
-fmt_rate() { awk -v v="$1" 'BEGIN { printf "%.0f", v }'; }
-
-now_ns() { date +%s%N; }
-secs_since() { awk -v a="$1" -v b="${2:-$(now_ns)}" 'BEGIN { printf "%.1f", (b - a) / 1e9 }'; }
-
-# run_logged LOG CMD...: runs CMD with stdout to LOG.out and stderr to
-# LOG.err; on failure shows both and fails the run.
-run_logged() {
-	local log=$1
-	shift
-	if ! "$@" >"$log.out" 2>"$log.err"; then
-		echo "bench-move: failed: $*" >&2
-		tail -n 20 "$log.out" "$log.err" >&2 || true
-		exit 2
-	fi
-}
-
-check_alive() {
-	local id
-	for id in "${!node_pid[@]}"; do
-		if ! kill -0 "${node_pid[$id]}" 2>/dev/null; then
-			tail -n 20 "$DIR"/node*.log >&2 || true
-			die "node $id (pid ${node_pid[$id]}) exited early (logs above)"
-		fi
-	done
-}
-
 # snapshot: what the machine has done so far, for usage_since: the time
 # (ns), the nodes' CPU time (ticks, user + system), the machine's busy and
 # total CPU time (ticks), and the data disk's time busy (ms) and sectors
 # written; zeros where /proc does not say.
-clk_tck="$(getconf CLK_TCK 2>/dev/null || echo 100)"
 snapshot() {
-	local pid t nodes=0
-	for pid in "${node_pid[@]}"; do
-		t="$(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0)"
-		nodes=$((nodes + t))
-	done
-	echo "$(now_ns) $nodes" \
+	echo "$(now_ns) $(cpu_ticks "${node_pid[@]}")" \
 		"$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9; f = 1 } END { if (!f) print 0, 0 }' /proc/stat 2>/dev/null || echo 0 0)" \
 		"$(awk -v d="$DISK" '$3 == d { print $13, $10; f = 1 } END { if (!f) print 0, 0 }' /proc/diskstats 2>/dev/null || echo 0 0)"
 }
@@ -258,40 +127,9 @@ usage_since() {
 
 # ---------------------------------------------------------------- cluster
 
-declare -a rpc gossip http
-DIR="$WORK/cluster"
-mkdir -p "$DIR"
-for i in 1 2 3; do
-	free_port p
-	rpc[i]="127.0.0.1:$p"
-	free_port p
-	gossip[i]="127.0.0.1:$p"
-	free_port p
-	http[i]="127.0.0.1:$p"
-done
-JOIN="${gossip[1]},${gossip[2]},${gossip[3]}"
-BOOTSTRAP="${rpc[1]},${rpc[2]},${rpc[3]}"
-for i in 1 2 3; do
-	mkdir -p "$DIR/node$i"
-	"$BIN/gostream-node" --id "$i" --data-dir "$DIR/node$i" --listen "${rpc[$i]}" \
-		--gossip "${gossip[$i]}" --http "${http[$i]}" \
-		--controller "1@${rpc[1]}" --join "$JOIN" \
-		--retention-check-interval 5s >>"$DIR/node$i.log" 2>&1 </dev/null &
-	node_pid[$i]=$!
-done
-deadline=$((SECONDS + 60))
-for i in 1 2 3; do
-	until "$BIN/gostream-ctl" health --http "${http[$i]}" --timeout 1s >/dev/null 2>&1; do
-		check_alive
-		[ "$SECONDS" -lt "$deadline" ] || die "node $i not healthy after 60s"
-		sleep 0.1
-	done
-done
-until [ "$(ctl broker list -o json 2>/dev/null | grep -o '"registered":"registered"' | wc -l)" -eq 3 ]; do
-	check_alive
-	[ "$SECONDS" -lt "$deadline" ] || die "not all 3 brokers registered with the controller after 60s"
-	sleep 0.1
-done
+# The load's retention is checked every 5 s, so that its topic stays small.
+NODE_FLAGS=(--retention-check-interval 5s)
+start_cluster "$WORK/cluster"
 
 # replicas_of TOPIC: TOPIC/0's replica list, as "1,2".
 replicas_of() {
@@ -355,22 +193,6 @@ poll_status() {
 			next=$now
 		fi
 	done
-}
-
-# forget PID: a background helper that ended is no longer stopped at exit.
-forget() {
-	local keep=() p
-	for p in "${bg_pids[@]}"; do
-		[ "$p" = "$1" ] || keep+=("$p")
-	done
-	bg_pids=("${keep[@]}")
-}
-
-# stop_bg PID: stops a background helper of this script.
-stop_bg() {
-	kill -TERM "$1" 2>/dev/null || true
-	wait "$1" 2>/dev/null || true
-	forget "$1"
 }
 
 # producer LOG ARGS...: bench produce on load in the background, with ARGS

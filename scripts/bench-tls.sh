@@ -23,6 +23,8 @@
 # Exit status: 0 every target met, 1 one missed, 2 the run failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+SCRIPT=bench-tls
+. scripts/bench-lib.sh
 
 BIN="${BIN:-bin}"
 RUNS="${RUNS:-3}"
@@ -33,43 +35,11 @@ SYNC_RECORDS="${SYNC_RECORDS:-2000}"
 SYNC16_RECORDS="${SYNC16_RECORDS:-16000}"
 SIZE=1024
 
-die() {
-	echo "bench-tls: $*" >&2
-	exit 2
-}
 for b in gostream-node gostream-ctl; do
 	[ -x "$BIN/$b" ] || die "$BIN/$b is missing; run 'make build' first"
 done
 
-tmp_parent="${TMPDIR:-/tmp}"
-if [ "$(df -PT "$tmp_parent" | awk 'NR == 2 { print $2 }')" = tmpfs ]; then
-	tmp_parent="$PWD" # fsync costs nothing on tmpfs
-fi
-WORK="$(mktemp -d "$tmp_parent/.bench-tls.XXXXXX")"
-pids=()
-cleanup() {
-	local pid
-	for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-	for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-	if [ "${KEEP:-0}" = 1 ]; then echo "bench-tls: kept $WORK"; else rm -rf "$WORK"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-handed_out=" "
-free_port() {
-	local _port _try
-	for _try in $(seq 500); do
-		_port=$((20000 + RANDOM % 12000))
-		if [[ $handed_out == *" $_port "* ]] || (exec 3<>"/dev/tcp/127.0.0.1/$_port") 2>/dev/null; then
-			continue
-		fi
-		handed_out+="$_port "
-		printf -v "$1" '%s' "$_port"
-		return
-	done
-	die "no free port found"
-}
+make_work
 
 # The security files of the TLS cluster: a CA, node1..3 and admin
 # certificates, a gossip key, a token for admin.
@@ -99,7 +69,7 @@ start() {
 				--gossip-key-file "$SEC/gossip.key" --auth-tokens-file "$SEC/tokens" --superusers node1,node2,node3,admin)
 		fi
 		"$BIN/gostream-node" "${args[@]}" >"$WORK/$name/node$i.log" 2>&1 </dev/null &
-		pids+=("$!")
+		bg_pids+=("$!")
 	done
 	local deadline=$((SECONDS + 90))
 	until [ "$(ctl "$name" broker list -o json 2>/dev/null | grep -o '"registered":"registered"' | wc -l)" -eq 3 ]; do
@@ -122,14 +92,6 @@ ctl() {
 	fi
 }
 
-json_num() { sed -n "s/.*\"$1\":\([-0-9.eE+]*\).*/\1/p"; }
-declare -A values
-add() { values[$1]="${values[$1]:-} $2"; }
-median() {
-	# shellcheck disable=SC2086
-	printf '%s\n' ${values[$1]:-} | sort -g | awk '{ a[NR] = $1 }
-		END { if (NR == 0) print "nan"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
-}
 seq_no=0
 # bench NAME ARGS...: one gostream-ctl bench run on cluster NAME; sets RESULT.
 bench() {
