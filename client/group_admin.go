@@ -218,15 +218,21 @@ func (c *Client) DescribeGroup(ctx context.Context, group string) (GroupDescript
 				return
 			}
 			gp.LogEnd = offs.HighWatermark
-			from := gp.Committed
-			if from == Never {
-				from = offs.LogStartOffset
-			}
-			gp.Lag = max(offs.HighWatermark-from, 0)
+			gp.Lag = Lag(gp.Committed, offs.LogStartOffset, offs.HighWatermark)
 		}()
 	}
 	wg.Wait()
 	return d, nil
+}
+
+// Lag is how many records a group has to read in a partition: from its
+// committed offset (the log start when it never committed: Never) to the
+// high watermark, never below 0.
+func Lag(committed, logStart, highWatermark int64) int64 {
+	if committed == Never {
+		committed = logStart
+	}
+	return max(highWatermark-committed, 0)
 }
 
 // DeleteGroup deletes a group that has no members, and its committed

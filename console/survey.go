@@ -576,11 +576,11 @@ func (s *snapshot) lagOf(d client.GroupDescription) map[string]int64 {
 			if !ps.known {
 				continue
 			}
-			from, ok := offsets[int32(p)]
-			if !ok || from == client.Never {
-				from = ps.logStart
+			committed, ok := offsets[int32(p)]
+			if !ok {
+				committed = client.Never
 			}
-			lag += max(ps.highWatermark-from, 0)
+			lag += client.Lag(committed, ps.logStart, ps.highWatermark)
 		}
 		out[topic] = lag
 	}

@@ -54,19 +54,8 @@ func TestPacerHoldsItsRate(t *testing.T) {
 // same replica while one runs is refused (their cuts and copies would
 // race), not run beside it.
 func TestPacedRecoveryCountsAndRefusesASecond(t *testing.T) {
-	leaderLog, addedLog := openLog(t, t.TempDir()), openLog(t, t.TempDir())
-	added := replication.NewPartition("orders", 0, 3, addedLog, testLogger(t))
-	t.Cleanup(added.Close)
-	rp := &recoveryPeer{localPeer: &localPeer{p: added}}
-	leader := replication.NewPartition("orders", 0, self, leaderLog, testLogger(t), replication.Options{
-		Peers:              func(int32) (replication.Peer, error) { return rp, nil },
-		ReplicationTimeout: 2 * time.Second,
-		JoinHold:           time.Hour,
-	})
-	t.Cleanup(leader.Close)
-	alone := replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self}}
-	require.NoError(t, leader.SetState(alone))
-	require.NoError(t, added.SetState(alone))
+	pair := newRecoveryPair(t, 2*time.Second, time.Hour)
+	leader, rp, leaderLog, addedLog := pair.leader, pair.peer, pair.leaderLog, pair.replicaLog
 	big := strings.Repeat("v", 20_000)
 	for range 25 {
 		produceValue(t, leader, big) // about 500 KB
@@ -121,19 +110,8 @@ func TestPacedRecoveryCountsAndRefusesASecond(t *testing.T) {
 // empty count took its place: --status showed "0 of 0 MB" until that
 // copy ended.
 func TestRefusedPacedRecoveryLeavesTheRunningCopysProgress(t *testing.T) {
-	leaderLog, addedLog := openLog(t, t.TempDir()), openLog(t, t.TempDir())
-	added := replication.NewPartition("orders", 0, 3, addedLog, testLogger(t))
-	t.Cleanup(added.Close)
-	rp := &recoveryPeer{localPeer: &localPeer{p: added}}
-	leader := replication.NewPartition("orders", 0, self, leaderLog, testLogger(t), replication.Options{
-		Peers:              func(int32) (replication.Peer, error) { return rp, nil },
-		ReplicationTimeout: 2 * time.Second,
-		JoinHold:           time.Hour,
-	})
-	t.Cleanup(leader.Close)
-	alone := replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self}}
-	require.NoError(t, leader.SetState(alone))
-	require.NoError(t, added.SetState(alone))
+	pair := newRecoveryPair(t, 2*time.Second, time.Hour)
+	leader, leaderLog, addedLog := pair.leader, pair.leaderLog, pair.replicaLog
 	big := strings.Repeat("v", 20_000)
 	for range 25 {
 		produceValue(t, leader, big) // about 500 KB
@@ -167,19 +145,8 @@ func TestRefusedPacedRecoveryLeavesTheRunningCopysProgress(t *testing.T) {
 // as a replica (the move was cancelled: it is deleted) stops counting in
 // acknowledgements at once, rather than holding writes until the hold.
 func TestRecoveredReplicaLeftOutOfTheReplicasStopsCounting(t *testing.T) {
-	leaderLog, addedLog := openLog(t, t.TempDir()), openLog(t, t.TempDir())
-	added := replication.NewPartition("orders", 0, 3, addedLog, testLogger(t))
-	t.Cleanup(added.Close)
-	rp := &recoveryPeer{localPeer: &localPeer{p: added}}
-	leader := replication.NewPartition("orders", 0, self, leaderLog, testLogger(t), replication.Options{
-		Peers:              func(int32) (replication.Peer, error) { return rp, nil },
-		ReplicationTimeout: time.Second,
-		JoinHold:           time.Hour,
-	})
-	t.Cleanup(leader.Close)
-	alone := replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self}}
-	require.NoError(t, leader.SetState(alone))
-	require.NoError(t, added.SetState(alone))
+	pair := newRecoveryPair(t, time.Second, time.Hour)
+	leader, rp := pair.leader, pair.peer
 	produce(t, leader, "before", 3)
 	_, err := leader.RecoverFollowerPaced(context.Background(), 3, nil, 0)
 	require.NoError(t, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"gostream/replication"
+	"gostream/storage"
 	"gostream/transport"
 )
 
@@ -22,6 +23,35 @@ type recoveryPeer struct {
 	*localPeer
 	mu           sync.Mutex
 	beforeDigest func()
+}
+
+// recoveryPair is a leader (broker self) and a replica of the same
+// partition on broker 3 for it to recover, each alone in epoch 1, the
+// leader reaching the replica through peer.
+type recoveryPair struct {
+	leader, replica       *replication.Partition
+	leaderLog, replicaLog *storage.Log
+	peer                  *recoveryPeer
+}
+
+// newRecoveryPair makes a recoveryPair whose leader waits replicationTimeout
+// for a follower's ack and holds a recovered replica joinHold at most.
+func newRecoveryPair(t *testing.T, replicationTimeout, joinHold time.Duration) recoveryPair {
+	t.Helper()
+	rp := recoveryPair{leaderLog: openLog(t, t.TempDir()), replicaLog: openLog(t, t.TempDir())}
+	rp.replica = replication.NewPartition("orders", 0, 3, rp.replicaLog, testLogger(t))
+	t.Cleanup(rp.replica.Close)
+	rp.peer = &recoveryPeer{localPeer: &localPeer{p: rp.replica}}
+	rp.leader = replication.NewPartition("orders", 0, self, rp.leaderLog, testLogger(t), replication.Options{
+		Peers:              func(int32) (replication.Peer, error) { return rp.peer, nil },
+		ReplicationTimeout: replicationTimeout,
+		JoinHold:           joinHold,
+	})
+	t.Cleanup(rp.leader.Close)
+	alone := replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self}}
+	require.NoError(t, rp.leader.SetState(alone))
+	require.NoError(t, rp.replica.SetState(alone))
+	return rp
 }
 
 func (rp *recoveryPeer) ReplicaBatches(_ context.Context, req *transport.ReplicaBatchesRequest) ([]transport.BatchID, error) {
@@ -64,19 +94,8 @@ func (rp *recoveryPeer) ResetReplica(context.Context, *transport.TruncateReplica
 // acknowledged without the replica, and the controller made it active
 // lacking them until the leader's sender filled them in.
 func TestRecoveredReplicaHoldsEveryAcknowledgedRecord(t *testing.T) {
-	leaderLog, returningLog := openLog(t, t.TempDir()), openLog(t, t.TempDir())
-	returning := replication.NewPartition("orders", 0, 3, returningLog, testLogger(t))
-	t.Cleanup(returning.Close)
-	rp := &recoveryPeer{localPeer: &localPeer{p: returning}}
-	leader := replication.NewPartition("orders", 0, self, leaderLog, testLogger(t), replication.Options{
-		Peers:              func(int32) (replication.Peer, error) { return rp, nil },
-		ReplicationTimeout: 2 * time.Second,
-		JoinHold:           time.Hour,
-	})
-	t.Cleanup(leader.Close)
-	alone := replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self}}
-	require.NoError(t, leader.SetState(alone))
-	require.NoError(t, returning.SetState(alone))
+	pair := newRecoveryPair(t, 2*time.Second, time.Hour)
+	leader, returning, rp, leaderLog, returningLog := pair.leader, pair.replica, pair.peer, pair.leaderLog, pair.replicaLog
 	produce(t, leader, "before", 5)
 
 	// While the leader verifies its copy, more is appended and acknowledged
@@ -131,19 +150,8 @@ func TestRecoveredReplicaNotMadeActiveStopsCounting(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			leaderLog, returningLog := openLog(t, t.TempDir()), openLog(t, t.TempDir())
-			returning := replication.NewPartition("orders", 0, 3, returningLog, testLogger(t))
-			t.Cleanup(returning.Close)
-			rp := &recoveryPeer{localPeer: &localPeer{p: returning}}
-			leader := replication.NewPartition("orders", 0, self, leaderLog, testLogger(t), replication.Options{
-				Peers:              func(int32) (replication.Peer, error) { return rp, nil },
-				ReplicationTimeout: time.Second,
-				JoinHold:           c.hold,
-			})
-			t.Cleanup(leader.Close)
-			alone := replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self}}
-			require.NoError(t, leader.SetState(alone))
-			require.NoError(t, returning.SetState(alone))
+			pair := newRecoveryPair(t, time.Second, c.hold)
+			leader, rp := pair.leader, pair.peer
 			produce(t, leader, "before", 2)
 			_, err := leader.RecoverFollower(context.Background(), 3)
 			require.NoError(t, err)

@@ -218,6 +218,10 @@ func TestReassignRefusesBadPlansAndCancels(t *testing.T) {
 		{[]string{"bad", "0", "--replicas", "4,2,3", "--throttle", "0"}, 1, "InvalidFlag: --throttle 0"},
 		{[]string{"bad", "0", "--replicas", ""}, 1, "InvalidFlag: "},
 		{[]string{"bad", "0"}, 1, "MissingFlag: "},
+		// The partition named by flags, as the other operator commands do.
+		{[]string{"--topic", "bad", "--partition", "7", "--replicas", "1,2,3"}, 2, "UnknownPartition: "},
+		{[]string{"--topic", "bad", "--replicas", "1,2,3"}, 1, "MissingFlag: name the partition with both --topic and --partition"},
+		{[]string{"--topic", "bad", "--partition", "0", "bad", "0", "--replicas", "1,2,3"}, 1, "UnexpectedArgument: "},
 	} {
 		res, err := c.Ctl(ctx, "", append([]string{"partition", "reassign"}, tc.args...)...)
 		require.NoError(t, err)
@@ -507,15 +511,24 @@ func TestReassignMovesADurableStream(t *testing.T) {
 	require.Equal(t, 0, res.Exit, "%s%s", res.Stdout, res.Stderr)
 	waitMoved(t, c, cl, topic, 0, target, time.Minute)
 
-	// The retry of the last acknowledged append, through the new leader.
-	var dup dsReply
-	require.Eventually(t, func() bool {
-		dup, err = dsTry(c.Node(x), 10*time.Second, http.MethodPost, path, msg(39), headers(39)...)
-		return err == nil && dup.Status != http.StatusServiceUnavailable
-	}, 30*time.Second, 100*time.Millisecond)
+	// The retry of the last acknowledged append, through the new leader,
+	// then more appends. Each is tried again while it is answered 503: the
+	// node that takes it may route by the metadata of a moment before the
+	// move ended, to the old leader that is letting its replica go, and
+	// the protocol's answer to that is "retry" (the producer's headers
+	// make a retry safe).
+	appendRetrying := func(seq int) dsReply {
+		var r dsReply
+		require.Eventually(t, func() bool {
+			r, err = dsTry(c.Node(x), 10*time.Second, http.MethodPost, path, msg(seq), headers(seq)...)
+			return err == nil && r.Status != http.StatusServiceUnavailable
+		}, 30*time.Second, 100*time.Millisecond, "append %d: %v %s", seq, err, r.Body)
+		return r
+	}
+	dup := appendRetrying(39)
 	assert.Equal(t, http.StatusNoContent, dup.Status, "a duplicate after the move: %s", dup.Body)
 	for seq := 40; seq < 50; seq++ {
-		r := dsDo(t, c.Node(x), http.MethodPost, path, msg(seq), headers(seq)...)
+		r := appendRetrying(seq)
 		require.Contains(t, []int{http.StatusOK, http.StatusNoContent}, r.Status, r.Body)
 		want.WriteString(msg(seq))
 	}

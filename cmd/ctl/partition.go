@@ -26,6 +26,8 @@ func partitionCommand() *cli.Command {
 	return parent("partition", "move a partition's replicas", described(leaf("reassign",
 		"move replicas: one partition (--replicas) or a plan (--plan); --status, --cancel",
 		"[TOPIC PARTITION]", args(0, 2), reassignAction,
+		&cli.StringFlag{Name: "topic", Usage: "the partition's topic `T` (or TOPIC), with --partition"},
+		intFlag("partition", "partition `P` of --topic (or PARTITION)", "none"),
 		&cli.StringFlag{Name: "replicas", Usage: "the partition's new replicas `B,B,...`, preferred leader first"},
 		&cli.StringFlag{Name: "plan", Usage: "a plan `FILE` of moves (JSON, as cluster rebalance and broker decommission print; - reads standard input)"},
 		&cli.BoolFlag{Name: "execute", Usage: "start the moves (without it: a dry run that changes nothing)"},
@@ -33,10 +35,13 @@ func partitionCommand() *cli.Command {
 		&cli.BoolFlag{Name: "status", Usage: "show the moves under way (of TOPIC, or all)"},
 		&cli.BoolFlag{Name: "cancel", Usage: "roll back the move of TOPIC PARTITION, or every move"},
 	),
-		`   gostream-ctl partition reassign TOPIC PARTITION --replicas 4,2,3 [--execute] [--throttle MB/s]
+		`   gostream-ctl partition reassign --topic T --partition P --replicas 4,2,3 [--execute] [--throttle MB/s]
    gostream-ctl partition reassign --plan FILE [--execute] [--throttle MB/s]
-   gostream-ctl partition reassign --status [TOPIC]
-   gostream-ctl partition reassign --cancel [TOPIC PARTITION]
+   gostream-ctl partition reassign --status [--topic T]
+   gostream-ctl partition reassign --cancel [--topic T --partition P]
+
+   TOPIC PARTITION as arguments name the partition as --topic and
+   --partition do.
 
 Moves replicas while producers and consumers go on: each replica added
 is copied from the partition's leader (at most --throttle MB/s from each
@@ -58,17 +63,28 @@ func reassignAction(c *cli.Context) error {
 		}
 	}
 	if modes != 1 {
-		return exitcode.Usagef("MissingFlag", "name one of --replicas (with TOPIC PARTITION), --plan FILE, --status or --cancel (see %s --help)", helpName(c))
+		return exitcode.Usagef("MissingFlag", "name one of --replicas (with --topic and --partition), --plan FILE, --status or --cancel (see %s --help)", helpName(c))
+	}
+	named := c.IsSet("topic") || c.IsSet("partition")
+	if named && c.Args().Len() > 0 {
+		return exitcode.Usagef("UnexpectedArgument", "%q: the partition is named by --topic and --partition already", c.Args().First())
 	}
 	switch {
 	case c.Bool("status"):
+		if c.IsSet("partition") {
+			return exitcode.Usagef("UnexpectedFlag", "--status takes --topic at most")
+		}
 		if c.Args().Len() > 1 {
 			return exitcode.Usagef("UnexpectedArgument", "--status takes a TOPIC at most")
 		}
-		return reassignStatusAction(c, c.Args().First())
+		topic := c.String("topic")
+		if topic == "" {
+			topic = c.Args().First()
+		}
+		return reassignStatusAction(c, topic)
 	case c.Bool("cancel"):
 		var plan client.MovePlan
-		if c.Args().Len() > 0 {
+		if named || c.Args().Len() > 0 {
 			pm, err := partitionArgs(c)
 			if err != nil {
 				return err
@@ -83,8 +99,8 @@ func reassignAction(c *cli.Context) error {
 	}
 	req := client.ReassignRequest{Execute: c.Bool("execute"), Throttle: int64(throttle * 1e6), Requester: requester()}
 	if c.IsSet("plan") {
-		if c.Args().Len() > 0 {
-			return exitcode.Usagef("UnexpectedArgument", "%q: --plan names its partitions itself", c.Args().First())
+		if named || c.Args().Len() > 0 {
+			return exitcode.Usagef("UnexpectedArgument", "--plan names its partitions itself: no --topic, --partition or TOPIC PARTITION")
 		}
 		plan, err := readPlan(c.String("plan"), c.App.Reader)
 		if err != nil {
@@ -104,10 +120,21 @@ func reassignAction(c *cli.Context) error {
 	return reassignRun(c, req)
 }
 
-// partitionArgs reads TOPIC PARTITION.
+// partitionArgs reads the partition: --topic T --partition P, or TOPIC
+// PARTITION.
 func partitionArgs(c *cli.Context) (client.PlannedMove, error) {
+	if c.IsSet("topic") || c.IsSet("partition") {
+		if !c.IsSet("topic") || !c.IsSet("partition") {
+			return client.PlannedMove{}, exitcode.Usagef("MissingFlag", "name the partition with both --topic and --partition")
+		}
+		p := c.Int("partition")
+		if p < 0 || p > math.MaxInt32 {
+			return client.PlannedMove{}, exitcode.Usagef("InvalidFlag", "--partition %d: want a partition number", p)
+		}
+		return client.PlannedMove{Topic: c.String("topic"), Partition: int32(p)}, nil
+	}
 	if c.Args().Len() != 2 {
-		return client.PlannedMove{}, exitcode.Usagef("MissingArgument", "name the partition: TOPIC PARTITION (see %s --help)", helpName(c))
+		return client.PlannedMove{}, exitcode.Usagef("MissingArgument", "name the partition: --topic T --partition P (see %s --help)", helpName(c))
 	}
 	p, err := strconv.ParseInt(c.Args().Get(1), 10, 32)
 	if err != nil || p < 0 {
