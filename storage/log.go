@@ -268,6 +268,7 @@ func (l *Log) recover(bases []int64) error {
 		if err != nil {
 			return err
 		}
+		s.checked.Store(allChecked) // scanned whole, and appended to by this process
 		if res.stopErr != nil {
 			// Zeros after the last batch are space preallocated for appends,
 			// not damage; only what is not zero can be a torn write.
@@ -347,7 +348,7 @@ func (l *Log) checkClosedSegment(s *segment, fileSize int64, epoch int32) (int64
 		// the middle of a batch: only a scan of the whole segment can tell
 		// a damaged index from a damaged segment.
 		l.logger.Warn("index does not match its segment; checking the whole segment", "segment", filepath.Base(s.path))
-		s.index, s.indexedAt, s.firstTime = nil, -1, 0
+		s.index, s.indexedAt, s.firstTime, from = nil, -1, 0, 0
 		res, err = s.scan(0, fileSize, s.base, prevEpoch, l.opts.MaxBatchBytes, l.opts.IndexIntervalBytes)
 	}
 	if err != nil {
@@ -355,6 +356,9 @@ func (l *Log) checkClosedSegment(s *segment, fileSize int64, epoch int32) (int64
 	}
 	if res.stopErr != nil || res.end != fileSize {
 		return 0, 0, corruptf("%s: closed segment damaged at position %d: %v", s.path, res.end, res.stopErr)
+	}
+	if from == 0 {
+		s.checked.Store(allChecked) // scanned whole
 	}
 	return res.next, res.epoch, nil
 }
@@ -875,6 +879,7 @@ func (l *Log) readOnce(offset int64, maxBytes int, limit int64, buf []byte) ([]b
 				if !record.Batch(big).ChecksumOK() {
 					return nil, corruptf("%s: batch at position %d fails its checksum on read", s.path, pos)
 				}
+				s.noteChecked(pos, pos+int64(fs))
 				return big, nil
 			}
 			break
@@ -889,6 +894,7 @@ func (l *Log) readOnce(offset int64, maxBytes int, limit int64, buf []byte) ([]b
 		}
 		keep += fs
 	}
+	s.noteChecked(pos, pos+int64(keep))
 	return buf[:keep], nil
 }
 
@@ -1003,7 +1009,7 @@ func (l *Log) Close() error {
 	l.notifyLocked()
 	l.mu.Unlock()
 	for _, s := range segs {
-		if err := s.f.Close(); err != nil {
+		if err := s.retire(); err != nil {
 			errs = append(errs, err)
 		}
 	}

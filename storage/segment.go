@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"gostream/record"
 )
@@ -39,6 +40,16 @@ type segment struct {
 	indexedAt int64        // position of the last indexed batch, -1 for none
 	firstTime int64        // append time of the first batch, ms; 0 when empty
 	lastTime  int64        // append time of the last batch, ms
+
+	// checked is the file position below which every batch has been
+	// checked (framing and checksum) since the log was opened: allChecked
+	// for a segment this process writes or whose file recovery scanned
+	// whole, else what reads have checked from the start (ReadRange lends
+	// only checked batches).
+	checked atomic.Int64
+	// lent is the ranges of the file lent by ReadRange and not yet given
+	// back.
+	lent lentRanges
 }
 
 type indexEntry struct {
@@ -458,5 +469,9 @@ func openSegmentFile(fsys FS, dir string, base int64, create bool) (*segment, er
 	if err != nil {
 		return nil, fmt.Errorf("open segment %d: %w", base, err)
 	}
-	return &segment{base: base, path: path, f: f, next: base, indexedAt: -1}, nil
+	s := &segment{base: base, path: path, f: f, next: base, indexedAt: -1}
+	if create {
+		s.checked.Store(allChecked)
+	}
+	return s, nil
 }

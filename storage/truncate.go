@@ -76,11 +76,11 @@ func (l *Log) TruncateTo(ctx context.Context, offset int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return markNoSpace(l.truncateLocked(offset))
+	return markNoSpace(l.truncateLocked(ctx, offset))
 }
 
 // truncateLocked is TruncateTo; the caller holds appendMu.
-func (l *Log) truncateLocked(offset int64) error {
+func (l *Log) truncateLocked(ctx context.Context, offset int64) error {
 	l.mu.RLock()
 	closed, next := l.mu.closed, l.mu.next
 	segs := append([]*segment(nil), l.mu.segments...)
@@ -106,6 +106,13 @@ func (l *Log) truncateLocked(offset int64) error {
 		}
 	}
 
+	// A range lent past the cut (ReadRange) is being sent: the file must
+	// hold its bytes until it is given back. Lent ranges lie below the
+	// durable end and the HW, so this waits only when a replica found
+	// wrong is rebuilt while a range it served as leader is still written.
+	if err := waitLentPast(ctx, s, pos); err != nil {
+		return err
+	}
 	ranges := []quarantineRange{{s, pos, s.size}}
 	for _, later := range segs[i+1:] {
 		ranges = append(ranges, quarantineRange{later, 0, later.size})
@@ -118,6 +125,16 @@ func (l *Log) truncateLocked(offset int64) error {
 	// Cut from the newest file back, so that a crash part way leaves a
 	// shorter but contiguous log.
 	l.mu.Lock()
+	for wait := s.lentPast(pos); wait != nil; wait = s.lentPast(pos) {
+		// Lent during the copy to quarantine. Ranges are lent under mu, so
+		// once none is past the cut here, none can be until the state
+		// below says the log ends at offset.
+		l.mu.Unlock()
+		if err := waitLentPast(ctx, s, pos); err != nil {
+			return err
+		}
+		l.mu.Lock()
+	}
 	l.mu.segments = segs[:i+1]
 	l.mu.next = offset
 	l.mu.durable = min(l.mu.durable, offset)
@@ -167,6 +184,19 @@ func (l *Log) truncateLocked(offset int64) error {
 	return nil
 }
 
+// waitLentPast waits until no range lent from s reaches past file
+// position pos.
+func waitLentPast(ctx context.Context, s *segment, pos int64) error {
+	for wait := s.lentPast(pos); wait != nil; wait = s.lentPast(pos) {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
 // boundary finds the batch that starts at offset in s. It returns its file
 // position (s.size when offset is s.next), and the epoch and append time of
 // the batch before it (-1 and 0 when there is none in s).
@@ -202,9 +232,10 @@ func (l *Log) boundary(s *segment, offset int64) (pos int64, epoch int32, lastTi
 }
 
 // removeSegment closes and deletes a segment's files and makes the deletion
-// durable.
+// durable. A segment with ranges lent is closed when they are given back,
+// its bytes readable until then (see retire).
 func (l *Log) removeSegment(s *segment) error {
-	s.f.Close()
+	s.retire()
 	if err := l.fs.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove segment %d: %w", s.base, err)
 	}
@@ -245,7 +276,7 @@ func (l *Log) Resume(ctx context.Context) error {
 		return nil
 	}
 	if durable < next {
-		if err := l.truncateLocked(durable); err != nil {
+		if err := l.truncateLocked(ctx, durable); err != nil {
 			return markNoSpace(err)
 		}
 	}
