@@ -13,6 +13,7 @@ import (
 	"gostream/producers"
 	"gostream/record"
 	"gostream/replication"
+	"gostream/storage"
 	"gostream/transport"
 )
 
@@ -44,10 +45,11 @@ type Config struct {
 	MaxBatchBytes int
 	// OnProduced and OnFetched, if set, feed the node's metrics: a batch
 	// acknowledged (its bytes, its records, and how long its replication
-	// took when it had followers, else 0), and the bytes of a fetch and
-	// its records from the offset asked.
+	// took when it had followers, else 0), and the bytes of a fetch, its
+	// records from the offset asked, and whether the bytes were lent as a
+	// range of a file (FetchResult.Range) rather than read.
 	OnProduced func(bytes int, records int64, replicated time.Duration)
-	OnFetched  func(bytes int, records int64)
+	OnFetched  func(bytes int, records int64, fromFile bool)
 	// ActiveController returns this node's controller when it is the
 	// active one, else an error matching transport.ErrNotController that
 	// names the active one as this node knows it. CallController sends a
@@ -234,6 +236,11 @@ type FetchRequest struct {
 	// MaxWait is how long to wait for records below the high watermark
 	// when there are none (a long poll; at most MaxFetchWait).
 	MaxWait time.Duration
+	// RangeMin, when above 0, asks for the batches as a range of a
+	// segment's file (FetchResult.Range) rather than read, when the log
+	// can lend them so and they come to at least RangeMin bytes: for a
+	// front end that sends them from the file (sendfile(2)).
+	RangeMin int
 }
 
 // FetchResult is what a fetch read: whole batches, from the one holding
@@ -241,8 +248,12 @@ type FetchRequest struct {
 type FetchResult struct {
 	HighWatermark, LogStartOffset int64
 	Batches                       []byte
-	// Release gives the read's buffer back once Batches is no longer
-	// used (written out); it may be called once.
+	// Range, when the request asked for one and got it, holds the
+	// batches in place of Batches: where they lie in a segment's file
+	// (storage.Log.ReadRange).
+	Range *storage.Range
+	// Release gives the read's buffer or its Range back once the batches
+	// are no longer used (written out); it may be called once.
 	Release func()
 }
 
@@ -268,7 +279,7 @@ func (b *Broker) Fetch(ctx context.Context, principal string, req FetchRequest, 
 		return FetchResult{}, fmt.Errorf("%w: max wait %s outside [0, %s]", transport.ErrInvalidRequest, req.MaxWait, MaxFetchWait)
 	}
 	var buf []byte
-	res, err := rep.Part.FetchInto(ctx, req.Offset, req.MaxBytes, req.MaxWait, func() ([]byte, error) {
+	res, err := rep.Part.FetchInto(ctx, req.Offset, req.MaxBytes, req.MaxWait, req.RangeMin, func() ([]byte, error) {
 		if reserve != nil {
 			if err := reserve(ctx, readReservation(req.MaxBytes, b.cfg.MaxBatchBytes)); err != nil {
 				return nil, err
@@ -281,6 +292,12 @@ func (b *Broker) Fetch(ctx context.Context, principal string, req FetchRequest, 
 		putReadBuffer(buf)
 		return FetchResult{}, err
 	}
+	if r := res.Range; r != nil {
+		if b.cfg.OnFetched != nil {
+			b.cfg.OnFetched(r.Len(), max(0, r.NextOffset()-max(r.BaseOffset(), req.Offset)), true)
+		}
+		return FetchResult{HighWatermark: res.HighWatermark, LogStartOffset: res.LogStartOffset, Range: r, Release: r.Release}, nil
+	}
 	if len(res.Batches) == 0 || cap(buf) == 0 || &res.Batches[:1][0] != &buf[:1][0] {
 		// The batches are not in buf (nothing read, or a first batch
 		// larger than buf read into a buffer of its own).
@@ -288,7 +305,7 @@ func (b *Broker) Fetch(ctx context.Context, principal string, req FetchRequest, 
 		buf = nil
 	}
 	if b.cfg.OnFetched != nil {
-		b.cfg.OnFetched(len(res.Batches), fetchedRecords(res.Batches, req.Offset))
+		b.cfg.OnFetched(len(res.Batches), fetchedRecords(res.Batches, req.Offset), false)
 	}
 	return FetchResult{HighWatermark: res.HighWatermark, LogStartOffset: res.LogStartOffset, Batches: res.Batches,
 		Release: func() { putReadBuffer(buf) }}, nil

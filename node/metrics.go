@@ -23,6 +23,7 @@ type metrics struct {
 	requestDuration *prometheus.HistogramVec
 	bytesIn         prometheus.Counter
 	bytesOut        prometheus.Counter
+	bytesSent       prometheus.Counter
 	fsyncDuration   prometheus.Histogram
 	connections     prometheus.Gauge
 	partitions      prometheus.Gauge
@@ -67,6 +68,9 @@ func newMetrics() *metrics {
 		bytesOut: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gostream_fetch_bytes_total", Help: "Batch bytes returned to fetchers.",
 		}),
+		bytesSent: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gostream_fetch_sendfile_bytes_total", Help: "Of the batch bytes returned to fetchers, those sent from the segment files with sendfile(2) rather than read into memory.",
+		}),
 		fsyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "gostream_fsync_duration_seconds", Help: "Duration of log fsyncs.",
 			Buckets: prometheus.ExponentialBuckets(25e-6, 2, 16),
@@ -104,7 +108,7 @@ func newMetrics() *metrics {
 	recordsOut := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "gostream_fetch_records_total", Help: "Records in the batches returned to fetchers, from the offset each asked for.",
 	}, func() float64 { return float64(m.fetchedRecords.Load()) })
-	m.registry.MustRegister(m.groupRebuild, m.rebalances, m.requests, m.requestErrors, m.requestDuration, m.bytesIn, m.bytesOut,
+	m.registry.MustRegister(m.groupRebuild, m.rebalances, m.requests, m.requestErrors, m.requestDuration, m.bytesIn, m.bytesOut, m.bytesSent,
 		recordsIn, recordsOut, m.fsyncDuration, m.connections, m.partitions, m.staleEpochs, m.replication,
 		m.refusedConns, m.refusedRequests,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -164,8 +164,11 @@ func Run(ctx context.Context, cfg Config) error {
 			nodeMetrics.bytesIn.Add(float64(bytes))
 			nodeMetrics.producedRecords.Add(uint64(records))
 		},
-		OnFetched: func(bytes int, records int64) {
+		OnFetched: func(bytes int, records int64, fromFile bool) {
 			nodeMetrics.bytesOut.Add(float64(bytes))
+			if fromFile {
+				nodeMetrics.bytesSent.Add(float64(bytes))
+			}
 			nodeMetrics.fetchedRecords.Add(uint64(records))
 		},
 		ActiveController: func() (*controller.Controller, error) {

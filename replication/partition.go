@@ -50,6 +50,7 @@ type Log interface {
 	Write(batch record.Batch, epoch int32) (storage.AppendResult, storage.Durable, error)
 	WriteExact(batch record.Batch) (storage.AppendResult, storage.Durable, error)
 	Read(ctx context.Context, offset int64, maxBytes int, limit int64, buf []byte) ([]byte, error)
+	ReadRange(offset int64, maxBytes int, limit int64, minBytes int) (*storage.Range, error)
 	Wait(ctx context.Context, offset int64) error
 	LastBatches(n int) ([]storage.BatchInfo, error)
 	BatchesBefore(before int64, n int) ([]storage.BatchInfo, error)
@@ -664,6 +665,10 @@ type FetchResult struct {
 	HighWatermark  int64
 	LogStartOffset int64
 	Batches        []byte
+	// Range, when FetchInto was asked for one, holds the batches in place
+	// of Batches: where they lie in a segment's file, lent until the
+	// caller releases it (storage.Log.ReadRange).
+	Range *storage.Range
 }
 
 // Fetch reads whole batches from offset below the HW, up to about maxBytes.
@@ -674,7 +679,7 @@ type FetchResult struct {
 // or past the HW, even past the log end, is answered with no batches
 // (after the wait).
 func (p *Partition) Fetch(ctx context.Context, offset int64, maxBytes int, maxWait time.Duration) (FetchResult, error) {
-	return p.FetchInto(ctx, offset, maxBytes, maxWait, nil)
+	return p.FetchInto(ctx, offset, maxBytes, maxWait, 0, nil)
 }
 
 // FetchInto is Fetch reading into the buffer that buf returns, when it is
@@ -682,8 +687,11 @@ func (p *Partition) Fetch(ctx context.Context, offset int64, maxBytes int, maxWa
 // Batches may alias it. buf is called once there is something to read,
 // not while a long poll waits, so a server that must reserve memory for
 // the read does it in buf; an error from buf ends the fetch with it. A
-// nil buf reads into a new buffer.
-func (p *Partition) FetchInto(ctx context.Context, offset int64, maxBytes int, maxWait time.Duration, buf func() ([]byte, error)) (FetchResult, error) {
+// nil buf reads into a new buffer. With rangeMin > 0 the batches come,
+// when the log can lend them so and they are at least rangeMin bytes, as
+// a Range of a segment's file rather than read (and buf is not called):
+// for a server that sends them from the file.
+func (p *Partition) FetchInto(ctx context.Context, offset int64, maxBytes int, maxWait time.Duration, rangeMin int, buf func() ([]byte, error)) (FetchResult, error) {
 	var timer <-chan time.Time
 	if maxWait > 0 {
 		t := time.NewTimer(maxWait)
@@ -710,6 +718,19 @@ func (p *Partition) FetchInto(ctx context.Context, offset int64, maxBytes int, m
 			return FetchResult{}, fmt.Errorf("%w: offset %d, partition %s/%d starts at %d", ErrOffsetOutOfRange, offset, p.Topic, p.Index, start)
 		}
 		if offset < hw {
+			if rangeMin > 0 && !asked {
+				r, err := p.log.ReadRange(offset, maxBytes, hw, rangeMin)
+				p.noteLogErr(err)
+				if errors.Is(err, storage.ErrOffsetOutOfRange) {
+					return FetchResult{}, fmt.Errorf("%w: %w", ErrOffsetOutOfRange, err)
+				}
+				if err != nil {
+					return FetchResult{}, err
+				}
+				if r != nil {
+					return FetchResult{HighWatermark: hw, LogStartOffset: start, Range: r}, nil
+				}
+			}
 			if buf != nil && !asked {
 				asked = true
 				var err error

@@ -438,7 +438,7 @@ func TestFetchLongPoll(t *testing.T) {
 		buf := func() ([]byte, error) { asked.Add(1); return make([]byte, 0, 1<<20), nil }
 		done := make(chan replication.FetchResult, 1)
 		go func() {
-			res, err := p.FetchInto(ctxTimeout(t, time.Minute), 1, 1<<20, time.Minute, buf)
+			res, err := p.FetchInto(ctxTimeout(t, time.Minute), 1, 1<<20, time.Minute, 0, buf)
 			assert.NoError(t, err)
 			done <- res
 		}()
@@ -454,8 +454,35 @@ func TestFetchLongPoll(t *testing.T) {
 		assert.Equal(t, int64(1), asked.Load())
 
 		refused := errors.New("no memory")
-		_, err := p.FetchInto(ctxTimeout(t, time.Minute), 0, 1<<20, 0, func() ([]byte, error) { return nil, refused })
+		_, err := p.FetchInto(ctxTimeout(t, time.Minute), 0, 1<<20, 0, 0, func() ([]byte, error) { return nil, refused })
 		assert.ErrorIs(t, err, refused)
+	})
+
+	t.Run("a range of the file when asked, and the batches are that large", func(t *testing.T) {
+		p, _ := newPartition(t)
+		require.NoError(t, p.SetState(soleLeader(1)))
+		for i := range 4 {
+			produce(t, p, fmt.Sprint("r", i), 200)
+		}
+		want, err := p.Fetch(ctxTimeout(t, time.Minute), 0, 1<<20, 0)
+		require.NoError(t, err)
+		noBuf := func() ([]byte, error) { t.Error("a range is read into no buffer"); return nil, nil }
+		res, err := p.FetchInto(ctxTimeout(t, time.Minute), 0, 1<<20, 0, 1, noBuf)
+		require.NoError(t, err)
+		require.NotNil(t, res.Range)
+		defer res.Range.Release()
+		assert.Empty(t, res.Batches)
+		assert.Equal(t, want.HighWatermark, res.HighWatermark)
+		got := make([]byte, res.Range.Len())
+		_, err = res.Range.File().ReadAt(got, res.Range.Position())
+		require.NoError(t, err)
+		assert.Equal(t, want.Batches, got)
+		assert.Equal(t, res.HighWatermark, res.Range.NextOffset(), "below the HW, up to it")
+
+		res, err = p.FetchInto(ctxTimeout(t, time.Minute), 0, 1<<20, 0, len(want.Batches)+1, nil)
+		require.NoError(t, err)
+		assert.Nil(t, res.Range, "fewer bytes than asked for are read")
+		assert.Equal(t, want.Batches, res.Batches)
 	})
 
 	t.Run("context ends the wait", func(t *testing.T) {

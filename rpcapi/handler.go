@@ -297,13 +297,20 @@ func (h *Handler) fetch(req *transport.Request) transport.Reply {
 	}
 	fr := broker.FetchRequest{Topic: r.Topic, TopicID: r.TopicID, Partition: r.Partition, Offset: r.Offset, MaxBytes: maxBytes,
 		MaxWait: time.Duration(r.MaxWaitMs) * time.Millisecond}
+	if req.SendFile {
+		fr.RangeMin = transport.SendFileMin
+	}
 	return func(ctx context.Context) (transport.Message, error) {
 		res, err := h.cfg.Core.Fetch(ctx, req.Principal, fr, req.Reserve)
 		if err != nil {
 			return nil, err
 		}
-		return &transport.FetchResponse{HighWatermark: res.HighWatermark, LogStartOffset: res.LogStartOffset, Batches: res.Batches,
-			Done: res.Release}, nil
+		resp := &transport.FetchResponse{HighWatermark: res.HighWatermark, LogStartOffset: res.LogStartOffset, Batches: res.Batches,
+			Done: res.Release}
+		if r := res.Range; r != nil {
+			resp.File = &transport.FileRange{File: r.File(), Offset: r.Position(), Length: int64(r.Len())}
+		}
+		return resp, nil
 	}
 }
 

@@ -70,13 +70,18 @@ type Sized interface {
 
 // splicer is a message whose encoding ends with a large byte field that
 // a server writes from where it lies, after the rest of the frame, rather
-// than copy it in: a fetch's batches, in a read buffer the message gives
-// back (Release) once the frame is written.
+// than copy it in: a fetch's batches, in a read buffer or a range of a
+// file that the message gives back (Release) once the frame is written.
 type splicer interface {
 	// encodeHead appends the encoding up to the tail's bytes.
 	encodeHead(dst []byte) []byte
-	// tail is the rest of the encoding.
+	// tail is the rest of the encoding, unless fileTail is not nil.
 	tail() []byte
+	// fileTail is the rest of the encoding as a range of a file, or nil.
+	fileTail() *FileRange
+	// readFile reads the file range into memory, for a connection that
+	// cannot send it from the file: tail then returns it, fileTail nil.
+	readFile() error
 }
 
 // Marshal appends the encoding of m to dst.

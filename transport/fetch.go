@@ -39,9 +39,17 @@ type FetchResponse struct {
 	HighWatermark  int64
 	LogStartOffset int64
 	Batches        []byte
+	// File, if set, holds the batches in place of Batches (which is then
+	// empty): a range of a segment's file, which a Server writes from the
+	// file with sendfile(2) on a connection that can (Request.SendFile),
+	// and reads into memory for one that cannot. It is sent as Batches
+	// would be; only a Server writes a response that has one (Encode does
+	// not read files).
+	File *FileRange
 	// Done, if set, is called by the server once it no longer needs
-	// Batches (the response is copied into its frame, or written), so the
-	// handler may reuse the buffer Batches points into. It is not sent.
+	// Batches or File (the response is copied into its frame, or
+	// written), so the handler may reuse the buffer Batches points into,
+	// or give the file range back. It is not sent.
 	Done func()
 }
 
@@ -53,10 +61,21 @@ func (r *FetchResponse) Release() {
 }
 
 // EncodedSize is the size of the encoding, so a server can size its buffer.
-func (r *FetchResponse) EncodedSize() int { return 20 + len(r.Batches) }
+func (r *FetchResponse) EncodedSize() int { return 20 + r.batchesLen() }
 
-// Encode implements Message.
+func (r *FetchResponse) batchesLen() int {
+	if r.File != nil {
+		return int(r.File.Length)
+	}
+	return len(r.Batches)
+}
+
+// Encode implements Message. A response with a File is written by a
+// Server alone, which sends or reads the file; encoding one is a bug.
 func (r *FetchResponse) Encode(e *Encoder) {
+	if r.File != nil {
+		panic("transport: FetchResponse with a File encoded; only a Server writes one")
+	}
 	e.buf = append(r.encodeHead(e.buf), r.Batches...)
 }
 
@@ -65,11 +84,23 @@ func (r *FetchResponse) encodeHead(dst []byte) []byte {
 	e := NewEncoder(dst)
 	e.Int64(r.HighWatermark)
 	e.Int64(r.LogStartOffset)
-	e.Uint32(uint32(len(r.Batches)))
+	e.Uint32(uint32(r.batchesLen()))
 	return e.Bytes()
 }
 
 func (r *FetchResponse) tail() []byte { return r.Batches }
+
+func (r *FetchResponse) fileTail() *FileRange { return r.File }
+
+// readFile implements splicer: the file range becomes Batches.
+func (r *FetchResponse) readFile() error {
+	b, err := r.File.read()
+	if err != nil {
+		return err
+	}
+	r.Batches, r.File = b, nil
+	return nil
+}
 
 // Decode implements Message.
 func (r *FetchResponse) Decode(d *Decoder) {

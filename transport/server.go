@@ -38,6 +38,11 @@ type Request struct {
 	// When every waiting slot is taken it holds an in-flight slot, as any
 	// request.
 	Waits bool
+	// SendFile says that the connection writes a response's file range
+	// (FetchResponse.File) from the file, with sendfile(2): it is plain
+	// TCP (CanSendFile). On other connections (TLS) a Server reads a file
+	// range into memory to write it, so a handler reads the bytes itself.
+	SendFile bool
 
 	charge  *charge // what the request holds of its connection's and server's memory; nil outside a Server
 	waiting bool    // it holds a waiting slot, not an in-flight one
@@ -324,6 +329,8 @@ func (s *Server) startConn(nc net.Conn, listener string, release func()) {
 		// No I/O yet: serve checks the first byte, then shakes hands.
 		c.raw = &peekedConn{Conn: nc, br: bufio.NewReaderSize(nc, 1024)}
 		c.nc = tls.Server(c.raw, s.cfg.TLS)
+	} else {
+		c.sendfile = CanSendFile(nc)
 	}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	s.mu.Lock()
@@ -411,6 +418,7 @@ type serverConn struct {
 	session   *Session
 	ctx       context.Context
 	cancel    context.CancelFunc
+	sendfile  bool          // it writes file ranges with sendfile(2) (Request.SendFile)
 	sem       chan struct{} // one slot per request in flight
 	waitSem   chan struct{} // one slot per waiting request (Request.Waits)
 	mem       *memory       // the connection's request memory
@@ -435,9 +443,11 @@ type serverConn struct {
 }
 
 // response is a response frame waiting to be written: one buffer, or a
-// head and the tail a message lent it (see splicer).
+// head and the tail a message lent it (see splicer), bytes or a range of
+// a file written after bufs.
 type response struct {
 	bufs    [][]byte
+	file    *FileRange
 	charge  *charge
 	release func() // gives back what the message lent, once written
 	waiting bool   // it frees a waiting slot, not an in-flight one
@@ -545,7 +555,7 @@ func (c *serverConn) read(br *bufio.Reader, r *deadlineReader, maxBody int, log 
 	if err != nil {
 		return nil, nil, err
 	}
-	req := &Request{Frame: f, RemoteAddr: c.nc.RemoteAddr().String(), Listener: c.listener}
+	req := &Request{Frame: f, RemoteAddr: c.nc.RemoteAddr().String(), Listener: c.listener, SendFile: c.sendfile}
 	if n > maxBody {
 		log.Debug("request over the frame limit; discarding it", "api", API(f.API).String(), "bytes", n+FrameHeaderSize, "limit", c.s.frameLimit)
 		if err := discard(br, n); err != nil {
@@ -627,19 +637,39 @@ func (c *serverConn) runReply(reply Reply, req *Request, log hclog.Logger) (m Me
 // it lies rather than copied into the frame.
 const spliceMin = 64 << 10
 
+// SendFileMin is the size from which a front end asks for a fetch's
+// batches as a range of a file (FileRange) on a connection that sends
+// files (Request.SendFile): below it, reading them costs less than the
+// system calls that spare the copies.
+const SendFileMin = spliceMin
+
 // build makes the response frame to req. A message's large tail (a
 // fetch's batches) is not copied: the frame is its head and the tail, and
-// the message gives its buffer back once they are written.
+// the message gives its buffer back once they are written. A tail that is
+// a range of a file is written from the file on a connection that can
+// (sendfile), else read into memory first.
 func (c *serverConn) build(req *Request, m Message, err error) *response {
-	if err == nil {
-		if sp, ok := m.(splicer); ok && len(sp.tail()) >= spliceMin {
-			head := AppendResponseError(make([]byte, frameHead, frameHead+128), nil)
-			head = sp.encodeHead(head)
-			tail := sp.tail()
-			if n := len(head) - 4 + len(tail); n <= c.s.frameLimit {
-				head = finishFrameLen(head, n, req.API, req.Version, req.CorrelationID)
-				return &response{bufs: [][]byte{head, tail}, release: releaser(m)}
+	sp, _ := m.(splicer)
+	if err == nil && sp != nil && sp.fileTail() != nil && !c.sendfile {
+		err = sp.readFile()
+	}
+	if err == nil && sp != nil && (sp.fileTail() != nil || len(sp.tail()) >= spliceMin) {
+		head := AppendResponseError(make([]byte, frameHead, frameHead+128), nil)
+		head = sp.encodeHead(head)
+		tail, file := sp.tail(), sp.fileTail()
+		n := len(head) - 4 + len(tail)
+		if file != nil {
+			n += int(file.Length)
+		}
+		if n <= c.s.frameLimit {
+			head = finishFrameLen(head, n, req.API, req.Version, req.CorrelationID)
+			if file != nil {
+				return &response{bufs: [][]byte{head}, file: file, release: releaser(m)}
 			}
+			return &response{bufs: [][]byte{head, tail}, release: releaser(m)}
+		}
+		if file != nil {
+			err = fmt.Errorf("%w: response of %d bytes exceeds the frame limit", ErrMessageTooLarge, n-FrameHeaderSize)
 		}
 	}
 	// The frame is built in one buffer, header space first, sized for the
@@ -716,12 +746,8 @@ func (c *serverConn) respond(req *Request, m Message, err error, log hclog.Logge
 		if serverWriteHook != nil {
 			serverWriteHook(len(resps))
 		}
-		var bufs net.Buffers
-		for _, r := range resps {
-			bufs = append(bufs, r.bufs...)
-		}
 		c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
-		_, werr := WriteBuffers(c.nc, bufs)
+		werr := c.write(resps)
 		c.wmu.Lock()
 		if werr != nil {
 			c.wmu.failed = true
@@ -738,6 +764,31 @@ func (c *serverConn) respond(req *Request, m Message, err error, log hclog.Logge
 	c.wmu.writing = false
 	c.wmu.Unlock()
 	c.written(dropped)
+}
+
+// write writes responses in order: their buffers together in one write
+// (writev), but where a response ends with a file range, which is sent
+// from the file (sendfile) after the buffers before it.
+func (c *serverConn) write(resps []*response) error {
+	var bufs net.Buffers
+	for _, r := range resps {
+		bufs = append(bufs, r.bufs...)
+		if r.file == nil {
+			continue
+		}
+		if _, err := WriteBuffers(c.nc, bufs); err != nil {
+			return err
+		}
+		bufs = nil
+		if _, err := SendFile(c.nc, *r.file); err != nil {
+			return err
+		}
+	}
+	if len(bufs) == 0 {
+		return nil
+	}
+	_, err := WriteBuffers(c.nc, bufs)
+	return err
 }
 
 // serverWriteHook, when set by a test, is told how many responses each

@@ -1,0 +1,10 @@
+//go:build !linux
+
+package transport
+
+import "net"
+
+// sendfileWorks says SendFile uses sendfile(2) here: only on Linux.
+const sendfileWorks = false
+
+func sendfile(*net.TCPConn, FileRange) (int64, error) { panic("transport: sendfile only on Linux") }
