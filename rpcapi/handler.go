@@ -99,6 +99,17 @@ func New(cfg Config) *Handler {
 	return &Handler{cfg: cfg, log: cfg.Logger}
 }
 
+// ReusesBody implements transport.BodyReuser: a Replicate request's batches
+// are written to the replica's log before its Reply returns (the Reply only
+// waits for their fsync), and nothing keeps them after that, so the server
+// may reuse their buffer. Followers take two of every three copies of a
+// batch a cluster of RF 3 reads from the network. A produced batch is not
+// among them: the leader hands it to its followers' queues, which may
+// outlive the request (a produce that times out).
+func (h *Handler) ReusesBody(api transport.API) bool {
+	return api == transport.APIReplicate
+}
+
 // Handle implements transport.Handler: decoding, validation and appends
 // happen here, in arrival order; waiting happens in the Reply.
 func (h *Handler) Handle(ctx context.Context, req *transport.Request) transport.Reply {

@@ -90,12 +90,14 @@ func Marshal(dst []byte, m Message) []byte {
 const frameHead = 4 + FrameHeaderSize
 
 // newFrame returns a buffer for a frame: room for its head, then capacity
-// for a body of extra bytes and, when m is Sized, for m's encoding.
+// for a body of extra bytes and, when m is Sized, for m's encoding. A large
+// one comes from the buffer pool: its owner may give it back with putBuf
+// once it is written.
 func newFrame(m Message, extra int) []byte {
 	if s, ok := m.(Sized); ok {
 		extra += s.EncodedSize()
 	}
-	return make([]byte, frameHead, frameHead+extra)
+	return getBuf(frameHead + extra)[:frameHead]
 }
 
 // finishFrame fills in the head of a frame built on newFrame.

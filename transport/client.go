@@ -366,6 +366,9 @@ func (c *Conn) SendNotify(ctx context.Context, api API, req Message, notify func
 	c.wq.Lock()
 	c.wq.queue = append(c.wq.queue, o)
 	c.wq.Unlock()
+	// The frame is ours again once the write that took it is over (a
+	// failed write included) or it was taken off the queue unwritten.
+	defer putBuf(o.frame)
 	var err error
 	select {
 	case c.wsem <- struct{}{}:

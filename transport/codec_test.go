@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -359,8 +360,14 @@ func TestEncodedSizeIsExact(t *testing.T) {
 		}
 		sized++
 		assert.Equal(t, len(Marshal(nil, tc.msg)), s.EncodedSize(), tc.name)
-		frame := Marshal(newFrame(tc.msg, 0), tc.msg)
-		assert.Equal(t, cap(frame), len(frame), "%s: the frame buffer grew or was oversized", tc.name)
+		buf := newFrame(tc.msg, 0)
+		frame := Marshal(buf, tc.msg)
+		assert.Equal(t, frameHead+s.EncodedSize(), len(frame), tc.name)
+		assert.Equal(t, cap(buf), cap(frame), "%s: the frame buffer grew", tc.name)
+		assert.Same(t, unsafe.SliceData(buf), unsafe.SliceData(frame), "%s: the frame buffer grew", tc.name)
+		if len(frame) < minPooled {
+			assert.Equal(t, cap(frame), len(frame), "%s: the frame buffer is oversized", tc.name)
+		}
 	}
 	assert.GreaterOrEqual(t, sized, 5, "ProduceRequest, FetchResponse and ReplicateRequest cases")
 }

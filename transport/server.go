@@ -41,6 +41,7 @@ type Request struct {
 
 	charge  *charge // what the request holds of its connection's and server's memory; nil outside a Server
 	waiting bool    // it holds a waiting slot, not an in-flight one
+	reused  bool    // Body is a pooled buffer, given back once the response is written (BodyReuser)
 }
 
 // Reply produces the response to a request. It runs on its own goroutine,
@@ -56,6 +57,16 @@ type Reply func(ctx context.Context) (Message, error)
 // one request before the next.
 type Handler interface {
 	Handle(ctx context.Context, req *Request) Reply
+}
+
+// BodyReuser is implemented by a Handler that keeps nothing of some
+// requests' bodies once their Reply has returned: no slice of Body, nor of
+// anything decoded from it (a Decoder's Bytes32 aliases the body), is used
+// after that, by the handler or anything it called. The server reads the
+// bodies of those requests into buffers it reuses once their responses are
+// written, rather than allocating and collecting one a request.
+type BodyReuser interface {
+	ReusesBody(api API) bool
 }
 
 // HandlerFunc adapts a function to Handler.
@@ -439,8 +450,9 @@ type serverConn struct {
 type response struct {
 	bufs    [][]byte
 	charge  *charge
-	release func() // gives back what the message lent, once written
-	waiting bool   // it frees a waiting slot, not an in-flight one
+	release func()   // gives back what the message lent, once written
+	reuse   [][]byte // buffers given back to the pool once written: the frame, the request's body
+	waiting bool     // it frees a waiting slot, not an in-flight one
 }
 
 // serverReadBuffer is small because every open connection holds one, idle or
@@ -571,7 +583,12 @@ func (c *serverConn) read(br *bufio.Reader, r *deadlineReader, maxBody int, log 
 		return nil, nil, err
 	}
 	req.charge = ch
-	body := make([]byte, n)
+	var body []byte
+	if r, ok := c.s.handler.(BodyReuser); ok && r.ReusesBody(API(f.API)) {
+		body, req.reused = getBuf(n), true
+	} else {
+		body = make([]byte, n)
+	}
 	if _, err := io.ReadFull(br, body); err != nil {
 		ch.release()
 		return nil, nil, truncated(err)
@@ -663,7 +680,8 @@ func (c *serverConn) build(req *Request, m Message, err error) *response {
 	if release := releaser(m); release != nil {
 		release()
 	}
-	return &response{bufs: [][]byte{finishFrame(frame, req.API, req.Version, req.CorrelationID)}}
+	frame = finishFrame(frame, req.API, req.Version, req.CorrelationID)
+	return &response{bufs: [][]byte{frame}, reuse: [][]byte{frame}}
 }
 
 // releaser returns m's Release, or nil.
@@ -677,6 +695,9 @@ func releaser(m Message) func() {
 func (c *serverConn) respond(req *Request, m Message, err error, log hclog.Logger) {
 	resp := c.build(req, m, err)
 	resp.waiting = req.waiting
+	if req.reused {
+		resp.reuse = append(resp.reuse, req.Body)
+	}
 	// From now on the request holds its body and its frame: its
 	// reservations are used or given back.
 	resp.charge = req.charge
@@ -754,6 +775,9 @@ func (c *serverConn) written(resps []*response) {
 	for _, r := range resps {
 		if r.release != nil {
 			r.release()
+		}
+		for _, b := range r.reuse {
+			putBuf(b)
 		}
 		r.charge.release()
 	}
