@@ -429,9 +429,11 @@ func copyBatches(ctx context.Context, p *Partition, peer Peer, epoch int32, from
 			if cap(data) > cap(buf) {
 				buf = data[:0]
 			}
-			// Whole batches, so the read can go out as one request.
+			// Whole batches, so the read can go out as one request. The
+			// target validates each batch, checksum and all, before it
+			// writes it: they are only framed here.
 			var end int64
-			if err := record.Batches(data, func(b record.Batch) bool { end = b.NextOffset(); return true }); err != nil {
+			if err := record.Split(data, func(b record.Batch) bool { end = b.NextOffset(); return true }); err != nil {
 				return off, err
 			}
 			if len(data) == 0 {

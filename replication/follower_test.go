@@ -327,6 +327,26 @@ func TestReplicateFencing(t *testing.T) {
 	require.ErrorIs(t, again.SetState(replication.State{Leader: self, LeaderEpoch: 2, Active: []int32{self, 2}}), replication.ErrStaleEpoch)
 }
 
+// TestReplicateRefusesACorruptBatch: a Replicate request's batches are
+// appended in order until one fails its checks; a flipped bit in the
+// second is refused as an invalid batch (storage validates each, checksum
+// and all) and nothing of it is written.
+func TestReplicateRefusesACorruptBatch(t *testing.T) {
+	l := openLog(t, t.TempDir())
+	p := replication.NewPartition("orders", 0, 2, l, testLogger(t))
+	t.Cleanup(p.Close)
+	require.NoError(t, p.SetState(replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self, 2}}))
+	first, second := batch(t, "first", 1), batch(t, "second", 2)
+	first.Stamp(0, 1, 1)
+	second.Stamp(1, 1, 1)
+	second[len(second)-1] ^= 1
+	_, err := p.Replicate(&transport.ReplicateRequest{Topic: "orders", LeaderEpoch: 1, LeaderID: self,
+		Batch: append(append([]byte(nil), first...), second...)})
+	require.ErrorIs(t, err, storage.ErrInvalidBatch)
+	require.ErrorIs(t, err, record.ErrChecksum)
+	assert.Equal(t, int64(1), l.LogEndOffset(), "the first batch is written, the corrupt one is not")
+}
+
 // TestCatchUpRacingProducers runs catch-ups (as an operator would) while
 // producers keep writing. A catch-up copies up to the leader's log end,
 // which may hold batches queued after it took its items; those must count

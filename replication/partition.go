@@ -862,10 +862,12 @@ func (p *Partition) Replicate(req *transport.ReplicateRequest) (func(ctx context
 	}
 	// The request may carry several batches back to back: each is
 	// appended exactly, in order, and the answer waits for the last.
+	// WriteExact validates each batch, checksum and all, before it writes
+	// it, so they are split here without checking their CRC first.
 	var last storage.AppendResult
 	var durable storage.Durable
 	var werr error
-	err := record.Batches(req.Batch, func(b record.Batch) bool {
+	err := record.Split(req.Batch, func(b record.Batch) bool {
 		last, durable, werr = p.log.WriteExact(b)
 		p.noteAppend(werr)
 		return werr == nil
