@@ -79,6 +79,42 @@ type splicer interface {
 	tail() []byte
 }
 
+// gatherer is a request whose encoding ends with large byte slices back to
+// back (a produce's batch, the batches of a Replicate) that a client
+// writes from where they lie, after the rest of the frame, with one
+// writev, rather than copy them into the frame. The caller of SendNotify
+// keeps them unchanged until it returns: by then they are written.
+type gatherer interface {
+	// encodeHead appends the encoding up to the slices' bytes.
+	encodeHead(dst []byte) []byte
+	// gather returns the slices that end the encoding, and their total
+	// length.
+	gather() ([][]byte, int)
+}
+
+// gatherMin and gatherAvg are what a request's slices must come to, in all
+// and on average, to be written where they lie: below, copying them costs
+// less than the writev's extra pieces.
+const (
+	gatherMin = 16 << 10
+	gatherAvg = 4 << 10
+)
+
+// frameOf returns the frame of a request as the buffers to write, and
+// the one buffer of them that the caller may give back to the pool once
+// they are written.
+func frameOf(m Message, api, version uint16, correlationID uint32) (bufs [][]byte, own []byte) {
+	if g, ok := m.(gatherer); ok {
+		if tails, n := g.gather(); n >= gatherMin && n >= gatherAvg*len(tails) {
+			head := g.encodeHead(make([]byte, frameHead, frameHead+128))
+			head = finishFrameLen(head, len(head)-4+n, api, version, correlationID)
+			return append([][]byte{head}, tails...), nil
+		}
+	}
+	frame := finishFrame(Marshal(newFrame(m, 64), m), api, version, correlationID)
+	return [][]byte{frame}, frame
+}
+
 // Marshal appends the encoding of m to dst.
 func Marshal(dst []byte, m Message) []byte {
 	e := NewEncoder(dst)

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -383,4 +384,35 @@ func TestReplicateRequestBatches(t *testing.T) {
 	var got ReplicateRequest
 	require.NoError(t, Unmarshal(enc, &got))
 	assert.Equal(t, *whole, got)
+}
+
+// TestGatheredFramesEqualCopiedOnes: a request whose batches are written
+// where they lie goes out as the same bytes as one copied into its frame,
+// above and below the sizes from which they are gathered.
+func TestGatheredFramesEqualCopiedOnes(t *testing.T) {
+	fill := func(n int, v byte) []byte { return bytes.Repeat([]byte{v}, n) }
+	cases := []struct {
+		name     string
+		msg      Message
+		gathered bool
+	}{
+		{"produce/small", &ProduceRequest{Topic: "t", TopicID: "id", Partition: 1, TimeoutMs: 5, Batch: fill(100, 1)}, false},
+		{"produce/empty", &ProduceRequest{Topic: "t"}, false},
+		{"produce/large", &ProduceRequest{Topic: "t", TopicID: "id", Partition: 1, TimeoutMs: 5, Batch: fill(gatherMin, 2)}, true},
+		{"replicate/batch", &ReplicateRequest{Topic: "t", Partition: 2, LeaderEpoch: 3, LeaderID: 4, HighWatermark: 5, Batch: fill(100<<10, 3)}, true},
+		{"replicate/batches", &ReplicateRequest{Topic: "t", Batches: [][]byte{fill(20<<10, 4), fill(30<<10, 5)}}, true},
+		{"replicate/many-small", &ReplicateRequest{Topic: "t", Batches: slices.Repeat([][]byte{fill(1<<10, 6)}, 64)}, false},
+	}
+	for _, tc := range cases {
+		want := finishFrame(Marshal(make([]byte, frameHead), tc.msg), 7, Version1, 9)
+		bufs, own := frameOf(tc.msg, 7, Version1, 9)
+		assert.Equal(t, want, bytes.Join(bufs, nil), tc.name)
+		assert.Equal(t, tc.gathered, len(bufs) > 1, "%s: gathered", tc.name)
+		assert.Equal(t, tc.gathered, own == nil, "%s: a gathered frame's head is not pooled", tc.name)
+		var back ProduceRequest
+		if p, ok := tc.msg.(*ProduceRequest); ok {
+			require.NoError(t, Unmarshal(bytes.Join(bufs, nil)[frameHead:], &back), tc.name)
+			assert.Equal(t, *p, back, tc.name)
+		}
+	}
 }
