@@ -540,7 +540,17 @@ func (e *ReplicationError) Brokers() []int32 {
 // lead, and the log's errors; the wait returns a *ReplicationError naming
 // the followers that failed.
 func (p *Partition) Produce(batch record.Batch) (func(ctx context.Context) (Ack, error), error) {
-	_, wait, err := p.produce(batch, nil)
+	return p.ProduceHeld(batch, nil)
+}
+
+// ProduceHeld is Produce for a batch whose memory its caller reuses: hold,
+// when not nil, is called once for each follower the batch is queued to,
+// and each release it returns is called once that follower's sender is
+// done with the batch, which may be after the wait has returned (a wait
+// that timed out). A release that is never called (a sender stopped as the
+// batch was queued) only leaves the memory to the garbage collector.
+func (p *Partition) ProduceHeld(batch record.Batch, hold func() (release func())) (func(ctx context.Context) (Ack, error), error) {
+	_, wait, err := p.produce(batch, nil, hold)
 	return wait, err
 }
 
@@ -548,7 +558,7 @@ func (p *Partition) Produce(batch record.Batch) (func(ctx context.Context) (Ack,
 // nil: it appends only while as is current and its state is not dropped,
 // both checked under produceMu, so that nothing is appended for a state
 // once it is dropped or its epoch ended. It returns where the batch landed.
-func (p *Partition) produce(batch record.Batch, as *Leadership) (storage.AppendResult, func(ctx context.Context) (Ack, error), error) {
+func (p *Partition) produce(batch record.Batch, as *Leadership, hold func() (release func())) (storage.AppendResult, func(ctx context.Context) (Ack, error), error) {
 	p.produceMu.Lock()
 	p.mu.Lock()
 	// A replica that has recorded a newer epoch than the one it leads (a
@@ -601,7 +611,11 @@ func (p *Partition) produce(batch record.Batch, as *Leadership) (storage.AppendR
 	}
 	items := make([]*item, len(followers))
 	for i, f := range followers {
-		items[i] = f.enqueue(batch, res.NextOffset)
+		var release func()
+		if hold != nil {
+			release = hold()
+		}
+		items[i] = f.enqueue(batch, res.NextOffset, release)
 	}
 	p.produceMu.Unlock()
 

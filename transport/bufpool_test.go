@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"runtime"
@@ -121,4 +122,47 @@ func TestLargeBodiesAndFramesAreReused(t *testing.T) {
 	t.Logf("bytes allocated per call of 64 KiB: %d with reused bodies, %d without", reused, fresh)
 	assert.Less(t, reused, uint64(16<<10), "the request's frame and body are reused")
 	assert.Greater(t, fresh, uint64(64<<10), "a body that is not reused is allocated for each request")
+}
+
+// holdHandler reuses apiEcho's bodies; the first request's handler holds
+// its body past the response and hands it to the test.
+type holdHandler struct {
+	held chan heldBody
+}
+
+type heldBody struct {
+	batch   []byte
+	release func()
+}
+
+func (h holdHandler) ReusesBody(api API) bool { return api == apiEcho }
+
+func (h holdHandler) Handle(ctx context.Context, req *Request) Reply {
+	var r ProduceRequest
+	if err := Unmarshal(req.Body, &r); err != nil {
+		return Immediate(nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err))
+	}
+	if r.Partition == 1 {
+		h.held <- heldBody{r.Batch, req.Hold()}
+	}
+	return Immediate(&ProduceResponse{}, nil)
+}
+
+// TestHeldBodiesAreNotReused: a body the handler holds stays as it was
+// while later requests are read into reused buffers, until it is released.
+func TestHeldBodiesAreNotReused(t *testing.T) {
+	h := holdHandler{held: make(chan heldBody, 1)}
+	_, addr := startServer(t, ServerConfig{}, h)
+	c := dial(t, addr)
+	send := func(partition int32, v byte) {
+		require.NoError(t, c.Call(testContext(t), apiEcho, &ProduceRequest{Partition: partition, Batch: bytes.Repeat([]byte{v}, 64<<10)}, &ProduceResponse{}))
+	}
+	send(1, 0xaa)
+	held := <-h.held
+	for i := range 50 {
+		send(0, byte(i))
+	}
+	assert.Equal(t, bytes.Repeat([]byte{0xaa}, 64<<10), held.batch, "a held body is not reused")
+	held.release()
+	held.release() // a second call does nothing
 }
