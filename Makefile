@@ -133,7 +133,11 @@ bench:
 # group of three reading six partitions (B6), 16 franz-go committers (B7),
 # and kill -9 of a kcat, franz-go or native member to its partitions read
 # by another (B8; kcat from PATH or KCAT=). ONLY="B6 B7 B8" NATS=0 runs the
-# group rows alone. Installs the NATS binaries
+# group rows alone. Each figure is printed with the min-max of its runs,
+# the CPU per record of servers and client apart, and the load average.
+# BEFORE=DIR (another build's gostream-node and gostream-ctl) or
+# BEFORE_REV=REV (built from git) measures that build alternately with this
+# one and adds a table after vs before. Installs the NATS binaries
 # into $(BIN)/peers if they are missing. See docs/benchmarks.md.
 .PHONY: bench-compare
 bench-compare: build

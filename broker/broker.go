@@ -125,6 +125,11 @@ type ProduceRequest struct {
 	// Timeout bounds the wait for the acknowledgement (0: DefaultAckWait;
 	// at most MaxAckWait).
 	Timeout time.Duration
+	// Hold, when set, keeps Batch's memory from being reused while a
+	// follower's sender still needs it (transport.Request.Hold; see
+	// replication.Partition.ProduceHeld). Without it the caller leaves the
+	// batch's memory to the garbage collector.
+	Hold func() (release func())
 }
 
 // ProduceResult is the acknowledgement of a produced batch.
@@ -177,10 +182,10 @@ func (b *Broker) Produce(principal string, req ProduceRequest) (func(context.Con
 		// The first batch after a change of leader waits for the
 		// producers' state to be read from the log.
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		wait, err = b.cfg.Producers.Produce(ctx, rep.Part, req.Batch)
+		wait, err = b.cfg.Producers.Produce(ctx, rep.Part, req.Batch, req.Hold)
 		cancel()
 	} else {
-		wait, err = rep.Part.Produce(req.Batch)
+		wait, err = rep.Part.ProduceHeld(req.Batch, req.Hold)
 	}
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -273,8 +274,8 @@ func (p *Producer) SendAsync(rec ProducerRecord, cb func(Ack, error)) {
 	if cb == nil {
 		cb = func(Ack, error) {}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.MaxBlock)
-	defer cancel()
+	ctx := newLazyDeadline(time.Now().Add(p.cfg.MaxBlock))
+	defer ctx.stop()
 	if err := p.enqueue(ctx, rec, cb, false); err != nil {
 		cb(Ack{Topic: rec.Topic, Partition: -1, Offset: -1}, err)
 	}
@@ -515,4 +516,67 @@ func (q *callbackQueue) close() {
 	default:
 	}
 	<-q.done
+}
+
+// lazyDeadline is a context that ends at a deadline, as
+// context.WithDeadline's, but makes its timer only when something first
+// waits for its end (Done). SendAsync bounds its record's waits (for
+// metadata, for buffer room) by MaxBlock, and a record usually waits for
+// nothing: a timer made and stopped for every record was a seventh of a
+// pipelined producer's CPU.
+type lazyDeadline struct {
+	deadline time.Time
+	started  atomic.Bool
+	once     sync.Once
+	ctx      context.Context
+	cancel   context.CancelFunc
+}
+
+func newLazyDeadline(deadline time.Time) *lazyDeadline {
+	return &lazyDeadline{deadline: deadline}
+}
+
+// start makes the context that keeps the deadline, once.
+func (l *lazyDeadline) start() context.Context {
+	l.once.Do(func() {
+		l.ctx, l.cancel = context.WithDeadline(context.Background(), l.deadline)
+		l.started.Store(true)
+	})
+	return l.ctx
+}
+
+// stop releases the timer, if one was made.
+func (l *lazyDeadline) stop() {
+	if l.started.Load() {
+		l.cancel()
+	}
+}
+
+// Deadline implements context.Context.
+func (l *lazyDeadline) Deadline() (time.Time, bool) { return l.deadline, true }
+
+// Done implements context.Context.
+func (l *lazyDeadline) Done() <-chan struct{} { return l.start().Done() }
+
+// Err implements context.Context: DeadlineExceeded once the deadline has
+// passed (Done, when asked for, is closed by then too). A context that was
+// started and stopped before its deadline says Canceled.
+func (l *lazyDeadline) Err() error {
+	if l.started.Load() {
+		return l.ctx.Err()
+	}
+	if time.Now().Before(l.deadline) {
+		return nil
+	}
+	return context.DeadlineExceeded
+}
+
+// Value implements context.Context. Once started it answers as the context
+// that keeps the deadline, so that a context derived from this one is
+// cancelled with it directly rather than by a goroutine watching Done.
+func (l *lazyDeadline) Value(key any) any {
+	if l.started.Load() {
+		return l.ctx.Value(key)
+	}
+	return nil
 }

@@ -225,8 +225,9 @@ func (t *table) expire(cutoff int64) {
 // returns the wait for its acknowledgement by every active replica. A
 // duplicate's wait returns the original's Ack once the high watermark has
 // passed it. ctx bounds the build of the partition's state, which the
-// first batch after a change of leader waits for.
-func (h *Host) Produce(ctx context.Context, p *replication.Partition, b record.Batch) (func(context.Context) (replication.Ack, error), error) {
+// first batch after a change of leader waits for. hold is as
+// replication.Partition.ProduceHeld's.
+func (h *Host) Produce(ctx context.Context, p *replication.Partition, b record.Batch, hold func() (release func())) (func(context.Context) (replication.Ack, error), error) {
 	id, epoch, first := b.Producer()
 	if id < 0 {
 		return nil, fmt.Errorf("%w: not an idempotent producer's batch", transport.ErrInvalidRequest)
@@ -257,7 +258,7 @@ func (h *Host) Produce(ctx context.Context, p *replication.Partition, b record.B
 					AppendTime: e.appendTime, Replicas: p.State().Active}, nil
 			}, nil
 		}
-		wait, err := lead.Produce(b)
+		wait, err := lead.Produce(b, hold)
 		if errors.Is(err, replication.ErrStateDropped) {
 			t.mu.Unlock()
 			continue // the state was dropped under us: build it again

@@ -48,7 +48,7 @@ func produce(t *testing.T, h *producers.Host, p *replication.Partition, b record
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	wait, err := h.Produce(ctx, p, b)
+	wait, err := h.Produce(ctx, p, b, nil)
 	if err != nil {
 		return replication.Ack{}, err
 	}

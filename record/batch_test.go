@@ -339,3 +339,31 @@ func TestRecordsKeptCopiesStayValid(t *testing.T) {
 	}))
 	assertSameRecords(t, want, kept)
 }
+
+// TestSplitFramesWithoutTheChecksum: Split hands out the same batches as
+// Batches, refuses what does not frame, and leaves the checksum to the
+// batch's Validate.
+func TestSplitFramesWithoutTheChecksum(t *testing.T) {
+	a := mustBatch(t, []record.Record{{Value: []byte("a")}})
+	b := mustBatch(t, []record.Record{{Value: []byte("b")}, {Value: []byte("c")}})
+	buf := append(append([]byte(nil), a...), b...)
+	var split, batches []record.Batch
+	require.NoError(t, record.Split(buf, func(b record.Batch) bool { split = append(split, b); return true }))
+	require.NoError(t, record.Batches(buf, func(b record.Batch) bool { batches = append(batches, b); return true }))
+	assert.Equal(t, batches, split)
+
+	assert.ErrorIs(t, record.Split(append(append([]byte(nil), a...), 1, 2, 3), func(record.Batch) bool { return true }), record.ErrShort)
+	bad := append([]byte(nil), buf...)
+	bad[record.MagicOffset] = 9
+	assert.ErrorIs(t, record.Split(bad, func(record.Batch) bool { return true }), record.ErrInvalid)
+
+	// A flipped bit in a record: framed all the same, refused by Validate.
+	corrupt := append([]byte(nil), buf...)
+	corrupt[len(a)-1] ^= 1
+	var got []record.Batch
+	require.NoError(t, record.Split(corrupt, func(b record.Batch) bool { got = append(got, b); return true }))
+	require.Len(t, got, 2)
+	assert.ErrorIs(t, got[0].Validate(), record.ErrChecksum)
+	assert.NoError(t, got[1].Validate())
+	assert.ErrorIs(t, record.Batches(corrupt, func(record.Batch) bool { return true }), record.ErrChecksum)
+}

@@ -25,6 +25,16 @@ type item struct {
 	next    int64
 	done    chan error // buffered: the sender never blocks on it
 	settled bool       // done was sent to; only the sender goroutine touches it
+	release func()     // called once the sender is done with batch; nil if nothing to release
+}
+
+// drop tells the batch's owner the sender is done with it.
+func (it *item) drop() {
+	it.batch = nil
+	if it.release != nil {
+		it.release()
+		it.release = nil
+	}
 }
 
 // follower is a leader's sender to one active follower. It owns one
@@ -90,12 +100,13 @@ func (f *follower) stop() {
 	f.mu.queue = nil
 	f.mu.Unlock()
 	for _, it := range q {
+		it.drop()
 		it.done <- fmt.Errorf("%w: leadership of %s/%d changed", ErrNotLeader, f.p.Topic, f.p.Index)
 	}
 }
 
-func (f *follower) enqueue(batch []byte, next int64) *item {
-	it := &item{batch: batch, next: next, done: make(chan error, 1)}
+func (f *follower) enqueue(batch []byte, next int64, release func()) *item {
+	it := &item{batch: batch, next: next, done: make(chan error, 1), release: release}
 	f.mu.Lock()
 	f.mu.queue = append(f.mu.queue, it)
 	f.mu.Unlock()
@@ -163,6 +174,7 @@ func (f *follower) run() {
 			_, _, err = f.catchUp(target)
 		}
 		for _, it := range items {
+			it.drop()
 			if !it.settled {
 				it.done <- err
 			}
@@ -308,7 +320,7 @@ func (f *follower) confirm(ctx context.Context, epoch int32) error {
 // loop: it kicks the sender and waits for it to report in sync.
 func (f *follower) catchUpNow(ctx context.Context) (from, to int64, err error) {
 	before, _ := f.acked()
-	it := f.enqueue(nil, f.p.log.LogEndOffset())
+	it := f.enqueue(nil, f.p.log.LogEndOffset(), nil)
 	select {
 	case err = <-it.done:
 	case <-ctx.Done():
@@ -429,9 +441,11 @@ func copyBatches(ctx context.Context, p *Partition, peer Peer, epoch int32, from
 			if cap(data) > cap(buf) {
 				buf = data[:0]
 			}
-			// Whole batches, so the read can go out as one request.
+			// Whole batches, so the read can go out as one request. The
+			// target validates each batch, checksum and all, before it
+			// writes it: they are only framed here.
 			var end int64
-			if err := record.Batches(data, func(b record.Batch) bool { end = b.NextOffset(); return true }); err != nil {
+			if err := record.Split(data, func(b record.Batch) bool { end = b.NextOffset(); return true }); err != nil {
 				return off, err
 			}
 			if len(data) == 0 {

@@ -327,6 +327,26 @@ func TestReplicateFencing(t *testing.T) {
 	require.ErrorIs(t, again.SetState(replication.State{Leader: self, LeaderEpoch: 2, Active: []int32{self, 2}}), replication.ErrStaleEpoch)
 }
 
+// TestReplicateRefusesACorruptBatch: a Replicate request's batches are
+// appended in order until one fails its checks; a flipped bit in the
+// second is refused as an invalid batch (storage validates each, checksum
+// and all) and nothing of it is written.
+func TestReplicateRefusesACorruptBatch(t *testing.T) {
+	l := openLog(t, t.TempDir())
+	p := replication.NewPartition("orders", 0, 2, l, testLogger(t))
+	t.Cleanup(p.Close)
+	require.NoError(t, p.SetState(replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self, 2}}))
+	first, second := batch(t, "first", 1), batch(t, "second", 2)
+	first.Stamp(0, 1, 1)
+	second.Stamp(1, 1, 1)
+	second[len(second)-1] ^= 1
+	_, err := p.Replicate(&transport.ReplicateRequest{Topic: "orders", LeaderEpoch: 1, LeaderID: self,
+		Batch: append(append([]byte(nil), first...), second...)})
+	require.ErrorIs(t, err, storage.ErrInvalidBatch)
+	require.ErrorIs(t, err, record.ErrChecksum)
+	assert.Equal(t, int64(1), l.LogEndOffset(), "the first batch is written, the corrupt one is not")
+}
+
 // TestCatchUpRacingProducers runs catch-ups (as an operator would) while
 // producers keep writing. A catch-up copies up to the leader's log end,
 // which may hold batches queued after it took its items; those must count
@@ -635,4 +655,89 @@ func TestRecoverOfAReplicaStillActiveHereIsNotReady(t *testing.T) {
 	_, err := leader.RecoverFollower(context.Background(), 2)
 	require.ErrorIs(t, err, replication.ErrNotReady)
 	assert.Contains(t, err.Error(), "broker 2 is still active for orders/0")
+}
+
+// gatedPeer is a localPeer whose SendReplicate waits for its gate to open
+// (or for its context to end) before it sends.
+type gatedPeer struct {
+	*localPeer
+	gmu  sync.Mutex
+	gate chan struct{}
+}
+
+// shut makes later sends wait for open.
+func (gp *gatedPeer) shut() {
+	gp.gmu.Lock()
+	defer gp.gmu.Unlock()
+	gp.gate = make(chan struct{})
+}
+
+func (gp *gatedPeer) open() {
+	gp.gmu.Lock()
+	defer gp.gmu.Unlock()
+	close(gp.gate)
+}
+
+func (gp *gatedPeer) SendReplicate(ctx context.Context, req *transport.ReplicateRequest) (func(context.Context) (int64, error), error) {
+	gp.gmu.Lock()
+	gate := gp.gate
+	gp.gmu.Unlock()
+	select {
+	case <-gate:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return gp.localPeer.SendReplicate(ctx, req)
+}
+
+// TestProduceHeldReleasesOnceTheSenderIsDone: a batch whose memory the
+// caller reuses (a request body the server gives back) is held by each
+// follower's queue until its sender is done with it, past a produce's wait
+// that gave up, and released when leadership changes with it queued.
+func TestProduceHeldReleasesOnceTheSenderIsDone(t *testing.T) {
+	followerLog := openLog(t, t.TempDir())
+	follower := replication.NewPartition("orders", 0, 2, followerLog, testLogger(t))
+	t.Cleanup(follower.Close)
+	gp := &gatedPeer{localPeer: &localPeer{p: follower}, gate: make(chan struct{})}
+	leader := replication.NewPartition("orders", 0, self, openLog(t, t.TempDir()), testLogger(t),
+		replication.Options{Peers: func(int32) (replication.Peer, error) { return gp, nil }, ReplicationTimeout: 5 * time.Second})
+	t.Cleanup(leader.Close)
+	st := replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self, 2}}
+	require.NoError(t, follower.SetState(st))
+	require.NoError(t, leader.SetState(st))
+	gp.open() // the first round finds the follower
+	require.Eventually(t, func() bool {
+		fs := leader.Followers()
+		return len(fs) == 1 && fs[0].State == transport.FollowerInSync
+	}, 10*time.Second, 5*time.Millisecond)
+
+	var holds, releases atomic.Int32
+	hold := func() func() {
+		holds.Add(1)
+		return func() { releases.Add(1) }
+	}
+	gp.shut() // the sender waits at the next send
+	b := batch(t, "held", 3)
+	wait, err := leader.ProduceHeld(b, hold)
+	require.NoError(t, err)
+	assert.Equal(t, int32(1), holds.Load(), "one hold for the one follower")
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_, err = wait(ctx)
+	cancel()
+	require.Error(t, err, "the follower has not answered")
+	assert.Equal(t, int32(0), releases.Load(), "the sender still needs the batch after the wait gave up")
+	gp.open()
+	require.Eventually(t, func() bool { return releases.Load() == 1 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return followerLog.LogEndOffset() == 3 }, 10*time.Second, time.Millisecond)
+
+	// Queued when leadership changes: released by the stopped sender.
+	gp.shut()
+	for range 3 {
+		_, err := leader.ProduceHeld(batch(t, "queued", 1), hold)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, int32(4), holds.Load())
+	require.NoError(t, leader.SetState(replication.State{Leader: 2, LeaderEpoch: 2, Active: []int32{self, 2}}))
+	require.Eventually(t, func() bool { return releases.Load() == 4 }, 10*time.Second, time.Millisecond,
+		"every hold released once the senders stopped: %d of %d", releases.Load(), holds.Load())
 }

@@ -135,7 +135,7 @@ func (l *Leadership) Replay(ctx context.Context, fn func(record.Batch) error) (i
 // leader's log, and whether the state still says what the log holds is
 // no longer known.
 func (l *Leadership) Append(batch record.Batch) (end int64, wait func(context.Context) error, err error) {
-	w, err := l.Produce(batch)
+	w, err := l.Produce(batch, nil)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -148,8 +148,10 @@ func (l *Leadership) Append(batch record.Batch) (end int64, wait func(context.Co
 // Produce is Append for a caller that answers a producer: its wait returns
 // the Ack, as Partition.Produce's does. The batch is stamped in place, so
 // its BaseOffset and NextOffset are where it landed once Produce returns.
-func (l *Leadership) Produce(batch record.Batch) (func(context.Context) (Ack, error), error) {
-	_, w, err := l.p.produce(batch, l)
+// hold is as Partition.ProduceHeld's (nil: the batch's memory is not
+// reused).
+func (l *Leadership) Produce(batch record.Batch, hold func() (release func())) (func(context.Context) (Ack, error), error) {
+	_, w, err := l.p.produce(batch, l, hold)
 	if err != nil {
 		return nil, err
 	}

@@ -541,7 +541,17 @@ func (e *ReplicationError) Brokers() []int32 {
 // lead, and the log's errors; the wait returns a *ReplicationError naming
 // the followers that failed.
 func (p *Partition) Produce(batch record.Batch) (func(ctx context.Context) (Ack, error), error) {
-	_, wait, err := p.produce(batch, nil)
+	return p.ProduceHeld(batch, nil)
+}
+
+// ProduceHeld is Produce for a batch whose memory its caller reuses: hold,
+// when not nil, is called once for each follower the batch is queued to,
+// and each release it returns is called once that follower's sender is
+// done with the batch, which may be after the wait has returned (a wait
+// that timed out). A release that is never called (a sender stopped as the
+// batch was queued) only leaves the memory to the garbage collector.
+func (p *Partition) ProduceHeld(batch record.Batch, hold func() (release func())) (func(ctx context.Context) (Ack, error), error) {
+	_, wait, err := p.produce(batch, nil, hold)
 	return wait, err
 }
 
@@ -549,7 +559,7 @@ func (p *Partition) Produce(batch record.Batch) (func(ctx context.Context) (Ack,
 // nil: it appends only while as is current and its state is not dropped,
 // both checked under produceMu, so that nothing is appended for a state
 // once it is dropped or its epoch ended. It returns where the batch landed.
-func (p *Partition) produce(batch record.Batch, as *Leadership) (storage.AppendResult, func(ctx context.Context) (Ack, error), error) {
+func (p *Partition) produce(batch record.Batch, as *Leadership, hold func() (release func())) (storage.AppendResult, func(ctx context.Context) (Ack, error), error) {
 	p.produceMu.Lock()
 	p.mu.Lock()
 	// A replica that has recorded a newer epoch than the one it leads (a
@@ -602,7 +612,11 @@ func (p *Partition) produce(batch record.Batch, as *Leadership) (storage.AppendR
 	}
 	items := make([]*item, len(followers))
 	for i, f := range followers {
-		items[i] = f.enqueue(batch, res.NextOffset)
+		var release func()
+		if hold != nil {
+			release = hold()
+		}
+		items[i] = f.enqueue(batch, res.NextOffset, release)
 	}
 	p.produceMu.Unlock()
 
@@ -883,10 +897,12 @@ func (p *Partition) Replicate(req *transport.ReplicateRequest) (func(ctx context
 	}
 	// The request may carry several batches back to back: each is
 	// appended exactly, in order, and the answer waits for the last.
+	// WriteExact validates each batch, checksum and all, before it writes
+	// it, so they are split here without checking their CRC first.
 	var last storage.AppendResult
 	var durable storage.Durable
 	var werr error
-	err := record.Batches(req.Batch, func(b record.Batch) bool {
+	err := record.Split(req.Batch, func(b record.Batch) bool {
 		last, durable, werr = p.log.WriteExact(b)
 		p.noteAppend(werr)
 		return werr == nil

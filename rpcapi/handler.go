@@ -99,6 +99,17 @@ func New(cfg Config) *Handler {
 	return &Handler{cfg: cfg, log: cfg.Logger}
 }
 
+// ReusesBody implements transport.BodyReuser, for the requests that carry
+// batches. A Replicate request's batches are written to the replica's log
+// before its Reply returns (the Reply only waits for their fsync), and
+// nothing keeps them after that. A Produce request's batch is written to
+// the leader's log, and queued to each follower's sender, which may need
+// it after the Reply has returned (a produce that timed out): the queue
+// holds the body (Request.Hold) until its sender is done with it.
+func (h *Handler) ReusesBody(api transport.API) bool {
+	return api == transport.APIReplicate || api == transport.APIProduce
+}
+
 // Handle implements transport.Handler: decoding, validation and appends
 // happen here, in arrival order; waiting happens in the Reply.
 func (h *Handler) Handle(ctx context.Context, req *transport.Request) transport.Reply {
@@ -266,7 +277,7 @@ func (h *Handler) produce(req *transport.Request) transport.Reply {
 		return transport.Immediate(nil, err)
 	}
 	wait, err := h.cfg.Core.Produce(req.Principal, broker.ProduceRequest{Topic: r.Topic, TopicID: r.TopicID, Partition: r.Partition,
-		Batch: record.Batch(r.Batch), Timeout: time.Duration(r.TimeoutMs) * time.Millisecond})
+		Batch: record.Batch(r.Batch), Timeout: time.Duration(r.TimeoutMs) * time.Millisecond, Hold: req.Hold})
 	if err != nil {
 		return transport.Immediate(nil, err)
 	}

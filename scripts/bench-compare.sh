@@ -25,8 +25,26 @@
 #     gostream-ctl consume --group members; kafkabench takeover).
 #
 # Every measurement runs RUNS times, interleaved (gostream, NATS, gostream,
-# NATS, ...); the table compares medians. Settings, all environment
-# variables:
+# NATS, ...); the table compares medians, and beneath each row gives the
+# min-max of the runs of both columns. Every run's line ends with the load
+# average and CPU pressure after it; the table's header gives them at the
+# start and at the end. The produce and consume runs (A1, A2, B1, B3 to B7)
+# also print the CPU per record of the servers and of the bench client
+# apart (user + system time over the run); a table after the results gives
+# each as median (min-max), and their sum.
+#
+# With BEFORE=DIR or BEFORE_REV=REV another build of gostream (before) is
+# measured alternately with this one (after): in every round each gostream
+# measurement runs for before, then after, then NATS, each build on nodes of
+# its own started for the part and running side by side through it, as
+# NATS's servers do; each build's runs use its own gostream-ctl, and
+# scripts/kafkabench is built from this tree for both. A table "after vs
+# before" then sets every gostream figure of this build against the
+# other's (ratio after / before of the medians), with one target: B1's CPU
+# per record, servers + client, at most 0.5x before's, for each producer
+# count.
+#
+# Settings, all environment variables:
 #
 #   RUNS=3                  repetitions of every measurement
 #   RECORDS=200000          records (1 KiB) per pipelined produce run (<= 500000)
@@ -57,6 +75,11 @@
 #                           one B8 runs franz-go and native members only)
 #   NATS=0                  skip NATS (our side alone, e.g. to profile it);
 #                           the table then has no ratios against NATS
+#   BEFORE=DIR              a directory holding gostream-node and gostream-ctl
+#                           of another build, measured alternately with BIN's
+#   BEFORE_REV=REV          a git revision of this repository to build (git
+#                           archive into the run's temporary directory, go
+#                           build ./cmd/node ./cmd/ctl) and measure as BEFORE
 #   KEEP=1                  keep the temporary directory (logs, data)
 #
 # The peers: nats-server v2.15.2 and nats (natscli) v0.5.0, taken from
@@ -67,6 +90,10 @@
 # stopped when the script exits. Exit status: 0 all targets met, 1 a target
 # missed, 2 the run failed.
 set -euo pipefail
+# BEFORE may be given relative to where the script was started.
+if [ -n "${BEFORE:-}" ] && [ -d "$BEFORE" ]; then
+	BEFORE="$(cd "$BEFORE" && pwd)"
+fi
 cd "$(dirname "$0")/.."
 SCRIPT=bench-compare
 . scripts/bench-lib.sh
@@ -95,10 +122,30 @@ TAKEOVER_SESSION_MS="${TAKEOVER_SESSION_MS:-6000}"
 TAKEOVER_HEARTBEAT_MS="${TAKEOVER_HEARTBEAT_MS:-500}"
 TAKEOVER_RATE="${TAKEOVER_RATE:-500}"
 KCAT="${KCAT:-$(command -v kcat || true)}"
+BEFORE="${BEFORE:-}"
+BEFORE_REV="${BEFORE_REV:-}"
 
 for b in gostream-node gostream-ctl; do
 	[ -x "$BIN/$b" ] || die "$BIN/$b is missing; run 'make build' first"
 done
+[ -z "$BEFORE" ] || [ -z "$BEFORE_REV" ] || die "BEFORE and BEFORE_REV both given: give one, a directory of binaries or a revision to build"
+if [ -n "$BEFORE" ]; then
+	for b in gostream-node gostream-ctl; do
+		[ -x "$BEFORE/$b" ] || die "BEFORE=$BEFORE: $BEFORE/$b is missing or not executable; give the directory a build put its gostream-node and gostream-ctl in"
+	done
+fi
+if [ -n "$BEFORE_REV" ]; then
+	before_commit="$(git rev-parse --verify --quiet "$BEFORE_REV^{commit}")" ||
+		die "BEFORE_REV=$BEFORE_REV is not a revision of this repository (git rev-parse finds no commit)"
+fi
+# BUILDS: the gostream builds measured, in the order each round runs them;
+# after is BIN's (this tree's), before the other (BEFORE or BEFORE_REV).
+BUILDS=after
+if [ -n "$BEFORE$BEFORE_REV" ]; then
+	BUILDS="before after"
+fi
+# before: whether a before build is measured.
+before() { [ "$BUILDS" != after ]; }
 
 # ---------------------------------------------------------------- peers
 
@@ -160,11 +207,32 @@ fi
 # ---------------------------------------------------------------- work dir
 
 make_work
-gs_srv=() nats_srv=() # the running servers of each system, in bg_pids too
+gs_srv=() nats_srv=() # the running servers measured (use_build sets gs_srv), in bg_pids too
 
 "$GO" build -o "$WORK/fsyncbench" ./scripts/fsyncbench || die "cannot build scripts/fsyncbench"
 if kafka_b; then
 	"$GO" build -o "$WORK/kafkabench" ./scripts/kafkabench || die "cannot build scripts/kafkabench"
+fi
+
+# The builds' binaries: BIN's, and the before build's, given or built here
+# from BEFORE_REV's tree (into WORK, so removed at exit with the rest).
+declare -A build_bin=([after]="$BIN")
+if [ -n "$BEFORE_REV" ]; then
+	before_desc="$(git describe --always "$before_commit")"
+	echo "bench-compare: building $BEFORE_REV ($before_desc) into $WORK/before/bin"
+	mkdir -p "$WORK/before/src" "$WORK/before/bin"
+	git archive "$before_commit" | tar -x -C "$WORK/before/src" || die "cannot extract $BEFORE_REV with git archive"
+	for b in node ctl; do
+		"$GO" -C "$WORK/before/src" build -ldflags "-X main.version=$before_desc" \
+			-o "$WORK/before/bin/gostream-$b" "./cmd/$b" || die "cannot build ./cmd/$b of $BEFORE_REV"
+	done
+	BEFORE="$WORK/before/bin"
+	BEFORE_NAME="$BEFORE_REV ($before_desc, built into $BEFORE)"
+elif [ -n "$BEFORE" ]; then
+	BEFORE_NAME="$BEFORE ($("$BEFORE/gostream-node" --version 2>&1 | head -n 1 || true))"
+fi
+if before; then
+	build_bin[before]="$BEFORE"
 fi
 
 # ---------------------------------------------------------------- helpers
@@ -214,18 +282,28 @@ measure() {
 		CPU_CLI="$(awk -v a="$c0" -v b="$CHILD_SECS" 'BEGIN { print b - a }')"
 	fi
 }
-# cpu_note SERIES RECORDS: adds the CPU per record (servers + client, µs)
-# of the last measured run to SERIES and sets CPU_NOTE, its text for the
-# run's line.
+# cpu_note SERIES RECORDS: adds the CPU per record (µs) of the last
+# measured run, the servers' to SERIES.srv, the client's to SERIES.cli and
+# their sum to SERIES, and sets CPU_NOTE, its text for the run's line.
 cpu_note() {
 	CPU_NOTE=""
 	[ -n "$CPU_SRV" ] || return 0
 	local srv cli
+	srv="$(awk -v c="$CPU_SRV" -v n="$2" 'BEGIN { printf "%.3f", c * 1e6 / n }')"
+	cli="$(awk -v c="$CPU_CLI" -v n="$2" 'BEGIN { printf "%.3f", c * 1e6 / n }')"
+	add "$1.srv" "$srv"
+	add "$1.cli" "$cli"
+	add "$1" "$(awk -v a="$srv" -v b="$cli" 'BEGIN { printf "%.3f", a + b }')"
 	# Two significant digits: a consume costs about a microsecond a record.
-	srv="$(awk -v c="$CPU_SRV" -v n="$2" 'BEGIN { v = c * 1e6 / n; printf (v < 10 ? "%.2f" : "%.0f"), v }')"
-	cli="$(awk -v c="$CPU_CLI" -v n="$2" 'BEGIN { v = c * 1e6 / n; printf (v < 10 ? "%.2f" : "%.0f"), v }')"
-	add "$1" "$(awk -v a="$srv" -v b="$cli" 'BEGIN { print a + b }')"
-	CPU_NOTE="; CPU per record: servers $srv us, client $cli us"
+	CPU_NOTE="; CPU per record: servers $(fmt_us "$srv") us, client $(fmt_us "$cli") us"
+}
+
+# say_run R WHO TEXT: the line of run R, ending with the load average and
+# CPU pressure (the last minute's, PSI) right after it, this run's own
+# processes included: how busy the machine was.
+say_run() {
+	load_now
+	say "run $1" "$2" "$3 [load $LOAD${PSI:+, CPU pressure $PSI%}]"
 }
 
 seq_no=0
@@ -237,13 +315,38 @@ mkdir -p "$WORK/logs"
 
 # ---------------------------------------------------------------- gostream nodes
 
-gs_http=()
-# start_gostream N DIR: N nodes, node 1 the controller, each with its own
-# data directory under $WORK/DIR and a Kafka listener; sets BOOTSTRAP (the
-# native addresses) and KAFKA_BOOTSTRAP (the Kafka ones).
+# Each build's nodes, once start_gostream has started them: the native and
+# Kafka addresses and the servers' pids (space separated).
+declare -A build_bootstrap=() build_kafka=() build_srv=()
+
+# use_build after|before: the build the runs that follow measure. Sets BIN
+# (its gostream-node and gostream-ctl), BOOTSTRAP, KAFKA_BOOTSTRAP and
+# gs_srv (its nodes, once started), S (the prefix of its series: none for
+# after, "before:" for before) and TAG (the start of its run lines: none
+# without a before build, else "before: " or "after: ").
+use_build() {
+	BIN="${build_bin[$1]}"
+	BOOTSTRAP="${build_bootstrap[$1]:-}"
+	KAFKA_BOOTSTRAP="${build_kafka[$1]:-}"
+	read -ra gs_srv <<<"${build_srv[$1]:-}"
+	S="" TAG=""
+	if [ "$1" = before ]; then
+		S="before:"
+	fi
+	if before; then
+		TAG="$1: "
+	fi
+}
+
+# start_gostream BUILD N DIR: N nodes of BUILD, node 1 the controller, each
+# with its own data directory under $WORK/DIR (DIR-before for before) and
+# a Kafka listener; then use_build BUILD.
 start_gostream() {
-	local n=$1 dir=$WORK/$2 i rpc=() gossip=() http=() kafka=() join controller p
-	gs_srv=()
+	local build=$1 n=$2 dir=$WORK/$3 i rpc=() gossip=() http=() kafka=() join controller p pids=()
+	use_build "$build"
+	if [ "$build" = before ]; then
+		dir+=-before
+	fi
 	for i in $(seq "$n"); do
 		free_port p
 		rpc+=("127.0.0.1:$p")
@@ -256,9 +359,8 @@ start_gostream() {
 	done
 	controller="1@${rpc[0]}"
 	join="$(IFS=,; echo "${gossip[*]}")"
-	gs_http=("${http[@]}")
-	BOOTSTRAP="$(IFS=,; echo "${rpc[*]}")"
-	KAFKA_BOOTSTRAP="$(IFS=,; echo "${kafka[*]}")"
+	build_bootstrap[$build]="$(IFS=,; echo "${rpc[*]}")"
+	build_kafka[$build]="$(IFS=,; echo "${kafka[*]}")"
 	for i in $(seq "$n"); do
 		mkdir -p "$dir/node$i"
 		local args=(--id "$i" --data-dir "$dir/node$i" --listen "${rpc[$((i - 1))]}"
@@ -269,11 +371,13 @@ start_gostream() {
 		fi
 		"$BIN/gostream-node" "${args[@]}" >"$dir/node$i.log" 2>&1 </dev/null &
 		bg_pids+=("$!")
-		gs_srv+=("$!")
-		echo "  gostream-node $i: pid $!, rpc ${rpc[$((i - 1))]}, kafka ${kafka[$((i - 1))]}, data $dir/node$i"
+		pids+=("$!")
+		echo "  gostream-node $i${TAG:+ ($build)}: pid $!, rpc ${rpc[$((i - 1))]}, kafka ${kafka[$((i - 1))]}, data $dir/node$i"
 	done
+	build_srv[$build]="${pids[*]}"
+	use_build "$build"
 	local deadline=$((SECONDS + 60)) h
-	for h in "${gs_http[@]}"; do
+	for h in "${http[@]}"; do
 		until "$BIN/gostream-ctl" health --http "$h" --timeout 1s >/dev/null 2>&1; do
 			check_servers
 			[ "$SECONDS" -lt "$deadline" ] || die "gostream-node at http://$h not healthy after 60s"
@@ -423,6 +527,8 @@ if nats; then
 else
 	peers="NATS not run (NATS=0, or only B4 to B8), no ratios against it"
 fi
+load_now
+start_load="$LOAD${PSI:+, CPU pressure $PSI%}"
 cat <<HEAD
 bench-compare: gostream $(git describe --always --dirty 2>/dev/null || echo dev) vs NATS JetStream
   $peers
@@ -432,6 +538,13 @@ bench-compare: gostream $(git describe --always --dirty 2>/dev/null || echo dev)
   data: $WORK on $node_fs, for every server and the fsync baseline
   runs: $RUNS, interleaved; 1 KiB records; pipelined runs $RECORDS records; measurements: $ONLY
 HEAD
+if before; then
+	cat <<HEAD
+  after: this build, ${build_bin[after]}; before: $BEFORE_NAME
+         alternated in every round (before, after$(nats && echo ", NATS")), each on nodes of its own;
+         each build's own gostream-ctl, and scripts/kafkabench of this tree for both
+HEAD
+fi
 
 # best_of PREFIX: the producer count with the highest median of PREFIX.N.
 best_of() {
@@ -452,16 +565,35 @@ B8_kinds="franz-go native"
 [ -n "$KCAT" ] && B8_kinds="kcat $B8_kinds"
 B8_bound="$(awk -v s="$TAKEOVER_SESSION_MS" -v h="$TAKEOVER_HEARTBEAT_MS" 'BEGIN { print (s + h) / 1000 + 0.5 }')"
 
+# best_line PREFIX WHAT: the line naming each build's best producer count of
+# PREFIX (gostream's, PREFIX.N) and NATS's (WHAT.N), if NATS ran.
+best_line() {
+	local line="  best:" b
+	for b in $BUILDS; do
+		use_build "$b"
+		line+=" gostream${TAG:+ ${TAG%: }} with $(best_of "$S$1") producer(s),"
+	done
+	if nats; then
+		line+=" NATS with $(best_of "$2") client(s)"
+	fi
+	echo "${line%,}"
+}
+
 # ================================================================ Part A
 
 if part_a; then
 echo
 echo "== Part A: one node. gostream (fsync before every ack) vs nats-server -js, file storage, defaults (no fsync before ack)"
-start_gostream 1 gostream-one
+for b in $BUILDS; do
+	start_gostream "$b" 1 gostream-one
+done
 nats && start_nats_single
 
 echo "-- warm-up (not counted)"
-gs_bench produce --topic warmup --records 20000 --record-size "$SIZE" --partitions "$PARTITIONS"
+for b in $BUILDS; do
+	use_build "$b"
+	gs_bench produce --topic warmup --records 20000 --record-size "$SIZE" --partitions "$PARTITIONS"
+done
 nats && nats_bench pub async --create --purge --storage file --replicas 1 --msgs 20000 --size 1KB bench
 
 if want A1; then
@@ -469,39 +601,52 @@ echo "-- A1 pipelined produce, $RECORDS records; gostream topics with $PARTITION
 for r in $(seq "$RUNS"); do
 	for n in $PRODUCERS; do
 		topic="a1-r$r-p$n"
-		gs_topic "$topic" "$PARTITIONS" 1
-		gs_bench produce --topic "$topic" --records "$RECORDS" --record-size "$SIZE" --producers "$n"
-		v="$(json_num records_per_sec <<<"$RESULT")"
-		add "A1.gs.$n" "$v"
-		say "run $r" gostream "$n producer(s), $PARTITIONS partitions: $(fmt_rate "$v") records/s"
+		for b in $BUILDS; do
+			use_build "$b"
+			gs_topic "$topic" "$PARTITIONS" 1
+			gs_bench produce --topic "$topic" --records "$RECORDS" --record-size "$SIZE" --producers "$n"
+			v="$(json_num records_per_sec <<<"$RESULT")"
+			add "${S}A1.gs.$n" "$v"
+			cpu_note "${S}A1.gs.cpu.$n" "$RECORDS"
+			say_run "$r" gostream "$TAG$n producer(s), $PARTITIONS partitions: $(fmt_rate "$v") records/s$CPU_NOTE"
+		done
 		nats || continue
 		nats_bench pub async --create --purge --storage file --replicas 1 --msgs "$RECORDS" --size 1KB --clients "$n" bench
 		v="$(nats_rate <<<"$RESULT")"
 		add "A1.nats.$n" "$v"
-		say "run $r" NATS "$n client(s): $(fmt_rate "$v") msgs/s"
+		cpu_note "A1.nats.cpu.$n" "$RECORDS"
+		say_run "$r" NATS "$n client(s): $(fmt_rate "$v") msgs/s$CPU_NOTE"
 	done
 done
 A1_gs_n="$(best_of A1.gs)"
 nats && A1_nats_n="$(best_of A1.nats)"
 for n in $PRODUCERS; do
-	say median gostream "$n producer(s): $(fmt_rate "$(median "A1.gs.$n")") records/s"
+	for b in $BUILDS; do
+		use_build "$b"
+		say median gostream "$TAG$n producer(s): $(fmt_rate "$(median "${S}A1.gs.$n")") records/s"
+	done
 	nats && say median NATS "$n client(s): $(fmt_rate "$(median "A1.nats.$n")") msgs/s"
 done
-echo "  best: gostream with $A1_gs_n producer(s)${A1_nats_n:+, NATS with $A1_nats_n client(s)}"
+best_line A1.gs A1.nats
 fi
 
 if want A2; then
-echo "-- A2 consume everything produced above: gostream topic a1-rR-p$A1_gs_n ($RECORDS records); NATS the stream of the last publish ($RECORDS messages)"
+echo "-- A2 consume everything produced above: gostream topic a1-rR-p$A1_gs_n ($RECORDS records)$(before && echo " on each build's nodes"); NATS the stream of the last publish ($RECORDS messages)"
 for r in $(seq "$RUNS"); do
-	gs_bench consume --topic "a1-r$r-p$A1_gs_n"
-	v="$(json_num records_per_sec <<<"$RESULT")"
-	add A2.gs "$v"
-	say "run $r" gostream "consume: $(fmt_rate "$v") records/s ($(json_num records <<<"$RESULT") records)"
+	for b in $BUILDS; do
+		use_build "$b"
+		gs_bench consume --topic "a1-r$r-p$A1_gs_n"
+		v="$(json_num records_per_sec <<<"$RESULT")"
+		add "${S}A2.gs" "$v"
+		cpu_note "${S}A2.gs.cpu" "$(json_num records <<<"$RESULT")"
+		say_run "$r" gostream "${TAG}consume: $(fmt_rate "$v") records/s ($(json_num records <<<"$RESULT") records)$CPU_NOTE"
+	done
 	nats || continue
 	nats_bench ordered --msgs "$RECORDS"
 	v="$(nats_rate <<<"$RESULT")"
 	add A2.nats "$v"
-	say "run $r" NATS "ordered consumer: $(fmt_rate "$v") msgs/s"
+	cpu_note A2.nats.cpu "$RECORDS"
+	say_run "$r" NATS "ordered consumer: $(fmt_rate "$v") msgs/s$CPU_NOTE"
 done
 fi
 
@@ -513,13 +658,16 @@ for r in $(seq "$RUNS"); do
 	run_logged "$LOG" "$WORK/fsyncbench" -dir "$WORK/fsync" -ops "$SYNC_RECORDS" -size "$SIZE"
 	v="$(json_num p50_ms <"$LOG.out")"
 	add A3.fsync "$v"
-	say "run $r" fsync "write 1 KiB + fsync: p50 $(fmt_ms "$v") ms (mean $(fmt_ms "$(json_num mean_ms <"$LOG.out")") ms)"
+	say_run "$r" fsync "write 1 KiB + fsync: p50 $(fmt_ms "$v") ms (mean $(fmt_ms "$(json_num mean_ms <"$LOG.out")") ms)"
 	topic="a3-r$r"
-	gs_topic "$topic" 1 1
-	gs_bench produce --topic "$topic" --sync --producers 1 --records "$SYNC_RECORDS" --record-size "$SIZE"
-	v="$(json_num p50_ms <<<"$RESULT")"
-	add A3.gs "$v"
-	say "run $r" gostream "sync produce: p50 $(fmt_ms "$v") ms, p99 $(fmt_ms "$(json_num p99_ms <<<"$RESULT")") ms"
+	for b in $BUILDS; do
+		use_build "$b"
+		gs_topic "$topic" 1 1
+		gs_bench produce --topic "$topic" --sync --producers 1 --records "$SYNC_RECORDS" --record-size "$SIZE"
+		v="$(json_num p50_ms <<<"$RESULT")"
+		add "${S}A3.gs" "$v"
+		say_run "$r" gostream "${TAG}sync produce: p50 $(fmt_ms "$v") ms, p99 $(fmt_ms "$(json_num p99_ms <<<"$RESULT")") ms"
+	done
 done
 fi
 stop_all
@@ -530,13 +678,18 @@ fi
 if part_b; then
 echo
 echo "== Part B: three nodes. gostream RF 3 vs NATS JetStream R3 with sync_interval: always (both fsync before ack)"
-start_gostream 3 gostream-three
+for b in $BUILDS; do
+	start_gostream "$b" 3 gostream-three
+done
 nats_b && start_nats_cluster
 
 echo "-- warm-up (not counted)"
-gs_topic warmup "$CLUSTER_PARTITIONS" 3
-gs_bench produce --topic warmup --records 20000 --record-size "$SIZE"
-kafka_b && kafka_bench -topic warmup -records 20000 -size "$SIZE" produce
+for b in $BUILDS; do
+	use_build "$b"
+	gs_topic warmup "$CLUSTER_PARTITIONS" 3
+	gs_bench produce --topic warmup --records 20000 --record-size "$SIZE"
+	kafka_b && kafka_bench -topic warmup -records 20000 -size "$SIZE" produce
+done
 nats_b && nats_bench pub async --create --purge --storage file --replicas 3 --msgs 20000 --size 1KB bench
 
 if want B1; then
@@ -544,43 +697,52 @@ echo "-- B1 pipelined produce, $RECORDS records; gostream topics with $CLUSTER_P
 for r in $(seq "$RUNS"); do
 	for n in $PRODUCERS; do
 		topic="b1-r$r-p$n"
-		gs_topic "$topic" "$CLUSTER_PARTITIONS" 3
-		gs_bench produce --topic "$topic" --records "$RECORDS" --record-size "$SIZE" --producers "$n"
-		v="$(json_num records_per_sec <<<"$RESULT")"
-		add "B1.gs.$n" "$v"
-		cpu_note "B1.gs.cpu.$n" "$RECORDS"
-		say "run $r" gostream "$n producer(s), $CLUSTER_PARTITIONS partitions RF 3: $(fmt_rate "$v") records/s$CPU_NOTE"
+		for b in $BUILDS; do
+			use_build "$b"
+			gs_topic "$topic" "$CLUSTER_PARTITIONS" 3
+			gs_bench produce --topic "$topic" --records "$RECORDS" --record-size "$SIZE" --producers "$n"
+			v="$(json_num records_per_sec <<<"$RESULT")"
+			add "${S}B1.gs.$n" "$v"
+			cpu_note "${S}B1.gs.cpu.$n" "$RECORDS"
+			say_run "$r" gostream "$TAG$n producer(s), $CLUSTER_PARTITIONS partitions RF 3: $(fmt_rate "$v") records/s$CPU_NOTE"
+		done
 		nats || continue
 		nats_bench pub async --create --purge --storage file --replicas 3 --msgs "$RECORDS" --size 1KB --clients "$n" bench
 		v="$(nats_rate <<<"$RESULT")"
 		add "B1.nats.$n" "$v"
 		cpu_note "B1.nats.cpu.$n" "$RECORDS"
-		say "run $r" NATS "$n client(s), R3: $(fmt_rate "$v") msgs/s$CPU_NOTE"
+		say_run "$r" NATS "$n client(s), R3: $(fmt_rate "$v") msgs/s$CPU_NOTE"
 	done
 done
 B1_gs_n="$(best_of B1.gs)"
 nats && B1_nats_n="$(best_of B1.nats)"
 for n in $PRODUCERS; do
-	say median gostream "$n producer(s): $(fmt_rate "$(median "B1.gs.$n")") records/s"
+	for b in $BUILDS; do
+		use_build "$b"
+		say median gostream "$TAG$n producer(s): $(fmt_rate "$(median "${S}B1.gs.$n")") records/s"
+	done
 	nats && say median NATS "$n client(s): $(fmt_rate "$(median "B1.nats.$n")") msgs/s"
 done
-echo "  best: gostream with $B1_gs_n producer(s)${B1_nats_n:+, NATS with $B1_nats_n client(s)}"
+best_line B1.gs B1.nats
 fi
 
 if want B2; then
 echo "-- B2 one synchronous producer, $SYNC_RECORDS records; gostream topic with 1 partition, RF 3; NATS R3"
 for r in $(seq "$RUNS"); do
 	topic="b2-r$r"
-	gs_topic "$topic" 1 3
-	gs_bench produce --topic "$topic" --sync --producers 1 --records "$SYNC_RECORDS" --record-size "$SIZE"
-	v="$(json_num p50_ms <<<"$RESULT")"
-	add B2.gs "$v"
-	say "run $r" gostream "sync produce: p50 $(fmt_ms "$v") ms, p99 $(fmt_ms "$(json_num p99_ms <<<"$RESULT")") ms"
+	for b in $BUILDS; do
+		use_build "$b"
+		gs_topic "$topic" 1 3
+		gs_bench produce --topic "$topic" --sync --producers 1 --records "$SYNC_RECORDS" --record-size "$SIZE"
+		v="$(json_num p50_ms <<<"$RESULT")"
+		add "${S}B2.gs" "$v"
+		say_run "$r" gostream "${TAG}sync produce: p50 $(fmt_ms "$v") ms, p99 $(fmt_ms "$(json_num p99_ms <<<"$RESULT")") ms"
+	done
 	nats || continue
 	nats_bench pub sync --create --purge --storage file --replicas 3 --msgs "$SYNC_RECORDS" --size 1KB bench
 	v="$(nats_p50 <<<"$RESULT")"
 	add B2.nats "$v"
-	say "run $r" NATS "sync publish: p50 $(fmt_ms "$v") ms"
+	say_run "$r" NATS "sync publish: p50 $(fmt_ms "$v") ms"
 done
 fi
 
@@ -588,18 +750,21 @@ if want B3; then
 echo "-- B3 16 synchronous producers, $SYNC16_RECORDS records in all; gostream topic with $SYNC16_PARTITIONS partition(s), RF 3; NATS R3, 16 clients"
 for r in $(seq "$RUNS"); do
 	topic="b3-r$r"
-	gs_topic "$topic" "$SYNC16_PARTITIONS" 3
-	gs_bench produce --topic "$topic" --sync --producers 16 --records "$SYNC16_RECORDS" --record-size "$SIZE"
-	v="$(json_num records_per_sec <<<"$RESULT")"
-	add B3.gs "$v"
-	cpu_note B3.gs.cpu "$SYNC16_RECORDS"
-	say "run $r" gostream "16 sync producers: $(fmt_rate "$v") records/s, p50 $(fmt_ms "$(json_num p50_ms <<<"$RESULT")") ms$CPU_NOTE"
+	for b in $BUILDS; do
+		use_build "$b"
+		gs_topic "$topic" "$SYNC16_PARTITIONS" 3
+		gs_bench produce --topic "$topic" --sync --producers 16 --records "$SYNC16_RECORDS" --record-size "$SIZE"
+		v="$(json_num records_per_sec <<<"$RESULT")"
+		add "${S}B3.gs" "$v"
+		cpu_note "${S}B3.gs.cpu" "$SYNC16_RECORDS"
+		say_run "$r" gostream "${TAG}16 sync producers: $(fmt_rate "$v") records/s, p50 $(fmt_ms "$(json_num p50_ms <<<"$RESULT")") ms$CPU_NOTE"
+	done
 	nats || continue
 	nats_bench pub sync --create --purge --storage file --replicas 3 --msgs "$SYNC16_RECORDS" --size 1KB --clients 16 bench
 	v="$(nats_rate <<<"$RESULT")"
 	add B3.nats "$v"
 	cpu_note B3.nats.cpu "$SYNC16_RECORDS"
-	say "run $r" NATS "16 sync clients: $(fmt_rate "$v") msgs/s, p50 $(fmt_ms "$(nats_p50 <<<"$RESULT")") ms$CPU_NOTE"
+	say_run "$r" NATS "16 sync clients: $(fmt_rate "$v") msgs/s, p50 $(fmt_ms "$(nats_p50 <<<"$RESULT")") ms$CPU_NOTE"
 done
 fi
 
@@ -607,29 +772,35 @@ if want B4; then
 echo "-- B4 pipelined produce, $RECORDS records, through the Kafka listeners (franz-go, scripts/kafkabench) vs our client (gostream-ctl bench produce: linger 5ms, batches up to 256 KiB, 5 in flight per partition); topics with $CLUSTER_PARTITIONS partitions, RF 3"
 for r in $(seq "$RUNS"); do
 	for n in $PRODUCERS; do
-		topic="b4-r$r-p$n-native"
-		gs_topic "$topic" "$CLUSTER_PARTITIONS" 3
-		gs_bench produce --topic "$topic" --records "$RECORDS" --record-size "$SIZE" --producers "$n"
-		v="$(json_num records_per_sec <<<"$RESULT")"
-		add "B4.native.$n" "$v"
-		cpu_note "B4.native.cpu.$n" "$RECORDS"
-		say "run $r" native "$n producer(s): $(fmt_rate "$v") records/s, p50 $(fmt_ms "$(json_num p50_ms <<<"$RESULT")") ms$CPU_NOTE"
-		topic="b4-r$r-p$n-kafka"
-		gs_topic "$topic" "$CLUSTER_PARTITIONS" 3
-		kafka_bench -topic "$topic" -records "$RECORDS" -size "$SIZE" -producers "$n" produce
-		if [ -z "${kafka_settings_said:-}" ]; then
-			say "" franz-go "settings: $(sed -n 's/.*"settings":"\([^"]*\)".*/\1/p' <<<"$RESULT")"
-			kafka_settings_said=1
-		fi
-		v="$(json_num records_per_sec <<<"$RESULT")"
-		add "B4.kafka.$n" "$v"
-		cpu_note "B4.kafka.cpu.$n" "$RECORDS"
-		say "run $r" franz-go "$n producer(s): $(fmt_rate "$v") records/s, p50 $(fmt_ms "$(json_num p50_ms <<<"$RESULT")") ms$CPU_NOTE"
+		for b in $BUILDS; do
+			use_build "$b"
+			topic="b4-r$r-p$n-native"
+			gs_topic "$topic" "$CLUSTER_PARTITIONS" 3
+			gs_bench produce --topic "$topic" --records "$RECORDS" --record-size "$SIZE" --producers "$n"
+			v="$(json_num records_per_sec <<<"$RESULT")"
+			add "${S}B4.native.$n" "$v"
+			cpu_note "${S}B4.native.cpu.$n" "$RECORDS"
+			say_run "$r" native "$TAG$n producer(s): $(fmt_rate "$v") records/s, p50 $(fmt_ms "$(json_num p50_ms <<<"$RESULT")") ms$CPU_NOTE"
+			topic="b4-r$r-p$n-kafka"
+			gs_topic "$topic" "$CLUSTER_PARTITIONS" 3
+			kafka_bench -topic "$topic" -records "$RECORDS" -size "$SIZE" -producers "$n" produce
+			if [ -z "${kafka_settings_said:-}" ]; then
+				say "" franz-go "settings: $(sed -n 's/.*"settings":"\([^"]*\)".*/\1/p' <<<"$RESULT")"
+				kafka_settings_said=1
+			fi
+			v="$(json_num records_per_sec <<<"$RESULT")"
+			add "${S}B4.kafka.$n" "$v"
+			cpu_note "${S}B4.kafka.cpu.$n" "$RECORDS"
+			say_run "$r" franz-go "$TAG$n producer(s): $(fmt_rate "$v") records/s, p50 $(fmt_ms "$(json_num p50_ms <<<"$RESULT")") ms$CPU_NOTE"
+		done
 	done
 done
 for n in $PRODUCERS; do
-	say median native "$n producer(s): $(fmt_rate "$(median "B4.native.$n")") records/s"
-	say median franz-go "$n producer(s): $(fmt_rate "$(median "B4.kafka.$n")") records/s"
+	for b in $BUILDS; do
+		use_build "$b"
+		say median native "$TAG$n producer(s): $(fmt_rate "$(median "${S}B4.native.$n")") records/s"
+		say median franz-go "$TAG$n producer(s): $(fmt_rate "$(median "${S}B4.kafka.$n")") records/s"
+	done
 done
 B4_kafka_n="$(best_of B4.kafka)"
 fi
@@ -638,14 +809,19 @@ if want B5; then
 echo "-- B5 consume each run's B4 topic written by $([ "$B5_DATA" = kafka ] && echo franz-go || echo gostream-ctl) with $B5_n producer(s) ($RECORDS records, all partitions at once): gostream-ctl bench consume vs franz-go"
 for r in $(seq "$RUNS"); do
 	topic="b4-r$r-p$B5_n-$B5_DATA"
-	gs_bench consume --topic "$topic"
-	v="$(json_num records_per_sec <<<"$RESULT")"
-	add B5.native "$v"
-	say "run $r" native "consume: $(fmt_rate "$v") records/s ($(json_num records <<<"$RESULT") records)"
-	kafka_bench -topic "$topic" consume
-	v="$(json_num records_per_sec <<<"$RESULT")"
-	add B5.kafka "$v"
-	say "run $r" franz-go "consume: $(fmt_rate "$v") records/s ($(json_num records <<<"$RESULT") records)"
+	for b in $BUILDS; do
+		use_build "$b"
+		gs_bench consume --topic "$topic"
+		v="$(json_num records_per_sec <<<"$RESULT")"
+		add "${S}B5.native" "$v"
+		cpu_note "${S}B5.native.cpu" "$(json_num records <<<"$RESULT")"
+		say_run "$r" native "${TAG}consume: $(fmt_rate "$v") records/s ($(json_num records <<<"$RESULT") records)$CPU_NOTE"
+		kafka_bench -topic "$topic" consume
+		v="$(json_num records_per_sec <<<"$RESULT")"
+		add "${S}B5.kafka" "$v"
+		cpu_note "${S}B5.kafka.cpu" "$(json_num records <<<"$RESULT")"
+		say_run "$r" franz-go "${TAG}consume: $(fmt_rate "$v") records/s ($(json_num records <<<"$RESULT") records)$CPU_NOTE"
+	done
 done
 fi
 
@@ -658,48 +834,60 @@ from_first() {
 
 if want B6; then
 echo "-- B6 a group of 3 members reading a topic of 6 partitions, RF 3, $GROUP_RECORDS records written by $([ "$B6_DATA" = kafka ] && echo franz-go || echo gostream-ctl), from the log start; a new group each run: gostream-ctl bench consume --group G --members 3 vs franz-go (kafkabench consume -group G -members 3); records/s from the first records to the last (the join apart)"
-gs_topic b6 6 3
-if [ "$B6_DATA" = kafka ]; then
-	kafka_bench -topic b6 -records "$GROUP_RECORDS" -size "$SIZE" produce
-else
-	gs_bench produce --topic b6 --records "$GROUP_RECORDS" --record-size "$SIZE"
-fi
+for b in $BUILDS; do
+	use_build "$b"
+	gs_topic b6 6 3
+	if [ "$B6_DATA" = kafka ]; then
+		kafka_bench -topic b6 -records "$GROUP_RECORDS" -size "$SIZE" produce
+	else
+		gs_bench produce --topic b6 --records "$GROUP_RECORDS" --record-size "$SIZE"
+	fi
+done
 for r in $(seq "$RUNS"); do
-	gs_bench consume --topic b6 --group "b6-r$r-native" --members 3
-	first="$(sed -n 's/.*first records after \([0-9.]*\) s.*/\1/p' "$LOG.err")"
-	per="$(sed -n 's/.*records counted per member: \([0-9, ]*\);.*/\1/p' "$LOG.err")"
-	v="$(from_first "${first:-0}")"
-	add B6.native "$v"
-	cpu_note B6.native.cpu "$(json_num records <<<"$RESULT")"
-	say "run $r" native "group of 3: $(fmt_rate "$v") records/s from the first records ($(json_num records <<<"$RESULT") records; join $(fmt_ms "${first:-0}") s; per member: $per)$CPU_NOTE"
-	kafka_bench -topic b6 -group "b6-r$r-kafka" -members 3 consume
-	first="$(json_num first_records_s <<<"$RESULT")"
-	per="$(sed -n 's/.*"member_records":\[\([0-9,]*\)\].*/\1/p' <<<"$RESULT")"
-	v="$(from_first "${first:-0}")"
-	add B6.kafka "$v"
-	cpu_note B6.kafka.cpu "$(json_num records <<<"$RESULT")"
-	say "run $r" franz-go "group of 3: $(fmt_rate "$v") records/s from the first records ($(json_num records <<<"$RESULT") records; join $(fmt_ms "${first:-0}") s; per member: ${per//,/, })$CPU_NOTE"
+	for b in $BUILDS; do
+		use_build "$b"
+		gs_bench consume --topic b6 --group "b6-r$r-native" --members 3
+		first="$(sed -n 's/.*first records after \([0-9.]*\) s.*/\1/p' "$LOG.err")"
+		per="$(sed -n 's/.*records counted per member: \([0-9, ]*\);.*/\1/p' "$LOG.err")"
+		v="$(from_first "${first:-0}")"
+		add "${S}B6.native" "$v"
+		cpu_note "${S}B6.native.cpu" "$(json_num records <<<"$RESULT")"
+		say_run "$r" native "${TAG}group of 3: $(fmt_rate "$v") records/s from the first records ($(json_num records <<<"$RESULT") records; join $(fmt_ms "${first:-0}") s; per member: $per)$CPU_NOTE"
+		kafka_bench -topic b6 -group "b6-r$r-kafka" -members 3 consume
+		first="$(json_num first_records_s <<<"$RESULT")"
+		per="$(sed -n 's/.*"member_records":\[\([0-9,]*\)\].*/\1/p' <<<"$RESULT")"
+		v="$(from_first "${first:-0}")"
+		add "${S}B6.kafka" "$v"
+		cpu_note "${S}B6.kafka.cpu" "$(json_num records <<<"$RESULT")"
+		say_run "$r" franz-go "${TAG}group of 3: $(fmt_rate "$v") records/s from the first records ($(json_num records <<<"$RESULT") records; join $(fmt_ms "${first:-0}") s; per member: ${per//,/, })$CPU_NOTE"
+	done
 done
 fi
 
 if want B7; then
 echo "-- B7 16 synchronous committers, $COMMITS commits in all, each its own group and its own partition of a topic of 16 partitions, RF 3, committing from outside any membership: gostream-ctl bench commit vs franz-go (kafkabench commit: OffsetCommit with generation -1)"
-gs_topic b7 16 3
+for b in $BUILDS; do
+	use_build "$b"
+	gs_topic b7 16 3
+done
 for r in $(seq "$RUNS"); do
-	gs_bench commit --topic b7 --committers 16 --commits "$COMMITS" --group-prefix "b7-r$r-native"
-	v="$(json_num records_per_sec <<<"$RESULT")"
-	add B7.native "$v"
-	cpu_note B7.native.cpu "$COMMITS"
-	say "run $r" native "16 committers: $(fmt_rate "$v") commits/s, p50 $(fmt_ms "$(json_num p50_ms <<<"$RESULT")") ms$CPU_NOTE"
-	kafka_bench -topic b7 -committers 16 -commits "$COMMITS" -group-prefix "b7-r$r-kafka" commit
-	v="$(json_num records_per_sec <<<"$RESULT")"
-	add B7.kafka "$v"
-	cpu_note B7.kafka.cpu "$COMMITS"
-	say "run $r" franz-go "16 committers: $(fmt_rate "$v") commits/s, p50 $(fmt_ms "$(json_num p50_ms <<<"$RESULT")") ms$CPU_NOTE"
-	kafka_bench -topic b7 -committers 16 -commits "$COMMITS" -group-prefix "b7-r$r-kafka-own" -client-per-committer commit
-	v="$(json_num records_per_sec <<<"$RESULT")"
-	add B7.kafka.own "$v"
-	say "run $r" franz-go "16 committers, a client each: $(fmt_rate "$v") commits/s, p50 $(fmt_ms "$(json_num p50_ms <<<"$RESULT")") ms"
+	for b in $BUILDS; do
+		use_build "$b"
+		gs_bench commit --topic b7 --committers 16 --commits "$COMMITS" --group-prefix "b7-r$r-native"
+		v="$(json_num records_per_sec <<<"$RESULT")"
+		add "${S}B7.native" "$v"
+		cpu_note "${S}B7.native.cpu" "$COMMITS"
+		say_run "$r" native "${TAG}16 committers: $(fmt_rate "$v") commits/s, p50 $(fmt_ms "$(json_num p50_ms <<<"$RESULT")") ms$CPU_NOTE"
+		kafka_bench -topic b7 -committers 16 -commits "$COMMITS" -group-prefix "b7-r$r-kafka" commit
+		v="$(json_num records_per_sec <<<"$RESULT")"
+		add "${S}B7.kafka" "$v"
+		cpu_note "${S}B7.kafka.cpu" "$COMMITS"
+		say_run "$r" franz-go "${TAG}16 committers: $(fmt_rate "$v") commits/s, p50 $(fmt_ms "$(json_num p50_ms <<<"$RESULT")") ms$CPU_NOTE"
+		kafka_bench -topic b7 -committers 16 -commits "$COMMITS" -group-prefix "b7-r$r-kafka-own" -client-per-committer commit
+		v="$(json_num records_per_sec <<<"$RESULT")"
+		add "${S}B7.kafka.own" "$v"
+		say_run "$r" franz-go "${TAG}16 committers, a client each: $(fmt_rate "$v") commits/s, p50 $(fmt_ms "$(json_num p50_ms <<<"$RESULT")") ms"
+	done
 done
 fi
 
@@ -709,37 +897,82 @@ echo "-- B8 kill -9 of one of 3 group members reading a topic of 6 partitions, R
 for r in $(seq "$RUNS"); do
 	for kind in $B8_kinds; do
 		topic="b8-r$r-$kind"
-		gs_topic "$topic" 6 3
-		kafka_bench -topic "$topic" -group "$topic" -member "$kind" -kcat "${KCAT:-kcat}" -ctl "$BIN/gostream-ctl" \
-			-native-bootstrap "$BOOTSTRAP" -session "${TAKEOVER_SESSION_MS}ms" -heartbeat "${TAKEOVER_HEARTBEAT_MS}ms" \
-			-rate "$TAKEOVER_RATE" takeover
-		v="$(json_num takeover_s <<<"$RESULT")"
-		add "B8.$kind" "$v"
-		say "run $r" "$kind" "kill -9 to takeover: $(fmt_ms "$v") s (all of its partitions $(fmt_ms "$(json_num all_s <<<"$RESULT")") s; heartbeat $(json_num heartbeat_ms <<<"$RESULT") ms; steady after $(fmt_ms "$(json_num steady_s <<<"$RESULT")") s)"
+		for b in $BUILDS; do
+			use_build "$b"
+			gs_topic "$topic" 6 3
+			kafka_bench -topic "$topic" -group "$topic" -member "$kind" -kcat "${KCAT:-kcat}" -ctl "$BIN/gostream-ctl" \
+				-native-bootstrap "$BOOTSTRAP" -session "${TAKEOVER_SESSION_MS}ms" -heartbeat "${TAKEOVER_HEARTBEAT_MS}ms" \
+				-rate "$TAKEOVER_RATE" takeover
+			v="$(json_num takeover_s <<<"$RESULT")"
+			add "${S}B8.$kind" "$v"
+			say_run "$r" "$kind" "${TAG}kill -9 to takeover: $(fmt_ms "$v") s (all of its partitions $(fmt_ms "$(json_num all_s <<<"$RESULT")") s; heartbeat $(json_num heartbeat_ms <<<"$RESULT") ms; steady after $(fmt_ms "$(json_num steady_s <<<"$RESULT")") s)"
+		done
 	done
 done
 for kind in $B8_kinds; do
-	say median "$kind" "kill -9 to takeover: $(fmt_ms "$(median "B8.$kind")") s"
+	for b in $BUILDS; do
+		use_build "$b"
+		say median "$kind" "${TAG}kill -9 to takeover: $(fmt_ms "$(median "${S}B8.$kind")") s"
+	done
 done
+add B8.bound "$B8_bound"
 fi
 stop_all
 fi
 
-# ================================================================ table
+# ================================================================ tables
 
 missed=0
-# row METRIC UNIT OURS BASE MODE TARGET: MODE ge means ours/base >= TARGET,
-# le means ours/base <= TARGET, ref means no target. A row whose
+# The table's columns: a row's median figures, and beneath them (RUNS > 1)
+# the min-max of the runs behind each.
+row_fmt='%-48s %17s %17s %7s %12s  %s\n'
+span_fmt='%-48s %17s %17s\n'
+
+# num UNIT V: V as the table prints a figure of UNIT (rate, ms, s, us).
+num() {
+	case $1 in
+	ms | s) fmt_ms "$2" ;;
+	us) fmt_us "$2" ;;
+	*) fmt_rate "$2" ;;
+	esac
+}
+# cell UNIT TEXT: TEXT (a figure or a min-max) with UNIT's suffix.
+cell() {
+	case $1 in
+	ms) echo "$2 ms" ;;
+	s) echo "$2 s" ;;
+	us) echo "$2 us" ;;
+	*) echo "$2/s" ;;
+	esac
+}
+# span UNIT SERIES: the min-max of SERIES's runs, its value if they are one,
+# - if it has none.
+span() {
+	local lo hi
+	read -r lo hi <<<"$(spread "$2")"
+	if [ "$lo" = nan ]; then
+		echo -
+	elif [ "$(num "$1" "$lo")" = "$(num "$1" "$hi")" ]; then
+		cell "$1" "$(num "$1" "$lo")"
+	else
+		cell "$1" "$(num "$1" "$lo")-$(num "$1" "$hi")"
+	fi
+}
+
+# row METRIC UNIT OURS BASE MODE TARGET: the medians of the series OURS and
+# BASE, their ratio and, beneath, their min-max. MODE ge means ours/base >=
+# TARGET, le means ours/base <= TARGET, ref means no target. A row whose
 # measurement was not run (ONLY) is left out; one whose baseline was not
 # run (NATS=0) shows ours alone.
 row() {
-	local metric=$1 unit=$2 ours=$3 base=$4 mode=$5 target=$6 ratio verdict tgt
+	local metric=$1 unit=$2 ours base mode=$5 target=$6 ratio verdict tgt
+	ours="$(median "$3")" base="$(median "$4")"
 	[ "$ours" = nan ] && return
 	if [ "$base" = nan ]; then
 		mode=none
 	fi
 	ratio="-"
-	[ "$base" = nan ] || ratio="$(awk -v a="$ours" -v b="$base" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')"
+	[ "$base" = nan ] || ratio="$(awk -v a="$ours" -v b="$base" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }')"
 	case $mode in
 	ge)
 		tgt=">= ${target}x"
@@ -759,65 +992,182 @@ row() {
 		;;
 	esac
 	[ "$verdict" = MISSED ] && missed=1
-	if [ "$unit" = ms ]; then
-		ours="$(fmt_ms "$ours") ms"
-		[ "$base" = nan ] && base="-" || base="$(fmt_ms "$base") ms"
-	elif [ "$unit" = s ]; then
-		ours="$(fmt_ms "$ours") s"
-		[ "$base" = nan ] && base="-" || base="$(fmt_ms "$base") s"
-	elif [ "$unit" = us ]; then
-		ours="$(fmt_us "$ours") us"
-		[ "$base" = nan ] && base="-" || base="$(fmt_us "$base") us"
+	ours="$(cell "$unit" "$(num "$unit" "$ours")")"
+	if [ "$base" = nan ]; then
+		base=-
 	else
-		ours="$(fmt_rate "$ours")/s"
-		[ "$base" = nan ] && base="-" || base="$(fmt_rate "$base")/s"
+		base="$(cell "$unit" "$(num "$unit" "$base")")"
 	fi
-	printf '%-48s %14s %14s %7s %12s  %s\n' "$metric" "$ours" "$base" "${ratio}x" "$tgt" "$verdict"
+	# shellcheck disable=SC2059
+	printf "$row_fmt" "$metric" "$ours" "$base" "$ratio" "$tgt" "$verdict"
+	if [ "$RUNS" -gt 1 ]; then
+		# shellcheck disable=SC2059
+		printf "$span_fmt" "  min-max" "$(span "$unit" "$3")" "$(span "$unit" "$4")"
+	fi
 }
 
+load_now
+end_load="$LOAD${PSI:+, CPU pressure $PSI%}"
 echo
-echo "== Results: medians of $RUNS interleaved runs; ratio = gostream / baseline ($(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, shared and noisy)"
-printf '%-48s %14s %14s %7s %12s  %s\n' metric gostream baseline ratio target result
-row "A1 1 node produce vs NATS R1 async (rec/s)" rate "$(median "A1.gs.$A1_gs_n")" "$(median "A1.nats.$A1_nats_n")" ge 1.0
-row "A2 1 node consume vs our produce (rec/s)" rate "$(median A2.gs)" "$(median "A1.gs.$A1_gs_n")" ge 2.0
-row "A2 1 node consume vs NATS ordered (rec/s)" rate "$(median A2.gs)" "$(median A2.nats)" ref 0
-row "A3 1 node sync p50 vs write+fsync p50" ms "$(median A3.gs)" "$(median A3.fsync)" le 2.0
-row "B1 3 nodes produce RF3 vs NATS R3 async (rec/s)" rate "$(median "B1.gs.$B1_gs_n")" "$(median "B1.nats.$B1_nats_n")" ge 2.0
-row "B2 3 nodes sync p50 vs NATS R3 sync p50" ms "$(median B2.gs)" "$(median B2.nats)" le 1.0
-row "B3 3 nodes 16 sync producers vs NATS (rec/s)" rate "$(median B3.gs)" "$(median B3.nats)" ge 2.0
-row "B1 CPU per record, servers + client (us)" us "$(median "B1.gs.cpu.$B1_gs_n")" "$(median "B1.nats.cpu.$B1_nats_n")" ref 0
-row "B3 CPU per record, servers + client (us)" us "$(median B3.gs.cpu)" "$(median B3.nats.cpu)" ref 0
+echo "== Results ($(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, shared and noisy): medians of $RUNS interleaved runs$([ "$RUNS" -gt 1 ] && echo ", min-max beneath")"
+echo "   ratio = gostream / baseline; the load average and CPU pressure count this run's own processes:"
+echo "   load average at the start: $start_load; at the end: $end_load"
+# shellcheck disable=SC2059
+printf "$row_fmt" metric gostream baseline ratio target result
+row "A1 1 node produce vs NATS R1 async (rec/s)" rate "A1.gs.$A1_gs_n" "A1.nats.$A1_nats_n" ge 1.0
+row "A2 1 node consume vs our produce (rec/s)" rate A2.gs "A1.gs.$A1_gs_n" ge 2.0
+row "A2 1 node consume vs NATS ordered (rec/s)" rate A2.gs A2.nats ref 0
+row "A3 1 node sync p50 vs write+fsync p50" ms A3.gs A3.fsync le 2.0
+row "B1 3 nodes produce RF3 vs NATS R3 async (rec/s)" rate "B1.gs.$B1_gs_n" "B1.nats.$B1_nats_n" ge 2.0
+row "B2 3 nodes sync p50 vs NATS R3 sync p50" ms B2.gs B2.nats le 1.0
+row "B3 3 nodes 16 sync producers vs NATS (rec/s)" rate B3.gs B3.nats ge 2.0
+row "A1 CPU per record, servers + client (us)" us "A1.gs.cpu.$A1_gs_n" "A1.nats.cpu.$A1_nats_n" ref 0
+row "A2 CPU per record, servers + client (us)" us A2.gs.cpu A2.nats.cpu ref 0
+row "B1 CPU per record, servers + client (us)" us "B1.gs.cpu.$B1_gs_n" "B1.nats.cpu.$B1_nats_n" ref 0
+row "B3 CPU per record, servers + client (us)" us B3.gs.cpu B3.nats.cpu ref 0
 # B4 and B5: the gostream column is franz-go through the Kafka listeners,
 # the baseline our own client (gostream-ctl bench) on the same cluster.
 for n in $PRODUCERS; do
-	row "B4 franz-go vs native produce, $n prod (rec/s)" rate "$(median "B4.kafka.$n")" "$(median "B4.native.$n")" ge 0.8
+	row "B4 franz-go vs native produce, $n prod (rec/s)" rate "B4.kafka.$n" "B4.native.$n" ge 0.8
 done
-row "B5 franz-go vs native consume (rec/s)" rate "$(median B5.kafka)" "$(median B5.native)" ge 0.8
+row "B5 franz-go vs native consume (rec/s)" rate B5.kafka B5.native ge 0.8
 for n in $PRODUCERS; do
-	row "B4 CPU/record franz-go vs native, $n prod (us)" us "$(median "B4.kafka.cpu.$n")" "$(median "B4.native.cpu.$n")" ref 0
+	row "B4 CPU/record franz-go vs native, $n prod (us)" us "B4.kafka.cpu.$n" "B4.native.cpu.$n" ref 0
 done
+row "B5 CPU/record franz-go vs native consume (us)" us B5.kafka.cpu B5.native.cpu ref 0
 if want B1 && nats; then
-	row "B4 franz-go produce vs NATS R3 async (rec/s)" rate "$(median "B4.kafka.$B4_kafka_n")" "$(median "B1.nats.$B1_nats_n")" ref 0
+	row "B4 franz-go produce vs NATS R3 async (rec/s)" rate "B4.kafka.$B4_kafka_n" "B1.nats.$B1_nats_n" ref 0
 fi
 # B6 and B7: franz-go's groups against ours; B8: each kind of member's
 # takeover against the bound (session + heartbeat + 0.5 s).
-row "B6 franz-go vs native group of 3 consume (rec/s)" rate "$(median B6.kafka)" "$(median B6.native)" ge 0.9
-row "B6 CPU/record franz-go vs native group (us)" us "$(median B6.kafka.cpu)" "$(median B6.native.cpu)" ref 0
-row "B7 franz-go vs native 16 committers (commits/s)" rate "$(median B7.kafka)" "$(median B7.native)" ge 0.8
-row "B7 franz-go, a client each, vs native (commits/s)" rate "$(median B7.kafka.own)" "$(median B7.native)" ref 0
-row "B7 CPU/commit franz-go vs native (us)" us "$(median B7.kafka.cpu)" "$(median B7.native.cpu)" ref 0
+row "B6 franz-go vs native group of 3 consume (rec/s)" rate B6.kafka B6.native ge 0.9
+row "B6 CPU/record franz-go vs native group (us)" us B6.kafka.cpu B6.native.cpu ref 0
+row "B7 franz-go vs native 16 committers (commits/s)" rate B7.kafka B7.native ge 0.8
+row "B7 franz-go, a client each, vs native (commits/s)" rate B7.kafka.own B7.native ref 0
+row "B7 CPU/commit franz-go vs native (us)" us B7.kafka.cpu B7.native.cpu ref 0
 if want B8; then
-	row "B8 kill -9 to takeover, kcat vs bound (s)" s "$(median B8.kcat)" "$B8_bound" le 1.0
-	row "B8 kill -9 to takeover, franz-go vs bound (s)" s "$(median B8.franz-go)" "$B8_bound" le 1.0
-	row "B8 kill -9 to takeover, native vs bound (s)" s "$(median B8.native)" "$B8_bound" ref 0
+	row "B8 kill -9 to takeover, kcat vs bound (s)" s B8.kcat B8.bound le 1.0
+	row "B8 kill -9 to takeover, franz-go vs bound (s)" s B8.franz-go B8.bound le 1.0
+	row "B8 kill -9 to takeover, native vs bound (s)" s B8.native B8.bound ref 0
 fi
+
+# After vs before: every gostream figure of this build against the before
+# build's, each producer count apart (like for like), CPU per record as the
+# sum of servers and client (the CPU table below has both).
+if before; then
+echo
+echo "== After vs before, alternated in every round; ratio = after / before of the medians"
+echo "   after: this build; before: $BEFORE_NAME"
+echo "   above 1 is better for /s figures, below 1 for ms, s and us (latency, takeover, CPU per record)"
+# shellcheck disable=SC2059
+printf "$row_fmt" metric after before ratio target result
+for n in $PRODUCERS; do
+	row "A1 1 node produce, $n prod (rec/s)" rate "A1.gs.$n" "before:A1.gs.$n" ref 0
+	row "A1 CPU/record servers + client, $n prod (us)" us "A1.gs.cpu.$n" "before:A1.gs.cpu.$n" ref 0
+done
+row "A2 1 node consume (rec/s)" rate A2.gs before:A2.gs ref 0
+row "A2 CPU/record servers + client (us)" us A2.gs.cpu before:A2.gs.cpu ref 0
+row "A3 1 node sync produce p50" ms A3.gs before:A3.gs ref 0
+for n in $PRODUCERS; do
+	row "B1 3 nodes produce RF3, $n prod (rec/s)" rate "B1.gs.$n" "before:B1.gs.$n" ref 0
+	row "B1 CPU/record servers + client, $n prod (us)" us "B1.gs.cpu.$n" "before:B1.gs.cpu.$n" le 0.5
+done
+row "B2 3 nodes sync produce p50" ms B2.gs before:B2.gs ref 0
+row "B3 3 nodes 16 sync producers (rec/s)" rate B3.gs before:B3.gs ref 0
+row "B3 CPU/record servers + client (us)" us B3.gs.cpu before:B3.gs.cpu ref 0
+for n in $PRODUCERS; do
+	row "B4 native produce, $n prod (rec/s)" rate "B4.native.$n" "before:B4.native.$n" ref 0
+	row "B4 franz-go produce, $n prod (rec/s)" rate "B4.kafka.$n" "before:B4.kafka.$n" ref 0
+	row "B4 CPU/record native, $n prod (us)" us "B4.native.cpu.$n" "before:B4.native.cpu.$n" ref 0
+	row "B4 CPU/record franz-go, $n prod (us)" us "B4.kafka.cpu.$n" "before:B4.kafka.cpu.$n" ref 0
+done
+row "B5 native consume (rec/s)" rate B5.native before:B5.native ref 0
+row "B5 franz-go consume (rec/s)" rate B5.kafka before:B5.kafka ref 0
+row "B5 CPU/record native (us)" us B5.native.cpu before:B5.native.cpu ref 0
+row "B5 CPU/record franz-go (us)" us B5.kafka.cpu before:B5.kafka.cpu ref 0
+row "B6 native group of 3 consume (rec/s)" rate B6.native before:B6.native ref 0
+row "B6 franz-go group of 3 consume (rec/s)" rate B6.kafka before:B6.kafka ref 0
+row "B6 CPU/record native (us)" us B6.native.cpu before:B6.native.cpu ref 0
+row "B6 CPU/record franz-go (us)" us B6.kafka.cpu before:B6.kafka.cpu ref 0
+row "B7 native 16 committers (commits/s)" rate B7.native before:B7.native ref 0
+row "B7 franz-go 16 committers (commits/s)" rate B7.kafka before:B7.kafka ref 0
+row "B7 franz-go, a client each (commits/s)" rate B7.kafka.own before:B7.kafka.own ref 0
+row "B7 CPU/commit native (us)" us B7.native.cpu before:B7.native.cpu ref 0
+row "B7 CPU/commit franz-go (us)" us B7.kafka.cpu before:B7.kafka.cpu ref 0
+row "B8 kill -9 to takeover, kcat (s)" s B8.kcat before:B8.kcat ref 0
+row "B8 kill -9 to takeover, franz-go (s)" s B8.franz-go before:B8.franz-go ref 0
+row "B8 kill -9 to takeover, native (s)" s B8.native before:B8.native ref 0
+fi
+
+# The CPU table: for each figure with CPU per record, each side's servers,
+# client and sum, as median (min-max) of its runs.
+cpu_fmt='%-24s %-15s %22s %22s %22s\n'
+# mmm SERIES: "MEDIAN (MIN-MAX)" of SERIES in µs, the median alone if the
+# runs are one value.
+mmm() {
+	local lo hi med
+	med="$(fmt_us "$(median "$1")")"
+	read -r lo hi <<<"$(spread "$1")"
+	lo="$(fmt_us "$lo")" hi="$(fmt_us "$hi")"
+	if [ "$lo" = "$hi" ]; then
+		echo "$med"
+	else
+		echo "$med ($lo-$hi)"
+	fi
+}
+# cpu_line FIGURE SIDE SERIES: the line of one side of FIGURE, if it ran.
+cpu_line() {
+	[ "$(median "$3")" = nan ] && return
+	# shellcheck disable=SC2059
+	printf "$cpu_fmt" "$1" "$2" "$(mmm "$3.srv")" "$(mmm "$3.cli")" "$(mmm "$3")"
+}
+# cpu_builds FIGURE WHO SERIES: cpu_line of each gostream build (WHO
+# before, WHO after) or, without a before build, of this one (WHO).
+cpu_builds() {
+	if before; then
+		cpu_line "$1" "$2 before" "before:$3"
+		cpu_line "$1" "$2 after" "$3"
+	else
+		cpu_line "$1" "$2" "$3"
+	fi
+}
+if [ -n "${CPU_SRV:-}" ] && { want A1 || want B1 || want B3 || want B4 || want B6 || want B7; }; then
+echo
+echo "== CPU per record (us, user + system time over each run): median (min-max) of the runs;"
+echo "   servers: the nodes' (or nats-servers'), client: the bench process's (gostream-ctl, kafkabench or nats)"
+# shellcheck disable=SC2059
+printf "$cpu_fmt" figure side servers client "servers + client"
+for n in $PRODUCERS; do
+	cpu_builds "A1 produce, $n prod" gostream "A1.gs.cpu.$n"
+	cpu_line "A1 produce, $n prod" NATS "A1.nats.cpu.$n"
+done
+cpu_builds "A2 consume" gostream A2.gs.cpu
+cpu_line "A2 consume" NATS A2.nats.cpu
+for n in $PRODUCERS; do
+	cpu_builds "B1 produce RF3, $n prod" gostream "B1.gs.cpu.$n"
+	cpu_line "B1 produce RF3, $n prod" NATS "B1.nats.cpu.$n"
+done
+cpu_builds "B3 16 sync producers" gostream B3.gs.cpu
+cpu_line "B3 16 sync producers" NATS B3.nats.cpu
+for n in $PRODUCERS; do
+	cpu_builds "B4 produce, $n prod" native "B4.native.cpu.$n"
+	cpu_builds "B4 produce, $n prod" franz-go "B4.kafka.cpu.$n"
+done
+cpu_builds "B5 consume" native B5.native.cpu
+cpu_builds "B5 consume" franz-go B5.kafka.cpu
+cpu_builds "B6 group of 3" native B6.native.cpu
+cpu_builds "B6 group of 3" franz-go B6.kafka.cpu
+cpu_builds "B7 commit (per commit)" native B7.native.cpu
+cpu_builds "B7 commit (per commit)" franz-go B7.kafka.cpu
+fi
+
 echo "settings: A1 gostream ${A1_gs_n:--} producer(s) x $PARTITIONS partitions, NATS ${A1_nats_n:--} client(s);" \
 	"B1 gostream ${B1_gs_n:--} producer(s) x $CLUSTER_PARTITIONS partitions, NATS ${B1_nats_n:--} client(s);" \
 	"B3 16 producers x $SYNC16_PARTITIONS partition(s); B4 $PRODUCERS producer(s) x $CLUSTER_PARTITIONS partitions" \
 	"(franz-go's best ${B4_kafka_n:--}); B5 reads B4's $B5_DATA topics of $B5_n producer(s); $RECORDS / $SYNC_RECORDS / $SYNC16_RECORDS records;" \
 	"B6 $GROUP_RECORDS records ($B6_DATA) x 6 partitions, 3 members; B7 16 committers, $COMMITS commits;" \
 	"B8 members ${B8_kinds// /, }, session $TAKEOVER_SESSION_MS ms, heartbeat $TAKEOVER_HEARTBEAT_MS ms, $TAKEOVER_RATE records/s"
-echo "at the end (this run's own processes included): $(busy); took $((SECONDS - started)) s"
+echo "took $((SECONDS - started)) s"
 if [ "$missed" = 1 ]; then
 	echo "bench-compare: at least one target MISSED"
 	exit 1

@@ -82,6 +82,7 @@
 #                          space separated.
 #   add SERIES VALUE       adds VALUE to SERIES.
 #   median SERIES          the median of SERIES, nan if it is empty.
+#   spread SERIES          "MIN MAX" of SERIES, "nan nan" if it is empty.
 #   ratio A B              A / B with two decimals, nan if B is not > 0.
 #   count PATTERN          how many times PATTERN occurs on stdin (0 is no
 #                          error).
@@ -96,6 +97,11 @@
 #                          it, the share of the last minute that runnable
 #                          tasks waited for a CPU (PSI): the other work the
 #                          figures share the machine with.
+#   load_now               sets LOAD, the load average over 1, 5 and 15
+#                          minutes ("?" without /proc/loadavg), and PSI,
+#                          that share in % (empty where the kernel has no
+#                          /proc/pressure/cpu); reads the two files with
+#                          builtins, so it is cheap enough for every line.
 
 : "${SCRIPT:?set SCRIPT, the name the messages start with, before sourcing scripts/bench-lib.sh}"
 
@@ -299,6 +305,11 @@ median() {
 	printf '%s\n' ${values[$1]:-} | sort -g | awk 'NF { a[++n] = $1 }
 		END { if (n == 0) print "nan"; else if (n % 2) print a[(n + 1) / 2]; else print (a[n / 2] + a[n / 2 + 1]) / 2 }'
 }
+spread() {
+	# shellcheck disable=SC2086
+	printf '%s\n' ${values[$1]:-} | sort -g | awk 'NF { if (n++ == 0) lo = $1; hi = $1 }
+		END { if (n == 0) print "nan nan"; else print lo, hi }'
+}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "nan" }'; }
 
 count() { { grep -o -- "$1" || true; } | wc -l; }
@@ -311,8 +322,19 @@ fmt_rate() { awk -v v="$1" 'BEGIN { printf "%.0f", v }'; }
 fmt_ms() { awk -v v="$1" 'BEGIN { printf "%.3f", v }'; }
 say() { printf '  %-7s %-9s %s\n' "$1" "$2" "$3"; }
 
+load_now() {
+	local a b c kind avg60 _
+	LOAD="?" PSI=""
+	if read -r a b c _ 2>/dev/null </proc/loadavg; then
+		LOAD="$a $b $c"
+	fi
+	# The first line of /proc/pressure/cpu: some avg10=.. avg60=.. avg300=.. total=..
+	if read -r kind _ avg60 _ 2>/dev/null </proc/pressure/cpu && [ "$kind" = some ]; then
+		PSI="${avg60#avg60=}"
+	fi
+}
+
 busy() {
-	local psi
-	psi="$(awk '/^some/ { sub(/avg60=/, "", $3); print $3 }' /proc/pressure/cpu 2>/dev/null || true)"
-	echo "load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')${psi:+, CPU pressure $psi% (last minute)}"
+	load_now
+	echo "load average $LOAD${PSI:+, CPU pressure $PSI% (last minute)}"
 }

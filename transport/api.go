@@ -84,6 +84,42 @@ type splicer interface {
 	readFile() error
 }
 
+// gatherer is a request whose encoding ends with large byte slices back to
+// back (a produce's batch, the batches of a Replicate) that a client
+// writes from where they lie, after the rest of the frame, with one
+// writev, rather than copy them into the frame. The caller of SendNotify
+// keeps them unchanged until it returns: by then they are written.
+type gatherer interface {
+	// encodeHead appends the encoding up to the slices' bytes.
+	encodeHead(dst []byte) []byte
+	// gather returns the slices that end the encoding, and their total
+	// length.
+	gather() ([][]byte, int)
+}
+
+// gatherMin and gatherAvg are what a request's slices must come to, in all
+// and on average, to be written where they lie: below, copying them costs
+// less than the writev's extra pieces.
+const (
+	gatherMin = 16 << 10
+	gatherAvg = 4 << 10
+)
+
+// frameOf returns the frame of a request as the buffers to write, and
+// the one buffer of them that the caller may give back to the pool once
+// they are written.
+func frameOf(m Message, api, version uint16, correlationID uint32) (bufs [][]byte, own []byte) {
+	if g, ok := m.(gatherer); ok {
+		if tails, n := g.gather(); n >= gatherMin && n >= gatherAvg*len(tails) {
+			head := g.encodeHead(make([]byte, frameHead, frameHead+128))
+			head = finishFrameLen(head, len(head)-4+n, api, version, correlationID)
+			return append([][]byte{head}, tails...), nil
+		}
+	}
+	frame := finishFrame(Marshal(newFrame(m, 64), m), api, version, correlationID)
+	return [][]byte{frame}, frame
+}
+
 // Marshal appends the encoding of m to dst.
 func Marshal(dst []byte, m Message) []byte {
 	e := NewEncoder(dst)
@@ -95,12 +131,14 @@ func Marshal(dst []byte, m Message) []byte {
 const frameHead = 4 + FrameHeaderSize
 
 // newFrame returns a buffer for a frame: room for its head, then capacity
-// for a body of extra bytes and, when m is Sized, for m's encoding.
+// for a body of extra bytes and, when m is Sized, for m's encoding. A large
+// one comes from the buffer pool: its owner may give it back with putBuf
+// once it is written.
 func newFrame(m Message, extra int) []byte {
 	if s, ok := m.(Sized); ok {
 		extra += s.EncodedSize()
 	}
-	return make([]byte, frameHead, frameHead+extra)
+	return getBuf(frameHead + extra)[:frameHead]
 }
 
 // finishFrame fills in the head of a frame built on newFrame.

@@ -114,7 +114,8 @@ type Conn struct {
 // outFrame is a request waiting to be written, and where the outcome of
 // its write goes.
 type outFrame struct {
-	frame    []byte
+	bufs     [][]byte // the frame: its head, and its request's gathered slices if any (see gatherer)
+	size     int      // the frame's length, all bufs together
 	p        *Pending
 	deadline time.Time
 	sent     chan error // buffered: nil once written whole, else an ErrNotSent
@@ -342,9 +343,6 @@ func (c *Conn) Send(ctx context.Context, api API, req Message) (*Pending, error)
 // block; it is not called if Send fails, nor after Cancel. It spares a
 // caller that waits for many calls at once a goroutine per call.
 func (c *Conn) SendNotify(ctx context.Context, api API, req Message, notify func()) (*Pending, error) {
-	// The frame is built in one buffer, sized for the request, so a batch
-	// is copied once on its way out; its head is filled in below.
-	frame := Marshal(newFrame(req, 64), req)
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotSent, c.ctxError(ctx, api)) // do not send what nobody waits for
 	}
@@ -362,10 +360,20 @@ func (c *Conn) SendNotify(ctx context.Context, api API, req Message, notify func
 	if !ok {
 		deadline = time.Now().Add(c.callTimeout)
 	}
-	o := &outFrame{frame: finishFrame(frame, uint16(api), Version1, p.id), p: p, deadline: deadline, sent: make(chan error, 1)}
+	// The frame is built in one buffer, sized for the request, so that a
+	// batch is copied once on its way out, or, when the request's batches
+	// are large, as a head written before them where they lie.
+	bufs, own := frameOf(req, uint16(api), Version1, p.id)
+	o := &outFrame{bufs: bufs, p: p, deadline: deadline, sent: make(chan error, 1)}
+	for _, b := range bufs {
+		o.size += len(b)
+	}
 	c.wq.Lock()
 	c.wq.queue = append(c.wq.queue, o)
 	c.wq.Unlock()
+	// The frame is ours again once the write that took it is over (a
+	// failed write included) or it was taken off the queue unwritten.
+	defer putBuf(own)
 	var err error
 	select {
 	case c.wsem <- struct{}{}:
@@ -425,9 +433,9 @@ func (c *Conn) writeQueued() {
 		return
 	}
 	deadline := frames[0].deadline
-	bufs := make(net.Buffers, len(frames))
-	for i, o := range frames {
-		bufs[i] = o.frame
+	bufs := make(net.Buffers, 0, len(frames))
+	for _, o := range frames {
+		bufs = append(bufs, o.bufs...)
 		if o.deadline.Before(deadline) {
 			deadline = o.deadline
 		}
@@ -457,8 +465,8 @@ func (c *Conn) writeQueued() {
 	}
 	var lost []*outFrame
 	for _, o := range frames {
-		if n >= int64(len(o.frame)) {
-			n -= int64(len(o.frame))
+		if n >= int64(o.size) {
+			n -= int64(o.size)
 			o.p.written.Store(true) // the server may handle it: its outcome is unknown
 			o.sent <- nil
 			continue

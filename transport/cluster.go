@@ -146,27 +146,46 @@ type ReplicateRequest struct {
 	HighWatermark int64
 	Batch         []byte
 	// Batches, when not empty, is sent in place of Batch: the slices back
-	// to back, as one Batch field, copied straight into the frame. A
-	// decoded request has Batch only.
+	// to back, as one Batch field, written from where they lie (or copied
+	// into the frame when small). A decoded request has Batch only.
 	Batches [][]byte
 }
 
 // Encode implements Message.
 func (r *ReplicateRequest) Encode(e *Encoder) {
+	e.buf = r.encodeHead(e.buf)
+	if len(r.Batches) == 0 {
+		e.buf = append(e.buf, r.Batch...)
+		return
+	}
+	for _, b := range r.Batches {
+		e.buf = append(e.buf, b...)
+	}
+}
+
+// encodeHead implements gatherer.
+func (r *ReplicateRequest) encodeHead(dst []byte) []byte {
+	e := NewEncoder(dst)
 	e.String(r.Topic)
 	e.String(r.TopicID)
 	e.Int32(r.Partition)
 	e.Int32(r.LeaderEpoch)
 	e.Int32(r.LeaderID)
 	e.Int64(r.HighWatermark)
+	n := len(r.Batch)
+	if len(r.Batches) > 0 {
+		n = r.batchesLen()
+	}
+	e.Uint32(uint32(n))
+	return e.Bytes()
+}
+
+// gather implements gatherer.
+func (r *ReplicateRequest) gather() ([][]byte, int) {
 	if len(r.Batches) == 0 {
-		e.Bytes32(r.Batch)
-		return
+		return [][]byte{r.Batch}, len(r.Batch)
 	}
-	e.Uint32(uint32(r.batchesLen()))
-	for _, b := range r.Batches {
-		e.buf = append(e.buf, b...)
-	}
+	return r.Batches, r.batchesLen()
 }
 
 func (r *ReplicateRequest) batchesLen() int {

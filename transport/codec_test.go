@@ -7,8 +7,10 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -359,8 +361,14 @@ func TestEncodedSizeIsExact(t *testing.T) {
 		}
 		sized++
 		assert.Equal(t, len(Marshal(nil, tc.msg)), s.EncodedSize(), tc.name)
-		frame := Marshal(newFrame(tc.msg, 0), tc.msg)
-		assert.Equal(t, cap(frame), len(frame), "%s: the frame buffer grew or was oversized", tc.name)
+		buf := newFrame(tc.msg, 0)
+		frame := Marshal(buf, tc.msg)
+		assert.Equal(t, frameHead+s.EncodedSize(), len(frame), tc.name)
+		assert.Equal(t, cap(buf), cap(frame), "%s: the frame buffer grew", tc.name)
+		assert.Same(t, unsafe.SliceData(buf), unsafe.SliceData(frame), "%s: the frame buffer grew", tc.name)
+		if len(frame) < minPooled {
+			assert.Equal(t, cap(frame), len(frame), "%s: the frame buffer is oversized", tc.name)
+		}
 	}
 	assert.GreaterOrEqual(t, sized, 5, "ProduceRequest, FetchResponse and ReplicateRequest cases")
 }
@@ -376,4 +384,35 @@ func TestReplicateRequestBatches(t *testing.T) {
 	var got ReplicateRequest
 	require.NoError(t, Unmarshal(enc, &got))
 	assert.Equal(t, *whole, got)
+}
+
+// TestGatheredFramesEqualCopiedOnes: a request whose batches are written
+// where they lie goes out as the same bytes as one copied into its frame,
+// above and below the sizes from which they are gathered.
+func TestGatheredFramesEqualCopiedOnes(t *testing.T) {
+	fill := func(n int, v byte) []byte { return bytes.Repeat([]byte{v}, n) }
+	cases := []struct {
+		name     string
+		msg      Message
+		gathered bool
+	}{
+		{"produce/small", &ProduceRequest{Topic: "t", TopicID: "id", Partition: 1, TimeoutMs: 5, Batch: fill(100, 1)}, false},
+		{"produce/empty", &ProduceRequest{Topic: "t"}, false},
+		{"produce/large", &ProduceRequest{Topic: "t", TopicID: "id", Partition: 1, TimeoutMs: 5, Batch: fill(gatherMin, 2)}, true},
+		{"replicate/batch", &ReplicateRequest{Topic: "t", Partition: 2, LeaderEpoch: 3, LeaderID: 4, HighWatermark: 5, Batch: fill(100<<10, 3)}, true},
+		{"replicate/batches", &ReplicateRequest{Topic: "t", Batches: [][]byte{fill(20<<10, 4), fill(30<<10, 5)}}, true},
+		{"replicate/many-small", &ReplicateRequest{Topic: "t", Batches: slices.Repeat([][]byte{fill(1<<10, 6)}, 64)}, false},
+	}
+	for _, tc := range cases {
+		want := finishFrame(Marshal(make([]byte, frameHead), tc.msg), 7, Version1, 9)
+		bufs, own := frameOf(tc.msg, 7, Version1, 9)
+		assert.Equal(t, want, bytes.Join(bufs, nil), tc.name)
+		assert.Equal(t, tc.gathered, len(bufs) > 1, "%s: gathered", tc.name)
+		assert.Equal(t, tc.gathered, own == nil, "%s: a gathered frame's head is not pooled", tc.name)
+		var back ProduceRequest
+		if p, ok := tc.msg.(*ProduceRequest); ok {
+			require.NoError(t, Unmarshal(bytes.Join(bufs, nil)[frameHead:], &back), tc.name)
+			assert.Equal(t, *p, back, tc.name)
+		}
+	}
 }

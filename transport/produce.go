@@ -13,12 +13,22 @@ type ProduceRequest struct {
 
 // Encode implements Message.
 func (r *ProduceRequest) Encode(e *Encoder) {
+	e.buf = append(r.encodeHead(e.buf), r.Batch...)
+}
+
+// encodeHead implements gatherer.
+func (r *ProduceRequest) encodeHead(dst []byte) []byte {
+	e := NewEncoder(dst)
 	e.String(r.Topic)
 	e.String(r.TopicID)
 	e.Int32(r.Partition)
 	e.Int32(r.TimeoutMs)
-	e.Bytes32(r.Batch)
+	e.Uint32(uint32(len(r.Batch)))
+	return e.Bytes()
 }
+
+// gather implements gatherer.
+func (r *ProduceRequest) gather() ([][]byte, int) { return [][]byte{r.Batch}, len(r.Batch) }
 
 // EncodedSize implements Sized.
 func (r *ProduceRequest) EncodedSize() int {

@@ -46,6 +46,42 @@ type Request struct {
 
 	charge  *charge // what the request holds of its connection's and server's memory; nil outside a Server
 	waiting bool    // it holds a waiting slot, not an in-flight one
+	body    *bodyRef // Body's pooled buffer, when the handler reuses bodies (BodyReuser)
+}
+
+// Hold keeps the request's body from being reused until release is called,
+// for a handler that hands part of it to work that may outlive the Reply (a
+// leader's follower queues hold a produced batch until it is sent). The
+// body is reused once the response is written and every hold is released;
+// each release must be called once. A body that is not reused needs no
+// holding: release then does nothing.
+func (r *Request) Hold() (release func()) {
+	if r.body == nil {
+		return func() {}
+	}
+	r.body.refs.Add(1)
+	var once sync.Once
+	return func() { once.Do(r.body.drop) }
+}
+
+// bodyRef counts the holders of a request's pooled body: the request
+// itself until its response is written, and each Hold.
+type bodyRef struct {
+	refs atomic.Int32
+	buf  []byte
+}
+
+func newBodyRef(buf []byte) *bodyRef {
+	r := &bodyRef{buf: buf}
+	r.refs.Store(1)
+	return r
+}
+
+// drop gives up one hold; the last gives the buffer back to the pool.
+func (r *bodyRef) drop() {
+	if r.refs.Add(-1) == 0 {
+		putBuf(r.buf)
+	}
 }
 
 // Reply produces the response to a request. It runs on its own goroutine,
@@ -61,6 +97,17 @@ type Reply func(ctx context.Context) (Message, error)
 // one request before the next.
 type Handler interface {
 	Handle(ctx context.Context, req *Request) Reply
+}
+
+// BodyReuser is implemented by a Handler that keeps nothing of some
+// requests' bodies once their Reply has returned, unless it holds them
+// (Request.Hold): no slice of Body, nor of anything decoded from it (a
+// Decoder's Bytes32 aliases the body), is used after that, by the handler
+// or anything it called. The server reads the bodies of those requests
+// into buffers it reuses once their responses are written and their holds
+// released, rather than allocating and collecting one a request.
+type BodyReuser interface {
+	ReusesBody(api API) bool
 }
 
 // HandlerFunc adapts a function to Handler.
@@ -449,8 +496,10 @@ type response struct {
 	bufs    [][]byte
 	file    *FileRange
 	charge  *charge
-	release func() // gives back what the message lent, once written
-	waiting bool   // it frees a waiting slot, not an in-flight one
+	release func()   // gives back what the message lent, once written
+	reuse   [][]byte // buffers given back to the pool once written: the frame
+	body    *bodyRef // the request's pooled body, dropped once written
+	waiting bool     // it frees a waiting slot, not an in-flight one
 }
 
 // serverReadBuffer is small because every open connection holds one, idle or
@@ -581,7 +630,13 @@ func (c *serverConn) read(br *bufio.Reader, r *deadlineReader, maxBody int, log 
 		return nil, nil, err
 	}
 	req.charge = ch
-	body := make([]byte, n)
+	var body []byte
+	if r, ok := c.s.handler.(BodyReuser); ok && r.ReusesBody(API(f.API)) {
+		body = getBuf(n)
+		req.body = newBodyRef(body)
+	} else {
+		body = make([]byte, n)
+	}
 	if _, err := io.ReadFull(br, body); err != nil {
 		ch.release()
 		return nil, nil, truncated(err)
@@ -693,7 +748,8 @@ func (c *serverConn) build(req *Request, m Message, err error) *response {
 	if release := releaser(m); release != nil {
 		release()
 	}
-	return &response{bufs: [][]byte{finishFrame(frame, req.API, req.Version, req.CorrelationID)}}
+	frame = finishFrame(frame, req.API, req.Version, req.CorrelationID)
+	return &response{bufs: [][]byte{frame}, reuse: [][]byte{frame}}
 }
 
 // releaser returns m's Release, or nil.
@@ -707,6 +763,7 @@ func releaser(m Message) func() {
 func (c *serverConn) respond(req *Request, m Message, err error, log hclog.Logger) {
 	resp := c.build(req, m, err)
 	resp.waiting = req.waiting
+	resp.body = req.body
 	// From now on the request holds its body and its frame: its
 	// reservations are used or given back.
 	resp.charge = req.charge
@@ -805,6 +862,12 @@ func (c *serverConn) written(resps []*response) {
 	for _, r := range resps {
 		if r.release != nil {
 			r.release()
+		}
+		for _, b := range r.reuse {
+			putBuf(b)
+		}
+		if r.body != nil {
+			r.body.drop()
 		}
 		r.charge.release()
 	}
