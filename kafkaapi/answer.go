@@ -22,10 +22,11 @@ type response interface {
 }
 
 // ref is bytes of a frame written where they are, after the frame's
-// encoded bytes up to at.
+// encoded bytes up to at: b, or file's range of its file.
 type ref struct {
-	at int
-	b  []byte
+	at   int
+	b    []byte
+	file *transport.FileRange
 }
 
 // encoded is an answer kmsg encodes (every answer but Fetch's).
@@ -76,7 +77,8 @@ const keptEncodeBuffer = 4 << 20
 // writeResponse writes resp's frame for req to w, encoding into
 // *scratch, which it grows as needed and leaves for the next answer (a
 // connection's writer reuses one). Bytes resp does not copy are written
-// where they are: one writev on a plain connection.
+// where they are: one writev on a plain connection, but for ranges of
+// files, each sent from its file (sendfile) after what comes before it.
 func writeResponse(w io.Writer, req *request, resp response, scratch *[]byte) error {
 	buf, refs := resp.appendFrame((*scratch)[:0], req.corr)
 	if cap(buf) <= keptEncodeBuffer {
@@ -94,16 +96,49 @@ func writeResponse(w io.Writer, req *request, resp response, scratch *[]byte) er
 		if r.at > from {
 			bufs = append(bufs, buf[from:r.at])
 		}
-		bufs = append(bufs, r.b)
 		from = r.at
+		if r.file == nil {
+			bufs = append(bufs, r.b)
+			continue
+		}
+		if err := writeBuffers(w, bufs); err != nil {
+			return err
+		}
+		bufs = bufs[:0:0]
+		if err := sendFile(w, *r.file); err != nil {
+			return err
+		}
 	}
 	if from < len(buf) {
 		bufs = append(bufs, buf[from:])
+	}
+	return writeBuffers(w, bufs)
+}
+
+// writeBuffers writes bufs to w, as one writev on a plain connection.
+func writeBuffers(w io.Writer, bufs net.Buffers) error {
+	if len(bufs) == 0 {
+		return nil
 	}
 	if c, ok := w.(net.Conn); ok {
 		_, err := transport.WriteBuffers(c, bufs)
 		return err
 	}
 	_, err := bufs.WriteTo(w)
+	return err
+}
+
+// sendFile writes a file's range to w: with sendfile(2) on a plain TCP
+// connection, else read from the file. A range the file cannot fill is an
+// error; the connection is closed then, its frame cut short.
+func sendFile(w io.Writer, r transport.FileRange) error {
+	if c, ok := w.(net.Conn); ok {
+		_, err := transport.SendFile(c, r)
+		return err
+	}
+	n, err := io.Copy(w, io.NewSectionReader(r.File, r.Offset, r.Length))
+	if err == nil && n < r.Length {
+		err = io.ErrUnexpectedEOF
+	}
 	return err
 }

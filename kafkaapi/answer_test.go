@@ -6,6 +6,8 @@ import (
 	"io"
 	"math/rand"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -14,11 +16,33 @@ import (
 	"gostream/transport"
 )
 
+// fileOf writes what its pieces hold to a file: a batch that becomes a
+// piece of the file (sent from it) rather than bytes.
+type fileOf struct {
+	f   *os.File
+	end int64
+}
+
+func newFileOf(t *testing.T) *fileOf {
+	f, err := os.Create(filepath.Join(t.TempDir(), "segment"))
+	require.NoError(t, err)
+	t.Cleanup(func() { f.Close() })
+	return &fileOf{f: f}
+}
+
+func (w *fileOf) piece(t *testing.T, b []byte) piece {
+	_, err := w.f.WriteAt(b, w.end)
+	require.NoError(t, err)
+	p := piece{file: &transport.FileRange{File: w.f, Offset: w.end, Length: int64(len(b))}}
+	w.end += int64(len(b)) + 34 // a stored batch's header between Kafka batches
+	return p
+}
+
 // randomFetchAnswer is a Fetch answer of version v with random topics,
 // partitions, errors and batches (small ones, copied into the encoding,
-// and large ones, written where they are), and the kmsg answer it stands
-// for.
-func randomFetchAnswer(rng *rand.Rand, v int16) (*fetchAnswer, *kmsg.FetchResponse) {
+// large ones, written where they are, and with files, some sent from
+// files), and the kmsg answer it stands for.
+func randomFetchAnswer(t *testing.T, rng *rand.Rand, v int16, files *fileOf) (*fetchAnswer, *kmsg.FetchResponse) {
 	a := &fetchAnswer{version: v}
 	k := kmsg.NewPtrFetchResponse()
 	k.Version = v
@@ -41,7 +65,11 @@ func randomFetchAnswer(rng *rand.Rand, v int16) (*fetchAnswer, *kmsg.FetchRespon
 				}
 				b := make([]byte, size)
 				rng.Read(b)
-				fp.batches = append(fp.batches, b)
+				if files != nil && rng.Intn(2) == 0 {
+					fp.batches = append(fp.batches, files.piece(t, b))
+				} else {
+					fp.batches = append(fp.batches, piece{b: b})
+				}
 				kp.RecordBatches = append(kp.RecordBatches, b...)
 			}
 			ft.partitions = append(ft.partitions, fp)
@@ -68,14 +96,16 @@ func kmsgFrame(corr int32, resp kmsg.Response) []byte {
 }
 
 // TestFetchAnswerEncoding: for every Fetch version served, the frame of
-// a Fetch answer, its referred batches written in their places, is byte
-// for byte kmsg's encoding of the same answer, and kmsg reads it back.
+// a Fetch answer, its referred batches written in their places (from
+// files too), is byte for byte kmsg's encoding of the same answer, and
+// kmsg reads it back.
 func TestFetchAnswerEncoding(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	fv := versions[kmsg.Fetch.Int16()]
+	files := newFileOf(t)
 	for v := fv.min; v <= fv.max; v++ {
 		for i := range 50 {
-			a, k := randomFetchAnswer(rng, v)
+			a, k := randomFetchAnswer(t, rng, v, files)
 			corr := rng.Int31()
 			var got bytes.Buffer
 			var scratch []byte
@@ -99,7 +129,7 @@ func TestFetchAnswerEncoding(t *testing.T) {
 // copied into the encoding, smaller ones are.
 func TestFetchAnswerRefs(t *testing.T) {
 	big, small := make([]byte, inlineBatch), make([]byte, inlineBatch-1)
-	a := &fetchAnswer{version: 12, topics: []fetchTopic{{name: "t", partitions: []fetchPartition{{batches: [][]byte{small, big, small, big}}}}}}
+	a := &fetchAnswer{version: 12, topics: []fetchTopic{{name: "t", partitions: []fetchPartition{{batches: []piece{{b: small}, {b: big}, {b: small}, {b: big}}}}}}}
 	buf, refs := a.appendFrame(nil, 7)
 	require.Len(t, refs, 2)
 	require.Same(t, &big[0], &refs[0].b[0])
@@ -108,15 +138,17 @@ func TestFetchAnswerRefs(t *testing.T) {
 	require.Equal(t, uint32(len(buf)-4+2*len(big)), binary.BigEndian.Uint32(buf))
 }
 
-// TestWriteResponseConns: an answer with referred batches arrives whole
-// through a connection a LimitListener accepted (written with one writev
-// on its TCP connection) and through one that is no TCP connection.
+// TestWriteResponseConns: an answer with referred batches, some of them
+// ranges of a file, arrives whole through a connection a LimitListener
+// accepted (written with writev and sendfile on its TCP connection) and
+// through one that is no TCP connection.
 func TestWriteResponseConns(t *testing.T) {
 	rng := rand.New(rand.NewSource(2))
 	var a *fetchAnswer
 	var k *kmsg.FetchResponse
+	files := newFileOf(t)
 	for a == nil || len(kmsgFrame(1, k)) < 1<<20 {
-		a, k = randomFetchAnswer(rng, 12)
+		a, k = randomFetchAnswer(t, rng, 12, files)
 	}
 	want := kmsgFrame(9, k)
 	check := func(t *testing.T, server, client net.Conn) {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
+	"os"
 	"sync"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 
 	"gostream/broker"
 	"gostream/record"
+	"gostream/transport"
 )
 
 // kerrTransactionsUnsupported answers what needs transactions, which
@@ -23,6 +26,14 @@ var kerrTransactionsUnsupported = kerr.InvalidRequest.Code
 type fetched struct {
 	res broker.FetchResult
 	err error
+}
+
+// size is the bytes of batches the read found.
+func (f fetched) size() int {
+	if f.res.Range != nil {
+		return f.res.Range.Len()
+	}
+	return len(f.res.Batches)
 }
 
 // fetch reads each partition from this node's leader replica: at once,
@@ -42,26 +53,30 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (response, e
 			parts = append(parts, &part{topic: t.Topic, req: &t.Partitions[pi]})
 		}
 	}
+	rangeMin := 0
+	if sendsFiles(ctx) {
+		rangeMin = transport.SendFileMin
+	}
 	read := func(ctx context.Context, p *part, wait time.Duration) fetched {
 		max := int(p.req.PartitionMaxBytes)
 		if max <= 0 {
 			max = 1
 		}
 		res, err := s.cfg.Core.Fetch(ctx, principalOf(ctx), broker.FetchRequest{Topic: p.topic, Partition: p.req.Partition,
-			Offset: p.req.FetchOffset, MaxBytes: max, MaxWait: wait}, nil)
+			Offset: p.req.FetchOffset, MaxBytes: max, MaxWait: wait, RangeMin: rangeMin}, nil)
 		return fetched{res, err}
 	}
 	total := 0
 	for _, p := range parts {
 		p.got = read(ctx, p, 0)
-		total += len(p.got.res.Batches)
+		total += p.got.size()
 	}
 	if wait := time.Duration(req.MaxWaitMillis) * time.Millisecond; total < int(max(req.MinBytes, 1)) && wait > 0 && len(parts) > 0 {
 		wctx, cancel := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		for _, p := range parts {
-			if p.got.err != nil || len(p.got.res.Batches) > 0 {
+			if p.got.err != nil || p.got.size() > 0 {
 				continue
 			}
 			wg.Add(1)
@@ -75,7 +90,7 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (response, e
 				release(p.got)
 				p.got = got
 				mu.Unlock()
-				if len(got.res.Batches) > 0 {
+				if got.size() > 0 {
 					cancel()
 				}
 			}()
@@ -108,6 +123,9 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (response, e
 			// batch, which goes whole.
 			if budget > 0 {
 				kb, n, err := kafkaBatches(p.got.res.Batches)
+				if r := p.got.res.Range; r != nil {
+					kb, n, err = kafkaRangeBatches(r)
+				}
 				if err != nil {
 					fp.errorCode = s.code(err)
 				} else {
@@ -124,9 +142,10 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (response, e
 // fetchAnswer is a Fetch answer. It is the one answer encoded here
 // rather than by kmsg, whose encoder copies every record batch into the
 // answer's buffer: its batches are written from the reads' buffers where
-// they are, given back once the answer is written (docs/kafka.md,
-// "Fetch"). TestFetchAnswerEncoding checks the encoding byte for byte
-// against kmsg's, for every version served.
+// they are, or from their segment files (sendfile), given back once the
+// answer is written (docs/kafka.md, "Serving a fetch").
+// TestFetchAnswerEncoding checks the encoding byte for byte against
+// kmsg's, for every version served.
 type fetchAnswer struct {
 	version int16
 	topics  []fetchTopic
@@ -146,7 +165,22 @@ type fetchPartition struct {
 	partition                           int32
 	errorCode                           int16
 	highWatermark, lastStable, logStart int64
-	batches                             [][]byte // Kafka record batches, in order
+	batches                             []piece // Kafka record batches, in order
+}
+
+// piece is one Kafka record batch of a partition's record set, or a run
+// of them: bytes, or a range of a segment file that holds them, sent from
+// the file on a plain connection.
+type piece struct {
+	b    []byte
+	file *transport.FileRange
+}
+
+func (p piece) len() int {
+	if p.file != nil {
+		return int(p.file.Length)
+	}
+	return len(p.b)
 }
 
 // inlineBatch is the size under which a batch is copied into the
@@ -188,16 +222,16 @@ func (a *fetchAnswer) appendFrame(dst []byte, corr int32) ([]byte, []ref) {
 			}
 			n := 0
 			for _, b := range p.batches {
-				n += len(b)
+				n += b.len()
 			}
 			// Never null: librdkafka refuses a null record set.
 			dst = appendLen(dst, n, flex)
 			for _, b := range p.batches {
-				if len(b) < inlineBatch {
-					dst = append(dst, b...)
+				if b.file == nil && len(b.b) < inlineBatch {
+					dst = append(dst, b.b...)
 				} else {
-					refs = append(refs, ref{at: len(dst), b: b})
-					referred += len(b)
+					refs = append(refs, ref{at: len(dst), b: b.b, file: b.file})
+					referred += b.len()
 				}
 			}
 			if flex {
@@ -243,32 +277,111 @@ func release(f fetched) {
 // batch of magic 2 is the Kafka batch it carries, written from the read's
 // buffer (storage checked its checksums on the read); one of magic 1 is
 // converted.
-func kafkaBatches(b []byte) ([][]byte, int, error) {
-	var out [][]byte
+func kafkaBatches(b []byte) ([]piece, int, error) {
+	var out []piece
 	total := 0
 	for off := 0; off < len(b); {
 		n, err := record.FrameSize(b[off:], len(b)-off)
 		if err != nil {
 			return nil, 0, err
 		}
-		kb := b[off+record.HeaderSize : off+n]
-		if b[off+record.MagicOffset] != record.MagicKafka {
-			var convErr error
-			kb = nil
-			err := record.Batches(b[off:off+n], func(rb record.Batch) bool {
-				kb, convErr = rb.AppendKafka(kb)
-				return convErr == nil
-			})
-			if err == nil {
-				err = convErr
+		kb, err := kafkaBatch(b[off : off+n])
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, piece{b: kb})
+		total += len(kb)
+		off += n
+	}
+	return out, total, nil
+}
+
+// kafkaBatch is the Kafka batch of one stored batch: the one it carries
+// (magic 2), or its records converted (magic 1).
+func kafkaBatch(b []byte) ([]byte, error) {
+	if b[record.MagicOffset] == record.MagicKafka {
+		return b[record.HeaderSize:], nil
+	}
+	var kb []byte
+	var convErr error
+	err := record.Batches(b, func(rb record.Batch) bool {
+		kb, convErr = rb.AppendKafka(kb)
+		return convErr == nil
+	})
+	if err == nil {
+		err = convErr
+	}
+	return kb, err
+}
+
+// lentRange is what a fetch's batches lent as a range of a segment file
+// offer (storage.Range).
+type lentRange interface {
+	File() *os.File
+	Position() int64
+	Len() int
+	ReadAt(p []byte, off int64) (int, error)
+}
+
+// rangeChunk is how much of a range kafkaRangeBatches reads at a time
+// to find its batches' headers and take its small batches whole.
+const rangeChunk = 64 << 10
+
+// kafkaRangeBatches are the Kafka batches of a read lent as a range of a
+// segment file, and their bytes. Each stored batch of magic 2 whose
+// Kafka batch is at least transport.SendFileMin bytes is that part of the
+// file, sent from it (its 34-byte header is left out: the Kafka batch is
+// the rest); smaller batches are read, a chunk at a time, and those of
+// magic 1 converted, as kafkaBatches does. Storage lent only batches it
+// had checked, so the bytes are not checked again here.
+func kafkaRangeBatches(r lentRange) ([]piece, int, error) {
+	var (
+		out     []piece
+		total   int
+		chunk   []byte // the range's bytes [at, at+len(chunk))
+		at      int64
+		end     = int64(r.Len())
+		readErr = func(off int64, err error) error {
+			return fmt.Errorf("read %s at %d: %w", r.File().Name(), r.Position()+off, err)
+		}
+	)
+	for off := int64(0); off < end; {
+		if off < at || off+record.HeaderSize > at+int64(len(chunk)) {
+			// A new buffer each time: the pieces taken from the last one
+			// are written from it.
+			chunk = make([]byte, min(rangeChunk, end-off))
+			if _, err := r.ReadAt(chunk, off); err != nil {
+				return nil, 0, readErr(off, err)
 			}
+			at = off
+		}
+		n, err := record.FrameSize(chunk[off-at:], int(end-off))
+		if err != nil {
+			return nil, 0, err
+		}
+		size := int64(n)
+		magic := chunk[off-at+record.MagicOffset]
+		switch {
+		case magic == record.MagicKafka && size-record.HeaderSize >= transport.SendFileMin:
+			f := &transport.FileRange{File: r.File(), Offset: r.Position() + off + record.HeaderSize, Length: size - record.HeaderSize}
+			out = append(out, piece{file: f})
+			total += int(f.Length)
+		default:
+			b := chunk[off-at:]
+			if int64(len(b)) < size {
+				b = make([]byte, size) // a batch larger than what is left of the chunk
+				if _, err := r.ReadAt(b, off); err != nil {
+					return nil, 0, readErr(off, err)
+				}
+			}
+			kb, err := kafkaBatch(b[:size])
 			if err != nil {
 				return nil, 0, err
 			}
+			out = append(out, piece{b: kb})
+			total += len(kb)
 		}
-		out = append(out, kb)
-		total += len(kb)
-		off += n
+		off += size
 	}
 	return out, total, nil
 }

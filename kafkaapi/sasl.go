@@ -48,6 +48,7 @@ const (
 type connState struct {
 	host      string // the client's address, without its port
 	tls       bool
+	sendfile  bool // plain TCP: a fetch's large batches are sent from their files (transport.CanSendFile)
 	principal string
 	mech      string // the mechanism SaslHandshake chose, "" before it
 	rawToken  bool   // SaslHandshake v0: the next frame is a bare SASL token
@@ -86,6 +87,14 @@ func principalOf(ctx context.Context) string {
 	return ""
 }
 
+// sendsFiles reports whether the connection ctx is a request of sends
+// files (sendfile(2)): whether a fetch asks for its batches as ranges of
+// their segment files.
+func sendsFiles(ctx context.Context) bool {
+	st, ok := ctx.Value(connKey{}).(*connState)
+	return ok && st.sendfile
+}
+
 // handshakeTimeout bounds a TLS handshake.
 const handshakeTimeout = 10 * time.Second
 
@@ -99,6 +108,7 @@ func (s *Server) secure(c net.Conn) (net.Conn, *connState, error) {
 		c.Close()
 	}}
 	if s.cfg.Security.TLS == nil {
+		st.sendfile = transport.CanSendFile(c)
 		return c, st, nil
 	}
 	gen := s.gen()

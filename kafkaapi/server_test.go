@@ -1,6 +1,7 @@
 package kafkaapi_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -33,6 +34,9 @@ type oneNode struct {
 	addr     string
 	replicas *broker.Replicas
 	core     *broker.Broker
+	// fromFile counts the bytes of fetches read as ranges of their
+	// segment files (sent with sendfile).
+	fromFile *atomic.Int64
 }
 
 func startOneNode(t *testing.T, topics map[string]int) *oneNode {
@@ -65,8 +69,13 @@ func startOneNodeAdvertising(t *testing.T, topics map[string]int, advertise stri
 	require.NoError(t, r.ApplyMetadata(meta))
 	prod := producers.New(producers.Config{})
 	t.Cleanup(prod.Close)
-	var blocks atomic.Int64
+	var blocks, fromFile atomic.Int64
 	core := broker.New(broker.Config{Broker: 1, Replicas: r, MaxBatchBytes: 1 << 20, Producers: prod,
+		OnFetched: func(bytes int, _ int64, file bool) {
+			if file {
+				fromFile.Add(int64(bytes))
+			}
+		},
 		CallController: func(_ context.Context, api transport.API, req, resp transport.Message) error {
 			if api != transport.APIAllocateProducerIDs {
 				return transport.ErrNotController
@@ -87,7 +96,7 @@ func startOneNodeAdvertising(t *testing.T, topics map[string]int, advertise stri
 	}})
 	go s.Serve(ln)
 	t.Cleanup(func() { ln.Close(); s.Close() })
-	return &oneNode{addr: ln.Addr().String(), replicas: r, core: core}
+	return &oneNode{addr: ln.Addr().String(), replicas: r, core: core, fromFile: &fromFile}
 }
 
 // franz-go, with its defaults (idempotence off here: InitProducerId needs
@@ -131,6 +140,42 @@ func TestFranzGoProducesAndFetches(t *testing.T) {
 	for v, c := range seen {
 		assert.Equal(t, 5, c, "%s once per codec", v)
 	}
+}
+
+// TestFranzGoFetchesLargeBatchesFromTheFile: franz-go reads batches of
+// hundreds of kilobytes, which a plain connection is sent from the
+// segment files, and gets every record as it was produced.
+func TestFranzGoFetchesLargeBatchesFromTheFile(t *testing.T) {
+	n := startOneNode(t, map[string]int{"big": 1})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.addr), kgo.DisableIdempotentWrite(), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerBatchMaxBytes(900<<10), kgo.ProducerLinger(50*time.Millisecond))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const records = 60
+	var recs []*kgo.Record
+	for i := range records {
+		recs = append(recs, &kgo.Record{Topic: "big", Key: []byte(strconv.Itoa(i)), Value: bytes.Repeat([]byte{byte(i)}, 50<<10)})
+	}
+	require.NoError(t, cl.ProduceSync(ctx, recs...).FirstErr())
+	cl.Close()
+
+	cl, err = kgo.NewClient(kgo.SeedBrokers(n.addr), kgo.ConsumeTopics("big"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer cl.Close()
+	next := 0
+	for next < records {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "read %d of %d", next, records)
+		fs.EachError(func(topic string, p int32, err error) { t.Fatalf("%s/%d: %v", topic, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			require.Equal(t, int64(next), r.Offset)
+			require.Equal(t, strconv.Itoa(next), string(r.Key))
+			require.True(t, bytes.Equal(bytes.Repeat([]byte{byte(next)}, 50<<10), r.Value), "record %d", next)
+			next++
+		})
+	}
+	assert.Positive(t, n.fromFile.Load(), "the batches were sent from the file")
 }
 
 func total(m map[string]int) int {
