@@ -705,12 +705,19 @@ func (p *Partition) Fetch(ctx context.Context, offset int64, maxBytes int, maxWa
 // when the log can lend them so and they are at least rangeMin bytes, as
 // a Range of a segment's file rather than read (and buf is not called):
 // for a server that sends them from the file.
+//
+// A long poll waits on its own partition's high watermark alone: it wakes
+// when that moves (once per group commit, or per replication round with
+// followers), never for writes to other partitions, and a fetch that
+// finds records at once sets no timer.
 func (p *Partition) FetchInto(ctx context.Context, offset int64, maxBytes int, maxWait time.Duration, rangeMin int, buf func() ([]byte, error)) (FetchResult, error) {
-	var timer <-chan time.Time
-	if maxWait > 0 {
-		t := time.NewTimer(maxWait)
-		defer t.Stop()
-		timer = t.C
+	var (
+		deadline time.Time
+		timer    *time.Timer // made when the fetch first waits
+		expired  = maxWait <= 0
+	)
+	if !expired {
+		deadline = time.Now().Add(maxWait)
 	}
 	var into []byte // from buf
 	asked := false
@@ -763,18 +770,29 @@ func (p *Partition) FetchInto(ctx context.Context, offset int64, maxBytes int, m
 			}
 			return FetchResult{HighWatermark: hw, LogStartOffset: start, Batches: b}, nil
 		}
-		if timer == nil {
+		if expired {
 			return FetchResult{HighWatermark: hw, LogStartOffset: start}, nil
+		}
+		if timer == nil {
+			timer = time.NewTimer(time.Until(deadline))
+			defer timer.Stop()
 		}
 		select {
 		case <-changed:
-		case <-timer:
-			timer = nil
+			if fetchWakeHook != nil {
+				fetchWakeHook(p)
+			}
+		case <-timer.C:
+			expired = true
 		case <-ctx.Done():
 			return FetchResult{}, ctx.Err()
 		}
 	}
 }
+
+// fetchWakeHook, when set by a test, is called with the partition each
+// time a long poll wakes because its high watermark moved.
+var fetchWakeHook func(*Partition)
 
 // Offsets returns the log start, the HW and the log end.
 func (p *Partition) Offsets() (start, hw, end int64) {
