@@ -244,7 +244,7 @@ type FetchRequest struct {
 	// RangeMin, when above 0, asks for the batches as a range of a
 	// segment's file (FetchResult.Range) rather than read, when the log
 	// can lend them so and they come to at least RangeMin bytes: for a
-	// front end that sends them from the file (sendfile(2)).
+	// front end that sends them from the file (transport.SendFile).
 	RangeMin int
 }
 

@@ -128,8 +128,8 @@ func writeBuffers(w io.Writer, bufs net.Buffers) error {
 	return err
 }
 
-// sendFile writes a file's range to w: with sendfile(2) on a plain TCP
-// connection, else read from the file. A range the file cannot fill is an
+// sendFile writes a file's range to w: from the file without reading it
+// (transport.SendFile) on a plain TCP connection, else read from it. A range the file cannot fill is an
 // error; the connection is closed then, its frame cut short.
 func sendFile(w io.Writer, r transport.FileRange) error {
 	if c, ok := w.(net.Conn); ok {

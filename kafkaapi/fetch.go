@@ -124,7 +124,7 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (response, e
 			if budget > 0 {
 				kb, n, err := kafkaBatches(p.got.res.Batches)
 				if r := p.got.res.Range; r != nil {
-					kb, n, err = kafkaRangeBatches(r)
+					kb, n, err = kafkaRangeBatches(r, &a.chunks)
 				}
 				if err != nil {
 					fp.errorCode = s.code(err)
@@ -150,6 +150,7 @@ type fetchAnswer struct {
 	version int16
 	topics  []fetchTopic
 	reads   []fetched
+	chunks  []*[]byte // from rangeChunks, given back once written
 }
 
 type fetchTopic struct {
@@ -260,6 +261,10 @@ func appendLen(dst []byte, n int, flex bool) []byte {
 }
 
 func (a *fetchAnswer) release() {
+	for _, c := range a.chunks {
+		rangeChunks.Put(c)
+	}
+	a.chunks = nil
 	for _, f := range a.reads {
 		release(f)
 	}
@@ -324,63 +329,77 @@ type lentRange interface {
 }
 
 // rangeChunk is how much of a range kafkaRangeBatches reads at a time
-// to find its batches' headers and take its small batches whole.
+// for its small batches.
 const rangeChunk = 64 << 10
+
+// rangeChunks are kafkaRangeBatches' buffers, given back with the answer
+// that was written from them.
+var rangeChunks = sync.Pool{New: func() any { b := make([]byte, rangeChunk); return &b }}
 
 // kafkaRangeBatches are the Kafka batches of a read lent as a range of a
 // segment file, and their bytes. Each stored batch of magic 2 whose
 // Kafka batch is at least transport.SendFileMin bytes is that part of the
 // file, sent from it (its 34-byte header is left out: the Kafka batch is
-// the rest); smaller batches are read, a chunk at a time, and those of
-// magic 1 converted, as kafkaBatches does. Storage lent only batches it
-// had checked, so the bytes are not checked again here.
-func kafkaRangeBatches(r lentRange) ([]piece, int, error) {
+// the rest), found by reading its header alone; smaller batches are read,
+// rangeChunk bytes at a time, and those of magic 1 converted, as
+// kafkaBatches does. The chunks read come from rangeChunks, and are
+// appended to *chunks for the answer to give back once written. Storage
+// lent only batches it had checked, so they are not checked again here.
+func kafkaRangeBatches(r lentRange, chunks *[]*[]byte) ([]piece, int, error) {
 	var (
-		out     []piece
-		total   int
-		chunk   []byte // the range's bytes [at, at+len(chunk))
-		at      int64
-		end     = int64(r.Len())
-		readErr = func(off int64, err error) error {
+		out   []piece
+		total int
+		hdr   [record.HeaderSize]byte
+		chunk []byte // the range's bytes [at, at+len(chunk))
+		at    int64
+		end   = int64(r.Len())
+	)
+	readAt := func(b []byte, off int64) error {
+		if _, err := r.ReadAt(b, off); err != nil {
 			return fmt.Errorf("read %s at %d: %w", r.File().Name(), r.Position()+off, err)
 		}
-	)
+		return nil
+	}
 	for off := int64(0); off < end; {
-		if off < at || off+record.HeaderSize > at+int64(len(chunk)) {
-			// A new buffer each time: the pieces taken from the last one
-			// are written from it.
-			chunk = make([]byte, min(rangeChunk, end-off))
-			if _, err := r.ReadAt(chunk, off); err != nil {
-				return nil, 0, readErr(off, err)
-			}
-			at = off
+		h := hdr[:]
+		if off >= at && off+record.HeaderSize <= at+int64(len(chunk)) {
+			h = chunk[off-at:]
+		} else if err := readAt(h[:min(record.HeaderSize, end-off)], off); err != nil {
+			return nil, 0, err
 		}
-		n, err := record.FrameSize(chunk[off-at:], int(end-off))
+		n, err := record.FrameSize(h[:min(int64(len(h)), end-off)], int(end-off))
 		if err != nil {
 			return nil, 0, err
 		}
 		size := int64(n)
-		magic := chunk[off-at+record.MagicOffset]
-		switch {
-		case magic == record.MagicKafka && size-record.HeaderSize >= transport.SendFileMin:
+		if h[record.MagicOffset] == record.MagicKafka && size-record.HeaderSize >= transport.SendFileMin {
 			f := &transport.FileRange{File: r.File(), Offset: r.Position() + off + record.HeaderSize, Length: size - record.HeaderSize}
 			out = append(out, piece{file: f})
 			total += int(f.Length)
-		default:
-			b := chunk[off-at:]
-			if int64(len(b)) < size {
-				b = make([]byte, size) // a batch larger than what is left of the chunk
-				if _, err := r.ReadAt(b, off); err != nil {
-					return nil, 0, readErr(off, err)
-				}
+			off += size
+			continue
+		}
+		if off < at || off+size > at+int64(len(chunk)) {
+			if size > rangeChunk {
+				chunk = make([]byte, size) // a large batch of magic 1, converted below
+			} else {
+				// A new chunk each time: the pieces taken from the last
+				// one are written from it.
+				bp := rangeChunks.Get().(*[]byte)
+				*chunks = append(*chunks, bp)
+				chunk = (*bp)[:min(rangeChunk, end-off)]
 			}
-			kb, err := kafkaBatch(b[:size])
-			if err != nil {
+			if err := readAt(chunk, off); err != nil {
 				return nil, 0, err
 			}
-			out = append(out, piece{b: kb})
-			total += len(kb)
+			at = off
 		}
+		kb, err := kafkaBatch(chunk[off-at : off-at+size])
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, piece{b: kb})
+		total += len(kb)
 		off += size
 	}
 	return out, total, nil

@@ -72,7 +72,8 @@ func TestKafkaRangeBatchesMatchRead(t *testing.T) {
 		r, err := l.ReadRange(offset, maxBytes, 1<<62, 0)
 		require.NoError(t, err)
 		require.NotNil(t, r)
-		got, gotN, err := kafkaRangeBatches(r)
+		var chunks []*[]byte
+		got, gotN, err := kafkaRangeBatches(r, &chunks)
 		require.NoError(t, err)
 		assert.Equal(t, wantN, gotN)
 		var wantBytes, gotBytes []byte

@@ -88,7 +88,7 @@ func principalOf(ctx context.Context) string {
 }
 
 // sendsFiles reports whether the connection ctx is a request of sends
-// files (sendfile(2)): whether a fetch asks for its batches as ranges of
+// files (transport.SendFile): whether a fetch asks for its batches as ranges of
 // their segment files.
 func sendsFiles(ctx context.Context) bool {
 	st, ok := ctx.Value(connKey{}).(*connState)

@@ -69,7 +69,7 @@ func newMetrics() *metrics {
 			Name: "gostream_fetch_bytes_total", Help: "Batch bytes returned to fetchers.",
 		}),
 		bytesSent: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "gostream_fetch_sendfile_bytes_total", Help: "Of the batch bytes returned to fetchers, those sent from the segment files with sendfile(2) rather than read into memory.",
+			Name: "gostream_fetch_sendfile_bytes_total", Help: "Of the batch bytes returned to fetchers, those sent from the segment files to the socket without being read into memory (splice).",
 		}),
 		fsyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "gostream_fsync_duration_seconds", Help: "Duration of log fsyncs.",

@@ -12,7 +12,7 @@ import (
 
 // Range is a run of whole batches as they lie in one segment file, lent
 // by ReadRange so that a server can send them from the file to a socket
-// (sendfile(2)) without reading them into the process. Until Release the
+// (splice(2), sendfile(2)) without reading them into the process. Until Release the
 // segment's file stays open, whatever retention, truncation or Close do
 // meanwhile, and the bytes of the range stay as they were when it was
 // lent: see ReadRange.

@@ -41,7 +41,7 @@ type FetchResponse struct {
 	Batches        []byte
 	// File, if set, holds the batches in place of Batches (which is then
 	// empty): a range of a segment's file, which a Server writes from the
-	// file with sendfile(2) on a connection that can (Request.SendFile),
+	// file (SendFile) on a connection that can (Request.SendFile),
 	// and reads into memory for one that cannot. It is sent as Batches
 	// would be; only a Server writes a response that has one (Encode does
 	// not read files).

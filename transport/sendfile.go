@@ -9,7 +9,7 @@ import (
 
 // FileRange is bytes of an open file that a response carries in place of
 // a buffer: a Server writes them from the file to a plain TCP connection
-// with sendfile(2), so they never pass through the process (a fetch's
+// (SendFile), so they never pass through the process (a fetch's
 // batches, as they lie in a segment: storage.Log.ReadRange). The file must
 // stay open, and those bytes unchanged, until the response gives the
 // range back (FetchResponse.Done).
@@ -29,8 +29,9 @@ func (r *FileRange) read() ([]byte, error) {
 	return buf, nil
 }
 
-// CanSendFile reports whether SendFile writes to nc with sendfile(2): a
-// plain TCP connection (also one a LimitListener accepted) on Linux. A
+// CanSendFile reports whether SendFile writes to nc from the file without
+// reading it: a plain TCP connection (also one a LimitListener accepted)
+// on Linux. A
 // front end asks for file ranges (storage.Log.ReadRange) only for such a
 // connection; over TLS the bytes must be encrypted in the process anyway.
 func CanSendFile(nc net.Conn) bool {
@@ -38,8 +39,10 @@ func CanSendFile(nc net.Conn) bool {
 	return ok && sendfileWorks
 }
 
-// SendFile writes r to nc: with sendfile(2) where CanSendFile says so,
-// else by reading the file. It returns the bytes written, and an error if
+// SendFile writes r to nc: where CanSendFile says so, by moving the
+// file's pages from the page cache to the socket without copying them
+// into the process (splice(2) through a pipe, as sendfile(2) does), else
+// by reading the file. It returns the bytes written, and an error if
 // it wrote fewer than r.Length, io.ErrUnexpectedEOF when the file ended
 // first. The write deadline of nc bounds it.
 func SendFile(nc net.Conn, r FileRange) (int64, error) {

@@ -39,13 +39,13 @@ type Request struct {
 	// request.
 	Waits bool
 	// SendFile says that the connection writes a response's file range
-	// (FetchResponse.File) from the file, with sendfile(2): it is plain
+	// (FetchResponse.File) from the file without reading it (SendFile): it is plain
 	// TCP (CanSendFile). On other connections (TLS) a Server reads a file
 	// range into memory to write it, so a handler reads the bytes itself.
 	SendFile bool
 
-	charge  *charge // what the request holds of its connection's and server's memory; nil outside a Server
-	waiting bool    // it holds a waiting slot, not an in-flight one
+	charge  *charge  // what the request holds of its connection's and server's memory; nil outside a Server
+	waiting bool     // it holds a waiting slot, not an in-flight one
 	body    *bodyRef // Body's pooled buffer, when the handler reuses bodies (BodyReuser)
 }
 
@@ -465,7 +465,7 @@ type serverConn struct {
 	session   *Session
 	ctx       context.Context
 	cancel    context.CancelFunc
-	sendfile  bool          // it writes file ranges with sendfile(2) (Request.SendFile)
+	sendfile  bool          // it writes file ranges from the file (Request.SendFile)
 	sem       chan struct{} // one slot per request in flight
 	waitSem   chan struct{} // one slot per waiting request (Request.Waits)
 	mem       *memory       // the connection's request memory
