@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -192,4 +193,43 @@ func TestTruncateWaitsForLentRange(t *testing.T) {
 	assert.Equal(t, int64(1), l.LogEndOffset())
 	appendSized(t, l, 2, 1000, 'x')
 	assert.Equal(t, concat(batches[:1]), concat(readAll(t, l)[:1]))
+}
+
+// FuzzReadRange: whatever the batches' sizes, the index spacing and the
+// read asked, a lent range holds exactly what Read returns. The input's
+// bytes give the spacing, then a batch size per pair of bytes, then
+// reads of three bytes each (offset, max bytes, limit).
+func FuzzReadRange(f *testing.F) {
+	f.Add([]byte{8, 0, 40, 1, 200, 0, 60, 9, 9, 0, 1, 1, 2, 0, 255, 3, 7, 7, 0})
+	f.Add([]byte{200, 3, 0, 3, 0, 3, 0, 0, 90, 0, 90, 0, 90, 1, 255, 255, 2, 1, 1})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if len(in) < 3 {
+			return
+		}
+		interval := 34 + int64(in[0])*16
+		in = in[1:]
+		l := openLog(t, t.TempDir(), storage.Options{IndexIntervalBytes: interval, SegmentBytes: 16 << 10, Logger: hclog.NewNullLogger()})
+		n := min(len(in)/2, 40)
+		for i := range n {
+			size := 46 + (int(in[2*i])<<8|int(in[2*i+1]))%(6<<10)
+			mustAppend(t, l, sizedBatch(t, size, byte(i)), 0)
+		}
+		end := l.LogEndOffset()
+		for q := in[2*n:]; len(q) >= 3; q = q[3:] {
+			offset := int64(q[0]) % (end + 1)
+			maxBytes := 1 + int(q[1])*64
+			limit := int64(q[2]) % (end + 2)
+			want, err := l.Read(ctxFor(t), offset, maxBytes, limit, nil)
+			require.NoError(t, err)
+			r, err := l.ReadRange(offset, maxBytes, limit, 0)
+			require.NoError(t, err)
+			if len(want) == 0 {
+				require.Nil(t, r)
+				continue
+			}
+			require.NotNil(t, r, "offset %d max %d limit %d", offset, maxBytes, limit)
+			require.Equal(t, want, rangeBytes(t, r))
+			r.Release()
+		}
+	})
 }
