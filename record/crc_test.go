@@ -74,3 +74,20 @@ func TestStampSumEqualsStamp(t *testing.T) {
 		assert.ErrorIs(t, bad.Validate(), ErrChecksum, name)
 	}
 }
+
+// TestWrapKafkaIntoADirtyBuffer: a reused buffer's old bytes do not show
+// through: the batch is the one WrapKafka builds in new memory.
+func TestWrapKafkaIntoADirtyBuffer(t *testing.T) {
+	kb, err := AppendKafkaBatch(nil, []Record{{Value: []byte("v")}}, KafkaBatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1})
+	require.NoError(t, err)
+	want, err := WrapKafka(kb)
+	require.NoError(t, err)
+	dirty := bytes.Repeat([]byte{0xff}, len(kb)+HeaderSize+100)
+	got, err := WrapKafkaInto(dirty, kb)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	assert.Same(t, &dirty[0], &got[0], "built in the buffer given")
+	small, err := WrapKafkaInto(make([]byte, 10), kb)
+	require.NoError(t, err)
+	assert.Equal(t, want, small, "a buffer too small is not used")
+}
