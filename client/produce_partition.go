@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"gostream/internal/bufpool"
 	"gostream/record"
 	"gostream/transport"
 )
@@ -71,8 +72,11 @@ type batch struct {
 	records []pending
 	// data is the encoded batch, as AppendBatch made it; an idempotent
 	// producer's is made when it is first sent (encode), with producer
-	// and its sequence, and never changes after.
+	// and its sequence, and never changes after. A plain producer's is a
+	// pooled buffer, given back when the batch finishes: every send of it
+	// has been written by then (SendNotify returns once it is).
 	data     []byte
+	pooled   bool
 	producer producerID
 	attempts int
 	first    time.Time // when it was first sent
@@ -128,7 +132,8 @@ type partitionProducer struct {
 
 	// Owned by run.
 	building      []pending
-	buildingBytes int // encoded size of building, batch header included
+	recs          []record.Record // seal's scratch, empty between seals
+	buildingBytes int             // encoded size of building, batch header included
 	linger        *time.Timer
 	lingerC       <-chan time.Time
 	queue         []*batch // to send, oldest first
@@ -273,16 +278,18 @@ func (pp *partitionProducer) seal() {
 	}
 	var data []byte // an idempotent producer's batch is built when it is first sent (encode)
 	if !pp.p.cfg.Idempotent {
-		recs := make([]record.Record, len(pp.building))
+		recs := pp.recs[:0]
 		for i := range pp.building {
-			recs[i] = pp.building[i].rec
+			recs = append(recs, pp.building[i].rec)
 		}
 		var err error
-		data, err = record.AppendBatch(make([]byte, 0, pp.buildingBytes), recs)
+		data, err = record.AppendBatch(bufpool.Get(pp.buildingBytes)[:0], recs)
 		if err != nil {
 			// enqueue bounds every record, and a batch is never empty.
 			panic(fmt.Sprintf("client: encode batch of %d records, %d bytes: %v", len(recs), pp.buildingBytes, err))
 		}
+		clear(recs) // the scratch keeps no record alive
+		pp.recs = recs[:0]
 	}
 	deadline := pp.building[0].deadline
 	for _, r := range pp.building[1:] {
@@ -290,7 +297,7 @@ func (pp *partitionProducer) seal() {
 			deadline = r.deadline
 		}
 	}
-	pp.queue = append(pp.queue, &batch{records: pp.building, data: data, deadline: deadline})
+	pp.queue = append(pp.queue, &batch{records: pp.building, data: data, pooled: data != nil, deadline: deadline})
 	pp.building, pp.buildingBytes = nil, 0
 }
 
@@ -581,6 +588,10 @@ func (pp *partitionProducer) finish(b *batch, reason string) {
 	pp.p.budget.release(size)
 	if b.outcome != appended && b.data != nil && pp.p.cfg.Idempotent && b.producer == pp.pid {
 		pp.newPID = true
+	}
+	if b.pooled {
+		bufpool.Put(b.data)
+		b.data, b.pooled = nil, false
 	}
 	var err error
 	switch {

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"gostream/broker"
+	"gostream/internal/bufpool"
 	"gostream/record"
 	"gostream/transport"
 )
@@ -49,12 +50,15 @@ func (s *Server) produce(ctx context.Context, req *kmsg.ProduceRequest) (reply, 
 			rp := &rt.Partitions[i]
 			*rp = kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = p.Partition
-			b, err := s.batch(p.Records)
+			b, ref, err := s.batch(p.Records)
 			if err != nil {
 				rp.ErrorCode = s.code(err)
 				continue
 			}
-			wait, err := s.cfg.Core.Produce(principalOf(ctx), broker.ProduceRequest{Topic: t.Topic, Partition: p.Partition, Batch: b, Timeout: timeout})
+			// The batch is written to the leader's log before Produce
+			// returns; the followers' queues hold it until it is sent.
+			wait, err := s.cfg.Core.Produce(principalOf(ctx), broker.ProduceRequest{Topic: t.Topic, Partition: p.Partition, Batch: b, Timeout: timeout, Hold: ref.Hold})
+			ref.Drop()
 			if err != nil {
 				rp.ErrorCode = s.code(err)
 				continue
@@ -92,18 +96,21 @@ func (s *Server) produce(ctx context.Context, req *kmsg.ProduceRequest) (reply, 
 }
 
 // batch is the one Kafka record batch of a partition's records, wrapped
-// for the log.
-func (s *Server) batch(records []byte) (record.Batch, error) {
+// for the log in a pooled buffer, which ref holds: its caller drops ref
+// once done with the batch, and hands ref.Hold to whatever keeps it
+// longer.
+func (s *Server) batch(records []byte) (b record.Batch, ref *bufpool.Ref, err error) {
 	if len(records) < 12 {
-		return nil, fmt.Errorf("%w: no record batch", transport.ErrInvalidBatch)
+		return nil, nil, fmt.Errorf("%w: no record batch", transport.ErrInvalidBatch)
 	}
 	n := int(uint32(records[8])<<24|uint32(records[9])<<16|uint32(records[10])<<8|uint32(records[11])) + 12
 	if n != len(records) {
-		return nil, fmt.Errorf("%w: a produce carries exactly one record batch per partition", transport.ErrInvalidBatch)
+		return nil, nil, fmt.Errorf("%w: a produce carries exactly one record batch per partition", transport.ErrInvalidBatch)
 	}
-	b, err := record.WrapKafka(records)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", transport.ErrInvalidBatch, err)
+	buf := bufpool.Get(record.HeaderSize + len(records))
+	if b, err = record.WrapKafkaInto(buf, records); err != nil {
+		bufpool.Put(buf)
+		return nil, nil, fmt.Errorf("%w: %v", transport.ErrInvalidBatch, err)
 	}
-	return b, nil
+	return b, bufpool.NewRef(buf), nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"gostream/broker"
+	"gostream/internal/bufpool"
 	"gostream/metadata"
 )
 
@@ -226,7 +227,7 @@ func (s *Server) readRequests(ctx context.Context, c net.Conn, st *connState, qu
 		if err := budget.Acquire(ctx, int64(n)); err != nil {
 			return
 		}
-		frame := make([]byte, n)
+		frame := bufpool.Get(int(n))
 		if _, err := io.ReadFull(r, frame); err != nil {
 			return
 		}
@@ -247,6 +248,14 @@ func (s *Server) readRequests(ctx context.Context, c net.Conn, st *connState, qu
 			return
 		}
 		rep, err := s.handle(ctx, req)
+		if req.key == kmsg.Produce.Int16() {
+			// A produce's batches were copied into batches of the log's
+			// format (batch) as it was handled: nothing refers to its
+			// frame any more. Other requests keep theirs (their decoded
+			// bytes alias it) for the collector.
+			req.kreq, req.body = nil, nil
+			bufpool.Put(frame)
+		}
 		if err != nil {
 			s.log.Debug("closing a Kafka connection", "peer", c.RemoteAddr(), "key", req.key, "version", req.version, "err", err)
 			return

@@ -230,31 +230,69 @@ func (b Batch) checkHeader() error {
 // Validate checks b completely: framing, header, checksum, and that exactly
 // RecordCount well-formed records fill the rest.
 func (b Batch) Validate() error {
+	_, err := b.ValidateSum()
+	return err
+}
+
+// Sum is what validating a batch learned of its checksum: with it StampSum
+// computes the batch's CRC after stamping without reading its records
+// again (see crcCombine).
+type Sum struct {
+	records uint32 // the CRC-32C of the batch from recordsStart on
+	ok      bool   // set by ValidateSum
+}
+
+// ValidateSum is Validate, returning the batch's Sum for StampSum.
+func (b Batch) ValidateSum() (Sum, error) {
 	if len(b) < HeaderSize {
-		return ErrShort
+		return Sum{}, ErrShort
 	}
 	if n, err := FrameSize(b, MaxBatchSize); err != nil {
-		return err
+		return Sum{}, err
 	} else if n != len(b) {
-		return fmt.Errorf("%w: length field says %d bytes, have %d", ErrInvalid, n, len(b))
+		return Sum{}, fmt.Errorf("%w: length field says %d bytes, have %d", ErrInvalid, n, len(b))
 	}
 	if err := b.checkHeader(); err != nil {
-		return err
+		return Sum{}, err
 	}
-	if !b.ChecksumOK() {
-		return ErrChecksum
-	}
+	var records uint32
 	if b[offMagic] == MagicKafka {
-		if k := b.kafka(); k.crc() != k.computeCRC() {
-			return fmt.Errorf("%w: the Kafka batch's CRC-32C does not match", ErrChecksum)
+		k := b.kafka()
+		if records = k.computeCRC(); records != k.crc() {
+			return Sum{}, fmt.Errorf("%w: the Kafka batch's CRC-32C does not match", ErrChecksum)
 		}
+	} else {
+		records = crc32.Checksum(b[HeaderSize:], castagnoli)
 	}
-	return b.Records(func(*Record) bool { return true })
+	if b.crcWith(records) != b.CRC() {
+		return Sum{}, ErrChecksum
+	}
+	return Sum{records: records, ok: true}, b.Records(func(*Record) bool { return true })
+}
+
+// recordsStart is where the part of b that stamping leaves alone begins:
+// the records after the header, or, in a Kafka batch, the part its own CRC
+// covers (stamping a Kafka batch changes its base offset and leader epoch,
+// before that part; a LogAppendTime batch's max timestamp, inside it, is
+// covered by the Kafka CRC, which stamping computes again then).
+func (b Batch) recordsStart() int {
+	if b[offMagic] == MagicKafka && len(b) >= HeaderSize+kOffAttributes {
+		return HeaderSize + kOffAttributes
+	}
+	return min(HeaderSize, len(b))
+}
+
+// crcWith returns the CRC of b from records, the CRC-32C of b from
+// recordsStart on.
+func (b Batch) crcWith(records uint32) uint32 {
+	start := b.recordsStart()
+	c := crc32.Update(0, castagnoli, b[:offCRC])
+	c = crc32.Update(c, castagnoli, b[offLeaderEpoch:start])
+	return crcCombine(c, records, len(b)-start)
 }
 
 func (b Batch) computeCRC() uint32 {
-	c := crc32.Update(0, castagnoli, b[:offCRC])
-	return crc32.Update(c, castagnoli, b[offLeaderEpoch:])
+	return b.crcWith(crc32.Checksum(b[b.recordsStart():], castagnoli))
 }
 
 func (b Batch) setCRC() { binary.BigEndian.PutUint32(b[offCRC:], b.computeCRC()) }
@@ -265,13 +303,26 @@ func (b Batch) ChecksumOK() bool { return b.CRC() == b.computeCRC() }
 // Stamp sets the base offset, leader epoch and append time of b in place and
 // recomputes its checksum. Only the leader stamps a batch.
 func (b Batch) Stamp(baseOffset int64, leaderEpoch int32, appendTime int64) {
+	b.StampSum(baseOffset, leaderEpoch, appendTime, Sum{})
+}
+
+// StampSum is Stamp for a batch whose Sum ValidateSum returned, which it
+// uses to compute the new checksum without reading the records; with a
+// zero Sum it reads them, as Stamp does. A Kafka batch needs no Sum: its
+// own CRC, stored in it, is its records' checksum (a batch whose Kafka CRC
+// is wrong keeps failing Validate after stamping, as before).
+func (b Batch) StampSum(baseOffset int64, leaderEpoch int32, appendTime int64, sum Sum) {
 	binary.BigEndian.PutUint64(b[offBaseOffset:], uint64(baseOffset))
 	binary.BigEndian.PutUint32(b[offLeaderEpoch:], uint32(leaderEpoch))
 	binary.BigEndian.PutUint64(b[offAppendTime:], uint64(appendTime))
-	if b[offMagic] == MagicKafka {
+	switch {
+	case b[offMagic] == MagicKafka && len(b) >= HeaderSize+KafkaHeaderSize:
 		b.stampKafka(baseOffset, leaderEpoch, appendTime)
+		sum = Sum{records: b.kafka().crc(), ok: true}
+	case !sum.ok:
+		sum.records = crc32.Checksum(b[b.recordsStart():], castagnoli)
 	}
-	b.setCRC()
+	binary.BigEndian.PutUint32(b[offCRC:], b.crcWith(sum.records))
 }
 
 // BaseOffset is the offset of the batch's first record.

@@ -143,13 +143,26 @@ func CheckKafkaBatch(kb []byte) error {
 // kb (a copy), once CheckKafkaBatch accepts it. The leader stamps it as any
 // other batch.
 func WrapKafka(kb []byte) (Batch, error) {
+	return WrapKafkaInto(nil, kb)
+}
+
+// WrapKafkaInto is WrapKafka building the batch in buf when it has room
+// for it (HeaderSize more bytes than kb), else in a new buffer. buf's
+// contents do not matter: every byte of the batch is written.
+func WrapKafkaInto(buf []byte, kb []byte) (Batch, error) {
 	if err := CheckKafkaBatch(kb); err != nil {
 		return nil, err
 	}
 	if len(kb) > MaxBatchSize-HeaderSize {
 		return nil, fmt.Errorf("%w: a Kafka batch of %d bytes", ErrInvalid, len(kb))
 	}
-	b := make(Batch, HeaderSize+len(kb))
+	var b Batch
+	if n := HeaderSize + len(kb); cap(buf) >= n {
+		b = Batch(buf[:n])
+		clear(b[:HeaderSize])
+	} else {
+		b = make(Batch, n)
+	}
 	copy(b[HeaderSize:], kb)
 	binary.BigEndian.PutUint32(b[offLength:], uint32(len(b)-LengthPrefix))
 	b[offMagic] = MagicKafka

@@ -412,7 +412,8 @@ type Durable func(ctx context.Context) error
 // pipelines appends writes them in order with Write and waits for them
 // concurrently; they still share fsyncs.
 func (l *Log) Write(batch record.Batch, epoch int32) (AppendResult, Durable, error) {
-	if err := l.checkBatch(batch); err != nil {
+	sum, err := l.checkBatch(batch)
+	if err != nil {
 		return AppendResult{}, nil, err
 	}
 	if epoch < 0 {
@@ -423,7 +424,9 @@ func (l *Log) Write(batch record.Batch, epoch int32) (AppendResult, Durable, err
 		if epoch < lastEpoch {
 			return fmt.Errorf("%w: %d < %d", ErrEpochRegression, epoch, lastEpoch)
 		}
-		batch.Stamp(next, epoch, l.opts.Now().UnixMilli())
+		// The checksum of the records, from the check, makes the new
+		// CRC without reading them again.
+		batch.StampSum(next, epoch, l.opts.Now().UnixMilli(), sum)
 		return nil
 	})
 	l.appendMu.Unlock()
@@ -447,7 +450,7 @@ func (l *Log) AppendExact(ctx context.Context, batch record.Batch) (AppendResult
 
 // WriteExact is AppendExact without the wait, as Write is to Append.
 func (l *Log) WriteExact(batch record.Batch) (AppendResult, Durable, error) {
-	if err := l.checkBatch(batch); err != nil {
+	if _, err := l.checkBatch(batch); err != nil {
 		return AppendResult{}, nil, err
 	}
 	l.appendMu.Lock()
@@ -479,14 +482,15 @@ type AppendResult struct {
 	AppendTime  int64 // Unix milliseconds
 }
 
-func (l *Log) checkBatch(batch record.Batch) error {
+func (l *Log) checkBatch(batch record.Batch) (record.Sum, error) {
 	if len(batch) > l.opts.MaxBatchBytes {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrBatchTooLarge, len(batch), l.opts.MaxBatchBytes)
+		return record.Sum{}, fmt.Errorf("%w: %d bytes, limit %d", ErrBatchTooLarge, len(batch), l.opts.MaxBatchBytes)
 	}
-	if err := batch.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidBatch, err)
+	sum, err := batch.ValidateSum()
+	if err != nil {
+		return record.Sum{}, fmt.Errorf("%w: %w", ErrInvalidBatch, err)
 	}
-	return nil
+	return sum, nil
 }
 
 // zeroFillBelow is the size of the average group commit below which the

@@ -3,6 +3,8 @@ package transport
 import (
 	"encoding/binary"
 	"strconv"
+
+	"gostream/internal/bufpool"
 )
 
 // API identifies a request type. The numbers are part of the protocol.
@@ -132,13 +134,13 @@ const frameHead = 4 + FrameHeaderSize
 
 // newFrame returns a buffer for a frame: room for its head, then capacity
 // for a body of extra bytes and, when m is Sized, for m's encoding. A large
-// one comes from the buffer pool: its owner may give it back with putBuf
+// one comes from the buffer pool: its owner may give it back with bufpool.Put
 // once it is written.
 func newFrame(m Message, extra int) []byte {
 	if s, ok := m.(Sized); ok {
 		extra += s.EncodedSize()
 	}
-	return getBuf(frameHead + extra)[:frameHead]
+	return bufpool.Get(frameHead + extra)[:frameHead]
 }
 
 // finishFrame fills in the head of a frame built on newFrame.

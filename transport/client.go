@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"gostream/internal/bufpool"
 )
 
 // DefaultCallTimeout is the deadline of a call whose context has none:
@@ -373,7 +375,7 @@ func (c *Conn) SendNotify(ctx context.Context, api API, req Message, notify func
 	c.wq.Unlock()
 	// The frame is ours again once the write that took it is over (a
 	// failed write included) or it was taken off the queue unwritten.
-	defer putBuf(own)
+	defer bufpool.Put(own)
 	var err error
 	select {
 	case c.wsem <- struct{}{}:

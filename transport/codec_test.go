@@ -12,6 +12,8 @@ import (
 	"testing"
 	"unsafe"
 
+	"gostream/internal/bufpool"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -366,7 +368,7 @@ func TestEncodedSizeIsExact(t *testing.T) {
 		assert.Equal(t, frameHead+s.EncodedSize(), len(frame), tc.name)
 		assert.Equal(t, cap(buf), cap(frame), "%s: the frame buffer grew", tc.name)
 		assert.Same(t, unsafe.SliceData(buf), unsafe.SliceData(frame), "%s: the frame buffer grew", tc.name)
-		if len(frame) < minPooled {
+		if len(frame) < bufpool.MinSize {
 			assert.Equal(t, cap(frame), len(frame), "%s: the frame buffer is oversized", tc.name)
 		}
 	}

@@ -28,6 +28,18 @@
 // decodes exactly, with no byte left over, or not at all (ErrMalformed).
 // The frame reader and the decoders are fuzzed.
 //
+// # Buffers
+//
+// Frames and bodies of batches are most of a node's memory traffic, so
+// their buffers are reused (package internal/bufpool) wherever their last
+// user is known: a client's request frame once it is written, a server's
+// response frame once written, and the body of a request whose handler
+// says it keeps nothing of it (BodyReuser: Produce and Replicate) once its
+// response is written and every Request.Hold on it released. A request's
+// large batches are not copied into its frame: a client writes the frame's
+// head and the batches where they lie in one writev (gatherer), as a
+// server writes a fetch's batches from its read buffer (splicer).
+//
 // # Requests and responses
 //
 // A Conn carries many calls at once: requests are written whole and in the

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"gostream/internal/bufpool"
+
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -44,44 +46,22 @@ type Request struct {
 	// range into memory to write it, so a handler reads the bytes itself.
 	SendFile bool
 
-	charge  *charge  // what the request holds of its connection's and server's memory; nil outside a Server
-	waiting bool     // it holds a waiting slot, not an in-flight one
-	body    *bodyRef // Body's pooled buffer, when the handler reuses bodies (BodyReuser)
+	charge  *charge      // what the request holds of its connection's and server's memory; nil outside a Server
+	waiting bool         // it holds a waiting slot, not an in-flight one
+	body    *bufpool.Ref // Body's pooled buffer, when the handler reuses bodies (BodyReuser)
 }
 
 // Hold keeps the request's body from being reused until release is called,
 // for a handler that hands part of it to work that may outlive the Reply (a
 // leader's follower queues hold a produced batch until it is sent). The
 // body is reused once the response is written and every hold is released;
-// each release must be called once. A body that is not reused needs no
-// holding: release then does nothing.
+// release may be called more than once (only the first counts). A body
+// that is not reused needs no holding: release then does nothing.
 func (r *Request) Hold() (release func()) {
 	if r.body == nil {
 		return func() {}
 	}
-	r.body.refs.Add(1)
-	var once sync.Once
-	return func() { once.Do(r.body.drop) }
-}
-
-// bodyRef counts the holders of a request's pooled body: the request
-// itself until its response is written, and each Hold.
-type bodyRef struct {
-	refs atomic.Int32
-	buf  []byte
-}
-
-func newBodyRef(buf []byte) *bodyRef {
-	r := &bodyRef{buf: buf}
-	r.refs.Store(1)
-	return r
-}
-
-// drop gives up one hold; the last gives the buffer back to the pool.
-func (r *bodyRef) drop() {
-	if r.refs.Add(-1) == 0 {
-		putBuf(r.buf)
-	}
+	return r.body.Hold()
 }
 
 // Reply produces the response to a request. It runs on its own goroutine,
@@ -496,10 +476,10 @@ type response struct {
 	bufs    [][]byte
 	file    *FileRange
 	charge  *charge
-	release func()   // gives back what the message lent, once written
-	reuse   [][]byte // buffers given back to the pool once written: the frame
-	body    *bodyRef // the request's pooled body, dropped once written
-	waiting bool     // it frees a waiting slot, not an in-flight one
+	release func()       // gives back what the message lent, once written
+	reuse   [][]byte     // buffers given back to the pool once written: the frame
+	body    *bufpool.Ref // the request's pooled body, dropped once written
+	waiting bool         // it frees a waiting slot, not an in-flight one
 }
 
 // serverReadBuffer is small because every open connection holds one, idle or
@@ -632,8 +612,8 @@ func (c *serverConn) read(br *bufio.Reader, r *deadlineReader, maxBody int, log 
 	req.charge = ch
 	var body []byte
 	if r, ok := c.s.handler.(BodyReuser); ok && r.ReusesBody(API(f.API)) {
-		body = getBuf(n)
-		req.body = newBodyRef(body)
+		body = bufpool.Get(n)
+		req.body = bufpool.NewRef(body)
 	} else {
 		body = make([]byte, n)
 	}
@@ -864,10 +844,10 @@ func (c *serverConn) written(resps []*response) {
 			r.release()
 		}
 		for _, b := range r.reuse {
-			putBuf(b)
+			bufpool.Put(b)
 		}
 		if r.body != nil {
-			r.body.drop()
+			r.body.Drop()
 		}
 		r.charge.release()
 	}

@@ -12,28 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestBufClasses(t *testing.T) {
-	for c := 0; c < bufClasses; c++ {
-		size := classSize(c)
-		assert.Equal(t, c, bufClass(size), "class of %d", size)
-		if c > 0 {
-			assert.Greater(t, size, classSize(c-1))
-			assert.Equal(t, c, bufClass(classSize(c-1)+1), "class of %d", classSize(c-1)+1)
-		}
-	}
-	assert.Equal(t, maxPooled, classSize(bufClasses-1))
-	for _, n := range []int{minPooled, minPooled + 1, 5000, 6144, 6145, 100 << 10, 256 << 10, 1<<20 + 12, maxPooled} {
-		b := getBuf(n)
-		require.Len(t, b, n)
-		assert.Less(t, cap(b), n+n/2+1, "a buffer of %d bytes wastes less than half of it", n)
-		putBuf(b)
-	}
-	// Buffers outside the classes are allocated as asked and not kept.
-	assert.Equal(t, 100, cap(getBuf(100)))
-	assert.Equal(t, maxPooled+1, cap(getBuf(maxPooled+1)))
-	putBuf(make([]byte, 5000)) // not a class's capacity: left to the collector
-}
-
 // reuseHandler answers apiEcho's ProduceRequest with the batch's first byte
 // as BaseOffset, after checking, in the Reply, that every byte of the batch
 // is that byte: a body given back for reuse while its request was still
