@@ -38,7 +38,12 @@
 // response is written and every Request.Hold on it released. A request's
 // large batches are not copied into its frame: a client writes the frame's
 // head and the batches where they lie in one writev (gatherer), as a
-// server writes a fetch's batches from its read buffer (splicer).
+// server writes a fetch's batches from its read buffer (splicer). On a
+// plain TCP connection a fetch's batches need no buffer at all: the
+// response carries a range of the segment file (FetchResponse.File,
+// FileRange), which the server writes after the frame's head straight
+// from the page cache to the socket (SendFile: splice(2) through a
+// pooled pipe of 1 MiB); over TLS it reads the range into memory first.
 //
 // # Requests and responses
 //
