@@ -127,6 +127,72 @@ func BenchmarkServerReadRequest(b *testing.B) {
 	}
 }
 
+// feedConn is a connection that reads frame over and over, frames times,
+// then waits until it is closed; what is written to it is dropped and
+// counted, and written is closed once want bytes were.
+type feedConn struct {
+	*discardConn
+	feed    repeatReader
+	left    int // bytes still to read
+	mu      sync.Mutex
+	n, want int
+	written chan struct{}
+}
+
+func newFeedConn(frame []byte, frames, want int) *feedConn {
+	return &feedConn{discardConn: newDiscardConn(), feed: repeatReader{data: frame}, left: frames * len(frame),
+		want: want, written: make(chan struct{})}
+}
+
+func (c *feedConn) Read(p []byte) (int, error) {
+	if c.left == 0 {
+		return c.discardConn.Read(p)
+	}
+	n, _ := c.feed.Read(p[:min(len(p), c.left)])
+	c.left -= n
+	return n, nil
+}
+
+func (c *feedConn) Write(p []byte) (int, error) {
+	n, err := c.discardConn.Write(p)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n < c.want && c.n+n >= c.want {
+		close(c.written)
+	}
+	c.n += n
+	return n, err
+}
+
+// BenchmarkServerRequest is one produce request's whole life on a server
+// connection, as a pipelining producer sends them: read (as in
+// BenchmarkServerReadRequest), handed to a handler that answers at once,
+// its Reply run on a goroutine of its own, its acknowledgement built,
+// written with those ready at the same time, accounted for. What the
+// server gives back once a request is answered (its body's memory) is
+// given back within the op here, as it is not in
+// BenchmarkServerReadRequest.
+func BenchmarkServerRequest(b *testing.B) {
+	for _, n := range benchRecordCounts {
+		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
+			frame := requestFrame(APIProduce, 1, &ProduceRequest{Topic: "orders", Partition: 0, TimeoutMs: 30000, Batch: benchBatch(b, n)})
+			ack := &ProduceResponse{Partition: 0, BaseOffset: 1 << 20, NextOffset: 1<<20 + int64(n), LeaderID: 1, LeaderEpoch: 3,
+				AppendTime: time.Now().UnixMilli(), Replicas: []int32{1, 2, 3}}
+			answered := Immediate(ack, nil)
+			s := NewServer(ServerConfig{}, HandlerFunc(func(context.Context, *Request) Reply { return answered }))
+			defer s.Close()
+			respSize := len(AppendFrame(nil, Frame{Body: Marshal(AppendResponseError(nil, nil), ack)}))
+			nc := newFeedConn(frame, b.N, b.N*respSize)
+			b.SetBytes(int64(len(frame)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			s.startConn(nc, "", func() {})
+			<-nc.written
+			b.StopTimer()
+		})
+	}
+}
+
 // BenchmarkServerRespond is serverConn.respond of one response, alone on
 // its connection: the frame built, charged, written (to a connection that
 // drops it) and accounted for. A produce's acknowledgement, and a fetch's
