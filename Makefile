@@ -129,20 +129,20 @@ bench:
 
 # The hot functions of a record's way through a node, each benchmarked on
 # its own in its package, with batches of 1, 16 and 256 records of 1 KiB
-# (docs/benchmarks.md, "Hot functions on their own"): the server's read of
-# a request, a request's whole life there, a response; the client's (and a
+# (docs/benchmarks.md, "Hot functions on their own"): a produce request's
+# whole life on a server connection, a response; the client's (and a
 # leader's) send; the batch format's check, stamp, encoding and decoding;
 # the log's Write, WriteExact and Read, with and without fsync; a
-# follower's Replicate; the leader's Produce (RF 1); the Kafka front end's
-# produce decoding and fetch answer. BENCHCOUNT runs of BENCHTIME each
-# (default 6 of 200ms, about two and a half minutes) into
+# follower's Replicate; the leader's Produce (RF 1); a Kafka Produce's and
+# Fetch's whole life on a Kafka connection. BENCHCOUNT runs of BENCHTIME
+# each (default 6 of 200ms, about two and a half minutes) into
 # $(BIN)/bench-micro.txt, summed up by benchstat (installed into
 # $(go env GOPATH)/bin if it is missing); BEFORE=file, the same target's
 # output from another build, prints the two side by side.
 # BENCH_MICRO_PKGS=./storage runs one package's. A new hot-function
 # benchmark is added to BENCH_MICRO by name.
 BENCH_MICRO_PKGS := ./transport ./record ./storage ./replication ./broker ./kafkaapi
-BENCH_MICRO := ^Benchmark(ServerReadRequest|ServerRequest|ServerRespond|ClientSendNotify|ValidateBatch|StampBatch|EncodeBatch|DecodeBatch|LogWrite|LogWriteExact|LogRead|Replicate|Produce|DecodeProduceRequest|FetchAnswer)$$
+BENCH_MICRO := ^Benchmark(ServerRequest|ServerRespond|ClientSendNotify|ValidateBatch|StampBatch|EncodeBatch|DecodeBatch|LogWrite|LogWriteExact|LogRead|Replicate|Produce|ProduceRequest|FetchRequest)$$
 BEFORE ?=
 .PHONY: bench-micro
 bench-micro:

@@ -2,11 +2,13 @@ package kafkaapi
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"fmt"
-	"io"
+	"io/fs"
+	"net"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/require"
@@ -19,8 +21,10 @@ import (
 	"gostream/transport"
 )
 
-// Benchmarks of the Kafka front end's hot functions on their own, with no
-// socket, for batches of 1, 16 and 256 records of 1 KiB. make bench-micro
+// Benchmarks of the Kafka front end's hot paths on their own, without the
+// socket: a Produce request's and a Fetch request's whole life on a
+// connection (serveConn), with batches of 1, 16 and 256 records of 1 KiB,
+// on a broker that is the sole replica of its partition. make bench-micro
 // runs them with the other packages' (docs/benchmarks.md, "Hot functions
 // on their own").
 
@@ -45,10 +49,11 @@ func benchKafkaBatch(b *testing.B, n int) []byte {
 	return kb
 }
 
-// requestFrame is the frame of a Kafka request after its size: the
+// requestFrame is a Kafka request as a client writes it: its size, the
 // request header (v2 for a flexible version, v1 before) and the body.
 func requestFrame(req kmsg.Request, corr int32) []byte {
-	frame := binary.BigEndian.AppendUint16(nil, uint16(req.Key()))
+	frame := binary.BigEndian.AppendUint32(nil, 0) // the size, set below
+	frame = binary.BigEndian.AppendUint16(frame, uint16(req.Key()))
 	frame = binary.BigEndian.AppendUint16(frame, uint16(req.GetVersion()))
 	frame = binary.BigEndian.AppendUint32(frame, uint32(corr))
 	frame = binary.BigEndian.AppendUint16(frame, uint16(len("bench")))
@@ -56,17 +61,76 @@ func requestFrame(req kmsg.Request, corr int32) []byte {
 	if req.IsFlexible() {
 		frame = append(frame, 0) // no tagged fields
 	}
-	return req.AppendTo(frame)
+	frame = req.AppendTo(frame)
+	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+	return frame
 }
 
-// BenchmarkDecodeProduceRequest is what the server does with a Produce
-// request (v9, as franz-go sends it) of one partition's batch before it
-// is appended: parseRequest (the header, kmsg's decoding of the body)
-// and Server.batch (the Kafka batch checked, its CRC-32C and every
-// record, and wrapped for the log, a copy).
-func BenchmarkDecodeProduceRequest(b *testing.B) {
+// noSyncFS is the operating system's file system with fsync made a no-op:
+// a benchmark on it measures the CPU's part of an append, not the disk's.
+type noSyncFS struct{ storage.OSFS }
+
+func (noSyncFS) OpenFile(name string, flag int, perm fs.FileMode) (storage.File, error) {
+	f, err := storage.OSFS{}.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return noSyncFile{f}, nil
+}
+
+func (noSyncFS) SyncDir(string) error { return nil }
+
+type noSyncFile struct{ storage.File }
+
+func (noSyncFile) Sync() error { return nil }
+
+// benchServer is a Kafka server over the core of broker 1, the sole
+// replica (RF 1) of orders/0, its log on the disk under b.TempDir() with
+// fsync left out, in segments of 64 MiB; the replicas' retention keeps 64
+// MiB of it.
+func benchServer(b *testing.B) (*Server, *broker.Broker, *broker.Replicas) {
+	root, err := storage.OpenRoot(b.TempDir(), 1, "", hclog.NewNullLogger())
+	require.NoError(b, err)
+	b.Cleanup(func() { root.Close() })
+	replicas := broker.NewReplicas(broker.ReplicasConfig{Broker: 1, Root: root, LogOptions: storage.Options{FS: noSyncFS{}}})
+	b.Cleanup(func() { replicas.Close() })
+	meta := &metadata.Cluster{Version: metadata.FormatVersion, ClusterID: "0123456789abcdef", ControllerID: 1, Epoch: 1}
+	meta.PutBroker(metadata.Broker{ID: 1, Addr: "127.0.0.1:9092"})
+	meta.Topics = append(meta.Topics, metadata.Topic{Name: "orders", ID: fmt.Sprintf("%032x", 1), ReplicationFactor: 1,
+		Config:     metadata.TopicConfig{metadata.ConfigSegmentBytes: 64 << 20, metadata.ConfigRetentionBytes: 64 << 20},
+		Partitions: []metadata.Partition{{Replicas: []int32{1}, Active: []int32{1}, Leader: 1, LeaderEpoch: 1}}})
+	require.NoError(b, replicas.ApplyMetadata(meta))
+	core := broker.New(broker.Config{Broker: 1, Replicas: replicas, MaxBatchBytes: transport.DefaultMaxBatchBytes})
+	return New(Config{Broker: 1, Core: core}), core, replicas
+}
+
+// serveFrames serves a connection that reads the frames of feed over and
+// over, n of them in all, until the n answers are written, then closes
+// it. feed holds frames of one size.
+func serveFrames(s *Server, feed []byte, frameSize, n int) {
+	nc := &feedConn{closed: make(chan struct{}), feed: feed, left: n * frameSize, want: n, answered: make(chan struct{})}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		s.serveConn(nc)
+	}()
+	<-nc.answered
+	nc.Close()
+	<-served
+}
+
+// BenchmarkProduceRequest is a Produce request (v9, acks=all, one
+// partition's batch, as franz-go sends it without idempotence) through
+// its whole life on a connection, as a pipelining producer sends them:
+// the frame read, parsed and decoded by kmsg, the Kafka batch checked and
+// wrapped for the log, appended by the broker (BenchmarkProduce of
+// package broker), and once durable answered, the answer written.
+// A connection serves 16 MiB of requests; retention runs between two,
+// the timer stopped.
+func BenchmarkProduceRequest(b *testing.B) {
 	for _, n := range benchRecordCounts {
 		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
+			s, _, replicas := benchServer(b)
 			req := kmsg.NewPtrProduceRequest()
 			req.Version = 9
 			req.Acks = -1
@@ -78,34 +142,35 @@ func BenchmarkDecodeProduceRequest(b *testing.B) {
 			topic.Partitions = append(topic.Partitions, part)
 			req.Topics = append(req.Topics, topic)
 			frame := requestFrame(req, 1)
-			s := New(Config{})
+			chunk := max(1, (16<<20)/len(frame))
 			b.SetBytes(int64(len(frame)))
 			b.ReportAllocs()
-			for b.Loop() {
-				r, err := parseRequest(frame)
-				if err != nil {
-					b.Fatal(err)
+			b.ResetTimer()
+			for done := 0; done < b.N; done += chunk {
+				if done > 0 {
+					b.StopTimer()
+					replicas.ApplyRetention(b.Context())
+					b.StartTimer()
 				}
-				if _, err := s.batch(r.kreq.(*kmsg.ProduceRequest).Topics[0].Partitions[0].Records); err != nil {
-					b.Fatal(err)
-				}
+				serveFrames(s, frame, len(frame), min(chunk, b.N-done))
 			}
+			b.StopTimer()
 		})
 	}
 }
 
-// BenchmarkFetchAnswer is a Fetch request (v12) of one batch from one
-// partition, answered: Server.fetch (the broker's read of the leader's
-// log, the batches made Kafka record batches) and writeResponse (the
-// answer's frame encoded, written to a writer that drops it). The log
-// holds 32 batches, read in turn: of magic 2 (produced by a Kafka
-// client: the Kafka batch is written as it lies), or of magic 1
-// (produced by the native client: each is converted).
-func BenchmarkFetchAnswer(b *testing.B) {
+// BenchmarkFetchRequest is a Fetch request (v12) of one batch of one
+// partition through its whole life on a connection: the frame read and
+// decoded, the broker's read of the leader's log, the batch made a Kafka
+// record batch, the answer encoded and written. The log holds 32
+// batches, fetched in turn: of magic 2 (produced by a Kafka client: the
+// Kafka batch is written as it lies), or of magic 1 (produced by the
+// native client: each is converted).
+func BenchmarkFetchRequest(b *testing.B) {
 	for _, magic := range []byte{record.Magic, record.MagicKafka} {
 		for _, n := range benchRecordCounts {
 			b.Run(fmt.Sprintf("magic=%d/records=%d", magic, n), func(b *testing.B) {
-				s, core := benchServer(b)
+				s, core, _ := benchServer(b)
 				var batch record.Batch
 				var err error
 				if magic == record.MagicKafka {
@@ -114,59 +179,121 @@ func BenchmarkFetchAnswer(b *testing.B) {
 					batch, err = record.AppendBatch(nil, benchRecords(n))
 				}
 				require.NoError(b, err)
-				ctx := context.Background()
 				const batches = 32
 				for range batches {
 					wait, err := core.Produce("", broker.ProduceRequest{Topic: "orders", Partition: 0, Batch: batch})
 					require.NoError(b, err)
-					_, err = wait(ctx)
+					_, err = wait(b.Context())
 					require.NoError(b, err)
 				}
-
-				req := kmsg.NewPtrFetchRequest()
-				req.Version = 12
-				req.ReplicaID = -1
-				req.MinBytes = 1
-				req.MaxBytes = 50 << 20
-				topic := kmsg.NewFetchRequestTopic()
-				topic.Topic = "orders"
-				part := kmsg.NewFetchRequestTopicPartition()
-				part.PartitionMaxBytes = int32(len(batch))
-				topic.Partitions = append(topic.Partitions, part)
-				req.Topics = append(req.Topics, topic)
-				r := &request{key: req.Key(), version: req.Version, corr: 1, kreq: req}
-				var scratch []byte
+				var feed, frame []byte
+				for i := range batches {
+					req := kmsg.NewPtrFetchRequest()
+					req.Version = 12
+					req.ReplicaID = -1
+					req.MinBytes = 1
+					req.MaxBytes = 50 << 20
+					topic := kmsg.NewFetchRequestTopic()
+					topic.Topic = "orders"
+					part := kmsg.NewFetchRequestTopicPartition()
+					part.FetchOffset = int64(i * n)
+					part.PartitionMaxBytes = int32(len(batch))
+					topic.Partitions = append(topic.Partitions, part)
+					req.Topics = append(req.Topics, topic)
+					frame = requestFrame(req, int32(i))
+					feed = append(feed, frame...)
+				}
 				b.SetBytes(int64(len(batch)))
 				b.ReportAllocs()
-				for i := 0; b.Loop(); i++ {
-					req.Topics[0].Partitions[0].FetchOffset = int64(i%batches) * int64(n)
-					a, err := s.fetch(ctx, req)
-					if err == nil {
-						err = writeResponse(io.Discard, r, a, &scratch)
-						a.release()
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
+				b.ResetTimer()
+				serveFrames(s, feed, len(frame), b.N)
+				b.StopTimer()
 			})
 		}
 	}
 }
 
-// benchServer is a Kafka server over the core of broker 1, the sole
-// replica (RF 1) of orders/0, its log in b.TempDir().
-func benchServer(b *testing.B) (*Server, *broker.Broker) {
-	root, err := storage.OpenRoot(b.TempDir(), 1, "", hclog.NewNullLogger())
-	require.NoError(b, err)
-	b.Cleanup(func() { root.Close() })
-	replicas := broker.NewReplicas(broker.ReplicasConfig{Broker: 1, Root: root})
-	b.Cleanup(func() { replicas.Close() })
-	meta := &metadata.Cluster{Version: metadata.FormatVersion, ClusterID: "0123456789abcdef", ControllerID: 1, Epoch: 1}
-	meta.PutBroker(metadata.Broker{ID: 1, Addr: "127.0.0.1:9400"})
-	meta.Topics = append(meta.Topics, metadata.Topic{Name: "orders", ID: fmt.Sprintf("%032x", 1), ReplicationFactor: 1,
-		Partitions: []metadata.Partition{{Replicas: []int32{1}, Active: []int32{1}, Leader: 1, LeaderEpoch: 1}}})
-	require.NoError(b, replicas.ApplyMetadata(meta))
-	core := broker.New(broker.Config{Broker: 1, Replicas: replicas, MaxBatchBytes: transport.DefaultMaxBatchBytes})
-	return New(Config{Broker: 1, Core: core}), core
+// feedConn is a connection that reads feed over and over, left bytes in
+// all, then waits until it is closed; what is written to it is dropped,
+// its frames counted, and answered is closed once there were want of them.
+type feedConn struct {
+	closed   chan struct{}
+	once     sync.Once
+	feed     []byte
+	off      int
+	left     int
+	mu       sync.Mutex
+	counter  frameCounter
+	want     int
+	answered chan struct{}
+}
+
+func (c *feedConn) Read(p []byte) (int, error) {
+	if c.left == 0 {
+		<-c.closed
+		return 0, net.ErrClosed
+	}
+	n := copy(p[:min(len(p), c.left)], c.feed[c.off:])
+	c.off = (c.off + n) % len(c.feed)
+	c.left -= n
+	return n, nil
+}
+
+func (c *feedConn) Write(p []byte) (int, error) {
+	select {
+	case <-c.closed:
+		return 0, net.ErrClosed
+	default:
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	before := c.counter.frames
+	c.counter.write(p)
+	if before < c.want && c.counter.frames >= c.want {
+		close(c.answered)
+	}
+	return len(p), nil
+}
+
+func (c *feedConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return nil
+}
+
+var benchAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9092}
+
+func (c *feedConn) LocalAddr() net.Addr              { return benchAddr }
+func (c *feedConn) RemoteAddr() net.Addr             { return benchAddr }
+func (c *feedConn) SetDeadline(time.Time) error      { return nil }
+func (c *feedConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *feedConn) SetWriteDeadline(time.Time) error { return nil }
+
+// frameCounter counts the frames of a stream of size-prefixed frames
+// written to it in pieces of any size.
+type frameCounter struct {
+	frames int
+	head   [4]byte
+	inHead int // bytes of the next size seen
+	left   int // bytes of the current frame still to come
+}
+
+func (fc *frameCounter) write(p []byte) {
+	for len(p) > 0 {
+		if fc.left > 0 {
+			k := min(fc.left, len(p))
+			fc.left, p = fc.left-k, p[k:]
+			if fc.left == 0 {
+				fc.frames++
+			}
+			continue
+		}
+		k := copy(fc.head[fc.inHead:], p)
+		fc.inHead, p = fc.inHead+k, p[k:]
+		if fc.inHead == len(fc.head) {
+			fc.inHead, fc.left = 0, int(binary.BigEndian.Uint32(fc.head[:]))
+			if fc.left == 0 {
+				fc.frames++
+			}
+		}
+	}
 }
