@@ -12,9 +12,11 @@ TEST_TIMEOUT ?= 15m
 # Each fuzz target's time: short in `make test`, longer in `make fuzz`.
 TEST_FUZZTIME ?= 5s
 FUZZTIME      ?= 60s
-# Benchmark repetitions; compare two runs with benchstat (see `make bench`).
-BENCHCOUNT ?= 5
-BENCHTIME  ?= 1s
+# Benchmark repetitions and the time of each, when set; otherwise each
+# benchmark target has its own (`make bench`: 5 of 1s; `make bench-micro`:
+# 6 of 200ms). Compare two runs with benchstat.
+BENCHCOUNT ?=
+BENCHTIME  ?=
 
 .PHONY: all build test fuzz kafka-clients run node kill reload demo bench fmt lint clean chaos chaos-groups chaos-moves conformance console-test
 
@@ -122,8 +124,41 @@ demo: build
 #   benchstat old.txt new.txt   (go install golang.org/x/perf/cmd/benchstat@latest)
 bench:
 	@mkdir -p $(BIN)
-	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./storage/ | tee $(BIN)/bench.txt
+	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(or $(BENCHTIME),1s) -count=$(or $(BENCHCOUNT),5) ./storage/ | tee $(BIN)/bench.txt
 	@echo "bench: results in $(BIN)/bench.txt; compare two runs with: benchstat old.txt new.txt"
+
+# The hot functions of a record's way through a node, each benchmarked on
+# its own in its package, with batches of 1, 16 and 256 records of 1 KiB
+# (docs/benchmarks.md, "Hot functions on their own"): a produce request's
+# whole life on a server connection, a response; the client's (and a
+# leader's) send; the batch format's check, stamp, encoding and decoding;
+# the log's Write, WriteExact and Read, with and without fsync; a
+# follower's Replicate; the leader's Produce (RF 1); a Kafka Produce's and
+# Fetch's whole life on a Kafka connection. BENCHCOUNT runs of BENCHTIME
+# each (default 6 of 200ms, about two and a half minutes) into
+# $(BIN)/bench-micro.txt, summed up by benchstat (installed into
+# $(go env GOPATH)/bin if it is missing); BEFORE=file, the same target's
+# output from another build, prints the two side by side.
+# BENCH_MICRO_PKGS=./storage runs one package's. A new hot-function
+# benchmark is added to BENCH_MICRO by name.
+BENCH_MICRO_PKGS := ./transport ./record ./storage ./replication ./broker ./kafkaapi
+BENCH_MICRO := ^Benchmark(ServerRequest|ServerRespond|ClientSendNotify|ValidateBatch|StampBatch|EncodeBatch|DecodeBatch|LogWrite|LogWriteExact|LogRead|Replicate|Produce|ProduceRequest|FetchRequest)$$
+BEFORE ?=
+.PHONY: bench-micro
+bench-micro:
+	@mkdir -p $(BIN)
+	@if [ -n "$(BEFORE)" ] && [ ! -r "$(BEFORE)" ]; then echo "bench-micro: BEFORE=$(BEFORE): no such file; give the bench-micro.txt of the build to compare with"; exit 2; fi
+	@echo "bench-micro: load average $$(cut -d' ' -f1-3 /proc/loadavg); the logs of fs=os on $$(stat -f -c %T "$${TMPDIR:-/tmp}") (a tmpfs makes their fsync free)"
+	$(GO) test -run='^$$' -bench='$(BENCH_MICRO)' -benchmem -benchtime=$(or $(BENCHTIME),200ms) -count=$(or $(BENCHCOUNT),6) $(BENCH_MICRO_PKGS) | tee $(BIN)/bench-micro.txt
+	@echo "bench-micro: load average $$(cut -d' ' -f1-3 /proc/loadavg)"
+	@gobin="$$($(GO) env GOPATH)/bin"; benchstat=$$(command -v benchstat || echo "$$gobin/benchstat"); \
+	if [ ! -x "$$benchstat" ]; then \
+		echo "GOBIN=$$gobin $(GO) install golang.org/x/perf/cmd/benchstat@latest"; \
+		GOBIN="$$gobin" $(GO) install golang.org/x/perf/cmd/benchstat@latest || \
+			{ echo "bench-micro: benchstat could not be installed; the results are in $(BIN)/bench-micro.txt"; exit 1; }; \
+	fi; \
+	"$$benchstat" $(BEFORE) $(BIN)/bench-micro.txt && \
+	echo "bench-micro: results in $(BIN)/bench-micro.txt; against another build's: make bench-micro BEFORE=its-bench-micro.txt"
 
 # gostream beside NATS JetStream in one run on this machine: one node, then
 # three nodes, every measurement interleaved three times, medians and ratios

@@ -236,7 +236,8 @@ func (b Batch) Validate() error {
 
 // Sum is what validating a batch learned of its checksum: with it StampSum
 // computes the batch's CRC after stamping without reading its records
-// again (see crcCombine).
+// again (see crcCombine). A batch under combineMin has none: reading it
+// again costs less than combining.
 type Sum struct {
 	records uint32 // the CRC-32C of the batch from recordsStart on
 	ok      bool   // set by ValidateSum
@@ -255,20 +256,37 @@ func (b Batch) ValidateSum() (Sum, error) {
 	if err := b.checkHeader(); err != nil {
 		return Sum{}, err
 	}
-	var records uint32
-	if b[offMagic] == MagicKafka {
+	var sum Sum
+	switch {
+	case b[offMagic] == MagicKafka:
 		k := b.kafka()
-		if records = k.computeCRC(); records != k.crc() {
+		records := k.computeCRC()
+		if records != k.crc() {
 			return Sum{}, fmt.Errorf("%w: the Kafka batch's CRC-32C does not match", ErrChecksum)
 		}
-	} else {
-		records = crc32.Checksum(b[HeaderSize:], castagnoli)
+		if b.combines() {
+			sum = Sum{records: records, ok: true}
+		}
+	case b.combines():
+		sum = Sum{records: crc32.Checksum(b[HeaderSize:], castagnoli), ok: true}
 	}
-	if b.crcWith(records) != b.CRC() {
+	crc := b.computeCRC()
+	if sum.ok {
+		crc = b.crcWith(sum.records)
+	}
+	if crc != b.CRC() {
 		return Sum{}, ErrChecksum
 	}
-	return Sum{records: records, ok: true}, b.Records(func(*Record) bool { return true })
+	return sum, b.Records(func(*Record) bool { return true })
 }
+
+// combineMin is the size from which a batch's CRC is combined from its
+// parts' rather than computed over its bytes: crcCombine costs about as
+// much as the CRC-32C of a few KiB, whatever the size.
+const combineMin = 16 << 10
+
+// combines reports whether b's CRC is combined from its parts'.
+func (b Batch) combines() bool { return len(b) >= combineMin }
 
 // recordsStart is where the part of b that stamping leaves alone begins:
 // the records after the header, or, in a Kafka batch, the part its own CRC
@@ -292,7 +310,8 @@ func (b Batch) crcWith(records uint32) uint32 {
 }
 
 func (b Batch) computeCRC() uint32 {
-	return b.crcWith(crc32.Checksum(b[b.recordsStart():], castagnoli))
+	c := crc32.Update(0, castagnoli, b[:offCRC])
+	return crc32.Update(c, castagnoli, b[offLeaderEpoch:])
 }
 
 func (b Batch) setCRC() { binary.BigEndian.PutUint32(b[offCRC:], b.computeCRC()) }
@@ -308,19 +327,21 @@ func (b Batch) Stamp(baseOffset int64, leaderEpoch int32, appendTime int64) {
 
 // StampSum is Stamp for a batch whose Sum ValidateSum returned, which it
 // uses to compute the new checksum without reading the records; with a
-// zero Sum it reads them, as Stamp does. A Kafka batch needs no Sum: its
-// own CRC, stored in it, is its records' checksum (a batch whose Kafka CRC
-// is wrong keeps failing Validate after stamping, as before).
+// zero Sum, or under combineMin bytes, it reads them, as Stamp does. A
+// Kafka batch needs no Sum: its own CRC, stored in it, is its records'
+// checksum (a batch whose Kafka CRC is wrong keeps failing Validate after
+// stamping, as before).
 func (b Batch) StampSum(baseOffset int64, leaderEpoch int32, appendTime int64, sum Sum) {
 	binary.BigEndian.PutUint64(b[offBaseOffset:], uint64(baseOffset))
 	binary.BigEndian.PutUint32(b[offLeaderEpoch:], uint32(leaderEpoch))
 	binary.BigEndian.PutUint64(b[offAppendTime:], uint64(appendTime))
-	switch {
-	case b[offMagic] == MagicKafka && len(b) >= HeaderSize+KafkaHeaderSize:
+	if b[offMagic] == MagicKafka && len(b) >= HeaderSize+KafkaHeaderSize {
 		b.stampKafka(baseOffset, leaderEpoch, appendTime)
 		sum = Sum{records: b.kafka().crc(), ok: true}
-	case !sum.ok:
-		sum.records = crc32.Checksum(b[b.recordsStart():], castagnoli)
+	}
+	if !sum.ok || !b.combines() {
+		b.setCRC()
+		return
 	}
 	binary.BigEndian.PutUint32(b[offCRC:], b.crcWith(sum.records))
 }

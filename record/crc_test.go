@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -42,21 +43,28 @@ func FuzzCRCCombine(f *testing.F) {
 // gives the bytes a full recomputation gives, for batches of magic 1 and
 // Kafka batches with create and append times, and the result validates.
 func TestStampSumEqualsStamp(t *testing.T) {
-	recs := []Record{{Key: []byte("k"), Value: []byte("one")}, {Value: bytes.Repeat([]byte("v"), 3000)}}
-	native, err := AppendBatch(nil, recs)
-	require.NoError(t, err)
-	batches := map[string]Batch{"native": native}
-	for _, logAppend := range []bool{false, true} {
-		opts := KafkaBatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, LogAppendTime: logAppend}
-		kb, err := AppendKafkaBatch(nil, recs, opts)
+	small := []Record{{Key: []byte("k"), Value: []byte("one")}, {Value: bytes.Repeat([]byte("v"), 3000)}}
+	large := slices.Repeat([]Record{{Key: []byte("k"), Value: bytes.Repeat([]byte("w"), 1024)}}, 40)
+	batches := map[string]Batch{}
+	for size, recs := range map[string][]Record{"small": small, "large": large} {
+		native, err := AppendBatch(nil, recs)
 		require.NoError(t, err)
-		b, err := WrapKafka(kb)
-		require.NoError(t, err)
-		batches[fmt.Sprintf("kafka/logAppendTime=%v", logAppend)] = b
+		batches["native/"+size] = native
+		for _, logAppend := range []bool{false, true} {
+			opts := KafkaBatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, LogAppendTime: logAppend}
+			kb, err := AppendKafkaBatch(nil, recs, opts)
+			require.NoError(t, err)
+			b, err := WrapKafka(kb)
+			require.NoError(t, err)
+			batches[fmt.Sprintf("kafka/%s/logAppendTime=%v", size, logAppend)] = b
+		}
 	}
+	assert.True(t, batches["native/large"].combines())
+	assert.False(t, batches["native/small"].combines())
 	for name, b := range batches {
 		sum, err := b.ValidateSum()
 		require.NoError(t, err, name)
+		assert.Equal(t, b.combines(), sum.ok, "%s: a Sum for a large batch only", name)
 		byStamp := append(Batch(nil), b...)
 		byStamp.Stamp(1234, 7, 1_700_000_000_000)
 		bySum := append(Batch(nil), b...)

@@ -3,12 +3,16 @@ package storage_test
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -236,5 +240,166 @@ func readLog(b *testing.B, l *storage.Log, buf []byte, total int64) {
 	}
 	if n != total {
 		b.Fatalf("read %d bytes, want %d", n, total)
+	}
+}
+
+// The log's hot functions on their own (make bench-micro, with the other
+// packages' hot functions: docs/benchmarks.md, "Hot functions on their
+// own"): Write and WriteExact, each waiting for its batch to be durable,
+// and Read, with batches of 1, 16 and 256 records of 1 KiB. The writes
+// run twice: on the disk under b.TempDir(), fsync included (fs=os), and
+// on the same files with fsync left out (fs=nosync), which shows the
+// CPU's part on its own.
+
+var benchRecordCounts = []int{1, 16, 256}
+
+// noSyncFS is the operating system's file system with fsync made a no-op.
+type noSyncFS struct{ storage.OSFS }
+
+func (noSyncFS) OpenFile(name string, flag int, perm fs.FileMode) (storage.File, error) {
+	f, err := storage.OSFS{}.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return noSyncFile{f}, nil
+}
+
+func (noSyncFS) SyncDir(string) error { return nil }
+
+type noSyncFile struct{ storage.File }
+
+func (noSyncFile) Sync() error { return nil }
+
+var benchFileSystems = []struct {
+	name string
+	fs   storage.FS
+}{{"os", storage.OSFS{}}, {"nosync", noSyncFS{}}}
+
+// benchChunkBytes is how many bytes of batches a write benchmark appends
+// between two pauses of its timer, in which it applies retention: its log
+// holds little more than that and the retention's 64 MiB, however long it
+// runs, and the files leave the page cache before the kernel writes them
+// back.
+const benchChunkBytes = 16 << 20
+
+// openMicroLog opens a log on fsys with 64 MiB segments, 64 MiB kept by
+// retention.
+func openMicroLog(b *testing.B, fsys storage.FS) *storage.Log {
+	l, err := storage.Open(b.TempDir(), storage.Options{FS: fsys, SegmentBytes: 64 << 20, RetentionBytes: 64 << 20})
+	require.NoError(b, err)
+	b.Cleanup(func() { l.Close() })
+	return l
+}
+
+// applyRetention deletes the log's old segments.
+func applyRetention(b *testing.B, l *storage.Log) {
+	if _, err := l.ApplyRetention(context.Background(), l.DurableEndOffset()); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// benchWrites runs bench on every file system and record count, as
+// sub-benchmarks named fs=F/records=N.
+func benchWrites(b *testing.B, bench func(b *testing.B, fsys storage.FS, n int)) {
+	for _, f := range benchFileSystems {
+		for _, n := range benchRecordCounts {
+			b.Run(fmt.Sprintf("fs=%s/records=%d", f.name, n), func(b *testing.B) { bench(b, f.fs, n) })
+		}
+	}
+}
+
+// BenchmarkLogWrite is Log.Write of a batch (checked, stamped and written)
+// and the wait for it to be durable, one batch at a time: a leader's
+// append with nothing else to share its fsync.
+func BenchmarkLogWrite(b *testing.B) {
+	benchWrites(b, func(b *testing.B, fsys storage.FS, n int) {
+		l := openMicroLog(b, fsys)
+		batch := benchBatch(b, n)
+		chunk := max(1, benchChunkBytes/len(batch))
+		ctx := context.Background()
+		b.SetBytes(int64(len(batch)))
+		b.ReportAllocs()
+		for i := 1; b.Loop(); i++ {
+			if i%chunk == 0 {
+				b.StopTimer()
+				applyRetention(b, l)
+				b.StartTimer()
+			}
+			_, durable, err := l.Write(batch, 3)
+			if err == nil {
+				err = durable(ctx)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkLogWriteExact is Log.WriteExact of a batch a leader stamped
+// (checked and written as it is) and the wait for it to be durable, one
+// batch at a time: a follower's append. The batches are stamped with
+// their offsets before they are timed, a chunk at a time.
+func BenchmarkLogWriteExact(b *testing.B) {
+	benchWrites(b, func(b *testing.B, fsys storage.FS, n int) {
+		l := openMicroLog(b, fsys)
+		template := benchBatch(b, n)
+		batches := make([]record.Batch, max(1, benchChunkBytes/len(template)))
+		for i := range batches {
+			batches[i] = slices.Clone(template)
+		}
+		ctx := context.Background()
+		b.SetBytes(int64(len(template)))
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			k := i % len(batches)
+			if k == 0 {
+				b.StopTimer()
+				applyRetention(b, l)
+				next := l.LogEndOffset()
+				for _, batch := range batches {
+					batch.Stamp(next, 3, time.Now().UnixMilli())
+					next = batch.NextOffset()
+				}
+				b.StartTimer()
+			}
+			_, durable, err := l.WriteExact(batches[k])
+			if err == nil {
+				err = durable(ctx)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkLogRead is Log.Read of one batch into a reused buffer, the
+// batches read in order, from a log of 32 MiB in the page cache: a
+// follower's catch-up or a consumer's fetch, from the log's side.
+func BenchmarkLogRead(b *testing.B) {
+	for _, n := range benchRecordCounts {
+		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
+			l := openMicroLog(b, noSyncFS{})
+			batch := benchBatch(b, n)
+			ctx := context.Background()
+			for written := 0; written < 32<<20; written += len(batch) {
+				_, err := l.Append(ctx, batch, 3)
+				require.NoError(b, err)
+			}
+			end := l.LogEndOffset()
+			buf := make([]byte, len(batch))
+			b.SetBytes(int64(len(batch)))
+			b.ReportAllocs()
+			for off := int64(0); b.Loop(); {
+				out, err := l.Read(ctx, off, len(batch), end, buf)
+				if err != nil || len(out) != len(batch) {
+					b.Fatalf("read %d bytes at offset %d, want %d: %v", len(out), off, len(batch), err)
+				}
+				if off = record.Batch(out).NextOffset(); off == end {
+					off = 0
+				}
+			}
+		})
 	}
 }
