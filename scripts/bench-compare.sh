@@ -271,6 +271,11 @@ measure() {
 	local -a srv
 	if [ "$1" = gs ]; then srv=("${gs_srv[@]}"); else srv=("${nats_srv[@]}"); fi
 	shift
+	# The runs before wrote gigabytes that the kernel may still be writing
+	# back: a run that began meanwhile would pay for it in its fsyncs (in
+	# its servers' CPU, too), more the later it comes. Every run starts
+	# with nothing dirty.
+	sync
 	s0="$(cpu_ticks "${srv[@]}")"
 	child_secs
 	c0=$CHILD_SECS
