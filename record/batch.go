@@ -270,9 +270,11 @@ func (b Batch) ValidateSum() (Sum, error) {
 	case b.combines():
 		sum = Sum{records: crc32.Checksum(b[HeaderSize:], castagnoli), ok: true}
 	}
-	crc := b.computeCRC()
+	var crc uint32
 	if sum.ok {
 		crc = b.crcWith(sum.records)
+	} else {
+		crc = b.computeCRC()
 	}
 	if crc != b.CRC() {
 		return Sum{}, ErrChecksum
