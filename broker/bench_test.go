@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io/fs"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -14,26 +13,9 @@ import (
 	"gostream/metadata"
 	"gostream/record"
 	"gostream/storage"
+	"gostream/storage/logtest"
 	"gostream/transport"
 )
-
-// noSyncFS is the operating system's file system with fsync made a no-op:
-// a benchmark on it measures the CPU's part of an append, not the disk's.
-type noSyncFS struct{ storage.OSFS }
-
-func (noSyncFS) OpenFile(name string, flag int, perm fs.FileMode) (storage.File, error) {
-	f, err := storage.OSFS{}.OpenFile(name, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	return noSyncFile{f}, nil
-}
-
-func (noSyncFS) SyncDir(string) error { return nil }
-
-type noSyncFile struct{ storage.File }
-
-func (noSyncFile) Sync() error { return nil }
 
 // BenchmarkProduce is Broker.Produce of one batch of 1, 16 or 256 records
 // of 1 KiB, and the wait for its acknowledgement, one batch at a time, on
@@ -50,7 +32,7 @@ func BenchmarkProduce(b *testing.B) {
 			root, err := storage.OpenRoot(b.TempDir(), 1, "", hclog.NewNullLogger())
 			require.NoError(b, err)
 			b.Cleanup(func() { root.Close() })
-			replicas := broker.NewReplicas(broker.ReplicasConfig{Broker: 1, Root: root, LogOptions: storage.Options{FS: noSyncFS{}}})
+			replicas := broker.NewReplicas(broker.ReplicasConfig{Broker: 1, Root: root, LogOptions: storage.Options{FS: logtest.NoSyncFS{}}})
 			b.Cleanup(func() { replicas.Close() })
 			meta := &metadata.Cluster{Version: metadata.FormatVersion, ClusterID: "0123456789abcdef", ControllerID: 1, Epoch: 1}
 			meta.PutBroker(metadata.Broker{ID: 1, Addr: "127.0.0.1:9400"})

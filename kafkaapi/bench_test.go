@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"io/fs"
 	"net"
 	"sync"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"gostream/metadata"
 	"gostream/record"
 	"gostream/storage"
+	"gostream/storage/logtest"
 	"gostream/transport"
 )
 
@@ -66,24 +66,6 @@ func requestFrame(req kmsg.Request, corr int32) []byte {
 	return frame
 }
 
-// noSyncFS is the operating system's file system with fsync made a no-op:
-// a benchmark on it measures the CPU's part of an append, not the disk's.
-type noSyncFS struct{ storage.OSFS }
-
-func (noSyncFS) OpenFile(name string, flag int, perm fs.FileMode) (storage.File, error) {
-	f, err := storage.OSFS{}.OpenFile(name, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	return noSyncFile{f}, nil
-}
-
-func (noSyncFS) SyncDir(string) error { return nil }
-
-type noSyncFile struct{ storage.File }
-
-func (noSyncFile) Sync() error { return nil }
-
 // benchServer is a Kafka server over the core of broker 1, the sole
 // replica (RF 1) of orders/0, its log on the disk under b.TempDir() with
 // fsync left out, in segments of 64 MiB; the replicas' retention keeps 64
@@ -92,7 +74,7 @@ func benchServer(b *testing.B) (*Server, *broker.Broker, *broker.Replicas) {
 	root, err := storage.OpenRoot(b.TempDir(), 1, "", hclog.NewNullLogger())
 	require.NoError(b, err)
 	b.Cleanup(func() { root.Close() })
-	replicas := broker.NewReplicas(broker.ReplicasConfig{Broker: 1, Root: root, LogOptions: storage.Options{FS: noSyncFS{}}})
+	replicas := broker.NewReplicas(broker.ReplicasConfig{Broker: 1, Root: root, LogOptions: storage.Options{FS: logtest.NoSyncFS{}}})
 	b.Cleanup(func() { replicas.Close() })
 	meta := &metadata.Cluster{Version: metadata.FormatVersion, ClusterID: "0123456789abcdef", ControllerID: 1, Epoch: 1}
 	meta.PutBroker(metadata.Broker{ID: 1, Addr: "127.0.0.1:9092"})

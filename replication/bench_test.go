@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io/fs"
 	"slices"
 	"testing"
 	"time"
@@ -15,26 +14,9 @@ import (
 	"gostream/record"
 	"gostream/replication"
 	"gostream/storage"
+	"gostream/storage/logtest"
 	"gostream/transport"
 )
-
-// noSyncFS is the operating system's file system with fsync made a no-op:
-// a benchmark on it measures the CPU's part of an append, not the disk's.
-type noSyncFS struct{ storage.OSFS }
-
-func (noSyncFS) OpenFile(name string, flag int, perm fs.FileMode) (storage.File, error) {
-	f, err := storage.OSFS{}.OpenFile(name, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	return noSyncFile{f}, nil
-}
-
-func (noSyncFS) SyncDir(string) error { return nil }
-
-type noSyncFile struct{ storage.File }
-
-func (noSyncFile) Sync() error { return nil }
 
 // BenchmarkReplicate is Partition.Replicate on a follower (broker 2 of
 // orders/0, led by broker 1) of one Replicate request carrying one batch
@@ -49,7 +31,7 @@ func (noSyncFile) Sync() error { return nil }
 func BenchmarkReplicate(b *testing.B) {
 	for _, n := range []int{1, 16, 256} {
 		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
-			l, err := storage.Open(b.TempDir(), storage.Options{FS: noSyncFS{}, SegmentBytes: 64 << 20, RetentionBytes: 64 << 20})
+			l, err := storage.Open(b.TempDir(), storage.Options{FS: logtest.NoSyncFS{}, SegmentBytes: 64 << 20, RetentionBytes: 64 << 20})
 			require.NoError(b, err)
 			b.Cleanup(func() { l.Close() })
 			p := replication.NewPartition("orders", 0, 2, l, hclog.NewNullLogger())

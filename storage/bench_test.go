@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +17,7 @@ import (
 
 	"gostream/record"
 	"gostream/storage"
+	"gostream/storage/logtest"
 )
 
 // Benchmarks of the log, each beside a baseline measured in the same run on
@@ -253,27 +253,10 @@ func readLog(b *testing.B, l *storage.Log, buf []byte, total int64) {
 
 var benchRecordCounts = []int{1, 16, 256}
 
-// noSyncFS is the operating system's file system with fsync made a no-op.
-type noSyncFS struct{ storage.OSFS }
-
-func (noSyncFS) OpenFile(name string, flag int, perm fs.FileMode) (storage.File, error) {
-	f, err := storage.OSFS{}.OpenFile(name, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	return noSyncFile{f}, nil
-}
-
-func (noSyncFS) SyncDir(string) error { return nil }
-
-type noSyncFile struct{ storage.File }
-
-func (noSyncFile) Sync() error { return nil }
-
 var benchFileSystems = []struct {
 	name string
 	fs   storage.FS
-}{{"os", storage.OSFS{}}, {"nosync", noSyncFS{}}}
+}{{"os", storage.OSFS{}}, {"nosync", logtest.NoSyncFS{}}}
 
 // benchChunkBytes is how many bytes of batches a write benchmark appends
 // between two pauses of its timer, in which it applies retention: its log
@@ -380,7 +363,7 @@ func BenchmarkLogWriteExact(b *testing.B) {
 func BenchmarkLogRead(b *testing.B) {
 	for _, n := range benchRecordCounts {
 		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
-			l := openMicroLog(b, noSyncFS{})
+			l := openMicroLog(b, logtest.NoSyncFS{})
 			batch := benchBatch(b, n)
 			ctx := context.Background()
 			for written := 0; written < 32<<20; written += len(batch) {
