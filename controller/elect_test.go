@@ -119,3 +119,28 @@ func TestElectLeadersNeverMovesToAReplicaShortOfTheAcknowledged(t *testing.T) {
 	assert.Equal(t, []int32{3}, rep.Results[0].NewActive)
 	assert.ElementsMatch(t, []int32{1, 2}, f.recovered)
 }
+
+// A leadership move whose named replica does not answer has fenced the
+// old leader and the others with the new epoch already; it must not end
+// there, or the partition has no leader that takes writes and nothing
+// lifts the fence (a move's lead step to a broker killed meanwhile left
+// its partition so for good). Broker 1, which holds the most, leads at
+// the new epoch; broker 3, silent, leaves the active set, and is
+// recovered in the same request (a fake leader's recovery of it succeeds).
+func TestElectLeadersToASilentReplicaLeavesALeader(t *testing.T) {
+	f := &fakeBrokers{views: map[int32]replicaView{1: {100, 100}, 2: {100, 100}, 3: {100, 100}}, silent: map[int32]bool{3: true}}
+	c := openWith(t, f)
+	rep, err := c.ElectLeaders(context.Background(), transport.ElectLeadersRequest{})
+	require.NoError(t, err)
+	require.NotEmpty(t, rep.Results)
+	r := rep.Results[0]
+	assert.Empty(t, r.Error)
+	assert.Equal(t, int32(1), r.NewLeader)
+	assert.Equal(t, int32(2), r.NewEpoch, "the epoch the replicas were fenced with")
+	assert.Equal(t, []int32{1, 2}, r.NewActive)
+	assert.Contains(t, r.Note, "broker 3, named to lead, does not answer: broker 1 leads at the new epoch instead")
+	p := c.Metadata().Topics[0].Partitions[0]
+	assert.Equal(t, int32(1), p.Leader)
+	assert.Equal(t, int32(2), p.LeaderEpoch, "the metadata carries the epoch the old leader was fenced with")
+	assert.Equal(t, []int32{3}, f.recovered)
+}

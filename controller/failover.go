@@ -371,6 +371,21 @@ func (c *Controller) elect(ctx context.Context, quiet *silence, dry bool, s *ste
 		}
 	}()
 	ci := chooseLeader(cands, s.to)
+	if transfer && ci < 0 {
+		// The replica named does not answer, and the old leader and the
+		// others that answered are fenced with the new epoch already: left
+		// so, the partition would have no leader that takes writes (the
+		// old one waits for metadata newer than its fence) and nothing
+		// would ever lift the fence. Leadership goes, at the new epoch, to
+		// the replica a failover would choose (the old leader, unless it
+		// did not answer either).
+		transfer = false
+		ci = chooseLeader(cands, 0)
+		if ci >= 0 {
+			s.res.Note = fmt.Sprintf("broker %d, named to lead, does not answer: broker %d leads at the new epoch instead (every replica that answered is fenced with it); the move can be asked again once broker %d answers",
+				s.to, cands[ci].Broker, s.to)
+		}
+	}
 	if transfer && ci >= 0 {
 		// The replica named may still be catching up: a replica put back
 		// by recover lacks what the leader acknowledged before it counted
@@ -391,8 +406,8 @@ func (c *Controller) elect(ctx context.Context, quiet *silence, dry bool, s *ste
 		}
 	}
 	switch {
-	case ci < 0 && transfer:
-		s.err = fmt.Errorf("%w: broker %d, the new leader named for %s/%d, does not answer", ErrNoEligibleReplica, s.to, s.topic, s.partition)
+	case ci < 0 && s.to > 0:
+		s.err = fmt.Errorf("%w: broker %d, the new leader named for %s/%d, does not answer, nor does any other active replica", ErrNoEligibleReplica, s.to, s.topic, s.partition)
 		return
 	case ci < 0:
 		s.err = fmt.Errorf("%w: no active follower of %s/%d answers (active %v, leader %d down)", ErrNoEligibleReplica, s.topic, s.partition, s.part.Active, s.part.Leader)

@@ -339,6 +339,13 @@ func (c *Controller) moveLead(ctx context.Context, topic string, k moveKey, to i
 		s.res.Note = fmt.Sprintf("the move to %v: leadership to its first replica", m.Target)
 	}
 	c.report(moveRequester, false, []*step{s})
+	if s.err == nil && s.res.NewLeader != to {
+		// Leadership went elsewhere at the new epoch (broker to did not
+		// answer, or lacks acknowledged records): the step is tried again
+		// after its pause, not at once, which would fence the partition
+		// again with every round.
+		return fmt.Errorf("%w: %s", ErrNotReady, s.res.Note)
+	}
 	return s.err
 }
 
