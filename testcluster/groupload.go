@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -49,7 +51,41 @@ type groupMember struct {
 	cmd     *exec.Cmd
 	done    chan struct{} // closed when the process has exited and its output is read
 	paused  bool
-	started int // incarnations started
+	started int         // incarnations started
+	stderr  *lockedText // what the running incarnation has written to stderr
+}
+
+// lockedText is a process's stderr, written by exec's copying goroutine
+// and read by the harness while the process runs.
+type lockedText struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedText) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedText) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// lastLines is the last n lines of s, each cut to 300 bytes.
+func lastLines(s string, n int) []string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	for i, l := range lines {
+		if len(l) > 300 {
+			lines[i] = l[:300] + "..."
+		}
+	}
+	return lines
 }
 
 // GroupWorkload runs the members of one group and samples what the
@@ -75,6 +111,13 @@ type GroupWorkload struct {
 	regressions []string
 	doubleOwner []string
 	samples     int
+	// last is the sampler's last description and when it came; lastErr,
+	// its last failure to get one, and when (shown when the group falls
+	// behind).
+	last      client.GroupDescription
+	lastAt    time.Time
+	lastErr   error
+	lastErrAt time.Time
 	// logs are the Kafka members' lines, one log per process; stats,
 	// what Finish found in them.
 	logs     []*KafkaMemberLog
@@ -197,9 +240,10 @@ func (g *GroupWorkload) startMember(slot int) error {
 	if err != nil {
 		return err
 	}
-	// Written by the one goroutine exec copies it with, read after Wait.
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	// Written by the goroutine exec copies it with, read meanwhile by
+	// Finish when the group falls behind.
+	stderr := &lockedText{}
+	cmd.Stderr = stderr
 	// Before the process can do anything: a commit logged by a process
 	// that had ended by then came before whatever this one reads.
 	started := time.Now()
@@ -212,7 +256,7 @@ func (g *GroupWorkload) startMember(slot int) error {
 		m = &groupMember{slot: slot}
 		g.members[slot] = m
 	}
-	m.cmd, m.done, m.paused = cmd, make(chan struct{}), false
+	m.cmd, m.done, m.paused, m.stderr = cmd, make(chan struct{}), false, stderr
 	m.started++
 	inc := m.started
 	done := m.done
@@ -405,6 +449,9 @@ func (g *GroupWorkload) sample(ctx context.Context) {
 		d, err := cl.DescribeGroup(dctx, g.group)
 		cancel()
 		if err != nil {
+			g.mu.Lock()
+			g.lastErr, g.lastErrAt = err, time.Now()
+			g.mu.Unlock()
 			continue
 		}
 		g.check(d)
@@ -417,6 +464,7 @@ func (g *GroupWorkload) check(d client.GroupDescription) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.samples++
+	g.last, g.lastAt = d, time.Now()
 	for _, p := range d.Partitions {
 		if p.Topic != g.topic || p.Committed == client.Never {
 			continue
@@ -434,6 +482,66 @@ func (g *GroupWorkload) check(d client.GroupDescription) {
 				g.doubleOwner = append(g.doubleOwner, fmt.Sprintf("%s: partition %s owned by members %s and %s in generation %d", g.name(), tp, o, m.MemberID, d.GroupEpoch))
 			}
 			owner[tp] = m.MemberID
+		}
+	}
+}
+
+// whyBehind says what the harness knows of a group that fell behind: the
+// coordinator's last description and the last lines each member wrote to
+// stderr, so that a failure seen only in a test's output can be told.
+func (g *GroupWorkload) whyBehind() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var b strings.Builder
+	if g.lastAt.IsZero() {
+		b.WriteString("the coordinator was never described")
+	} else {
+		d := g.last
+		fmt.Fprintf(&b, "last described %s ago (%d samples): state %s, generation %d, coordinator %d, members",
+			time.Since(g.lastAt).Round(time.Millisecond), g.samples, d.State, d.GroupEpoch, d.Coordinator)
+		for _, m := range d.Members {
+			fmt.Fprintf(&b, " %s%v", m.MemberID, m.Owned)
+		}
+		b.WriteString(", committed")
+		for _, p := range d.Partitions {
+			fmt.Fprintf(&b, " %s/%d@%d", p.Topic, p.Partition, p.Committed)
+		}
+	}
+	if g.lastErr != nil {
+		fmt.Fprintf(&b, "; last describe failed %s ago: %v", time.Since(g.lastErrAt).Round(time.Millisecond), g.lastErr)
+	}
+	for _, slot := range slices.Sorted(maps.Keys(g.members)) {
+		m := g.members[slot]
+		state := "running"
+		select {
+		case <-m.done:
+			state = "exited"
+		default:
+		}
+		fmt.Fprintf(&b, "; member %d (incarnation %d, %s), last stderr: %q", slot, m.started, state, lastLines(m.stderr.String(), 4))
+	}
+	return b.String()
+}
+
+// dumpMembers has every running member print its goroutines (SIGQUIT) and
+// saves each one's whole stderr in the run's directory, kept with the
+// run's logs.
+func (g *GroupWorkload) dumpMembers() {
+	for _, slot := range g.slots() {
+		m := g.member(slot)
+		select {
+		case <-m.done:
+		default:
+			m.cmd.Process.Signal(syscall.SIGCONT)
+			m.cmd.Process.Signal(syscall.SIGQUIT)
+			select {
+			case <-m.done:
+			case <-time.After(10 * time.Second):
+			}
+		}
+		name := fmt.Sprintf("group-member-%d-%d.stderr", slot, m.started)
+		if err := os.WriteFile(filepath.Join(g.c.Dir(), name), []byte(m.stderr.String()), 0o644); err != nil {
+			g.logf("save %s: %v", name, err)
 		}
 	}
 }
@@ -465,8 +573,9 @@ func (g *GroupWorkload) Finish(hws map[int32]int64, acked []Op, timeout time.Dur
 	}
 	if len(behind) > 0 {
 		slices.Sort(behind)
-		out = append(out, fmt.Sprintf("%s: committed offsets did not reach the high watermark within %s of the faults healing: partitions %s",
-			g.name(), timeout, strings.Join(behind, ", ")))
+		out = append(out, fmt.Sprintf("%s: committed offsets did not reach the high watermark within %s of the faults healing: partitions %s; %s",
+			g.name(), timeout, strings.Join(behind, ", "), g.whyBehind()))
+		g.dumpMembers()
 	}
 	g.stop()
 	g.sampling.Wait()
