@@ -645,8 +645,16 @@ func (p *Partition) produce(batch record.Batch, as *Leadership, hold func() (rel
 			var err error
 			select {
 			case err = <-it.done:
-			case <-ctx.Done():
-				err = fmt.Errorf("no acknowledgement before the deadline (%v)", ctx.Err())
+			default:
+				// A follower has not answered yet: its answer may take a
+				// while (a slow or silent follower), which the connection
+				// this produce came on must not wait for.
+				transport.WaitingOnOthers(ctx)
+				select {
+				case err = <-it.done:
+				case <-ctx.Done():
+					err = fmt.Errorf("no acknowledgement before the deadline (%v)", ctx.Err())
+				}
 			}
 			if err != nil {
 				if rerr == nil {

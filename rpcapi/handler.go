@@ -110,6 +110,14 @@ func (h *Handler) ReusesBody(api transport.API) bool {
 	return api == transport.APIReplicate || api == transport.APIProduce
 }
 
+// AnswersHere implements transport.AnswerHerer: a lone Produce or
+// Replicate is answered on the goroutine that read it. Both append and
+// wait for their fsync on this node; a leader's produce that must then
+// wait for its followers says so (transport.WaitingOnOthers).
+func (h *Handler) AnswersHere(api transport.API) bool {
+	return api == transport.APIReplicate || api == transport.APIProduce
+}
+
 // Handle implements transport.Handler: decoding, validation and appends
 // happen here, in arrival order; waiting happens in the Reply.
 func (h *Handler) Handle(ctx context.Context, req *transport.Request) transport.Reply {

@@ -152,7 +152,15 @@
 // time, in the order they arrived, and runs the Reply each returns
 // concurrently with later requests: order-sensitive work is done in
 // Handle, waiting in the Reply. So a pipelining client keeps its order
-// without waiting for each answer. Its limits (ServerConfig; gostream-node
+// without waiting for each answer. A Reply runs on a goroutine of its own,
+// but for a lone request (none other in flight on the connection, no byte
+// of another read) of an API its Handler answers here (AnswerHerer: a
+// node's Produce and Replicate), which runs on the goroutine that read it:
+// a new goroutine wakes an idle thread to take it, and a synchronous
+// producer's round trip paid that wake-up on every record. Until it is
+// answered the connection's next request is not read, so a Reply that goes
+// on to wait for other nodes says so first (WaitingOnOthers), and reading
+// goes on on another goroutine. Its limits (ServerConfig; gostream-node
 // sets them from its flags):
 //
 //   - One size limit: a request frame may be FrameLimit of the batch limit
