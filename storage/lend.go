@@ -188,25 +188,13 @@ func (s *segment) noteChecked(from, to int64) {
 // It returns the errors of Read.
 func (l *Log) ReadRange(offset int64, maxBytes int, limit int64, minBytes int) (*Range, error) {
 	l.mu.RLock()
-	if l.mu.closed {
+	spot, ok, err := l.locateLocked(offset, limit)
+	if err != nil || !ok {
 		l.mu.RUnlock()
-		return nil, ErrClosed
+		return nil, err
 	}
-	start, end := l.mu.segments[0].base, min(limit, l.mu.durable)
-	if offset < start || offset > l.mu.next {
-		next := l.mu.next
-		l.mu.RUnlock()
-		return nil, fmt.Errorf("%w: offset %d, log holds [%d, %d)", ErrOffsetOutOfRange, offset, start, next)
-	}
-	if offset >= end {
-		l.mu.RUnlock()
-		return nil, nil
-	}
-	i := sort.Search(len(l.mu.segments), func(i int) bool { return l.mu.segments[i].base > offset }) - 1
-	s := l.mu.segments[i]
+	s, pos, indexed, size, end, index := spot.s, spot.pos, spot.indexed, spot.size, spot.end, spot.s.index
 	of, ok := s.f.(osFile)
-	pos, indexed := s.lookup(offset)
-	size, index := s.size, s.index
 	if !ok || size-pos < int64(minBytes) {
 		l.mu.RUnlock()
 		return nil, nil

@@ -818,27 +818,45 @@ func (l *Log) Read(ctx context.Context, offset int64, maxBytes int, limit int64,
 	}
 }
 
-func (l *Log) readOnce(offset int64, maxBytes int, limit int64, buf []byte) ([]byte, error) {
-	l.mu.RLock()
+// readSpot is where a read at an offset starts, as the log held it when
+// it looked (locateLocked).
+type readSpot struct {
+	s       *segment
+	pos     int64 // the index entry at or below the offset, in s
+	indexed int64 // the base offset the index claims for pos (see indexMiss)
+	size    int64 // s's size
+	end     int64 // the read stops below it: the limit, or the durable end
+}
+
+// locateLocked finds the segment of a read at offset that stops below
+// limit, for a caller that holds l.mu for reading. ok is false when
+// there is nothing to read (offset at or past the end); an offset outside
+// the log is ErrOffsetOutOfRange.
+func (l *Log) locateLocked(offset, limit int64) (at readSpot, ok bool, err error) {
 	if l.mu.closed {
-		l.mu.RUnlock()
-		return nil, ErrClosed
+		return readSpot{}, false, ErrClosed
 	}
 	start, end := l.mu.segments[0].base, min(limit, l.mu.durable)
 	if offset < start || offset > l.mu.next {
-		next := l.mu.next
-		l.mu.RUnlock()
-		return nil, fmt.Errorf("%w: offset %d, log holds [%d, %d)", ErrOffsetOutOfRange, offset, start, next)
+		return readSpot{}, false, fmt.Errorf("%w: offset %d, log holds [%d, %d)", ErrOffsetOutOfRange, offset, start, l.mu.next)
 	}
 	if offset >= end {
-		l.mu.RUnlock()
-		return buf[:0], nil
+		return readSpot{}, false, nil
 	}
 	i := sort.Search(len(l.mu.segments), func(i int) bool { return l.mu.segments[i].base > offset }) - 1
 	s := l.mu.segments[i]
 	pos, indexed := s.lookup(offset)
-	size := s.size
+	return readSpot{s: s, pos: pos, indexed: indexed, size: s.size, end: end}, true, nil
+}
+
+func (l *Log) readOnce(offset int64, maxBytes int, limit int64, buf []byte) ([]byte, error) {
+	l.mu.RLock()
+	at, ok, err := l.locateLocked(offset, limit)
 	l.mu.RUnlock()
+	if err != nil || !ok {
+		return buf[:0], err
+	}
+	s, pos, indexed, size, end := at.s, at.pos, at.indexed, at.size, at.end
 
 	// Walk batch headers from the index entry to the batch holding offset.
 	for first := true; ; first = false {
