@@ -537,10 +537,11 @@ func (c *Client) topic(ctx context.Context, name string) (TopicMetadata, error) 
 // partition count: once the cached metadata of the topic is older than
 // MetadataMaxAge, one caller asks for it again (a topic may have grown)
 // while the others go on with the cached copy, which is also kept when
-// the cluster does not answer in time.
-func (c *Client) routedTopic(ctx context.Context, name string) (TopicMetadata, error) {
+// the cluster does not answer in time. now is the time of the caller's
+// record (a clock read per record is a cost a producer notices).
+func (c *Client) routedTopic(ctx context.Context, name string, now time.Time) (TopicMetadata, error) {
 	t, err := c.topic(ctx, name)
-	if err != nil || !c.dueForRefresh(name) {
+	if err != nil || !c.dueForRefresh(name, now) {
 		return t, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, metadataAttemptTimeout)
@@ -574,10 +575,9 @@ func (c *Client) grownTopic(ctx context.Context, name string) (TopicMetadata, er
 // dueForRefresh reports whether the topic's metadata is older than
 // MetadataMaxAge, and if so counts it as asked for now, so that one
 // caller of many asks.
-func (c *Client) dueForRefresh(name string) bool {
+func (c *Client) dueForRefresh(name string, now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := time.Now()
 	if last, ok := c.mu.asked[name]; ok && now.Sub(last) < c.cfg.MetadataMaxAge {
 		return false
 	}

@@ -253,7 +253,7 @@ func (p *Producer) Send(ctx context.Context, rec ProducerRecord) (Ack, error) {
 	}
 	ch := make(chan result, 1)
 	done := func(a Ack, err error) { ch <- result{a, err} }
-	if err := p.enqueue(ctx, rec, done, true); err != nil {
+	if err := p.enqueue(ctx, time.Now(), rec, done, true); err != nil {
 		return Ack{}, err
 	}
 	select {
@@ -274,17 +274,19 @@ func (p *Producer) SendAsync(rec ProducerRecord, cb func(Ack, error)) {
 	if cb == nil {
 		cb = func(Ack, error) {}
 	}
-	ctx := newLazyDeadline(time.Now().Add(p.cfg.MaxBlock))
+	now := time.Now() // read once for the record's deadlines and its routing
+	ctx := newLazyDeadline(now.Add(p.cfg.MaxBlock))
 	defer ctx.stop()
-	if err := p.enqueue(ctx, rec, cb, false); err != nil {
+	if err := p.enqueue(ctx, now, rec, cb, false); err != nil {
 		cb(Ack{Topic: rec.Topic, Partition: -1, Offset: -1}, err)
 	}
 }
 
 // enqueue picks rec's partition and hands it to that partition's batcher.
 // direct callbacks run on the partition's goroutine instead of the
-// callback goroutine; they must not block.
-func (p *Producer) enqueue(ctx context.Context, rec ProducerRecord, cb func(Ack, error), direct bool) error {
+// callback goroutine; they must not block. now is when the record was
+// given.
+func (p *Producer) enqueue(ctx context.Context, now time.Time, rec ProducerRecord, cb func(Ack, error), direct bool) error {
 	p.mu.Lock()
 	closed := p.mu.closed
 	p.mu.Unlock()
@@ -293,7 +295,7 @@ func (p *Producer) enqueue(ctx context.Context, rec ProducerRecord, cb func(Ack,
 	}
 	r := record.Record{Key: rec.Key, Value: rec.Value, Headers: rec.Headers}
 	size := p.recordSize(&r)
-	t, err := p.c.routedTopic(ctx, rec.Topic)
+	t, err := p.c.routedTopic(ctx, rec.Topic, now)
 	if err != nil {
 		return fmt.Errorf("produce to %s: %w", rec.Topic, err)
 	}
@@ -339,7 +341,13 @@ func (p *Producer) enqueue(ctx context.Context, rec ProducerRecord, cb func(Ack,
 	// (whose context bounds only this wait) has DeliveryTimeout.
 	deadline, ok := ctx.Deadline()
 	if !direct || !ok {
-		deadline = time.Now().Add(p.cfg.DeliveryTimeout)
+		// DeliveryTimeout counts from when the record is taken: past a
+		// wait for metadata or buffer room (which started the lazy
+		// deadline's timer), the clock is read again.
+		if l, lazy := ctx.(*lazyDeadline); !lazy || l.started.Load() {
+			now = time.Now()
+		}
+		deadline = now.Add(p.cfg.DeliveryTimeout)
 	}
 	if pp == nil || !pp.add(pending{rec: r, size: size, cb: cb, direct: direct, deadline: deadline}) {
 		p.budget.release(size)

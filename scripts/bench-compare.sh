@@ -276,6 +276,7 @@ measure() {
 	# its servers' CPU, too), more the later it comes. Every run starts
 	# with nothing dirty.
 	sync
+	drop_caches
 	s0="$(cpu_ticks "${srv[@]}")"
 	child_secs
 	c0=$CHILD_SECS
@@ -420,6 +421,17 @@ gs_topic() {
 			sleep 0.05
 		done
 	done
+}
+
+# drop_caches empties the page cache before a run, where this user may
+# (root; DROP_CACHES=0 turns it off). On a VM the guest's page cache that
+# grows into memory the guest never used before costs the host a fault
+# per page, charged to the run that wrote it: without this, later rounds
+# of a long run cost both builds twice the CPU per record of the first.
+drop_caches() {
+	if [ "${DROP_CACHES:-1}" != 0 ] && [ -w /proc/sys/vm/drop_caches ]; then
+		echo 3 > /proc/sys/vm/drop_caches
+	fi
 }
 
 # settle: before every bench run, flush the page cache and wait SETTLE
