@@ -132,6 +132,7 @@ type partitionProducer struct {
 
 	// Owned by run.
 	building      []pending
+	spare         []pending       // the records pull took last, cleared: incoming's next slice
 	recs          []record.Record // seal's scratch, empty between seals
 	buildingBytes int             // encoded size of building, batch header included
 	linger        *time.Timer
@@ -239,9 +240,17 @@ func (pp *partitionProducer) run(stop <-chan struct{}) {
 func (pp *partitionProducer) pull() {
 	pp.mu.Lock()
 	in, fl := pp.mu.incoming, pp.mu.flushes
-	pp.mu.incoming, pp.mu.flushes = nil, nil
+	// The slice pulled last time takes the records that come next, so that
+	// a busy partition does not grow a new one (zeroed, then collected)
+	// at every pull.
+	pp.mu.incoming, pp.mu.flushes = pp.spare, nil
+	pp.spare = nil
 	pp.pulledSeq = pp.mu.nextSeq
 	pp.mu.Unlock()
+	defer func() {
+		clear(in) // keeps no record or callback alive
+		pp.spare = in[:0]
+	}()
 	maxBatch, _ := pp.p.batchLimit()
 	limit := min(pp.p.cfg.BatchBytes, maxBatch)
 	for _, r := range in {
@@ -250,6 +259,9 @@ func (pp *partitionProducer) pull() {
 		}
 		if len(pp.building) == 0 {
 			pp.buildingBytes = pp.p.batchOverhead()
+			if pp.building == nil {
+				pp.building = getPendings()
+			}
 		}
 		pp.building = append(pp.building, r)
 		pp.buildingBytes += r.size
@@ -616,16 +628,44 @@ func (pp *partitionProducer) finish(b *batch, reason string) {
 			queued = true
 		}
 	}
-	if queued {
-		records := b.records
-		pp.p.callbacks.push(func() {
-			for i := range records {
-				if !records[i].direct {
-					records[i].cb(ack(i), err)
-				}
-			}
-		})
+	records := b.records
+	b.records = nil
+	if !queued {
+		putPendings(records)
+		return
 	}
+	pp.p.callbacks.push(func() {
+		for i := range records {
+			if !records[i].direct {
+				records[i].cb(ack(i), err)
+			}
+		}
+		putPendings(records)
+	})
+}
+
+// pendingSlices keeps the record slices of finished batches for the
+// batches built next: a slice of a few thousand records grown anew for
+// every batch was most of what a pipelined producer zeroed and collected.
+var pendingSlices sync.Pool
+
+// getPendings returns an empty slice of records to build a batch in.
+func getPendings() []pending {
+	if p, ok := pendingSlices.Get().(*[]pending); ok {
+		return (*p)[:0]
+	}
+	return nil
+}
+
+// putPendings gives back a finished batch's records once nothing reads
+// them: cleared, so that they keep no record or callback alive.
+func putPendings(recs []pending) {
+	if cap(recs) == 0 {
+		return
+	}
+	clear(recs)
+	recs = recs[:0]
+	pendingSlices.Put(&recs)
 }
 
 // checkFlushes releases the flush requests whose records are all finished.
