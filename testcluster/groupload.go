@@ -2,6 +2,7 @@ package testcluster
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,24 +52,24 @@ type groupMember struct {
 	cmd     *exec.Cmd
 	done    chan struct{} // closed when the process has exited and its output is read
 	paused  bool
-	started int         // incarnations started
-	stderr  *lockedText // what the running incarnation has written to stderr
+	started int           // incarnations started
+	stderr  *lockedBuffer // what the running incarnation has written to stderr
 }
 
-// lockedText is a process's stderr, written by exec's copying goroutine
-// and read by the harness while the process runs.
-type lockedText struct {
+// lockedBuffer is a bytes.Buffer for a process's output read while it runs
+// (written by the goroutine exec copies it with).
+type lockedBuffer struct {
 	mu sync.Mutex
-	b  strings.Builder
+	b  bytes.Buffer
 }
 
-func (l *lockedText) Write(p []byte) (int, error) {
+func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedText) String() string {
+func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
@@ -242,7 +243,7 @@ func (g *GroupWorkload) startMember(slot int) error {
 	}
 	// Written by the goroutine exec copies it with, read meanwhile by
 	// Finish when the group falls behind.
-	stderr := &lockedText{}
+	stderr := &lockedBuffer{}
 	cmd.Stderr = stderr
 	// Before the process can do anything: a commit logged by a process
 	// that had ended by then came before whatever this one reads.

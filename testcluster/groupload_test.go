@@ -23,7 +23,7 @@ func TestGroupBehindSaysWhy(t *testing.T) {
 	g := NewGroupWorkload(&Cluster{cfg: Config{Dir: dir}}, "chaos", &History{}, t.Logf)
 	g.group = "chaos-group-0"
 	cmd := exec.Command("sh", "-c", "echo 'warning: first' >&2; echo 'warning: fetch of chaos/1 failed: NotLeader' >&2; exec sleep 30")
-	stderr := &lockedText{}
+	stderr := &lockedBuffer{}
 	cmd.Stderr = stderr
 	require.NoError(t, cmd.Start())
 	done := make(chan struct{})

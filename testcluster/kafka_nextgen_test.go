@@ -1,7 +1,6 @@
 package testcluster
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -16,24 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
-
-// syncBuffer is a bytes.Buffer many goroutines write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // Two franz-go members of Kafka's new group protocol (ConsumerGroupHeartbeat,
 // KIP-848: ServerSideBalancer) and a gostream-ctl consume --group member
@@ -53,7 +34,7 @@ func TestFranzGoNextGenConsumerGroup(t *testing.T) {
 
 	type member struct {
 		cl  *kgo.Client
-		log *syncBuffer
+		log *lockedBuffer
 		mu  sync.Mutex
 		got map[string]bool
 	}
@@ -61,7 +42,7 @@ func TestFranzGoNextGenConsumerGroup(t *testing.T) {
 	owners := map[int32]string{} // partition -> the franz-go member that owns it now
 	var violations []string
 	start := func(name string) *member {
-		m := &member{got: map[string]bool{}, log: &syncBuffer{}}
+		m := &member{got: map[string]bool{}, log: &lockedBuffer{}}
 		cl, err := kgo.NewClient(kgo.SeedBrokers(c.Node(1).Kafka), kgo.ConsumerGroup("nggroup"), kgo.ConsumeTopics("ng"),
 			kgo.ServerSideBalancer(), kgo.Balancers(kgo.CooperativeStickyBalancer()),
 			kgo.WithLogger(kgo.BasicLogger(m.log, kgo.LogLevelInfo, nil)),

@@ -1,7 +1,6 @@
 package testcluster
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,24 +23,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
-
-// lockedBuffer is a bytes.Buffer for a process's output read while it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // script is one of scripts/*.sh running as a user runs it.
 type script struct {
