@@ -68,9 +68,7 @@ type follower struct {
 }
 
 // notYetReached returns why the follower has never been reached by this
-// sender (its attempts could not reach it at all, or it answered that it
-// holds no replica of the partition yet: its metadata is behind the
-// leader's, as for a partition just created or added), or nil: it has
+// sender (its attempts could not reach it at all), or nil: it has
 // answered once, or has not been tried yet, or failed in another way.
 func (f *follower) notYetReached() error {
 	f.mu.Lock()
@@ -78,25 +76,11 @@ func (f *follower) notYetReached() error {
 	if f.mu.reached || f.mu.lastErr == nil {
 		return nil
 	}
-	if errors.Is(f.mu.lastErr, transport.ErrNotSent) || errors.Is(f.mu.lastErr, transport.ErrBrokerNotAvailable) || notThereYet(f.mu.lastErr) {
+	if errors.Is(f.mu.lastErr, transport.ErrNotSent) || errors.Is(f.mu.lastErr, transport.ErrBrokerNotAvailable) {
 		return f.mu.lastErr
 	}
 	return nil
 }
-
-// notThereYet reports whether a follower's answer says it does not hold
-// the partition (yet): it learns of it with the controller's metadata,
-// which may reach it a moment after the leader.
-func notThereYet(err error) bool {
-	return errors.Is(err, transport.ErrUnknownPartition) || errors.Is(err, transport.ErrUnknownTopicID) || errors.Is(err, transport.ErrUnknownTopic)
-}
-
-// notThereYetRetry is how soon a sender tries again a follower that has
-// never been reached and holds no replica of the partition yet: its
-// metadata comes within moments, and until then the leader takes no
-// write. Each try after it waits twice as long, up to catchUpRetry (each
-// try has the follower ask for the metadata again).
-const notThereYetRetry = 50 * time.Millisecond
 
 func newFollower(p *Partition, id, epoch int32) *follower {
 	f := &follower{id: id, p: p, epoch: epoch, done: make(chan struct{}), kick: make(chan struct{}, 1)}
@@ -159,7 +143,6 @@ func (f *follower) run() {
 	log := f.p.logger.With("peer", f.id)
 	retry := time.NewTimer(0) // a new leader learns its followers at once
 	defer retry.Stop()
-	notThere := notThereYetRetry
 	for {
 		select {
 		case <-f.ctx.Done():
@@ -200,17 +183,11 @@ func (f *follower) run() {
 			f.mu.Lock()
 			f.mu.known = false
 			f.mu.lastErr = err
-			soon := !f.mu.reached && notThereYet(err)
 			f.mu.Unlock()
 			if f.ctx.Err() == nil && diverged == nil {
 				log.Debug("follower lags", "err", err)
 			}
-			if soon {
-				retry.Reset(notThere)
-				notThere = min(2*notThere, catchUpRetry)
-			} else {
-				retry.Reset(catchUpRetry)
-			}
+			retry.Reset(catchUpRetry)
 		}
 		f.p.recomputeHW()
 	}

@@ -436,34 +436,6 @@ func TestLeaderRefusesWritesUntilItHasReachedItsFollowers(t *testing.T) {
 	require.ErrorIs(t, err, replication.ErrReplicationFailed, "a follower reached once and lost since is a replication failure")
 }
 
-// A follower that answers it holds no replica of the partition yet (its
-// metadata is behind the leader's: a partition just added, the push not
-// there yet) is not reached either: the leader refuses writes before it
-// appends (NotReady, which a client retries) rather than appending them
-// and failing them as replication failures of unknown outcome, and tries
-// the follower again soon. Before, every write for a second failed so
-// (TestTopicGrowsUnderAKeyedProducerAndAGroup, once in CI).
-func TestLeaderRefusesWritesUntilItsFollowerHoldsThePartition(t *testing.T) {
-	pr := newPair(t)
-	pr.peer.setDown(fmt.Errorf("%w: broker 2 holds no replica of t/0", transport.ErrUnknownPartition))
-	pr.setState(t, replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self, 2}})
-	require.Eventually(t, func() bool {
-		fs := pr.leader.Followers()
-		return len(fs) == 1 && fs[0].Error != ""
-	}, 10*time.Second, 5*time.Millisecond, "the sender never tried its follower")
-
-	_, err := tryProduce(pr.leader, "early", 3)
-	require.ErrorIs(t, err, replication.ErrNotReady)
-	assert.Equal(t, int64(0), pr.leaderLog.LogEndOffset(), "nothing was appended")
-
-	pr.peer.setDown(nil) // the metadata reached it
-	start := time.Now()
-	pr.waitInSync(t)
-	assert.Less(t, time.Since(start), 900*time.Millisecond, "tried again soon, not after the lagging follower's second")
-	ack := produce(t, pr.leader, "reached", 2)
-	assert.Equal(t, int64(0), ack.BaseOffset)
-}
-
 // slowDurableLog holds the leader's own fsync of each write until the
 // test releases it, so that a follower can acknowledge first.
 type slowDurableLog struct {
