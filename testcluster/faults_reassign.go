@@ -102,7 +102,8 @@ func (r *run) moving(topic string) ([]transport.MoveStatus, error) {
 
 // newReplicas is a random target for a partition on replicas: as many
 // replicas, one to all of them replaced by brokers outside the list, in
-// a random order.
+// a random order; nil when every broker holds one already (no broker to
+// move to).
 func (r *run) newReplicas(replicas []int32) []int32 {
 	n := int32(len(r.c.Nodes))
 	var out, spare []int32
@@ -110,6 +111,9 @@ func (r *run) newReplicas(replicas []int32) []int32 {
 		if !slices.Contains(replicas, b) {
 			spare = append(spare, b)
 		}
+	}
+	if len(spare) == 0 {
+		return nil
 	}
 	r.rng.Shuffle(len(spare), func(i, j int) { spare[i], spare[j] = spare[j], spare[i] })
 	out = slices.Clone(replicas)
@@ -125,6 +129,10 @@ func (r *run) newReplicas(replicas []int32) []int32 {
 // startMove runs partition reassign --execute for one partition; a
 // refusal because it is moving already is noted, not an error.
 func (r *run) startMove(topic string, p int32, target []int32, throttleMB float64) (bool, error) {
+	if target == nil {
+		r.note(fmt.Sprintf("%s/%d has a replica on every broker: no move to make", topic, p))
+		return false, nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	args := []string{"partition", "reassign", topic, fmt.Sprint(p), "--replicas", joinInts(target), "--execute", "--throttle", fmt.Sprint(throttleMB)}
