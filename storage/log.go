@@ -853,8 +853,11 @@ func (l *Log) readOnce(offset int64, maxBytes int, limit int64, buf []byte) ([]b
 	l.mu.RLock()
 	at, ok, err := l.locateLocked(offset, limit)
 	l.mu.RUnlock()
-	if err != nil || !ok {
-		return buf[:0], err
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return buf[:0], nil
 	}
 	s, pos, indexed, size, end := at.s, at.pos, at.indexed, at.size, at.end
 
