@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gostream/record"
@@ -23,9 +24,10 @@ const catchUpRetry = time.Second
 type item struct {
 	batch   []byte // nil for an operator's catch-up request
 	next    int64
-	done    chan error // buffered: the sender never blocks on it
-	settled bool       // done was sent to; only the sender goroutine touches it
-	release func()     // called once the sender is done with batch; nil if nothing to release
+	done    chan error  // buffered: the sender never blocks on it
+	settled bool        // done was sent to; only the sender goroutine touches it
+	release func()      // called once the sender is done with batch; nil if nothing to release
+	taken   atomic.Bool // the sender has taken it from the queue
 }
 
 // drop tells the batch's owner the sender is done with it.
@@ -155,6 +157,9 @@ func (f *follower) run() {
 		f.mu.queue = nil
 		inSync, diverged := f.mu.known, f.mu.diverged
 		f.mu.Unlock()
+		for _, it := range items {
+			it.taken.Store(true)
+		}
 
 		control := false
 		for _, it := range items {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -740,4 +741,84 @@ func TestProduceHeldReleasesOnceTheSenderIsDone(t *testing.T) {
 	require.NoError(t, leader.SetState(replication.State{Leader: 2, LeaderEpoch: 2, Active: []int32{self, 2}}))
 	require.Eventually(t, func() bool { return releases.Load() == 4 }, 10*time.Second, time.Millisecond,
 		"every hold released once the senders stopped: %d of %d", releases.Load(), holds.Load())
+}
+
+// countingPeer counts the Replicate requests handed to it.
+type countingPeer struct {
+	*localPeer
+	sent atomic.Int64
+}
+
+func (cp *countingPeer) SendReplicate(ctx context.Context, req *transport.ReplicateRequest) (func(context.Context) (int64, error), error) {
+	cp.sent.Add(1)
+	return cp.localPeer.SendReplicate(ctx, req)
+}
+
+// syncWatchLog notes, as each write's fsync begins, how many Replicate
+// requests its peers had been handed by then.
+type syncWatchLog struct {
+	*storage.Log
+	sent         func() int64
+	sentAtSyncMu sync.Mutex
+	sentAtSync   []int64
+}
+
+func (l *syncWatchLog) Write(b record.Batch, epoch int32) (storage.AppendResult, storage.Durable, error) {
+	res, durable, err := l.Log.Write(b, epoch)
+	if err != nil {
+		return res, durable, err
+	}
+	return res, func(ctx context.Context) error {
+		l.sentAtSyncMu.Lock()
+		l.sentAtSync = append(l.sentAtSync, l.sent())
+		l.sentAtSyncMu.Unlock()
+		return durable(ctx)
+	}, nil
+}
+
+// TestFollowersCopiesLeaveBeforeTheLeadersFsync: a produce's batch is on
+// its way to every follower before the leader blocks in its own fsync,
+// even on one processor: the senders it woke run first, so the copies do
+// not wait for another thread to wake up or for the runtime to take the
+// processor back from the fsync (a synchronous producer's latency with
+// replicas is the slowest follower's round trip, which starts later
+// otherwise).
+func TestFollowersCopiesLeaveBeforeTheLeadersFsync(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var peers [2]*countingPeer
+	for i := range peers {
+		fl := openLog(t, t.TempDir())
+		f := replication.NewPartition("orders", 0, int32(i+2), fl, testLogger(t))
+		t.Cleanup(f.Close)
+		peers[i] = &countingPeer{localPeer: &localPeer{p: f}}
+	}
+	log := &syncWatchLog{Log: openLog(t, t.TempDir()), sent: func() int64 { return peers[0].sent.Load() + peers[1].sent.Load() }}
+	leader := replication.NewPartition("orders", 0, self, log, testLogger(t), replication.Options{
+		Peers: func(id int32) (replication.Peer, error) {
+			if id < 2 || id > 3 {
+				return nil, fmt.Errorf("no broker %d", id)
+			}
+			return peers[id-2], nil
+		},
+		ReplicationTimeout: 5 * time.Second,
+	})
+	t.Cleanup(leader.Close)
+	st := replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self, 2, 3}}
+	for _, p := range peers {
+		require.NoError(t, p.p.SetState(st))
+	}
+	require.NoError(t, leader.SetState(st))
+	require.Eventually(t, func() bool {
+		fs := leader.Followers()
+		return len(fs) == 2 && fs[0].State == transport.FollowerInSync && fs[1].State == transport.FollowerInSync
+	}, 10*time.Second, 5*time.Millisecond, "followers never in sync: %+v", leader.Followers())
+
+	for i := range 5 {
+		before := peers[0].sent.Load() + peers[1].sent.Load()
+		produce(t, leader, fmt.Sprint("b", i), 2)
+		log.sentAtSyncMu.Lock()
+		atSync := log.sentAtSync[len(log.sentAtSync)-1]
+		log.sentAtSyncMu.Unlock()
+		assert.Equal(t, before+2, atSync, "produce %d: Replicate requests handed out when the leader's fsync began", i)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -627,6 +628,21 @@ func (p *Partition) produce(batch record.Batch, as *Leadership, hold func() (rel
 		// recomputed once it is, whether or not this caller waits on for
 		// the followers (a caller that gave up would otherwise leave the
 		// HW below a batch every replica holds, until the next write).
+		//
+		// Before it blocks in the leader's own fsync, this goroutine lets
+		// the follower senders it has just woken run, when they wait for
+		// its processor (yielding at most a few times: a sender another
+		// processor took sends from there), so that the copies leave now
+		// and not once another thread has woken up or the runtime has
+		// taken the processor back from the fsync. A synchronous
+		// producer's wait is the slowest follower's round trip, which
+		// starts here.
+		for range maxYields {
+			if allTaken(items) {
+				break
+			}
+			runtime.Gosched()
+		}
 		derr := durable(ctx)
 		switch {
 		case derr == nil:
@@ -680,6 +696,20 @@ func (p *Partition) produce(batch record.Batch, as *Leadership, hold func() (rel
 		return Ack{BaseOffset: res.BaseOffset, NextOffset: res.NextOffset, LeaderEpoch: res.LeaderEpoch,
 			AppendTime: res.AppendTime, Replicas: replicas}, nil
 	}, nil
+}
+
+// maxYields bounds how many times a produce yields its processor to the
+// follower senders before its own fsync.
+const maxYields = 3
+
+// allTaken says whether every item is in its sender's hands.
+func allTaken(items []*item) bool {
+	for _, it := range items {
+		if !it.taken.Load() {
+			return false
+		}
+	}
+	return true
 }
 
 // FetchResult is what a fetch returns.
