@@ -50,10 +50,11 @@ type follower struct {
 	p     *Partition
 	epoch int32
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{}
-	kick   chan struct{} // buffered 1
+	started time.Time // when start ran
+	ctx     context.Context
+	cancel  context.CancelFunc
+	done    chan struct{}
+	kick    chan struct{} // buffered 1
 
 	mu struct {
 		sync.Mutex
@@ -90,7 +91,33 @@ func newFollower(p *Partition, id, epoch int32) *follower {
 	return f
 }
 
-func (f *follower) start() { go f.run() }
+func (f *follower) start() {
+	f.started = time.Now()
+	go f.run()
+}
+
+// learnRetry is how soon a sender tries again a follower that does not
+// know of the partition yet, and learnGrace how long after the sender
+// started it waits so for the follower to learn of it (a metadata push
+// or poll) before such an answer fails the batches like any other.
+const (
+	learnRetry = 20 * time.Millisecond
+	learnGrace = 10 * time.Second
+)
+
+// learning says whether err is a follower's answer that it does not know
+// of the partition (or of this incarnation of its topic), from a
+// follower this sender has never reached, within learnGrace of the
+// sender's start: one whose metadata is behind the leader's.
+func (f *follower) learning(err error) bool {
+	if !errors.Is(err, transport.ErrUnknownPartition) && !errors.Is(err, transport.ErrUnknownTopicID) && !errors.Is(err, transport.ErrUnknownTopic) {
+		return false
+	}
+	f.mu.Lock()
+	reached := f.mu.reached
+	f.mu.Unlock()
+	return !reached && time.Since(f.started) < learnGrace && f.ctx.Err() == nil
+}
 
 // stop ends the sender and fails what is still queued. It waits for the
 // goroutine to return.
@@ -177,6 +204,26 @@ func (f *follower) run() {
 				target = max(target, items[len(items)-1].next)
 			}
 			_, _, err = f.catchUp(target)
+		}
+		if err != nil && diverged == nil && f.learning(err) {
+			// The follower does not know of the partition yet: it was
+			// just created or added, and the metadata reached this leader
+			// first. The follower is fetching the metadata now, and
+			// nothing was written there, so its batches stay queued and
+			// are sent again shortly, rather than fail as a replication
+			// failure whose outcome the producer cannot know.
+			var keep []*item
+			for _, it := range items {
+				if !it.settled {
+					keep = append(keep, it)
+				}
+			}
+			f.mu.Lock()
+			f.mu.queue = append(keep, f.mu.queue...)
+			f.mu.known, f.mu.lastErr = false, err
+			f.mu.Unlock()
+			retry.Reset(learnRetry)
+			continue
 		}
 		for _, it := range items {
 			it.drop()

@@ -822,3 +822,85 @@ func TestFollowersCopiesLeaveBeforeTheLeadersFsync(t *testing.T) {
 		assert.Equal(t, before+2, atSync, "produce %d: Replicate requests handed out when the leader's fsync began", i)
 	}
 }
+
+// unlearnedPeer is a localPeer of a broker whose metadata is behind: it
+// answers that it holds no replica of the partition until learn is
+// called, as a node's handler does.
+type unlearnedPeer struct {
+	*localPeer
+	learned atomic.Bool
+	refused atomic.Int64
+}
+
+func (up *unlearnedPeer) learn() { up.learned.Store(true) }
+
+func (up *unlearnedPeer) unknown() error {
+	if up.learned.Load() {
+		return nil
+	}
+	up.refused.Add(1)
+	return fmt.Errorf("%w: broker 2 holds no replica of orders/0", transport.ErrUnknownPartition)
+}
+
+func (up *unlearnedPeer) SendReplicate(ctx context.Context, req *transport.ReplicateRequest) (func(context.Context) (int64, error), error) {
+	if err := up.unknown(); err != nil {
+		return func(context.Context) (int64, error) { return 0, err }, nil
+	}
+	return up.localPeer.SendReplicate(ctx, req)
+}
+
+func (up *unlearnedPeer) ReplicaState(ctx context.Context, req *transport.ReplicaStateRequest) (*transport.ReplicaStateResponse, error) {
+	if err := up.unknown(); err != nil {
+		return nil, err
+	}
+	return up.localPeer.ReplicaState(ctx, req)
+}
+
+// TestWritesWaitForAFollowerToLearnOfANewPartition: a partition just
+// created or added reaches its leader's metadata before a follower's,
+// which answers that it holds no replica of it until its own metadata
+// catches up. Writes meanwhile wait for the follower, and are
+// acknowledged once it has them, instead of failing as replication
+// failures of unknown outcome.
+func TestWritesWaitForAFollowerToLearnOfANewPartition(t *testing.T) {
+	followerLog := openLog(t, t.TempDir())
+	follower := replication.NewPartition("orders", 0, 2, followerLog, testLogger(t))
+	t.Cleanup(follower.Close)
+	peer := &unlearnedPeer{localPeer: &localPeer{p: follower}}
+	leaderLog := openLog(t, t.TempDir())
+	leader := replication.NewPartition("orders", 0, self, leaderLog, testLogger(t), replication.Options{
+		Peers:              func(int32) (replication.Peer, error) { return peer, nil },
+		ReplicationTimeout: 5 * time.Second,
+	})
+	t.Cleanup(leader.Close)
+	st := replication.State{Leader: self, LeaderEpoch: 1, Active: []int32{self, 2}}
+	require.NoError(t, follower.SetState(st))
+	require.NoError(t, leader.SetState(st))
+
+	type result struct {
+		ack replication.Ack
+		err error
+	}
+	results := make(chan result, 3)
+	for i := range 3 {
+		go func() {
+			ack, err := tryProduce(leader, fmt.Sprint("b", i), 2)
+			results <- result{ack, err}
+		}()
+	}
+	require.Eventually(t, func() bool { return peer.refused.Load() >= 3 }, 5*time.Second, time.Millisecond,
+		"the follower was asked only %d times", peer.refused.Load())
+	select {
+	case r := <-results:
+		t.Fatalf("a write ended before the follower knew of the partition: %+v", r)
+	default:
+	}
+	peer.learn()
+	for range 3 {
+		r := <-results
+		require.NoError(t, r.err)
+		assert.Equal(t, []int32{1, 2}, r.ack.Replicas)
+	}
+	assert.Equal(t, int64(6), followerLog.DurableEndOffset())
+	assert.Equal(t, logBytes(t, leaderLog), logBytes(t, followerLog))
+}
