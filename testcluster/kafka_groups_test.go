@@ -134,12 +134,28 @@ func TestKcatConsumerGroup(t *testing.T) {
 	kcat := kcatPath(t)
 	c := startClusterWith(t, Config{Nodes: 3, Kafka: true, NodeArgs: []string{"--group-initial-rebalance-delay", "1s"}})
 	ctlOK(t, c, "topic", "create", "shared", "--partitions", "6", "--replication-factor", "3")
-	first := produceValues(t, c, "shared", "first", 600)
 
 	var ms []*kcatMember
 	for i, n := range c.Nodes {
 		ms = append(ms, startKcatMember(t, kcat, n.Kafka, "kgroup", "shared", fmt.Sprintf("m%d", i+1)))
 	}
+	// The records are written once all three have joined: a member that
+	// started late (a loaded machine) would otherwise join after the
+	// first had read them all, in a second generation.
+	var joined string
+	require.Eventually(t, func() bool {
+		res, err := c.Ctl(context.Background(), "", "group", "describe", "kgroup", "-o", "json")
+		if err != nil || res.Exit != 0 {
+			return false
+		}
+		joined = res.Stdout
+		var d struct {
+			State   string            `json:"state"`
+			Members []json.RawMessage `json:"members"`
+		}
+		return json.Unmarshal([]byte(res.Stdout), &d) == nil && d.State == "stable" && len(d.Members) == 3
+	}, 90*time.Second, 200*time.Millisecond, "the three kcat members never formed one stable group: %s", joined)
+	first := produceValues(t, c, "shared", "first", 600)
 	require.Eventually(t, func() bool { return len(values(ms...)) >= len(first) }, 90*time.Second, 100*time.Millisecond,
 		"the three members read every record: %d of %d", len(values(ms...)), len(first))
 	for v := range first {
