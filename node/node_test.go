@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -84,12 +85,21 @@ func (n *runningNode) stop(t *testing.T) error {
 	}
 }
 
+// waitHealthy waits for the node's health to answer 200. Its deadline is
+// generous: a node's start (a Raft election, the replay of its logs) under
+// the race detector, beside the rest of the suite, on two shared cores can
+// take several seconds; the failure says what health last answered.
 func waitHealthy(t *testing.T, addr string) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		code, _, err := getHealth(addr)
-		return err == nil && code == http.StatusOK
-	}, 10*time.Second, 10*time.Millisecond, "health never answered on %s", addr)
+	var last string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		code, h, err := getHealth(addr)
+		if err == nil && code == http.StatusOK {
+			return
+		}
+		last = fmt.Sprintf("status %d, %+v, error %v", code, h, err)
+	}
+	t.Fatalf("health never answered 200 on %s within 30s; last: %s", addr, last)
 }
 
 func getHealth(addr string) (int, httpapi.Health, error) {
