@@ -277,9 +277,16 @@ func consumeAction(c *cli.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := r.run(ctx, o.follow, merged == nil); err != nil && ctx.Err() == nil {
+			if err := r.run(ctx, o.follow); err != nil && ctx.Err() == nil {
 				errOnce.Do(func() { firstErr = err })
 				cancel()
+			}
+			// Closed once its error is noted: the printer, done with the
+			// last channel, cancels ctx, and a reader that looked at ctx
+			// only after that took its own error for the cancellation's
+			// (the command said nothing and exited 0).
+			if merged == nil {
+				close(r.out)
 			}
 		}()
 	}
@@ -418,15 +425,11 @@ func (r *partitionReader) setup(ctx context.Context) error {
 }
 
 // run finds the reader's start, then reads until the stop offset (or,
-// following, until ctx ends), and closes its own channel when it has
-// one. An error that a moment may cure (a leader that does not answer)
-// makes the partition unreadable, not the command fail: run returns nil
-// without --follow, and tries again with it. Any other error is
-// returned.
-func (r *partitionReader) run(ctx context.Context, follow, ownChannel bool) error {
-	if ownChannel {
-		defer close(r.out)
-	}
+// following, until ctx ends); its caller closes the reader's channel. An
+// error that a moment may cure (a leader that does not answer) makes the
+// partition unreadable, not the command fail: run returns nil without
+// --follow, and tries again with it. Any other error is returned.
+func (r *partitionReader) run(ctx context.Context, follow bool) error {
 	wait := catchUpWait
 	if follow {
 		wait = followWait
