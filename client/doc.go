@@ -135,6 +135,10 @@
 // the order. The batches a partition has in flight always share one
 // connection: when the cached leader (or the connection to it) changes,
 // the next batch waits until those on the old connection are answered.
+// A closed batch holds its records as the caller gave them (their keys,
+// values and headers uncopied) until it is first sent: it is encoded then,
+// into a buffer that is reused once the batch finishes, so that a queue
+// behind a full in-flight window costs no copy of its records.
 //
 // A batch is retried only when its attempt provably did not append it:
 //

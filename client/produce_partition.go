@@ -70,13 +70,14 @@ func classify(err error) outcome {
 // batch is a sealed batch of one partition.
 type batch struct {
 	records []pending
-	// data is the encoded batch, as AppendBatch made it; an idempotent
-	// producer's is made when it is first sent (encode), with producer
-	// and its sequence, and never changes after. A plain producer's is a
-	// pooled buffer, given back when the batch finishes: every send of it
+	// data is the encoded batch, made when it is first sent: an
+	// idempotent producer's by encode, with producer and its sequence,
+	// and never changed after; a plain producer's by encodePlain, in a
+	// pooled buffer given back when the batch finishes: every send of it
 	// has been written by then (SendNotify returns once it is).
 	data     []byte
 	pooled   bool
+	size     int // a plain batch's encoded size, header included
 	producer producerID
 	attempts int
 	first    time.Time // when it was first sent
@@ -288,29 +289,35 @@ func (pp *partitionProducer) seal() {
 	if len(pp.building) == 0 {
 		return
 	}
-	var data []byte // an idempotent producer's batch is built when it is first sent (encode)
-	if !pp.p.cfg.Idempotent {
-		recs := pp.recs[:0]
-		for i := range pp.building {
-			recs = append(recs, pp.building[i].rec)
-		}
-		var err error
-		data, err = record.AppendBatch(bufpool.Get(pp.buildingBytes)[:0], recs)
-		if err != nil {
-			// enqueue bounds every record, and a batch is never empty.
-			panic(fmt.Sprintf("client: encode batch of %d records, %d bytes: %v", len(recs), pp.buildingBytes, err))
-		}
-		clear(recs) // the scratch keeps no record alive
-		pp.recs = recs[:0]
-	}
 	deadline := pp.building[0].deadline
 	for _, r := range pp.building[1:] {
 		if r.deadline.Before(deadline) {
 			deadline = r.deadline
 		}
 	}
-	pp.queue = append(pp.queue, &batch{records: pp.building, data: data, pooled: data != nil, deadline: deadline})
+	pp.queue = append(pp.queue, &batch{records: pp.building, size: pp.buildingBytes, deadline: deadline})
 	pp.building, pp.buildingBytes = nil, 0
+}
+
+// encodePlain builds a plain producer's batch when it is first sent, into
+// a pooled buffer that is given back when the batch finishes: the
+// producer holds encoded copies only of the batches in flight, whose
+// buffers are reused while still in the processor's caches and the
+// process's memory, not one of every batch waiting in the queue (up to
+// BufferBytes, fresh memory for every batch).
+func (pp *partitionProducer) encodePlain(b *batch) {
+	recs := pp.recs[:0]
+	for i := range b.records {
+		recs = append(recs, b.records[i].rec)
+	}
+	data, err := record.AppendBatch(bufpool.Get(b.size)[:0], recs)
+	if err != nil {
+		// enqueue bounds every record, and a batch is never empty.
+		panic(fmt.Sprintf("client: encode batch of %d records, %d bytes: %v", len(recs), b.size, err))
+	}
+	clear(recs) // the scratch keeps no record alive
+	pp.recs = recs[:0]
+	b.data, b.pooled = data, true
 }
 
 // sendReady sends queued batches while the in-flight window has room and
@@ -352,7 +359,11 @@ func (pp *partitionProducer) sendReady() {
 		}
 		b.done = false
 		if err == nil && b.data == nil {
-			err = pp.encode(ctx, b)
+			if pp.p.cfg.Idempotent {
+				err = pp.encode(ctx, b)
+			} else {
+				pp.encodePlain(b)
+			}
 		}
 		if err != nil {
 			cancel()

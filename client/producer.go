@@ -270,6 +270,8 @@ func (p *Producer) Send(ctx context.Context, rec ProducerRecord) (Ack, error) {
 // call Send, Flush or Close (SendAsync is fine). When rec cannot be
 // accepted, cb runs before SendAsync returns. SendAsync waits up to
 // ProducerConfig.MaxBlock for metadata and for buffer room. cb may be nil.
+// The producer keeps rec's Key, Value and Headers, uncopied, until its
+// batch is first sent: they must not change before cb runs.
 func (p *Producer) SendAsync(rec ProducerRecord, cb func(Ack, error)) {
 	if cb == nil {
 		cb = func(Ack, error) {}

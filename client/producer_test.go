@@ -1,11 +1,14 @@
 package client
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -636,4 +639,49 @@ func TestClassifyTellsNeverSentFromUnknown(t *testing.T) {
 	for _, tc := range tests {
 		assert.Equal(t, tc.want, classify(tc.err), tc.name)
 	}
+}
+
+// TestProducerEncodesOnlyTheBatchesItSends: records waiting behind a full
+// in-flight window stay as the caller gave them; a batch is encoded (its
+// values copied into a buffer) when it is sent, so a queue of megabytes
+// of records sharing one value costs no copy of them.
+func TestProducerEncodesOnlyTheBatchesItSends(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	fc.addTopic("t", 1)
+	g := newGate()
+	defer g.open()
+	fc.set(func(fc *fakeCluster) {
+		fc.hold = func(int32, []string) <-chan struct{} { return g.wait() }
+	})
+	c := newTestClient(t, fc, nil)
+	p := newTestProducer(t, c, ProducerConfig{MaxInFlightPerPartition: 1, BatchBytes: 64 << 10, Linger: time.Millisecond})
+	value := bytes.Repeat([]byte("v"), 1024)
+	const records = 8 << 10 // 8 MiB of values, about 130 batches
+	var acked atomic.Int64
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapAlloc
+	for range records {
+		p.SendAsync(ProducerRecord{Topic: "t", Value: value}, func(_ Ack, err error) {
+			if err == nil {
+				acked.Add(1)
+			}
+		})
+	}
+	require.Eventually(t, func() bool { return fc.produceRequests() >= 1 }, 10*time.Second, time.Millisecond)
+	// Held for a second: every batch is sealed and queued by then. The
+	// records themselves take about 1.5 MiB (what the producer keeps of
+	// each); encoded copies of the queue would add 8 MiB.
+	var grew uint64
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		grew = max(grew, ms.HeapAlloc-min(base, ms.HeapAlloc))
+	}
+	assert.Less(t, grew, uint64(4<<20), "the heap grew by %d bytes with %d records queued", grew, records)
+	g.open()
+	require.NoError(t, p.Flush(testCtx(t)))
+	assert.Equal(t, int64(records), acked.Load())
+	assert.Len(t, fc.values("t", 0), records)
 }
