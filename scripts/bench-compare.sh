@@ -428,13 +428,36 @@ gs_topic() {
 	done
 }
 
+# gs_drop_topic NAME: deletes a topic no later measurement reads, on the
+# current build's nodes, and waits until no node knows it: its files go,
+# and with them their pages in the page cache. On this VM a page cache
+# that grows over a long run raises every later run's CPU per record two
+# to three times (below); deleting what was measured keeps it small.
+gs_drop_topic() {
+	local name=$1 deadline=$((SECONDS + 60)) addr
+	next_log
+	run_logged "$LOG" ctl topic delete "$name"
+	for addr in ${BOOTSTRAP//,/ }; do
+		while "$BIN/gostream-ctl" --bootstrap "$addr" topic describe "$name" -o json >/dev/null 2>&1; do
+			[ "$SECONDS" -lt "$deadline" ] || die "broker $addr still knows deleted topic $name after 60s"
+			sleep 0.05
+		done
+	done
+}
+
+# b5_reads N KIND: whether B5 will read B4's topic of N producers written
+# by KIND (native or kafka), which must then be kept until it has.
+b5_reads() {
+	want B5 && [ "$1" = "$B5_n" ] && [ "$2" = "$B5_DATA" ]
+}
+
 # drop_caches, with DROP_CACHES=1, empties the page cache before a run
 # that writes, where this user may (root). On this VM later rounds of a
 # long run cost both builds two to three times the CPU per record of the
-# first as the page cache grows, and with the cache emptied every round
-# costs the same; but a consumer then reads from the disk what a run
-# before wrote (the other build's produce run, between, empties it), so
-# it is for produce figures (ONLY=B1) and off by default.
+# first as the page cache grows (gs_drop_topic keeps it small without
+# this); but a consumer then reads from the disk what a run before wrote
+# (the other build's produce run, between, empties it), so it is off by
+# default.
 drop_caches() {
 	if [ "${DROP_CACHES:-0}" != 0 ] && [ -w /proc/sys/vm/drop_caches ]; then
 		echo 3 > /proc/sys/vm/drop_caches
@@ -695,6 +718,9 @@ for r in $(seq "$RUNS"); do
 done
 fi
 stop_all
+# Part A's data is read no more: its files, and their pages in the page
+# cache, go before Part B.
+rm -rf "$WORK"/gostream-one "$WORK"/gostream-one-before "$WORK"/nats/single
 fi
 
 # ================================================================ Part B
@@ -729,6 +755,7 @@ for r in $(seq "$RUNS"); do
 			add "${S}B1.gs.$n" "$v"
 			cpu_note "${S}B1.gs.cpu.$n" "$RECORDS"
 			say_run "$r" gostream "$TAG$n producer(s), $CLUSTER_PARTITIONS partitions RF 3: $(fmt_rate "$v") records/s$CPU_NOTE"
+			gs_drop_topic "$topic"
 		done
 		nats || continue
 		nats_bench pub async --create --purge --storage file --replicas 3 --msgs "$RECORDS" --size 1KB --clients "$n" bench
@@ -761,6 +788,7 @@ for r in $(seq "$RUNS"); do
 		v="$(json_num p50_ms <<<"$RESULT")"
 		add "${S}B2.gs" "$v"
 		say_run "$r" gostream "${TAG}sync produce: p50 $(fmt_ms "$v") ms, p99 $(fmt_ms "$(json_num p99_ms <<<"$RESULT")") ms"
+		gs_drop_topic "$topic"
 	done
 	nats || continue
 	nats_bench pub sync --create --purge --storage file --replicas 3 --msgs "$SYNC_RECORDS" --size 1KB bench
@@ -782,6 +810,7 @@ for r in $(seq "$RUNS"); do
 		add "${S}B3.gs" "$v"
 		cpu_note "${S}B3.gs.cpu" "$SYNC16_RECORDS"
 		say_run "$r" gostream "${TAG}16 sync producers: $(fmt_rate "$v") records/s, p50 $(fmt_ms "$(json_num p50_ms <<<"$RESULT")") ms$CPU_NOTE"
+		gs_drop_topic "$topic"
 	done
 	nats || continue
 	nats_bench pub sync --create --purge --storage file --replicas 3 --msgs "$SYNC16_RECORDS" --size 1KB --clients 16 bench
@@ -805,6 +834,7 @@ for r in $(seq "$RUNS"); do
 			add "${S}B4.native.$n" "$v"
 			cpu_note "${S}B4.native.cpu.$n" "$RECORDS"
 			say_run "$r" native "$TAG$n producer(s): $(fmt_rate "$v") records/s, p50 $(fmt_ms "$(json_num p50_ms <<<"$RESULT")") ms$CPU_NOTE"
+			b5_reads "$n" native || gs_drop_topic "$topic"
 			topic="b4-r$r-p$n-kafka"
 			gs_topic "$topic" "$CLUSTER_PARTITIONS" 3
 			kafka_bench -topic "$topic" -records "$RECORDS" -size "$SIZE" -producers "$n" produce
@@ -816,6 +846,7 @@ for r in $(seq "$RUNS"); do
 			add "${S}B4.kafka.$n" "$v"
 			cpu_note "${S}B4.kafka.cpu.$n" "$RECORDS"
 			say_run "$r" franz-go "$TAG$n producer(s): $(fmt_rate "$v") records/s, p50 $(fmt_ms "$(json_num p50_ms <<<"$RESULT")") ms$CPU_NOTE"
+			b5_reads "$n" kafka || gs_drop_topic "$topic"
 		done
 	done
 done
@@ -845,6 +876,7 @@ for r in $(seq "$RUNS"); do
 		add "${S}B5.kafka" "$v"
 		cpu_note "${S}B5.kafka.cpu" "$(json_num records <<<"$RESULT")"
 		say_run "$r" franz-go "${TAG}consume: $(fmt_rate "$v") records/s ($(json_num records <<<"$RESULT") records)$CPU_NOTE"
+		gs_drop_topic "$topic"
 	done
 done
 fi
