@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"gostream/httpapi"
+	"gostream/internal/testaddr"
 	"gostream/node"
 	"gostream/storage"
 )
@@ -33,12 +34,12 @@ type writerFunc func([]byte) (int, error)
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // freeAddr returns a loopback address with a port that was free a moment ago.
+// freeAddr returns a loopback address whose port (TCP and UDP) was free a
+// moment ago, below the kernel's ephemeral ports (see package testaddr).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testaddr.Free()
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
 	return addr
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,6 +20,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"gostream/httpapi"
+	"gostream/internal/testaddr"
 )
 
 // testVersion is stamped into the binary under test.
@@ -100,12 +100,12 @@ func (w logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// freeAddr returns a loopback address whose port (TCP and UDP) was free a
+// moment ago, below the kernel's ephemeral ports (see package testaddr).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testaddr.Free()
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
 	return addr
 }
 

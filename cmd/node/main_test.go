@@ -18,6 +18,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"gostream/internal/testaddr"
 )
 
 // testVersion is stamped into the binary under test.
@@ -156,13 +158,12 @@ func runNode(t *testing.T, env []string, args ...string) (code int, stdout, stde
 	return code, p.stdout.String(), p.stderr.String()
 }
 
-// freeAddr returns a loopback address with a port that was free a moment ago.
+// freeAddr returns a loopback address whose port (TCP and UDP) was free a
+// moment ago, below the kernel's ephemeral ports (see package testaddr).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testaddr.Free()
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
 	return addr
 }
 
