@@ -417,15 +417,9 @@ check_servers() {
 # gs_topic NAME PARTITIONS RF: creates the topic and waits until every node
 # knows it, so that a bench does not time the spreading of metadata.
 gs_topic() {
-	local name=$1 parts=$2 rf=$3 deadline=$((SECONDS + 60)) addr
 	next_log
-	run_logged "$LOG" ctl topic create "$name" --partitions "$parts" --replication-factor "$rf"
-	for addr in ${BOOTSTRAP//,/ }; do
-		until "$BIN/gostream-ctl" --bootstrap "$addr" topic describe "$name" -o json >/dev/null 2>&1; do
-			[ "$SECONDS" -lt "$deadline" ] || die "broker $addr does not know topic $name after 60s"
-			sleep 0.05
-		done
-	done
+	run_logged "$LOG" ctl topic create "$1" --partitions "$2" --replication-factor "$3"
+	gs_topic_known "$1" 1
 }
 
 # gs_drop_topic NAME: deletes a topic no later measurement reads, on the
@@ -434,12 +428,21 @@ gs_topic() {
 # that grows over a long run raises every later run's CPU per record two
 # to three times (below); deleting what was measured keeps it small.
 gs_drop_topic() {
-	local name=$1 deadline=$((SECONDS + 60)) addr
 	next_log
-	run_logged "$LOG" ctl topic delete "$name"
+	run_logged "$LOG" ctl topic delete "$1"
+	gs_topic_known "$1" 0
+}
+
+# gs_topic_known NAME 1|0: waits, 60 seconds at most, until every node of
+# the current build knows topic NAME (1) or none does (0).
+gs_topic_known() {
+	local name=$1 want=$2 deadline=$((SECONDS + 60)) addr known
 	for addr in ${BOOTSTRAP//,/ }; do
-		while "$BIN/gostream-ctl" --bootstrap "$addr" topic describe "$name" -o json >/dev/null 2>&1; do
-			[ "$SECONDS" -lt "$deadline" ] || die "broker $addr still knows deleted topic $name after 60s"
+		while :; do
+			known=0
+			"$BIN/gostream-ctl" --bootstrap "$addr" topic describe "$name" -o json >/dev/null 2>&1 && known=1
+			[ "$known" = "$want" ] && break
+			[ "$SECONDS" -lt "$deadline" ] || die "broker $addr: topic $name $([ "$want" = 1 ] && echo "unknown" || echo "still known after its deletion") after 60s"
 			sleep 0.05
 		done
 	done
