@@ -20,6 +20,14 @@ type ConsumerConfig struct {
 	// whose committed offset of the partition Commit sets and Committed
 	// and SeekToCommitted read. Empty: none, and those fail.
 	Group string
+	// ReuseMemory makes every Poll read its fetch into the memory of the
+	// Poll before and return its records in the same slice: the records a
+	// Poll returned, with their keys, values and headers, are valid only
+	// until the next Poll, which overwrites them. It is for a consumer
+	// that is done with each Poll's records before it polls again, and
+	// spares it a new buffer of about MaxBytes a fetch (allocated, zeroed
+	// and collected). Default false: records stay valid for good.
+	ReuseMemory bool
 }
 
 // Consumer reads one partition from its leader, from a position it keeps.
@@ -34,6 +42,10 @@ type Consumer struct {
 	position  atomic.Int64
 	hw        atomic.Int64
 	topicID   string // the incarnation read (see pinTopic); owned by Poll
+	// With ReuseMemory, the memory of the last fetch and its records,
+	// owned by Poll.
+	buf  []byte
+	recs []record.Record
 }
 
 // NewConsumer returns a Consumer of partition partition of topic that
@@ -142,13 +154,24 @@ func (c *Consumer) Poll(ctx context.Context, maxWait time.Duration) ([]record.Re
 			MaxWaitMs: int32(min(wait.Milliseconds(), math.MaxInt32)),
 		}
 		resp = transport.FetchResponse{}
-		return c.c.call(ctx, r.addr, wait, transport.APIFetch, req, &resp)
+		var into transport.Message = &resp
+		if c.cfg.ReuseMemory {
+			into = &transport.Into{Resp: &resp, Buf: &c.buf}
+		}
+		return c.c.call(ctx, r.addr, wait, transport.APIFetch, req, into)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fetch %s/%d at offset %d: %w", c.topic, c.partition, pos, err)
 	}
 	c.noteHW(resp.HighWatermark)
-	recs, next, err := decodeFetched(resp.Batches, pos)
+	var out []record.Record
+	if c.cfg.ReuseMemory {
+		out = c.recs[:0]
+	}
+	recs, next, err := decodeFetched(resp.Batches, pos, out)
+	if c.cfg.ReuseMemory {
+		c.recs = recs[:0]
+	}
 	if len(recs) > 0 {
 		c.position.Store(next)
 		return recs, nil
@@ -159,12 +182,11 @@ func (c *Consumer) Poll(ctx context.Context, maxWait time.Duration) ([]record.Re
 	return nil, nil
 }
 
-// decodeFetched verifies and decodes the batches in buf and returns the
-// records from pos on, and the offset after the last one. It stops at the
-// first batch that fails verification, returning what came before it and
-// the error.
-func decodeFetched(buf []byte, pos int64) ([]record.Record, int64, error) {
-	var out []record.Record
+// decodeFetched verifies and decodes the batches in buf and appends to out
+// the records from pos on, returning them and the offset after the last
+// one. It stops at the first batch that fails verification, returning
+// what came before it and the error.
+func decodeFetched(buf []byte, pos int64, out []record.Record) ([]record.Record, int64, error) {
 	next, prevEnd := pos, int64(-1)
 	for len(buf) > 0 {
 		b, rest, err := record.Frame(buf, record.MaxBatchSize)
@@ -174,8 +196,9 @@ func decodeFetched(buf []byte, pos int64) ([]record.Record, int64, error) {
 		if prevEnd >= 0 && b.BaseOffset() < prevEnd {
 			return out, next, fmt.Errorf("%w: batch at offset %d overlaps the one ending at %d", record.ErrInvalid, b.BaseOffset(), prevEnd)
 		}
-		// The response buffer belongs to this poll alone, so the records
-		// may alias it: no copy per record.
+		// The response buffer belongs to this poll alone (or, with
+		// ReuseMemory, until the next), so the records may alias it: no
+		// copy per record.
 		if out == nil {
 			out = make([]record.Record, 0, int(b.RecordCount())*max(1, len(buf)/len(b)))
 		}

@@ -242,3 +242,44 @@ func TestPollAnswersBeforeTheCallersDeadline(t *testing.T) {
 	assert.Empty(t, recs)
 	assert.Less(t, time.Since(start), 500*time.Millisecond)
 }
+
+func TestConsumerReuseMemory(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	fc.addTopic("t", 1)
+	fc.appendValues("t", 0, "a0", "a1", "a2")
+	fc.appendValues("t", 0, "b0", "b1", "b2")
+	fc.appendValues("t", 0, "c0", "c1", "c2", "c3") // larger than the fetches before
+	cl := newTestClient(t, fc, nil)
+	ctx := testCtx(t)
+	poll := func(cons *Consumer) []record.Record {
+		t.Helper()
+		recs, err := cons.Poll(ctx, 0)
+		require.NoError(t, err)
+		return recs
+	}
+
+	t.Run("records are valid until the next poll, which reuses their memory", func(t *testing.T) {
+		cons, err := NewConsumer(cl, "t", 0, ConsumerConfig{MaxBytes: 1, ReuseMemory: true})
+		require.NoError(t, err)
+		first := poll(cons)
+		assert.Equal(t, []string{"a0", "a1", "a2"}, recordValues(first))
+		second := poll(cons)
+		assert.Equal(t, []string{"b0", "b1", "b2"}, recordValues(second))
+		assert.Same(t, &first[0], &second[0], "the records' slice is reused")
+		assert.Equal(t, []string{"b0", "b1", "b2"}, recordValues(first), "the fetch was read into the first's memory")
+		third := poll(cons)
+		assert.Equal(t, []string{"c0", "c1", "c2", "c3"}, recordValues(third), "a larger fetch takes new memory")
+		assert.Equal(t, []int64{6, 7, 8, 9}, recordOffsets(third))
+		assert.Empty(t, poll(cons))
+		assert.Equal(t, int64(10), cons.Position())
+	})
+
+	t.Run("by default records stay valid", func(t *testing.T) {
+		cons, err := NewConsumer(cl, "t", 0, ConsumerConfig{MaxBytes: 1})
+		require.NoError(t, err)
+		first := poll(cons)
+		second := poll(cons)
+		assert.Equal(t, []string{"a0", "a1", "a2"}, recordValues(first))
+		assert.Equal(t, []string{"b0", "b1", "b2"}, recordValues(second))
+	})
+}

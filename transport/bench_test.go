@@ -281,3 +281,35 @@ func BenchmarkClientSendNotify(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkClientCallFetch is a Call of a fetch whose answer carries 1 MiB
+// of batches (the server's is built once), read into new memory, as a
+// Consumer's poll does by default, or into the memory of the call before
+// (Into, a Consumer's ReuseMemory). B/op is what reading a response costs
+// the client, and the allocation the collector then frees.
+func BenchmarkClientCallFetch(b *testing.B) {
+	batches := make([]byte, 1<<20)
+	h := HandlerFunc(func(ctx context.Context, req *Request) Reply {
+		return Immediate(&FetchResponse{HighWatermark: 1, Batches: batches}, nil)
+	})
+	_, addr := startServer(b, ServerConfig{}, h)
+	c := dial(b, addr)
+	for _, into := range []bool{false, true} {
+		b.Run(fmt.Sprintf("into=%v", into), func(b *testing.B) {
+			ctx := context.Background()
+			var buf []byte
+			b.SetBytes(int64(len(batches)))
+			b.ReportAllocs()
+			for b.Loop() {
+				var resp FetchResponse
+				var m Message = &resp
+				if into {
+					m = &Into{Resp: &resp, Buf: &buf}
+				}
+				if err := c.Call(ctx, APIFetch, &FetchRequest{Topic: "orders", MaxBytes: 1 << 20}, m); err != nil || len(resp.Batches) != len(batches) {
+					b.Fatalf("fetch: %d bytes, %v", len(resp.Batches), err)
+				}
+			}
+		})
+	}
+}

@@ -215,18 +215,32 @@ func (c *Conn) readLoop() {
 	defer close(c.done)
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	for {
-		f, err := readFrame(br, c.cfg.MaxFrameBytes, c.cfg.MaxFrameBytes)
+		f, bodyLen, err := readHeader(br, c.cfg.MaxFrameBytes, c.cfg.MaxFrameBytes)
 		if err != nil {
 			c.fail(err)
 			return
 		}
-		c.lastRead.Store(time.Now().UnixNano())
 		c.mu.Lock()
 		p, ok := c.mu.pending[f.CorrelationID]
 		delete(c.mu.pending, f.CorrelationID)
 		c.mu.Unlock()
+		var into []byte
 		if ok {
-			p.deliver(callResult{body: f.Body})
+			into = p.into
+		}
+		// The reader takes the whole body at once: its length is bounded
+		// by the client's own frame limit.
+		body, err := readBody(br, bodyLen, c.cfg.MaxFrameBytes, into)
+		if err != nil {
+			c.fail(err)
+			if ok {
+				p.deliver(c.closedResult(err)) // out of pending: fail did not tell it
+			}
+			return
+		}
+		c.lastRead.Store(time.Now().UnixNano())
+		if ok {
+			p.deliver(callResult{body: body})
 		}
 		// A response nobody waits for belongs to a call that gave up.
 	}
@@ -287,12 +301,42 @@ func (c *Conn) Call(ctx context.Context, api API, req, resp Message) error {
 		ctx, cancel = context.WithTimeout(ctx, c.callTimeout)
 		defer cancel()
 	}
-	p, err := c.Send(ctx, api, req)
+	in, _ := resp.(*Into)
+	var into []byte
+	if in != nil {
+		into, resp = *in.Buf, in.Resp
+		// Until the call succeeds the memory is the connection's reader's,
+		// which may still be writing into it after a call that gave up.
+		*in.Buf = nil
+	}
+	p, err := c.send(ctx, api, req, nil, into)
 	if err != nil {
 		return err
 	}
-	return p.Wait(ctx, resp)
+	body, err := p.wait(ctx, resp)
+	if in != nil && err == nil {
+		*in.Buf = body[:0]
+	}
+	return err
 }
+
+// Into is a response to decode (Resp) whose body is read into *Buf when it
+// is large enough, overwriting what it held, instead of into new memory:
+// for a caller that reads large responses one after another (a consumer's
+// fetches), done with each before the next. Pass it to Call as the
+// response. When the call succeeds, *Buf is the memory the body was read
+// into (Buf's own, or new memory when Buf's was too small), which Resp's
+// byte fields may alias; when it fails, *Buf is nil: the connection's
+// reader may still write into the memory it had.
+type Into struct {
+	Resp Message
+	Buf  *[]byte
+}
+
+// Encode and Decode make an Into a Message, so that it passes through
+// Pool.Call to Conn.Call, which unwraps it; neither is meant to be called.
+func (in *Into) Encode(e *Encoder) { in.Resp.Encode(e) }
+func (in *Into) Decode(d *Decoder) { in.Resp.Decode(d) }
 
 // Pending is a request that was written and whose response has not been
 // read yet.
@@ -303,6 +347,7 @@ type Pending struct {
 	ch     chan callResult
 	sentAt time.Time
 	notify func() // from SendNotify; nil for Send
+	into   []byte // memory to read the response's body into, if large enough (see Into)
 	// written is set once the request went out whole: until then a failing
 	// connection leaves the call to its Send, which reports it not sent.
 	written atomic.Bool
@@ -345,6 +390,12 @@ func (c *Conn) Send(ctx context.Context, api API, req Message) (*Pending, error)
 // block; it is not called if Send fails, nor after Cancel. It spares a
 // caller that waits for many calls at once a goroutine per call.
 func (c *Conn) SendNotify(ctx context.Context, api API, req Message, notify func()) (*Pending, error) {
+	return c.send(ctx, api, req, notify, nil)
+}
+
+// send is SendNotify whose response's body is read into into when it has
+// the capacity.
+func (c *Conn) send(ctx context.Context, api API, req Message, notify func(), into []byte) (*Pending, error) {
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotSent, c.ctxError(ctx, api)) // do not send what nobody waits for
 	}
@@ -354,7 +405,7 @@ func (c *Conn) SendNotify(ctx context.Context, api API, req Message, notify func
 		return nil, fmt.Errorf("%w: %s: connection closed: %v", ErrNotSent, c.addr, err)
 	}
 	c.mu.next++
-	p := &Pending{c: c, id: c.mu.next, api: api, ch: make(chan callResult, 1), notify: notify}
+	p := &Pending{c: c, id: c.mu.next, api: api, ch: make(chan callResult, 1), notify: notify, into: into}
 	c.mu.pending[p.id] = p
 	others := len(c.mu.pending) > 1
 	c.mu.Unlock()
@@ -488,6 +539,12 @@ func (c *Conn) writeQueued() {
 // the context's error, and the request's outcome is unknown. A connection
 // that closes first gives ErrConnClosed, also with an unknown outcome.
 func (p *Pending) Wait(ctx context.Context, resp Message) error {
+	_, err := p.wait(ctx, resp)
+	return err
+}
+
+// wait is Wait that also returns the response's body.
+func (p *Pending) wait(ctx context.Context, resp Message) ([]byte, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.c.callTimeout)
@@ -505,26 +562,26 @@ func (p *Pending) Wait(ctx context.Context, resp Message) error {
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				c.closeIfSilent(p.sentAt)
 			}
-			return c.ctxError(ctx, api)
+			return nil, c.ctxError(ctx, api)
 		}
 	}
 	if r.err != nil {
-		return r.err
+		return nil, r.err
 	}
 	rest, werr, err := SplitResponse(r.body)
 	if err != nil {
-		return fmt.Errorf("%s response from %s: %w", api, c.addr, err)
+		return nil, fmt.Errorf("%s response from %s: %w", api, c.addr, err)
 	}
 	if werr != nil {
-		return werr
+		return nil, werr
 	}
 	if resp == nil {
 		resp = &Empty{}
 	}
 	if err := Unmarshal(rest, resp); err != nil {
-		return fmt.Errorf("%s response from %s: %w", api, c.addr, err)
+		return nil, fmt.Errorf("%s response from %s: %w", api, c.addr, err)
 	}
-	return nil
+	return r.body, nil
 }
 
 // closeIfSilent closes the connection if nothing has arrived on it since

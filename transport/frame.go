@@ -91,6 +91,24 @@ func readFrame(r io.Reader, maxSize, ahead int) (Frame, error) {
 	if err != nil {
 		return Frame{}, err
 	}
+	f.Body, err = readBody(r, bodyLen, ahead, nil)
+	if err != nil {
+		return Frame{}, err
+	}
+	return f, nil
+}
+
+// readBody reads a frame's body of bodyLen bytes, into into's memory when
+// it has the capacity (overwriting what it held), else into memory it
+// allocates at most ahead bytes before they arrive.
+func readBody(r io.Reader, bodyLen, ahead int, into []byte) ([]byte, error) {
+	if into != nil && cap(into) >= bodyLen {
+		body := into[:bodyLen]
+		if _, err := io.ReadFull(r, body); err != nil {
+			return nil, truncated(err)
+		}
+		return body, nil
+	}
 	body := make([]byte, 0, min(bodyLen, ahead))
 	for len(body) < bodyLen {
 		step := min(bodyLen-len(body), ahead)
@@ -102,11 +120,10 @@ func readFrame(r io.Reader, maxSize, ahead int) (Frame, error) {
 		got, err := io.ReadFull(r, body[len(body):len(body)+step])
 		body = body[:len(body)+got]
 		if err != nil {
-			return Frame{}, truncated(err)
+			return nil, truncated(err)
 		}
 	}
-	f.Body = body
-	return f, nil
+	return body, nil
 }
 
 // readHeader reads a frame's length prefix and header, and returns them
