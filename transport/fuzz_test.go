@@ -63,9 +63,27 @@ const fuzzFrameMax = 1 << 12
 func FuzzReadFrame(f *testing.F) {
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		r := bytes.NewReader(stream)
+		// A client's reader reads the same frames, into the memory of the
+		// frame before when it is large enough (transport.Into), starting
+		// from memory whose size the stream's first byte picks.
+		cr := bytes.NewReader(stream)
+		var into []byte
+		if len(stream) > 0 {
+			into = make([]byte, 0, int(stream[0])*4)
+		}
 		consumed := 0
 		for {
 			fr, err := ReadFrame(r, fuzzFrameMax)
+			cf, bodyLen, cerr := readHeader(cr, fuzzFrameMax, fuzzFrameMax)
+			if cerr == nil {
+				cf.Body, cerr = readBody(cr, bodyLen, fuzzFrameMax, into)
+			}
+			if (err == nil) != (cerr == nil) || err == nil && !bytes.Equal(fr.Body, cf.Body) {
+				t.Fatalf("a client's read differs: %v, %x; ReadFrame: %v, %x", cerr, cf.Body, err, fr.Body)
+			}
+			if cerr == nil {
+				into = cf.Body[:0]
+			}
 			if err != nil {
 				if errors.Is(err, io.EOF) {
 					if consumed != len(stream) {
