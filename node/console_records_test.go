@@ -23,6 +23,7 @@ import (
 
 	"gostream/client"
 	"gostream/console"
+	"gostream/internal/testaddr"
 	"gostream/node"
 	"gostream/record"
 )
@@ -347,7 +348,7 @@ func TestConsoleProduceThenRead(t *testing.T) {
 // Records a Kafka client produced (Kafka's own batches, compressed) read
 // as any others.
 func TestConsoleReadsKafkaClientsRecords(t *testing.T) {
-	kafkaAddr := freeAddr(t)
+	kafkaAddr := testaddr.For(t)
 	cfg, c := consoleNode(t, func(cfg *node.Config) { cfg.KafkaListen = kafkaAddr })
 	createTopic(t, c, "k", 1)
 	kc, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr), kgo.ProducerBatchCompression(kgo.ZstdCompression()))

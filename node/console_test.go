@@ -24,6 +24,7 @@ import (
 	"gostream/console"
 	"gostream/durable"
 	"gostream/httpapi"
+	"gostream/internal/testaddr"
 	"gostream/metadata"
 	"gostream/node"
 	"gostream/security"
@@ -495,7 +496,7 @@ func TestConsoleStreamReaders(t *testing.T) {
 // "native": the coordinator keeps it in the group's log, and a node
 // restarted (which holds no live state of an empty group) reads it there.
 func TestConsoleShowsAnEmptyKafkaGroupsProtocol(t *testing.T) {
-	kafkaAddr := freeAddr(t)
+	kafkaAddr := testaddr.For(t)
 	cfg := testConfig(t, 1, t.TempDir())
 	cfg.KafkaListen = kafkaAddr
 	cfg.GroupInitialDelay = -1 // one member: no need to wait for more

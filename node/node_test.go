@@ -33,23 +33,13 @@ type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
-// freeAddr returns a loopback address with a port that was free a moment ago.
-// freeAddr returns a loopback address whose port (TCP and UDP) was free a
-// moment ago, below the kernel's ephemeral ports (see package testaddr).
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	addr, err := testaddr.Free()
-	require.NoError(t, err)
-	return addr
-}
-
 func testConfig(t *testing.T, id int32, dir string) node.Config {
 	return node.Config{
 		ID:      id,
 		DataDir: dir,
-		Listen:  freeAddr(t),
-		Gossip:  freeAddr(t),
-		HTTP:    freeAddr(t),
+		Listen:  testaddr.For(t),
+		Gossip:  testaddr.For(t),
+		HTTP:    testaddr.For(t),
 		Logger:  testLogger(t),
 	}
 }

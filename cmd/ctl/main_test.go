@@ -100,15 +100,6 @@ func (w logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// freeAddr returns a loopback address whose port (TCP and UDP) was free a
-// moment ago, below the kernel's ephemeral ports (see package testaddr).
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	addr, err := testaddr.Free()
-	require.NoError(t, err)
-	return addr
-}
-
 func TestVersion(t *testing.T) {
 	code, stdout, _ := runCtl(t, nil, "--version")
 	assert.Equal(t, 0, code)
@@ -203,7 +194,7 @@ func TestHealthWithGlobalFlagsAnywhere(t *testing.T) {
 
 func TestHealthFailuresExitTwo(t *testing.T) {
 	t.Run("unreachable", func(t *testing.T) {
-		code, _, stderr := runCtl(t, nil, "health", "--http", freeAddr(t))
+		code, _, stderr := runCtl(t, nil, "health", "--http", testaddr.For(t))
 		assert.Equal(t, 2, code)
 		assert.True(t, strings.HasPrefix(stderr, "Unreachable: "), stderr)
 	})
@@ -260,7 +251,7 @@ func TestHealthFailuresExitTwo(t *testing.T) {
 // its --timeout has passed (a cluster that is starting answers a moment
 // later, so the client retries until then).
 func TestUnreachableClusterExitsTwo(t *testing.T) {
-	addr := freeAddr(t)
+	addr := testaddr.For(t)
 	for _, args := range [][]string{
 		{"cluster", "status"},
 		{"broker", "list"},
@@ -396,7 +387,7 @@ func TestBootstrapFlagBeatsVariable(t *testing.T) {
 	env := []string{"GOSTREAM_BOOTSTRAP=nope"}
 	code, _, _ := runCtl(t, env, "topic", "list")
 	require.Equal(t, 1, code)
-	code, _, stderr := runCtl(t, env, "topic", "list", "--bootstrap", freeAddr(t), "--timeout", "1s")
+	code, _, stderr := runCtl(t, env, "topic", "list", "--bootstrap", testaddr.For(t), "--timeout", "1s")
 	assert.Equal(t, 2, code)
 	assert.True(t, strings.HasPrefix(stderr, "BrokerNotAvailable: "), stderr)
 }

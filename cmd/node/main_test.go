@@ -158,20 +158,11 @@ func runNode(t *testing.T, env []string, args ...string) (code int, stdout, stde
 	return code, p.stdout.String(), p.stderr.String()
 }
 
-// freeAddr returns a loopback address whose port (TCP and UDP) was free a
-// moment ago, below the kernel's ephemeral ports (see package testaddr).
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	addr, err := testaddr.Free()
-	require.NoError(t, err)
-	return addr
-}
-
 // addrs are the addresses of one test node, all on free loopback ports.
 type addrs struct{ listen, gossip, http string }
 
 func freeAddrs(t *testing.T) addrs {
-	return addrs{listen: freeAddr(t), gossip: freeAddr(t), http: freeAddr(t)}
+	return addrs{listen: testaddr.For(t), gossip: testaddr.For(t), http: testaddr.For(t)}
 }
 
 func (a addrs) flags() []string {
@@ -457,7 +448,7 @@ func TestEnvTwinsAndFlagPrecedence(t *testing.T) {
 	})
 	t.Run("flags beat variables", func(t *testing.T) {
 		a := freeAddrs(t)
-		unused := freeAddr(t)
+		unused := testaddr.For(t)
 		p := startNode(t, []string{
 			"GOSTREAM_ID=7",
 			"GOSTREAM_HTTP=" + unused,

@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 )
 
 // Free picks its ports from floor up to ceiling (or the kernel's first
@@ -59,6 +60,16 @@ func Free() (string, error) {
 		}
 	}
 	return "", errors.New("testaddr: no free loopback port found in 200 tries")
+}
+
+// For is Free for a test, which it fails when no port is found.
+func For(t testing.TB) string {
+	t.Helper()
+	addr, err := Free()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
 }
 
 // tryPort binds port (0: any) on loopback for TCP, then the same port for
