@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -181,20 +180,26 @@ func (c *Cluster) Node(id int32) *Node { return c.Nodes[id-1] }
 // seeds of a multi-node cluster) and waits until it is healthy.
 func (c *Cluster) StartNode(id int32) error {
 	n := c.Node(id)
-	var controller string
-	var join []string
-	if len(c.Nodes) > 1 {
-		controller = c.Controller()
-		for _, o := range c.Nodes {
-			if o.ID != id {
-				join = append(join, o.Gossip)
+	// The controller and gossip seeds are computed at every start: a
+	// retry on fresh ports changes this node's own addresses, and the
+	// controller named may be this node.
+	start := func() error {
+		var controller string
+		var join []string
+		if len(c.Nodes) > 1 {
+			controller = c.Controller()
+			for _, o := range c.Nodes {
+				if o.ID != id {
+					join = append(join, o.Gossip)
+				}
 			}
 		}
+		if err := n.Start(controller, join); err != nil {
+			return err
+		}
+		return n.WaitHealthy(60 * time.Second)
 	}
-	if err := n.Start(controller, join); err != nil {
-		return err
-	}
-	err := n.WaitHealthy(60 * time.Second)
+	err := start()
 	// Ports are picked free and bound later by the node, so another process
 	// can take one in between. On a node's first start nothing refers to its
 	// addresses yet but what is computed at start, so try fresh ones.
@@ -203,10 +208,7 @@ func (c *Cluster) StartNode(id int32) error {
 		if err = c.freshAddrs(n); err != nil {
 			return err
 		}
-		if err = n.Start(controller, join); err != nil {
-			return err
-		}
-		err = n.WaitHealthy(60 * time.Second)
+		err = start()
 	}
 	if err == nil {
 		n.started = true
@@ -231,10 +233,21 @@ func (c *Cluster) freshAddrs(n *Node) error {
 			return err
 		}
 	}
-	if c.proxy != nil {
-		n.Advertise, err = c.proxy.Listen(net.JoinHostPort(n.host, "0"), n.RPC)
+	if c.proxy == nil {
+		return nil
 	}
-	return err
+	// The proxy's port comes from freeAddr too: a port 0 of its own could
+	// be one freeAddr has just returned and closed (the kernel once gave a
+	// node's gossip port to its proxy). Taken in between, another is tried.
+	for try := 0; ; try++ {
+		var listen string
+		if listen, err = freeAddr(n.host); err != nil {
+			return err
+		}
+		if n.Advertise, err = c.proxy.Listen(listen, n.RPC); err == nil || try == 2 {
+			return err
+		}
+	}
 }
 
 // Start starts every node and returns once every one has registered with
