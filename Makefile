@@ -10,7 +10,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 # The whole test run, race detector included, must finish within this.
 TEST_TIMEOUT ?= 15m
 # Each fuzz target's time: short in `make test`, longer in `make fuzz`.
-TEST_FUZZTIME ?= 5s
+TEST_FUZZTIME ?= 2s
 FUZZTIME      ?= 60s
 # Benchmark repetitions and the time of each, when set; otherwise each
 # benchmark target has its own (`make bench`: 5 of 1s; `make bench-micro`:
