@@ -64,18 +64,20 @@ func TestPacedRecoveryCountsAndRefusesASecond(t *testing.T) {
 
 	var p replication.Pacer
 	p.SetRate(400_000)
+	// The first count seen while the copy runs: the last may be the final
+	// one, seen after the last chunk and before the copy ends.
 	var seen atomic.Int64
-	done := make(chan struct{})
+	stop := make(chan struct{})
+	defer close(stop)
 	go func() {
-		defer close(done)
 		for {
 			select {
-			case <-done:
+			case <-stop:
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
-			if pr := leader.CopyProgress(3); pr.Running {
-				seen.Store(pr.CopiedBytes)
+			if pr := leader.CopyProgress(3); pr.Running && pr.CopiedBytes > 0 {
+				seen.CompareAndSwap(0, pr.CopiedBytes)
 			}
 		}
 	}()
