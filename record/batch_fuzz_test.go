@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"gostream/record"
 )
@@ -210,6 +211,56 @@ func checkBatchDecoders(t *testing.T, data []byte) {
 	require.NoError(t, err)
 	record.Batch(enc).Stamp(b.BaseOffset(), b.LeaderEpoch(), b.AppendTime())
 	require.Equal(t, []byte(b), enc, "re-encoding a valid batch changed its bytes")
+
+	// As a Kafka consumer is served it: a Kafka batch of the same records,
+	// appended after what dst holds.
+	prefix := []byte("prefix")
+	kb, err := b.AppendKafka(bytes.Clone(prefix))
+	require.NoError(t, err)
+	require.Equal(t, prefix, kb[:len(prefix)])
+	requireKafkaOf(t, b, recs, kb[len(prefix):])
+}
+
+// requireKafkaOf requires kb to be the Kafka batch AppendKafka makes of b,
+// a batch of magic 1 whose records are recs: franz-go's codec reads each
+// record back (null keys and values distinct from empty ones), at b's
+// offsets, with b's append time, under a valid CRC-32C.
+func requireKafkaOf(t *testing.T, b record.Batch, recs []record.Record, kb []byte) {
+	t.Helper()
+	var rb kmsg.RecordBatch
+	require.NoError(t, rb.ReadFrom(kb))
+	require.Equal(t, int32(len(kb)-12), rb.Length)
+	require.Equal(t, b.BaseOffset(), rb.FirstOffset)
+	require.Equal(t, b.LeaderEpoch(), rb.PartitionLeaderEpoch)
+	require.Equal(t, int32(len(recs)), rb.NumRecords)
+	require.Equal(t, int32(len(recs)-1), rb.LastOffsetDelta)
+	require.Equal(t, b.AppendTime(), rb.FirstTimestamp)
+	require.Equal(t, b.AppendTime(), rb.MaxTimestamp)
+	require.Equal(t, int64(-1), rb.ProducerID)
+	require.Equal(t, int16(0), rb.Attributes)
+	require.Equal(t, crc32.Checksum(kb[21:], crc32.MakeTable(crc32.Castagnoli)), uint32(rb.CRC))
+	data := rb.Records
+	for i, want := range recs {
+		n, w := binary.Varint(data)
+		require.Positive(t, w, "record %d", i)
+		require.LessOrEqual(t, w+int(n), len(data), "record %d", i)
+		var r kmsg.Record
+		require.NoError(t, r.ReadFrom(data[:w+int(n)]), "record %d", i)
+		data = data[w+int(n):]
+		require.Equal(t, int32(i), r.OffsetDelta)
+		require.Equal(t, int64(0), r.TimestampDelta64)
+		require.Equal(t, want.Key == nil, r.Key == nil, "record %d key null", i)
+		require.Equal(t, want.Value == nil, r.Value == nil, "record %d value null", i)
+		require.True(t, bytes.Equal(want.Key, r.Key), "record %d key", i)
+		require.True(t, bytes.Equal(want.Value, r.Value), "record %d value", i)
+		require.Len(t, r.Headers, len(want.Headers), "record %d headers", i)
+		for j, h := range want.Headers {
+			require.Equal(t, h.Key, r.Headers[j].Key)
+			require.Equal(t, h.Value == nil, r.Headers[j].Value == nil, "record %d header %d value null", i, j)
+			require.True(t, bytes.Equal(h.Value, r.Headers[j].Value), "record %d header %d value", i, j)
+		}
+	}
+	require.Empty(t, data, "bytes after the last record")
 }
 
 // TestBatchFuzzSeedCorpus keeps testdata/fuzz/FuzzBatchDecode in step with

@@ -116,6 +116,24 @@ func BenchmarkEncodeBatch(b *testing.B) {
 	})
 }
 
+// BenchmarkAppendKafka is Batch.AppendKafka into a reused buffer: a
+// stored batch as a Kafka consumer is served it (magic 1 converted into
+// a Kafka batch, magic 2's carried batch copied).
+func BenchmarkAppendKafka(b *testing.B) {
+	benchEach(b, func(b *testing.B, magic byte, n int) {
+		batch := benchStoredBatch(b, magic, n)
+		buf, err := batch.AppendKafka(nil)
+		require.NoError(b, err)
+		b.SetBytes(int64(len(batch)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if buf, err = batch.AppendKafka(buf[:0]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
 // BenchmarkDecodeBatch is Batch.Records over a stored batch, each record's
 // slices aliasing the batch: what a consumer does with a fetched batch.
 func BenchmarkDecodeBatch(b *testing.B) {

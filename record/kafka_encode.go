@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/snappy"
@@ -47,21 +48,36 @@ func AppendKafkaBatch(dst []byte, records []Record, opts KafkaBatchOptions) ([]b
 	for _, r := range records {
 		first, maxTS = min(first, r.Timestamp), max(maxTS, r.Timestamp)
 	}
-	var body []byte
-	for i := range records {
-		body = appendKafkaRecord(body, &records[i], int64(i), first)
-	}
-	var err error
-	if body, err = compress(opts.Compression, body); err != nil {
-		return dst, err
-	}
-	if len(body) > math.MaxInt32-KafkaHeaderSize {
-		return dst, fmt.Errorf("%w: a batch of %d bytes", ErrInvalid, len(body))
-	}
 	start := len(dst)
-	dst = append(dst, make([]byte, KafkaHeaderSize)...)
-	dst = append(dst, body...)
-	k := kafkaBatch(dst[start:])
+	if opts.Compression == CompressionNone {
+		// The records go straight after the header.
+		dst = append(dst, make([]byte, KafkaHeaderSize)...)
+		for i := range records {
+			dst = appendKafkaRecord(dst, &records[i], int64(i), first)
+		}
+	} else {
+		var body []byte
+		for i := range records {
+			body = appendKafkaRecord(body, &records[i], int64(i), first)
+		}
+		var err error
+		if body, err = compress(opts.Compression, body); err != nil {
+			return dst, err
+		}
+		dst = append(dst, make([]byte, KafkaHeaderSize)...)
+		dst = append(dst, body...)
+	}
+	if len(dst)-start > math.MaxInt32 {
+		return dst[:start], fmt.Errorf("%w: a batch of %d bytes", ErrInvalid, len(dst)-start)
+	}
+	sealKafkaBatch(kafkaBatch(dst[start:]), len(records), first, maxTS, opts)
+	return dst, nil
+}
+
+// sealKafkaBatch fills in the header of k, whose records (count of them,
+// encoded and compressed as opts says) follow its header, at base offset
+// 0 and leader epoch 0, and computes its CRC-32C.
+func sealKafkaBatch(k kafkaBatch, count int, first, maxTS int64, opts KafkaBatchOptions) {
 	binary.BigEndian.PutUint32(k[kOffLength:], uint32(len(k)-12))
 	k[kOffMagic] = 2
 	attributes := uint16(opts.Compression)
@@ -69,39 +85,58 @@ func AppendKafkaBatch(dst []byte, records []Record, opts KafkaBatchOptions) ([]b
 		attributes |= kafkaLogAppendTime
 	}
 	binary.BigEndian.PutUint16(k[kOffAttributes:], attributes)
-	binary.BigEndian.PutUint32(k[kOffLastOffsetDelta:], uint32(len(records)-1))
+	binary.BigEndian.PutUint32(k[kOffLastOffsetDelta:], uint32(count-1))
 	binary.BigEndian.PutUint64(k[kOffFirstTimestamp:], uint64(first))
 	binary.BigEndian.PutUint64(k[kOffMaxTimestamp:], uint64(maxTS))
 	binary.BigEndian.PutUint64(k[kOffProducerID:], uint64(opts.ProducerID))
 	binary.BigEndian.PutUint16(k[kOffProducerEpoch:], uint16(opts.ProducerEpoch))
 	binary.BigEndian.PutUint32(k[kOffBaseSequence:], uint32(opts.BaseSequence))
-	binary.BigEndian.PutUint32(k[kOffRecordCount:], uint32(len(records)))
+	binary.BigEndian.PutUint32(k[kOffRecordCount:], uint32(count))
 	binary.BigEndian.PutUint32(k[kOffCRC:], k.computeCRC())
-	return dst, nil
 }
 
 // AppendKafka appends the batch b to dst as a Kafka record batch: the one
 // it carries, or for a batch of magic 1 its records in a new, uncompressed
 // Kafka batch at b's base offset and epoch, each record's timestamp the
-// append time.
+// append time. A batch of magic 1 is converted as it is read: its keys,
+// values and headers are copied once, from b into dst.
 func (b Batch) AppendKafka(dst []byte) ([]byte, error) {
 	if k := b.Kafka(); k != nil {
 		return append(dst, k...), nil
 	}
-	recs, err := b.Decode()
+	count, err := b.recordCount()
 	if err != nil {
 		return dst, err
 	}
+	if count == 0 {
+		return dst, fmt.Errorf("%w: a batch needs at least one record", ErrInvalid)
+	}
+	// Every record of magic 1 has the batch's append time.
+	ts := b.AppendTime()
 	start := len(dst)
-	dst, err = AppendKafkaBatch(dst, recs, NoProducer)
+	// A Kafka record takes at most a few bytes more than its native
+	// encoding: room for all of them at once.
+	dst = slices.Grow(dst, KafkaHeaderSize+len(b)-HeaderSize+count*kafkaRecordExtra)
+	dst = append(dst, make([]byte, KafkaHeaderSize)...)
+	i := int64(0)
+	err = b.Records(func(r *Record) bool {
+		dst = appendKafkaRecord(dst, r, i, ts)
+		i++
+		return true
+	})
 	if err != nil {
 		return dst[:start], err
 	}
 	k := kafkaBatch(dst[start:])
+	sealKafkaBatch(k, count, ts, ts, NoProducer)
 	binary.BigEndian.PutUint64(k[kOffBaseOffset:], uint64(b.BaseOffset()))
 	binary.BigEndian.PutUint32(k[kOffLeaderEpoch:], uint32(b.LeaderEpoch()))
 	return dst, nil
 }
+
+// kafkaRecordExtra bounds the bytes a Kafka record takes beyond its
+// native encoding: its attributes, timestamp delta and offset delta.
+const kafkaRecordExtra = 1 + 2*binary.MaxVarintLen32
 
 // KafkaEncodedSize returns the most bytes r takes among the records of a
 // Kafka batch that AppendKafkaBatch builds uncompressed, wherever it is in
@@ -138,21 +173,27 @@ func appendKafkaBytes(b, v []byte) []byte {
 	return append(appendVarint(b, int64(len(v))), v...)
 }
 
-// appendKafkaRecord appends r as a Kafka record at offset delta i.
+// appendKafkaRecord appends r as a Kafka record at offset delta i, its
+// timestamp delta from first: its length, then its fields, written in
+// place.
 func appendKafkaRecord(b []byte, r *Record, i, first int64) []byte {
-	var body []byte
-	body = append(body, 0) // attributes
-	body = appendVarint(body, r.Timestamp-first)
-	body = appendVarint(body, i)
-	body = appendKafkaBytes(body, r.Key)
-	body = appendKafkaBytes(body, r.Value)
-	body = appendVarint(body, int64(len(r.Headers)))
+	n := 1 + varintLen(r.Timestamp-first) + varintLen(i) + bytesLen(r.Key) + bytesLen(r.Value) + varintLen(int64(len(r.Headers)))
 	for _, h := range r.Headers {
-		body = appendKafkaBytes(body, []byte(h.Key))
-		body = appendKafkaBytes(body, h.Value)
+		n += varintLen(int64(len(h.Key))) + len(h.Key) + bytesLen(h.Value)
 	}
-	b = appendVarint(b, int64(len(body)))
-	return append(b, body...)
+	b = appendVarint(b, int64(n))
+	b = append(b, 0) // attributes
+	b = appendVarint(b, r.Timestamp-first)
+	b = appendVarint(b, i)
+	b = appendKafkaBytes(b, r.Key)
+	b = appendKafkaBytes(b, r.Value)
+	b = appendVarint(b, int64(len(r.Headers)))
+	for _, h := range r.Headers {
+		b = appendVarint(b, int64(len(h.Key)))
+		b = append(b, h.Key...)
+		b = appendKafkaBytes(b, h.Value)
+	}
+	return b
 }
 
 // compress compresses a Kafka batch's records with codec; snappy in the

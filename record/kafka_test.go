@@ -1,6 +1,7 @@
 package record_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -237,6 +238,41 @@ func TestMagic1AsKafkaBatch(t *testing.T) {
 	assert.Nil(t, recs[1].Key)
 	assert.Equal(t, "w", string(recs[1].Value))
 	assert.Equal(t, "h", recs[1].Headers[0].Key)
+}
+
+// A native batch served to a Kafka consumer keeps every record: keys and
+// values null or empty or long, headers with empty keys and null values,
+// hundreds of records (the destination grows), appended after what the
+// destination holds.
+func TestMagic1AsKafkaBatchKeepsEveryRecord(t *testing.T) {
+	var recs []record.Record
+	for i := range 300 {
+		r := record.Record{Value: bytes.Repeat([]byte{byte(i)}, i*7%1500)}
+		switch i % 5 {
+		case 0:
+			r.Key = nil
+		case 1:
+			r.Key, r.Value = []byte{}, nil
+		case 2:
+			r.Key = []byte(fmt.Sprintf("key-%d", i))
+			r.Headers = []record.Header{{Key: "", Value: nil}, {Key: "h", Value: []byte{}}, {Key: "trace", Value: []byte("abc")}}
+		case 3:
+			r.Key, r.Value = bytes.Repeat([]byte("k"), 200), []byte{}
+		}
+		recs = append(recs, r)
+	}
+	b, err := record.AppendBatch(nil, recs)
+	require.NoError(t, err)
+	batch := record.Batch(b)
+	batch.Stamp(1<<40, 9, 1_700_000_000_123)
+	stored, err := batch.Decode()
+	require.NoError(t, err)
+	for _, dst := range [][]byte{nil, []byte("prefix"), make([]byte, 3, 1<<20)} {
+		kb, err := batch.AppendKafka(dst)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(dst, kb[:len(dst)]), "what dst held is kept")
+		requireKafkaOf(t, batch, stored, kb[len(dst):])
+	}
 }
 
 // What a producer may not send is refused before anything is written.
