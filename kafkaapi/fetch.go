@@ -122,9 +122,9 @@ func (s *Server) fetch(ctx context.Context, req *kmsg.FetchRequest) (response, e
 			// The request's MaxBytes bounds the answer, but for its first
 			// batch, which goes whole.
 			if budget > 0 {
-				kb, n, err := kafkaBatches(p.got.res.Batches)
+				kb, n, err := kafkaBatches(p.got.res.Batches, &a.mem)
 				if r := p.got.res.Range; r != nil {
-					kb, n, err = kafkaRangeBatches(r, &a.chunks)
+					kb, n, err = kafkaRangeBatches(r, &a.mem)
 				}
 				if err != nil {
 					fp.errorCode = s.code(err)
@@ -150,7 +150,7 @@ type fetchAnswer struct {
 	version int16
 	topics  []fetchTopic
 	reads   []fetched
-	chunks  []*[]byte // from rangeChunks, given back once written
+	mem     lentMemory // given back once written
 }
 
 type fetchTopic struct {
@@ -261,10 +261,7 @@ func appendLen(dst []byte, n int, flex bool) []byte {
 }
 
 func (a *fetchAnswer) release() {
-	for _, c := range a.chunks {
-		rangeChunks.Put(c)
-	}
-	a.chunks = nil
+	a.mem.giveBack()
 	for _, f := range a.reads {
 		release(f)
 	}
@@ -278,11 +275,32 @@ func release(f fetched) {
 	}
 }
 
+// lentMemory is the memory an answer's batches are written from, besides
+// the reads' own buffers: chunks of segment files (rangeChunks) and
+// batches of magic 1 converted (convertBufs), given back once the answer
+// is written.
+type lentMemory struct {
+	chunks, converted []*[]byte
+}
+
+func (m *lentMemory) giveBack() {
+	for _, c := range m.chunks {
+		rangeChunks.Put(c)
+	}
+	for _, c := range m.converted {
+		convertBufs.Put(c)
+	}
+	m.chunks, m.converted = nil, nil
+}
+
+// convertBufs are the buffers batches of magic 1 are converted into.
+var convertBufs = sync.Pool{New: func() any { return new([]byte) }}
+
 // kafkaBatches are the Kafka batches of a read, and their bytes: a
 // batch of magic 2 is the Kafka batch it carries, written from the read's
 // buffer (storage checked its checksums on the read); one of magic 1 is
-// converted.
-func kafkaBatches(b []byte) ([]piece, int, error) {
+// converted, into memory taken from convertBufs and added to mem.
+func kafkaBatches(b []byte, mem *lentMemory) ([]piece, int, error) {
 	var out []piece
 	total := 0
 	for off := 0; off < len(b); {
@@ -290,7 +308,7 @@ func kafkaBatches(b []byte) ([]piece, int, error) {
 		if err != nil {
 			return nil, 0, err
 		}
-		kb, err := kafkaBatch(b[off : off+n])
+		kb, err := kafkaBatch(b[off:off+n], mem)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -302,12 +320,14 @@ func kafkaBatches(b []byte) ([]piece, int, error) {
 }
 
 // kafkaBatch is the Kafka batch of one stored batch: the one it carries
-// (magic 2), or its records converted (magic 1).
-func kafkaBatch(b []byte) ([]byte, error) {
+// (magic 2), or its records converted (magic 1) into a buffer of
+// convertBufs, added to mem.
+func kafkaBatch(b []byte, mem *lentMemory) ([]byte, error) {
 	if b[record.MagicOffset] == record.MagicKafka {
 		return b[record.HeaderSize:], nil
 	}
-	var kb []byte
+	bp := convertBufs.Get().(*[]byte)
+	kb := (*bp)[:0]
 	var convErr error
 	err := record.Batches(b, func(rb record.Batch) bool {
 		kb, convErr = rb.AppendKafka(kb)
@@ -316,6 +336,8 @@ func kafkaBatch(b []byte) ([]byte, error) {
 	if err == nil {
 		err = convErr
 	}
+	*bp = kb // grown, it is kept grown
+	mem.converted = append(mem.converted, bp)
 	return kb, err
 }
 
@@ -343,9 +365,9 @@ var rangeChunks = sync.Pool{New: func() any { b := make([]byte, rangeChunk); ret
 // the rest), found by reading its header alone; smaller batches are read,
 // rangeChunk bytes at a time, and those of magic 1 converted, as
 // kafkaBatches does. The chunks read come from rangeChunks, and are
-// appended to *chunks for the answer to give back once written. Storage
+// added to mem for the answer to give back once written. Storage
 // lent only batches it had checked, so they are not checked again here.
-func kafkaRangeBatches(r lentRange, chunks *[]*[]byte) ([]piece, int, error) {
+func kafkaRangeBatches(r lentRange, mem *lentMemory) ([]piece, int, error) {
 	var (
 		out   []piece
 		total int
@@ -386,7 +408,7 @@ func kafkaRangeBatches(r lentRange, chunks *[]*[]byte) ([]piece, int, error) {
 				// A new chunk each time: the pieces taken from the last
 				// one are written from it.
 				bp := rangeChunks.Get().(*[]byte)
-				*chunks = append(*chunks, bp)
+				mem.chunks = append(mem.chunks, bp)
 				chunk = (*bp)[:min(rangeChunk, end-off)]
 			}
 			if err := readAt(chunk, off); err != nil {
@@ -394,7 +416,7 @@ func kafkaRangeBatches(r lentRange, chunks *[]*[]byte) ([]piece, int, error) {
 			}
 			at = off
 		}
-		kb, err := kafkaBatch(chunk[off-at : off-at+size])
+		kb, err := kafkaBatch(chunk[off-at:off-at+size], mem)
 		if err != nil {
 			return nil, 0, err
 		}

@@ -67,13 +67,13 @@ func TestKafkaRangeBatchesMatchRead(t *testing.T) {
 		maxBytes := 1 + rng.Intn(1<<20)
 		buf, err := l.Read(ctx, offset, maxBytes, 1<<62, nil)
 		require.NoError(t, err)
-		want, wantN, err := kafkaBatches(buf)
+		var mem lentMemory
+		want, wantN, err := kafkaBatches(buf, &mem)
 		require.NoError(t, err)
 		r, err := l.ReadRange(offset, maxBytes, 1<<62, 0)
 		require.NoError(t, err)
 		require.NotNil(t, r)
-		var chunks []*[]byte
-		got, gotN, err := kafkaRangeBatches(r, &chunks)
+		got, gotN, err := kafkaRangeBatches(r, &mem)
 		require.NoError(t, err)
 		assert.Equal(t, wantN, gotN)
 		var wantBytes, gotBytes []byte
@@ -88,6 +88,8 @@ func TestKafkaRangeBatchesMatchRead(t *testing.T) {
 			}
 		}
 		require.True(t, bytes.Equal(wantBytes, gotBytes), "offset %d, max %d", offset, maxBytes)
+		// The next reads convert into this memory again.
+		mem.giveBack()
 		large := 0 // stored Kafka batches whose Kafka batch is large enough to send from the file
 		for rest := buf; len(rest) > 0; {
 			n, err := record.FrameSize(rest, len(rest))
