@@ -142,7 +142,7 @@ bench:
 # BENCH_MICRO_PKGS=./storage runs one package's. A new hot-function
 # benchmark is added to BENCH_MICRO by name.
 BENCH_MICRO_PKGS := ./transport ./record ./storage ./replication ./broker ./kafkaapi
-BENCH_MICRO := ^Benchmark(ServerRequest|ServerRespond|ClientSendNotify|ClientCallFetch|ValidateBatch|StampBatch|EncodeBatch|DecodeBatch|LogWrite|LogWriteExact|LogRead|Replicate|Produce|ProduceRequest|FetchRequest)$$
+BENCH_MICRO := ^Benchmark(ServerRequest|ServerRespond|ClientSendNotify|ClientCallFetch|ValidateBatch|StampBatch|EncodeBatch|AppendKafka|DecodeBatch|LogWrite|LogWriteExact|LogRead|Replicate|Produce|ProduceRequest|FetchRequest)$$
 BEFORE ?=
 .PHONY: bench-micro
 bench-micro:
