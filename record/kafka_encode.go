@@ -104,12 +104,9 @@ func (b Batch) AppendKafka(dst []byte) ([]byte, error) {
 	if k := b.Kafka(); k != nil {
 		return append(dst, k...), nil
 	}
-	count, err := b.recordCount()
+	count, err := b.recordCount() // at least one, and bounded by b's size
 	if err != nil {
 		return dst, err
-	}
-	if count == 0 {
-		return dst, fmt.Errorf("%w: a batch needs at least one record", ErrInvalid)
 	}
 	// Every record of magic 1 has the batch's append time.
 	ts := b.AppendTime()
