@@ -27,7 +27,7 @@ fi
 # and no failing input when the machine is loaded: a race in its
 # coordinator at the -fuzztime deadline (go.dev/issue/75804, fixed in Go
 # 1.27; we build with 1.26). That says nothing about our code: such a run
-# is tried again, up to three times in all. A run that wrote a failing
+# is tried again, up to five times in all. A run that wrote a failing
 # input under testdata/fuzz/ always fails.
 # How many failing inputs go test has saved for a target (0 when it has no
 # directory yet: a target without a committed seed corpus).
@@ -39,14 +39,14 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 count=0
 while read -r dir name; do
-	for try in 1 2 3; do
+	for try in 1 2 3 4 5; do
 		echo "fuzz: $name in $dir for $FUZZTIME"
 		before=$(saved_inputs "$dir/testdata/fuzz/$name")
 		if "$GO" test -run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" -fuzzminimizetime=5s "$dir" </dev/null 2>&1 | tee "$log"; then
 			break
 		fi
 		after=$(saved_inputs "$dir/testdata/fuzz/$name")
-		if [ "$try" != 3 ] && [ "$after" = "$before" ] && grep -q 'context deadline exceeded' "$log"; then
+		if [ "$try" != 5 ] && [ "$after" = "$before" ] && grep -q 'context deadline exceeded' "$log"; then
 			echo "fuzz: $name: the fuzzing engine timed out without a failing input (go.dev/issue/75804); trying again"
 			continue
 		fi
