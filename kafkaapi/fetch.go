@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"gostream/broker"
+	"gostream/internal/bufpool"
 	"gostream/record"
 	"gostream/transport"
 )
@@ -277,10 +278,11 @@ func release(f fetched) {
 
 // lentMemory is the memory an answer's batches are written from, besides
 // the reads' own buffers: chunks of segment files (rangeChunks) and
-// batches of magic 1 converted (convertBufs), given back once the answer
-// is written.
+// batches of magic 1 converted (from bufpool, by size), given back once
+// the answer is written.
 type lentMemory struct {
-	chunks, converted []*[]byte
+	chunks    []*[]byte
+	converted [][]byte
 }
 
 func (m *lentMemory) giveBack() {
@@ -288,18 +290,15 @@ func (m *lentMemory) giveBack() {
 		rangeChunks.Put(c)
 	}
 	for _, c := range m.converted {
-		convertBufs.Put(c)
+		bufpool.Put(c)
 	}
 	m.chunks, m.converted = nil, nil
 }
 
-// convertBufs are the buffers batches of magic 1 are converted into.
-var convertBufs = sync.Pool{New: func() any { return new([]byte) }}
-
 // kafkaBatches are the Kafka batches of a read, and their bytes: a
 // batch of magic 2 is the Kafka batch it carries, written from the read's
 // buffer (storage checked its checksums on the read); one of magic 1 is
-// converted, into memory taken from convertBufs and added to mem.
+// converted, into memory taken from bufpool and added to mem.
 func kafkaBatches(b []byte, mem *lentMemory) ([]piece, int, error) {
 	var out []piece
 	total := 0
@@ -320,14 +319,13 @@ func kafkaBatches(b []byte, mem *lentMemory) ([]piece, int, error) {
 }
 
 // kafkaBatch is the Kafka batch of one stored batch: the one it carries
-// (magic 2), or its records converted (magic 1) into a buffer of
-// convertBufs, added to mem.
+// (magic 2), or its records converted (magic 1) into a buffer of its
+// size from bufpool, added to mem.
 func kafkaBatch(b []byte, mem *lentMemory) ([]byte, error) {
 	if b[record.MagicOffset] == record.MagicKafka {
 		return b[record.HeaderSize:], nil
 	}
-	bp := convertBufs.Get().(*[]byte)
-	kb := (*bp)[:0]
+	kb := bufpool.Get(record.Batch(b).KafkaSizeBound())[:0]
 	var convErr error
 	err := record.Batches(b, func(rb record.Batch) bool {
 		kb, convErr = rb.AppendKafka(kb)
@@ -336,8 +334,7 @@ func kafkaBatch(b []byte, mem *lentMemory) ([]byte, error) {
 	if err == nil {
 		err = convErr
 	}
-	*bp = kb // grown, it is kept grown
-	mem.converted = append(mem.converted, bp)
+	mem.converted = append(mem.converted, kb) // one that grew is left to the collector
 	return kb, err
 }
 

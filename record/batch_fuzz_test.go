@@ -204,6 +204,7 @@ func checkBatchDecoders(t *testing.T, data []byte) {
 		kb, err := b.AppendKafka(nil)
 		require.NoError(t, err)
 		require.Equal(t, []byte(b[record.HeaderSize:]), kb)
+		require.Equal(t, len(kb), b.KafkaSizeBound())
 		return
 	}
 
@@ -219,6 +220,7 @@ func checkBatchDecoders(t *testing.T, data []byte) {
 	require.NoError(t, err)
 	require.Equal(t, prefix, kb[:len(prefix)])
 	requireKafkaOf(t, b, recs, kb[len(prefix):])
+	require.LessOrEqual(t, len(kb)-len(prefix), b.KafkaSizeBound(), "the memory a fetch takes for it suffices")
 }
 
 // requireKafkaOf requires kb to be the Kafka batch AppendKafka makes of b,

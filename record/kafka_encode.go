@@ -111,9 +111,7 @@ func (b Batch) AppendKafka(dst []byte) ([]byte, error) {
 	// Every record of magic 1 has the batch's append time.
 	ts := b.AppendTime()
 	start := len(dst)
-	// A Kafka record takes at most a few bytes more than its native
-	// encoding: room for all of them at once.
-	dst = slices.Grow(dst, KafkaHeaderSize+len(b)-HeaderSize+count*kafkaRecordExtra)
+	dst = slices.Grow(dst, kafkaSizeBound(len(b), count))
 	dst = append(dst, make([]byte, KafkaHeaderSize)...)
 	i := int64(0)
 	err = b.Records(func(r *Record) bool {
@@ -131,9 +129,33 @@ func (b Batch) AppendKafka(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+// KafkaSizeBound returns at least the bytes AppendKafka appends for b (a
+// stored batch whose header checks out; for another, its length).
+func (b Batch) KafkaSizeBound() int {
+	if k := b.Kafka(); k != nil {
+		return len(k)
+	}
+	count, err := b.recordCount()
+	if err != nil {
+		return len(b)
+	}
+	return kafkaSizeBound(len(b), count)
+}
+
+// kafkaSizeBound bounds the Kafka batch of a native batch of size bytes
+// and count records. A Kafka record adds kafkaRecordExtra bytes to its
+// native encoding, whose fixed 4-byte lengths become zigzag varints of no
+// more than 4 bytes below 2^27 (5 from there: a byte more for each such
+// field, of which size>>27 fit). Were it short, AppendKafka would only
+// grow its destination.
+func kafkaSizeBound(size, count int) int {
+	return KafkaHeaderSize + size - HeaderSize + count*kafkaRecordExtra + size>>26
+}
+
 // kafkaRecordExtra bounds the bytes a Kafka record takes beyond its
-// native encoding: its attributes, timestamp delta and offset delta.
-const kafkaRecordExtra = 1 + 2*binary.MaxVarintLen32
+// native encoding: its length and offset delta (varints), attributes and
+// timestamp delta (zero for magic 1: one byte).
+const kafkaRecordExtra = 2*binary.MaxVarintLen32 + 2
 
 // KafkaEncodedSize returns the most bytes r takes among the records of a
 // Kafka batch that AppendKafkaBatch builds uncompressed, wherever it is in

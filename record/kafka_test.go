@@ -272,6 +272,7 @@ func TestMagic1AsKafkaBatchKeepsEveryRecord(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, bytes.Equal(dst, kb[:len(dst)]), "what dst held is kept")
 		requireKafkaOf(t, batch, stored, kb[len(dst):])
+		require.LessOrEqual(t, len(kb)-len(dst), batch.KafkaSizeBound())
 	}
 }
 
