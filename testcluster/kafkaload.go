@@ -47,6 +47,9 @@ func (w *Workload) startKafka(pctx, cctx context.Context, id, rid int) error {
 		pr.Close()
 		return err
 	}
+	w.mu.Lock()
+	w.kafkaPos = make([]int64, w.cfg.Partitions)
+	w.mu.Unlock()
 	w.prodWG.Add(1)
 	go w.kafkaProduce(pctx, id, pr)
 	w.consWG.Add(1)
@@ -119,6 +122,13 @@ func (w *Workload) kafkaRead(ctx context.Context, id int, cl *kgo.Client) {
 			for _, r := range p.Records {
 				w.hist.Add(Op{Kind: OpRead, Worker: id, Topic: p.Topic, Partition: p.Partition, Start: start, End: end,
 					Result: ResultOK, Offset: r.Offset, Value: string(r.Value), HW: p.HighWatermark})
+			}
+			if n := len(p.Records); n > 0 {
+				w.mu.Lock()
+				if int(p.Partition) < len(w.kafkaPos) {
+					w.kafkaPos[p.Partition] = max(w.kafkaPos[p.Partition], p.Records[n-1].Offset+1)
+				}
+				w.mu.Unlock()
 			}
 		})
 	}

@@ -50,6 +50,9 @@ type Workload struct {
 	consumers [][]*client.Consumer // per consumer worker, per partition
 	clients   []*client.Client
 	sending   map[int]time.Time // producer id -> start of its send in flight
+	// kafkaPos is the Kafka reader's position per partition: one past the
+	// last record it read (nil without a Kafka reader).
+	kafkaPos []int64
 }
 
 // NewWorkload returns a workload against the cluster at bootstrap.
@@ -240,8 +243,9 @@ func (w *Workload) StopProducers() {
 	w.prodWG.Wait()
 }
 
-// Drain waits until every consumer has read every partition up to its
-// high watermark as the leaders report it now, then stops the consumers.
+// Drain waits until every consumer, the Kafka reader too, has read every
+// partition up to its high watermark as the leaders report it now, then
+// stops the consumers.
 // It returns an error naming what was not read by timeout.
 func (w *Workload) Drain(timeout time.Duration) error {
 	defer func() {
@@ -283,6 +287,13 @@ func (w *Workload) Drain(timeout time.Duration) error {
 				if pos := c.Position(); pos < targets[p] {
 					behind = append(behind, fmt.Sprintf("consumer %d partition %d at %d of %d", i+1, p, pos, targets[p]))
 				}
+			}
+		}
+		// The Kafka reader is held to the same: after a leader moved it
+		// may take a metadata refresh to read on.
+		for p, pos := range w.kafkaPos {
+			if pos < targets[p] {
+				behind = append(behind, fmt.Sprintf("the Kafka reader partition %d at %d of %d", p, pos, targets[p]))
 			}
 		}
 		w.mu.Unlock()
