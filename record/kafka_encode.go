@@ -161,12 +161,18 @@ const kafkaRecordExtra = 2*binary.MaxVarintLen32 + 2
 // Kafka batch that AppendKafkaBatch builds uncompressed, wherever it is in
 // the batch and whatever its timestamp.
 func (r *Record) KafkaEncodedSize() int {
-	body := 1 + binary.MaxVarintLen64 + varintLen(math.MaxInt32) // attributes, timestamp and offset deltas
-	body += bytesLen(r.Key) + bytesLen(r.Value) + varintLen(int64(len(r.Headers)))
-	for _, h := range r.Headers {
-		body += varintLen(int64(len(h.Key))) + len(h.Key) + bytesLen(h.Value)
-	}
+	body := 1 + binary.MaxVarintLen64 + varintLen(math.MaxInt32) + kafkaFieldsSize(r) // attributes, timestamp and offset deltas, fields
 	return varintLen(int64(body)) + body
+}
+
+// kafkaFieldsSize is the size of r's key, value and headers in a Kafka
+// record.
+func kafkaFieldsSize(r *Record) int {
+	n := bytesLen(r.Key) + bytesLen(r.Value) + varintLen(int64(len(r.Headers)))
+	for _, h := range r.Headers {
+		n += varintLen(int64(len(h.Key))) + len(h.Key) + bytesLen(h.Value)
+	}
+	return n
 }
 
 // varintLen is the size of v as a zigzag varint.
@@ -196,10 +202,7 @@ func appendKafkaBytes(b, v []byte) []byte {
 // timestamp delta from first: its length, then its fields, written in
 // place.
 func appendKafkaRecord(b []byte, r *Record, i, first int64) []byte {
-	n := 1 + varintLen(r.Timestamp-first) + varintLen(i) + bytesLen(r.Key) + bytesLen(r.Value) + varintLen(int64(len(r.Headers)))
-	for _, h := range r.Headers {
-		n += varintLen(int64(len(h.Key))) + len(h.Key) + bytesLen(h.Value)
-	}
+	n := 1 + varintLen(r.Timestamp-first) + varintLen(i) + kafkaFieldsSize(r)
 	b = appendVarint(b, int64(n))
 	b = append(b, 0) // attributes
 	b = appendVarint(b, r.Timestamp-first)
