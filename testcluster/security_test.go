@@ -479,6 +479,9 @@ func TestGossipKeyRotation(t *testing.T) {
 			time.Sleep(300 * time.Millisecond)
 		}
 	}
+	// A node registers before gossip has found it alive everywhere: the
+	// rotation starts from a view where it has.
+	require.Eventually(t, allAlive, 30*time.Second, 100*time.Millisecond, "every node alive before the rotation")
 	step("install", append(append([]byte{}, oldKey...), newKey...))
 	step("use", append(append([]byte{}, newKey...), oldKey...))
 	step("remove", newKey)
