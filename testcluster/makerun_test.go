@@ -468,10 +468,10 @@ var portBases struct {
 }
 
 // freePortBase returns a PORT_BASE for make run whose twelve ports (RPC,
-// gossip over TCP and UDP, HTTP, Kafka of three nodes) were free a moment ago,
-// and that it has not returned before. It is below the kernel's range of
-// ephemeral ports, so that the port 0 of another test does not land on
-// one meanwhile.
+// gossip over TCP and UDP, HTTP, Kafka of three nodes) were free a moment
+// ago, and none of which belongs to a base it has returned before. It is
+// below the kernel's range of ephemeral ports, so that the port 0 of
+// another test does not land on one meanwhile.
 func freePortBase(t *testing.T) int {
 	t.Helper()
 	portBases.Lock()
@@ -505,9 +505,20 @@ func freePortBase(t *testing.T) int {
 		}
 		return true
 	}
+	// A base's ports span base to base+23 (three nodes, 10 apart): two
+	// bases closer than 30 share ports, which the check of free ports
+	// cannot see while the first cluster has not started yet.
+	overlaps := func(base int) bool {
+		for b := range portBases.used {
+			if base > b-30 && base < b+30 {
+				return true
+			}
+		}
+		return false
+	}
 	for i := 0; i < 200; i++ {
 		base := 20000 + 10*rand.IntN(1200) // 20000 to 31990: the last port is below 32768
-		if !portBases.used[base] && free(base) {
+		if !overlaps(base) && free(base) {
 			portBases.used[base] = true
 			return base
 		}
