@@ -56,7 +56,14 @@ type Config struct {
 	// that does not exist, and allows auto-creation, create it (Kafka's
 	// auto.create.topics.enable).
 	AutoCreate *AutoCreate
-	Logger     hclog.Logger
+	// Observe, when set, is told of every request read: its API's name
+	// (kmsg.NameForKey: "Unknown" for a key Kafka does not have), when it
+	// was read, and nil once its answer is written, or why the connection
+	// closed on it instead (it could not be answered, or the answer not
+	// written). Errors inside an answer (a partition's error code) are
+	// answers.
+	Observe func(api string, start time.Time, err error)
+	Logger  hclog.Logger
 }
 
 // AutoCreate is how topics are auto-created: Partitions partitions (0:
@@ -163,6 +170,10 @@ type request struct {
 // errClose ends a connection: the bytes cannot be answered.
 var errClose = errors.New("kafkaapi: closing the connection")
 
+// errNotAnswered is what Config.Observe is told of a request read before
+// its connection closed on an earlier one.
+var errNotAnswered = errors.New("kafkaapi: not answered: the connection closed on an earlier request")
+
 // maxPipelined bounds the requests of one connection read and not yet
 // answered.
 const maxPipelined = 16
@@ -175,8 +186,9 @@ type reply func(context.Context) (response, error)
 type pending struct {
 	req   *request // nil for the bare answer to a bare SASL message
 	reply reply
-	size  int64 // its frame's bytes, held in the connection's budget
-	last  bool  // the connection closes once it is answered
+	size  int64     // its frame's bytes, held in the connection's budget
+	last  bool      // the connection closes once it is answered
+	start time.Time // when it was read
 }
 
 // serveConn reads a connection's requests in order and writes their
@@ -231,6 +243,7 @@ func (s *Server) readRequests(ctx context.Context, c net.Conn, st *connState, qu
 		if _, err := io.ReadFull(r, frame); err != nil {
 			return
 		}
+		start := time.Now()
 		if st.rawToken && st.principal == "" {
 			// After SaslHandshake v0 the client sends its SASL message
 			// bare, and is answered with a bare (empty) one.
@@ -258,12 +271,13 @@ func (s *Server) readRequests(ctx context.Context, c net.Conn, st *connState, qu
 		}
 		if err != nil {
 			s.log.Debug("closing a Kafka connection", "peer", c.RemoteAddr(), "key", req.key, "version", req.version, "err", err)
+			s.observe(req, start, err)
 			return
 		}
 		// A failed authentication is answered, then the connection closed.
 		last := req.key == kmsg.SASLAuthenticate.Int16() && st.principal == ""
 		select {
-		case queue <- pending{req: req, reply: rep, size: int64(n), last: last}:
+		case queue <- pending{req: req, reply: rep, size: int64(n), last: last, start: start}:
 		case <-ctx.Done():
 			return
 		}
@@ -289,6 +303,9 @@ func (s *Server) writeAnswers(ctx context.Context, cancel context.CancelFunc, c 
 					resp.release()
 				}
 			}
+			if p.req != nil {
+				s.observe(p.req, p.start, errNotAnswered)
+			}
 			budget.Release(p.size)
 			continue
 		}
@@ -310,12 +327,22 @@ func (s *Server) writeAnswers(ctx context.Context, cancel context.CancelFunc, c 
 		if resp != nil {
 			resp.release()
 		}
+		if p.req != nil {
+			s.observe(p.req, p.start, err)
+		}
 		budget.Release(p.size)
 		if err != nil || failed || p.last {
 			failed = true
 			cancel()
 			c.Close() // the reader stops too
 		}
+	}
+}
+
+// observe tells Config.Observe of a request.
+func (s *Server) observe(req *request, start time.Time, err error) {
+	if s.cfg.Observe != nil {
+		s.cfg.Observe(kmsg.NameForKey(req.key), start, err)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -231,6 +232,52 @@ func TestUnservedAPIAndGarbage(t *testing.T) {
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	_, err = c.Read(make([]byte, 1))
 	assert.ErrorIs(t, err, io.EOF, "a frame of 2 GiB closes the connection")
+}
+
+// Every request read is told to Config.Observe by its API's name: with
+// no error once its answer is written, with the reason when the
+// connection closes on it instead.
+func TestObserveIsToldOfEveryRequest(t *testing.T) {
+	type seen struct {
+		api    string
+		failed bool
+	}
+	var mu sync.Mutex
+	var got []seen
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s := kafkaapi.New(kafkaapi.Config{Broker: 1, Observe: func(api string, start time.Time, err error) {
+		assert.WithinDuration(t, time.Now(), start, 5*time.Second, "%s: when it was read", api)
+		mu.Lock()
+		got = append(got, seen{api, err != nil})
+		mu.Unlock()
+	}})
+	go s.Serve(ln)
+	t.Cleanup(func() { ln.Close(); s.Close() })
+	c, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	send := func(key, version int16, corr int32, body []byte) {
+		t.Helper()
+		frame := binary.BigEndian.AppendUint16(nil, uint16(key))
+		frame = binary.BigEndian.AppendUint16(frame, uint16(version))
+		frame = binary.BigEndian.AppendUint32(frame, uint32(corr))
+		frame = append(frame, 0, 0) // an empty client id
+		frame = append(frame, body...)
+		_, err := c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(frame))), frame...))
+		require.NoError(t, err)
+	}
+	send(kmsg.ApiVersions.Int16(), 0, 1, nil)
+	readFrame(t, c)
+	dq := kmsg.NewPtrDescribeClientQuotasRequest()
+	send(kmsg.DescribeClientQuotas.Int16(), 0, 2, dq.AppendTo(nil)) // not served: answered UNSUPPORTED_VERSION
+	readFrame(t, c)
+	send(30000, 0, 3, nil) // not Kafka's: the connection closes
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = c.Read(make([]byte, 1))
+	require.ErrorIs(t, err, io.EOF)
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 3 }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, []seen{{"ApiVersions", false}, {"DescribeClientQuotas", false}, {"Unknown", true}}, got)
 }
 
 func readFrame(t *testing.T, c net.Conn) []byte {

@@ -43,6 +43,7 @@ func (n *Node) serveKafka(lns []net.Listener, run func(func(context.Context) err
 			Broker: n.cfg.ID, Listener: l.Name, Core: n.core,
 			MaxRequestBytes: transport.FrameLimit(n.cfg.MaxBatchBytes), IdleTimeout: n.cfg.IdleTimeout,
 			Classify: rpcapi.WireError, AutoCreate: n.autoCreate(), Security: n.kafkaSecurity(), Logger: log,
+			Observe: n.metrics.observeKafka,
 		})
 		servers = append(servers, s)
 		limited := transport.LimitListener(ln, limits)

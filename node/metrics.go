@@ -21,6 +21,9 @@ type metrics struct {
 	requests        *prometheus.CounterVec
 	requestErrors   *prometheus.CounterVec
 	requestDuration *prometheus.HistogramVec
+	kafkaRequests   *prometheus.CounterVec
+	kafkaFailures   *prometheus.CounterVec
+	kafkaDuration   *prometheus.HistogramVec
 	bytesIn         prometheus.Counter
 	bytesOut        prometheus.Counter
 	bytesSent       prometheus.Counter
@@ -60,6 +63,16 @@ func newMetrics() *metrics {
 		}, []string{"api", "code"}),
 		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "gostream_request_duration_seconds", Help: "Time from reading a request to its response, by API.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18),
+		}, []string{"api"}),
+		kafkaRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gostream_kafka_requests_total", Help: "Kafka requests read on the Kafka listeners, by API.",
+		}, []string{"api"}),
+		kafkaFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gostream_kafka_request_failures_total", Help: "Kafka requests the connection closed on instead of answering them (or before answering them, after an earlier one), by API. Errors inside an answer are answers.",
+		}, []string{"api"}),
+		kafkaDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "gostream_kafka_request_duration_seconds", Help: "Time from reading a Kafka request to writing its answer, by API.",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18),
 		}, []string{"api"}),
 		bytesIn: prometheus.NewCounter(prometheus.CounterOpts{
@@ -108,11 +121,22 @@ func newMetrics() *metrics {
 	recordsOut := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "gostream_fetch_records_total", Help: "Records in the batches returned to fetchers, from the offset each asked for.",
 	}, func() float64 { return float64(m.fetchedRecords.Load()) })
-	m.registry.MustRegister(m.groupRebuild, m.rebalances, m.requests, m.requestErrors, m.requestDuration, m.bytesIn, m.bytesOut, m.bytesSent,
+	m.registry.MustRegister(m.groupRebuild, m.rebalances, m.requests, m.requestErrors, m.requestDuration,
+		m.kafkaRequests, m.kafkaFailures, m.kafkaDuration, m.bytesIn, m.bytesOut, m.bytesSent,
 		recordsIn, recordsOut, m.fsyncDuration, m.connections, m.partitions, m.staleEpochs, m.replication,
 		m.refusedConns, m.refusedRequests,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// observeKafka counts one Kafka request (kafkaapi.Config.Observe).
+func (m *metrics) observeKafka(api string, start time.Time, err error) {
+	m.kafkaRequests.WithLabelValues(api).Inc()
+	if err != nil {
+		m.kafkaFailures.WithLabelValues(api).Inc()
+		return
+	}
+	m.kafkaDuration.WithLabelValues(api).Observe(time.Since(start).Seconds())
 }
 
 // observeFsync counts one fsync of a log that took d.
