@@ -41,16 +41,26 @@ const gatherWait = time.Millisecond
 // n+q batches are queued, or maxReplicateBytes of them, or gatherWait has
 // passed.
 //
-// It waits only while the partition is busy: from a round that ends with
-// batches queued behind it (rounds running back to back) until a wait
-// that ends without its batches (the producers did not come back: they
-// pause between writes, or some stopped). A lone synchronous producer
-// never waits, nor producers that pause between writes, but once after
-// each busy spell.
+// It waits only while the partition is busy, from a round that ends with
+// batches queued behind it (rounds running back to back), and only while
+// waiting pays: a wait that ends without its batches (the producers did
+// not come back in time: they pause between writes, are held to a rate,
+// or some stopped) ends the busy spell, and the sender does not wait
+// again for the next 1, 2, 4, ... up to maxGatherBackoff rounds, the
+// count doubling with each miss in a row and starting again from 1 after
+// a wait that got its batches. So producers that would not come back
+// cost a wait of at most gatherWait every maxGatherBackoff rounds; a lone
+// synchronous producer never waits.
 type gatherer struct {
-	busy bool
-	want int
+	busy    bool
+	want    int
+	backoff int // rounds not to wait for after the last miss (0: none missed)
+	skip    int // of those, the rounds left
 }
+
+// maxGatherBackoff bounds the rounds a sender goes without waiting after
+// misses in a row.
+const maxGatherBackoff = 64
 
 // ended notes the end of a round of n batches, q batches queued behind
 // it; ok says it was an in-sync round that succeeded.
@@ -60,14 +70,25 @@ func (g *gatherer) ended(n, q int, ok bool) {
 		g.busy = false
 		return
 	}
+	if g.skip > 0 {
+		g.skip--
+		return
+	}
 	g.busy = g.busy || q > 0
 	if g.busy && n+q > 1 {
 		g.want = n + q
 	}
 }
 
+// got notes that a wait ended with the batches it waited for.
+func (g *gatherer) got() { g.backoff = 0 }
+
 // missed notes that a wait ended without the batches it waited for.
-func (g *gatherer) missed() { g.busy, g.want = false, 0 }
+func (g *gatherer) missed() {
+	g.busy, g.want = false, 0
+	g.backoff = min(max(2*g.backoff, 1), maxGatherBackoff)
+	g.skip = g.backoff
+}
 
 // item is one batch queued for a follower, and where its outcome goes.
 type item struct {
@@ -229,8 +250,12 @@ func (f *follower) run() {
 		case <-f.kick:
 		case <-retry.C:
 		}
-		if g.want > 1 && !f.gather(g.want) {
-			g.missed()
+		if g.want > 1 {
+			if f.gather(g.want) {
+				g.got()
+			} else {
+				g.missed()
+			}
 		}
 		f.mu.Lock()
 		items := f.mu.queue

@@ -3,8 +3,9 @@ package replication
 import "testing"
 
 // TestGathererWaitsOnlyWhileBusy: a sender waits for the producers a
-// round answered only while rounds run back to back, and stops waiting
-// after a wait they did not answer.
+// round answered only while rounds run back to back, stops after a wait
+// they did not answer, and waits again only after 1, 2, 4, ... rounds
+// (up to maxGatherBackoff) while its waits keep missing.
 func TestGathererWaitsOnlyWhileBusy(t *testing.T) {
 	type step struct {
 		name     string
@@ -26,11 +27,36 @@ func TestGathererWaitsOnlyWhileBusy(t *testing.T) {
 		}},
 		{"busy producers", []step{
 			{"8 answered, 8 queued behind", ended(8, 8, true), 16},
+			{"they came", (*gatherer).got, 16},
 			{"16 answered, none behind: still busy", ended(16, 0, true), 16},
+			{"they came", (*gatherer).got, 16},
 			{"16 again", ended(16, 0, true), 16},
 			{"a wait they did not answer", (*gatherer).missed, 0},
-			{"15 answered, none behind: no longer busy", ended(15, 0, true), 0},
+			{"the round after it does not wait", ended(15, 1, true), 0},
 			{"busy again", ended(7, 8, true), 15},
+			{"they came", (*gatherer).got, 15},
+			{"15 answered, none behind", ended(15, 0, true), 15},
+		}},
+		{"producers that keep missing", []step{
+			{"busy", ended(4, 1, true), 5},
+			{"miss 1", (*gatherer).missed, 0},
+			{"skipped 1 of 1", ended(4, 1, true), 0},
+			{"busy", ended(4, 1, true), 5},
+			{"miss 2", (*gatherer).missed, 0},
+			{"skipped 1 of 2", ended(4, 1, true), 0},
+			{"skipped 2 of 2", ended(4, 1, true), 0},
+			{"busy", ended(4, 1, true), 5},
+			{"miss 3", (*gatherer).missed, 0},
+			{"skipped 1 of 4", ended(4, 1, true), 0},
+			{"skipped 2 of 4", ended(4, 1, true), 0},
+			{"skipped 3 of 4", ended(4, 1, true), 0},
+			{"skipped 4 of 4", ended(4, 1, true), 0},
+			{"busy", ended(4, 1, true), 5},
+			{"a wait that got them", (*gatherer).got, 5},
+			{"busy", ended(4, 1, true), 5},
+			{"a miss starts again from 1", (*gatherer).missed, 0},
+			{"skipped 1 of 1", ended(4, 1, true), 0},
+			{"busy", ended(4, 1, true), 5},
 		}},
 		{"a failed round or a catch-up", []step{
 			{"busy", ended(8, 8, true), 16},
@@ -49,5 +75,16 @@ func TestGathererWaitsOnlyWhileBusy(t *testing.T) {
 				t.Errorf("%s, %s: waits for %d batches, want %d", tc.name, s.name, g.want, s.wantWant)
 			}
 		}
+	}
+
+	var g gatherer
+	for range 500 {
+		g.ended(4, 1, true)
+		if g.want > 0 {
+			g.missed()
+		}
+	}
+	if g.backoff != maxGatherBackoff {
+		t.Errorf("after misses in a row the backoff is %d rounds, want %d", g.backoff, maxGatherBackoff)
 	}
 }
