@@ -36,7 +36,7 @@ const gatherWait = time.Millisecond
 // producers would fall into cohorts that take turns, each round carrying
 // a fraction of them and each costing a Replicate request, a follower's
 // write and fsync and a reply (16 synchronous producers on three nodes:
-// 6.5 batches a round; waiting for them, 15). So after an in-sync round
+// 6.5 batches a round; waiting for them, 11 to 15). So after an in-sync round
 // of n batches with q more queued meanwhile, the next round waits until
 // n+q batches are queued, or maxReplicateBytes of them, or gatherWait has
 // passed.

@@ -784,15 +784,6 @@ func (l *syncWatchLog) Write(b record.Batch, epoch int32) (storage.AppendResult,
 	}, nil
 }
 
-// leadTwoCounted makes a leader (broker 1) of orders/0 writing to log,
-// with two followers (brokers 2 and 3) reached through countingPeers, and
-// waits until both are in sync.
-func leadTwoCounted(t *testing.T, log replication.Log) (*replication.Partition, [2]*countingPeer) {
-	t.Helper()
-	leader, peers := leadCounted(t, log, 2)
-	return leader, [2]*countingPeer(peers)
-}
-
 // leadCounted makes a leader (broker 1) of orders/0 writing to log, with
 // n followers (brokers 2, 3, ...) reached through countingPeers, and
 // waits until they are in sync.
@@ -903,9 +894,9 @@ func TestBusyRoundsWaitForTheProducersTheyAnswered(t *testing.T) {
 // otherwise).
 func TestFollowersCopiesLeaveBeforeTheLeadersFsync(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	var peers [2]*countingPeer
+	var peers []*countingPeer
 	log := &syncWatchLog{Log: openLog(t, t.TempDir()), sent: func() int64 { return peers[0].sent.Load() + peers[1].sent.Load() }}
-	leader, peers := leadTwoCounted(t, log)
+	leader, peers := leadCounted(t, log, 2)
 
 	for i := range 5 {
 		before := peers[0].sent.Load() + peers[1].sent.Load()

@@ -166,6 +166,9 @@ func TestCertificateConnectionEndsAtExpiry(t *testing.T) {
 		assert.Error(t, c.Err())
 	}
 	echo(t, steady, "goes on")
+	// The warning follows the closes it reports: wait for it.
+	require.Eventually(t, func() bool { return strings.Contains(lines.String(), "a client certificate expired") },
+		5*time.Second, 10*time.Millisecond, "no warning of the expiry: %s", lines.String())
 	assert.Equal(t, 1, strings.Count(lines.String(), "a client certificate expired"), lines.String())
 	assert.Contains(t, lines.String(), "principal=brief")
 }
