@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -650,6 +651,7 @@ func (n *Node) serve(ctx context.Context) error {
 		"http", httpLn.Addr().String(),
 		"kafka", kafkaAddrs(kafkaLns), "rpc_listeners", n.rpcEndpoints(),
 		"controller", fmt.Sprint(cfg.Controllers),
+		"gomaxprocs", runtime.GOMAXPROCS(0), // the processors Go runs goroutines on (docs/operations.md)
 	)
 	return g.Wait()
 }

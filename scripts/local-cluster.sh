@@ -248,6 +248,27 @@ end_nodes() {
 	done
 }
 
+# node_gomaxprocs: sets NODE_GOMAXPROCS to the processors each node's Go
+# runtime gets, and GOMAXPROCS_WHY to a few words on why: GOMAXPROCS if
+# the caller set it, else this machine's CPUs shared among the three nodes,
+# at least one each. By default a Go process takes one per CPU, and three
+# nodes on the same CPUs then spend CPU waking threads that find nothing to
+# run (docs/operations.md, "Several nodes on one machine").
+node_gomaxprocs() {
+	if [ -n "${GOMAXPROCS:-}" ]; then
+		NODE_GOMAXPROCS=$GOMAXPROCS
+		GOMAXPROCS_WHY="GOMAXPROCS as set"
+		return
+	fi
+	local cpus
+	cpus=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
+	NODE_GOMAXPROCS=$((cpus / ${#NODES[@]}))
+	if [ "$NODE_GOMAXPROCS" -lt 1 ]; then
+		NODE_GOMAXPROCS=1
+	fi
+	GOMAXPROCS_WHY="$cpus CPUs shared by ${#NODES[@]} nodes; set GOMAXPROCS to choose"
+}
+
 # node_args ID: sets NODE_ARGS to the gostream-node flags of node ID.
 node_args() {
 	local id=$1 other join=()

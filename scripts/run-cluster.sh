@@ -188,6 +188,8 @@ prefix_lines() {
 	done
 }
 
+node_gomaxprocs
+echo "run-cluster: each node runs with GOMAXPROCS=$NODE_GOMAXPROCS ($GOMAXPROCS_WHY)"
 for i in "${!NODES[@]}"; do
 	id=${NODES[$i]}
 	node_args "$id"
@@ -205,7 +207,7 @@ for i in "${!NODES[@]}"; do
 	# stop between the two then ends a node blocked opening its FIFO, where
 	# a prefixer without its node would wait for it for ever.
 	set -m
-	"$BIN/gostream-node" "${NODE_ARGS[@]}" >"$fifo" 2>&1 </dev/null &
+	GOMAXPROCS=$NODE_GOMAXPROCS "$BIN/gostream-node" "${NODE_ARGS[@]}" >"$fifo" 2>&1 </dev/null &
 	pids+=("$!")
 	prefix_lines "$prefix" <"$fifo" &
 	prefixers+=("$!")

@@ -51,7 +51,8 @@ if secure; then
 	secure_setup
 fi
 node_args "$id"
-echo "run-node: starting node $id: $BIN/gostream-node ${NODE_ARGS[*]}"
+node_gomaxprocs
+echo "run-node: starting node $id: GOMAXPROCS=$NODE_GOMAXPROCS $BIN/gostream-node ${NODE_ARGS[*]}"
 echo "run-node: once it is up, run: $BIN/gostream-ctl cluster status"
 
 # The node runs in a process group of its own (set -m), so that Ctrl-C
@@ -59,7 +60,7 @@ echo "run-node: once it is up, run: $BIN/gostream-ctl cluster status"
 # SIGTERM of on_signal (see scripts/run-cluster.sh). This script stays to
 # remove the PID file once the node has ended, however it ended.
 set -m
-"$BIN/gostream-node" "${NODE_ARGS[@]}" </dev/null &
+GOMAXPROCS=$NODE_GOMAXPROCS "$BIN/gostream-node" "${NODE_ARGS[@]}" </dev/null &
 pid=$!
 set +m
 trap 'remove_pid "$id" "$pid"' EXIT

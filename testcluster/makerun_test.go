@@ -12,7 +12,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -311,6 +313,15 @@ func TestMakeRunFailureDrill(t *testing.T) {
 
 	cluster := startScript(t, bins, data, "run-cluster.sh")
 	cluster.waitOutput(t, "\nready\n", 90*time.Second)
+	// Each node runs with its share of the CPUs, and says so.
+	share := max(1, runtime.NumCPU()/3)
+	if v := os.Getenv("GOMAXPROCS"); v != "" {
+		share, err = strconv.Atoi(v)
+		require.NoError(t, err)
+	}
+	cluster.waitOutput(t, fmt.Sprintf("each node runs with GOMAXPROCS=%d", share), time.Second)
+	assert.Eventually(t, func() bool { return strings.Count(cluster.out.String(), fmt.Sprintf("gomaxprocs=%d", share)) == 3 },
+		10*time.Second, 50*time.Millisecond, "each node's start line says its GOMAXPROCS")
 	require.Equal(t, 0, ctl("topic", "create", "orders", "--partitions", "3", "--replication-factor", "3").Exit)
 	require.Equal(t, 0, ctl("produce", "orders", "--key", "user-1", "hello").Exit)
 	// A Kafka client on node 1's Kafka listener, as the README's tour.
@@ -764,6 +775,18 @@ func TestMakeRunPortBase(t *testing.T) {
 			fmt.Sscanf(tc.env[0], "PORT_BASE=%d", &base)
 		}
 		assert.Equal(t, tc.data+" "+bootstrapOf(base)+"\n", res.Stdout, "%v", tc.env)
+	}
+	// The three nodes share the machine's CPUs unless GOMAXPROCS says.
+	for _, tc := range []struct {
+		env  []string
+		want int
+	}{
+		{[]string{"GOMAXPROCS="}, max(1, runtime.NumCPU()/3)},
+		{[]string{"GOMAXPROCS=5"}, 5},
+	} {
+		res := bash(tc.env, "-c", `. scripts/local-cluster.sh && node_gomaxprocs && echo "$NODE_GOMAXPROCS"`)
+		require.Equal(t, 0, res.Exit, res.Stderr)
+		assert.Equal(t, fmt.Sprintf("%d\n", tc.want), res.Stdout, "%v", tc.env)
 	}
 
 	bins, err := Build(raceEnabledOrNot())
