@@ -81,6 +81,10 @@
 #                           archive into the run's temporary directory, go
 #                           build ./cmd/node ./cmd/ctl) and measure as BEFORE
 #   KEEP=1                  keep the temporary directory (logs, data)
+#   CLUSTER_GOMAXPROCS=N    GOMAXPROCS of every server of the three-server
+#                           clusters (ours, BEFORE's and NATS's alike; Part A's
+#                           single servers keep the default): unset, each gets
+#                           one per CPU, as a process does by default
 #
 # The peers: nats-server v2.15.2 and nats (natscli) v0.5.0, taken from
 # bin/peers, PATH or $(go env GOPATH)/bin if the version matches, else
@@ -124,6 +128,7 @@ TAKEOVER_RATE="${TAKEOVER_RATE:-500}"
 KCAT="${KCAT:-$(command -v kcat || true)}"
 BEFORE="${BEFORE:-}"
 BEFORE_REV="${BEFORE_REV:-}"
+CLUSTER_GOMAXPROCS="${CLUSTER_GOMAXPROCS:-}"
 
 for b in gostream-node gostream-ctl; do
 	[ -x "$BIN/$b" ] || die "$BIN/$b is missing; run 'make build' first"
@@ -184,6 +189,11 @@ if want B5 && ! want B4; then
 fi
 case $B5_DATA in kafka | native) ;; *) die "B5_DATA=$B5_DATA: want kafka or native" ;; esac
 case $B6_DATA in kafka | native) ;; *) die "B6_DATA=$B6_DATA: want kafka or native" ;; esac
+case $CLUSTER_GOMAXPROCS in '' | [1-9] | [1-9][0-9]) ;; *) die "CLUSTER_GOMAXPROCS=$CLUSTER_GOMAXPROCS: want a number of processors, 1 to 99" ;; esac
+CLUSTER_ENV=() # the environment the three-server clusters' servers get
+if [ -n "$CLUSTER_GOMAXPROCS" ]; then
+	CLUSTER_ENV=("GOMAXPROCS=$CLUSTER_GOMAXPROCS")
+fi
 [ -z "$KCAT" ] || [ -x "$KCAT" ] || die "KCAT=$KCAT is not an executable"
 # B4 to B8 set a Kafka client against ours: without any of the others,
 # NATS has nothing to do.
@@ -380,7 +390,11 @@ start_gostream() {
 		if [ "$n" -gt 1 ]; then
 			args+=(--controller "$controller" --join "$join")
 		fi
-		"$BIN/gostream-node" "${args[@]}" >"$dir/node$i.log" 2>&1 </dev/null &
+		local envs=()
+		if [ "$n" -gt 1 ]; then
+			envs=("${CLUSTER_ENV[@]}")
+		fi
+		env "${envs[@]}" "$BIN/gostream-node" "${args[@]}" >"$dir/node$i.log" 2>&1 </dev/null &
 		bg_pids+=("$!")
 		pids+=("$!")
 		echo "  gostream-node $i${TAG:+ ($build)}: pid $!, rpc ${rpc[$((i - 1))]}, kafka ${kafka[$((i - 1))]}, data $dir/node$i"
@@ -539,7 +553,7 @@ start_nats_cluster() {
 			  routes: [ ${routes%, } ]
 			}
 		CONF
-		"$NATS_SERVER" -c "$WORK/nats/n$i.conf" >"$WORK/nats/n$i.log" 2>&1 </dev/null &
+		env "${CLUSTER_ENV[@]}" "$NATS_SERVER" -c "$WORK/nats/n$i.conf" >"$WORK/nats/n$i.log" 2>&1 </dev/null &
 		bg_pids+=("$!")
 		nats_srv+=("$!")
 		echo "  nats-server n$i: pid $!, 127.0.0.1:${client[$((i - 1))]}, store $WORK/nats/n$i, sync_interval: always"
@@ -1225,7 +1239,8 @@ echo "settings: A1 gostream ${A1_gs_n:--} producer(s) x $PARTITIONS partitions, 
 	"B3 16 producers x $SYNC16_PARTITIONS partition(s); B4 $PRODUCERS producer(s) x $CLUSTER_PARTITIONS partitions" \
 	"(franz-go's best ${B4_kafka_n:--}); B5 reads B4's $B5_DATA topics of $B5_n producer(s); $RECORDS / $SYNC_RECORDS / $SYNC16_RECORDS records;" \
 	"B6 $GROUP_RECORDS records ($B6_DATA) x 6 partitions, 3 members; B7 16 committers, $COMMITS commits;" \
-	"B8 members ${B8_kinds// /, }, session $TAKEOVER_SESSION_MS ms, heartbeat $TAKEOVER_HEARTBEAT_MS ms, $TAKEOVER_RATE records/s"
+	"B8 members ${B8_kinds// /, }, session $TAKEOVER_SESSION_MS ms, heartbeat $TAKEOVER_HEARTBEAT_MS ms, $TAKEOVER_RATE records/s;" \
+	"cluster servers' GOMAXPROCS ${CLUSTER_GOMAXPROCS:-default ($(nproc))}"
 echo "took $((SECONDS - started)) s"
 if [ "$missed" = 1 ]; then
 	echo "bench-compare: at least one target MISSED"
