@@ -176,9 +176,15 @@ func (l *Leadership) Produce(batch record.Batch, hold func() (release func())) (
 // below end is on every active replica. It returns an error matching
 // ErrNotLeader when the replica stops leading first, and the context's
 // error.
+//
+// The high watermark counts only while this leadership lasts: once the
+// replica has stopped leading at this epoch (another leader, a newer
+// epoch, a follower that knows one), its log may have been cut back and
+// refilled by the next leader, and a high watermark past end no longer
+// says that what this leadership appended below end is there.
 func (l *Leadership) WaitAcked(ctx context.Context, end int64) error {
 	p := l.p
-	if end <= 0 || p.HighWatermark() >= end {
+	if end <= 0 {
 		return nil
 	}
 	if l.ackWait > 0 {
@@ -189,12 +195,16 @@ func (l *Leadership) WaitAcked(ctx context.Context, end int64) error {
 	for {
 		p.mu.Lock()
 		st, hw, changed := p.mu.state, p.mu.hw, p.mu.hwChanged
+		passed := p.mu.steppedDn || p.mu.fenced > l.epoch
 		p.mu.Unlock()
-		if hw >= end {
-			return nil
-		}
 		if st.Leader != p.brokerID {
 			return fmt.Errorf("%w: partition %s/%d is led by broker %d", ErrNotLeader, p.Topic, p.Index, st.Leader)
+		}
+		if st.LeaderEpoch != l.epoch || passed {
+			return fmt.Errorf("%w: broker %d no longer leads %s/%d at epoch %d", ErrNotLeader, p.brokerID, p.Topic, p.Index, l.epoch)
+		}
+		if hw >= end {
+			return nil
 		}
 		select {
 		case <-changed:

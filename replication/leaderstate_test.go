@@ -14,6 +14,7 @@ import (
 	"gostream/record"
 	"gostream/replication"
 	"gostream/storage"
+	"gostream/transport"
 )
 
 // valueState is a leader state for the tests: the values of the log's
@@ -366,5 +367,39 @@ func TestLeaderStatesLeadershipMoved(t *testing.T) {
 	case <-closed:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the dropped load did not end")
+	}
+}
+
+// WaitAcked counts the high watermark only while its leadership lasts: a
+// replica that stopped leading, was cut back by the next leader and filled
+// by it past end does not hold what the old leadership appended below end
+// (a chaos run acknowledged an idempotent producer's retried batch so).
+func TestWaitAckedEndsWithTheLeadership(t *testing.T) {
+	leaderLog := openLog(t, t.TempDir())
+	leader, _, peer, _ := leaderAndFollower(t, leaderLog, openLog(t, t.TempDir()))
+	produce(t, leader, "before", 2)
+	lead, err := leader.Leadership()
+	require.NoError(t, err)
+	peer.setDown(errNetwork)
+	end, wait, err := lead.Append(batch(t, "lost", 1))
+	require.NoError(t, err)
+	require.Error(t, wait(ctxTimeout(t, 10*time.Second)), "the follower does not hold it")
+	done := make(chan error, 1)
+	go func() { done <- lead.WaitAcked(context.Background(), end) }()
+
+	// The next leader (broker 3, epoch 2) cuts this replica back to what
+	// it holds and fills it past end with records of its own.
+	require.NoError(t, leader.Truncate(ctxTimeout(t, 5*time.Second), &transport.TruncateReplicaRequest{Topic: "orders", LeaderEpoch: 2, Offset: end - 1}))
+	b := batch(t, "next-leader", 2)
+	b.Stamp(end-1, 2, 1)
+	w, err := leader.Replicate(&transport.ReplicateRequest{Topic: "orders", LeaderEpoch: 2, LeaderID: 3, HighWatermark: end + 1, Batch: b})
+	require.NoError(t, err)
+	_, err = w(ctxTimeout(t, 5*time.Second))
+	require.NoError(t, err)
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, replication.ErrNotLeader, "what the old leadership appended at %d is gone", end-1)
+	case <-time.After(10 * time.Second):
+		t.Fatal("WaitAcked did not return once the leadership ended")
 	}
 }
