@@ -164,3 +164,27 @@ func TestRecoveredReplicaNotMadeActiveStopsCounting(t *testing.T) {
 		})
 	}
 }
+
+// A recovery that ends after a newer leader reached this one (it asked
+// this replica's state at a newer epoch while the copy was verified) does
+// not count the recovered replica in this leadership's acknowledgements:
+// the leadership has been passed, and the recovery fails with
+// ErrNotLeader rather than report a replica ready to be made active.
+func TestRecoveryPassedByANewerEpochDoesNotJoin(t *testing.T) {
+	pair := newRecoveryPair(t, 2*time.Second, time.Hour)
+	leader, rp := pair.leader, pair.peer
+	produce(t, leader, "before", 3)
+
+	var once sync.Once
+	rp.mu.Lock()
+	rp.beforeDigest = func() {
+		once.Do(func() {
+			_, err := leader.ReplicaState(&transport.ReplicaStateRequest{Topic: "orders", Partition: 0, LeaderEpoch: 2})
+			require.NoError(t, err)
+		})
+	}
+	rp.mu.Unlock()
+	_, err := leader.RecoverFollower(context.Background(), 3)
+	require.ErrorIs(t, err, replication.ErrNotLeader)
+	assert.Empty(t, leader.Followers(), "a passed leadership counts the recovered replica")
+}
