@@ -378,11 +378,21 @@ func (cd *Candidacy) candidateAnswers(ctx context.Context, c quorum.Candidate) b
 	return json.Unmarshal(resp.Data, &st) == nil && st.Node == c.ID && st.Mode == "candidate"
 }
 
+// statusConfirmWait bounds how long Status waits for a quorum to confirm
+// that the active controller still leads.
+const statusConfirmWait = 500 * time.Millisecond
+
 // Status is this candidate's part in the controller group, as controller
-// status shows it.
+// status shows it. It is Active only while a quorum of the group confirms,
+// asked now, that it leads: a candidate cut off from the others, or paused
+// and just resumed, still holds Raft's Leader state for a while after
+// another has taken over, and would show two active controllers, the one
+// of them with older metadata. The confirmation comes first, so that the
+// state shown is the one after it.
 func (cd *Candidacy) Status() transport.ControllerStatus {
+	active := cd.ctrl.Active() && cd.group.ConfirmLeader(statusConfirmWait)
 	qs := cd.group.Status()
-	st := transport.ControllerStatus{Node: cd.cfg.Self.ID, Mode: "candidate", State: qs.State, Active: cd.ctrl.Active()}
+	st := transport.ControllerStatus{Node: cd.cfg.Self.ID, Mode: "candidate", State: qs.State, Active: active}
 	st.Term, st.LastIndex, st.CommitIndex, st.AppliedIndex = qs.Term, qs.LastIndex, qs.CommitIndex, qs.AppliedIndex
 	st.Leader, st.LeaderAddr, st.MetadataEpoch = qs.Leader.ID, qs.Leader.Addr, qs.Epoch
 	for _, m := range qs.Members {

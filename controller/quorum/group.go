@@ -334,6 +334,30 @@ func (g *Group) Leadership() <-chan bool { return g.notify }
 // IsLeader reports whether this candidate is the Raft leader now.
 func (g *Group) IsLeader() bool { return g.raft.State() == raft.Leader }
 
+// ConfirmLeader reports whether this candidate leads the group, confirmed
+// by a quorum now: a round of heartbeats that a majority of the voters
+// answers in this term. A leader's Raft state alone may be stale: cut off
+// from the others it stays Leader until its lease runs out (the heartbeat
+// timeout), and paused (SIGSTOP) it still is when it resumes, until a
+// round of heartbeats tells it of a newer term. It is false for a
+// follower at once, and false when no quorum answers within timeout.
+func (g *Group) ConfirmLeader(timeout time.Duration) bool {
+	if g.raft.State() != raft.Leader {
+		return false
+	}
+	f := g.raft.VerifyLeader()
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }() // Raft answers it: a quorum, or the step-down
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err == nil
+	case <-t.C:
+		return false
+	}
+}
+
 // Leader is the active controller as this candidate knows it.
 func (g *Group) Leader() (Candidate, bool) {
 	addr, id := g.raft.LeaderWithID()

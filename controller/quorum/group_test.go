@@ -371,3 +371,27 @@ func TestLeaderAppliesWhatFollowersDecode(t *testing.T) {
 	require.ErrorIs(t, l.Propose(context.Background(), 1, bad, nil), ErrMalformedEntry, "refused before it is proposed")
 	assert.Equal(t, int64(1), l.Metadata().Epoch)
 }
+
+// ConfirmLeader is true for the leader a quorum answers, false for a
+// follower, and false for a leader cut off from the others though its
+// Raft state still says Leader (its lease has not run out).
+func TestConfirmLeaderAsksAQuorum(t *testing.T) {
+	g := newTestGroup(t, 3)
+	l := g.leader()
+	assert.True(t, l.ConfirmLeader(5*time.Second), "the leader, every voter answering")
+	for _, m := range g.members {
+		if m != l {
+			assert.False(t, m.ConfirmLeader(5*time.Second), "follower %d", m.cfg.Self.ID)
+		}
+	}
+
+	id := l.cfg.Self.ID
+	g.trans[id].DisconnectAll()
+	for oid, o := range g.trans {
+		if oid != id {
+			o.Disconnect(raft.ServerAddress(g.cands[id-1].Addr))
+		}
+	}
+	require.True(t, l.IsLeader(), "Raft still says Leader right after the cut")
+	assert.False(t, l.ConfirmLeader(5*time.Second), "a leader no quorum answers")
+}
