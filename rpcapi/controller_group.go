@@ -8,15 +8,19 @@ import (
 	"gostream/transport"
 )
 
-// controllerStatus answers any node's part in the controller group.
+// controllerStatus answers any node's part in the controller group. The
+// active candidate's status waits for a quorum to confirm it (up to half
+// a second when none answers), so it is made in the Reply, off the
+// connection's request loop.
 func (h *Handler) controllerStatus(req *transport.Request) transport.Reply {
 	var m transport.JSONMessage
 	if err := decode(req, &m); err != nil {
 		return transport.Immediate(nil, err)
 	}
-	st := h.cfg.ControllerStatus()
-	data, err := json.Marshal(st)
-	return transport.Immediate(&transport.JSONMessage{Data: data}, err)
+	return func(context.Context) (transport.Message, error) {
+		data, err := json.Marshal(h.cfg.ControllerStatus())
+		return &transport.JSONMessage{Data: data}, err
+	}
 }
 
 // controllerChange carries out a change of the controller group on the
