@@ -341,6 +341,10 @@ func (g *Group) IsLeader() bool { return g.raft.State() == raft.Leader }
 // timeout), and paused (SIGSTOP) it still is when it resumes, until a
 // round of heartbeats tells it of a newer term. It is false for a
 // follower at once, and false when no quorum answers within timeout.
+// Raft counts every follower's answer that arrives while it waits, one to
+// a request sent a moment before included: what it confirms is that a
+// quorum took this candidate for the leader about now (Raft's VerifyLeader,
+// as consistent reads use it), not a commit.
 func (g *Group) ConfirmLeader(timeout time.Duration) bool {
 	if g.raft.State() != raft.Leader {
 		return false
