@@ -1,7 +1,6 @@
 package testcluster
 
 import (
-	"os"
 	"testing"
 	"time"
 
@@ -21,12 +20,7 @@ import (
 // controllers, the one of them with older metadata. Once the network
 // heals, one candidate is active again.
 func TestCutOffControllerDoesNotClaimToBeActive(t *testing.T) {
-	if err := Netns(); err != nil {
-		if os.Getenv("GOSTREAM_REQUIRE_NETNS") == "1" {
-			t.Fatalf("GOSTREAM_REQUIRE_NETNS=1 but there are no network faults here: %v", err)
-		}
-		t.Skipf("no network faults here: %v", err)
-	}
+	requireNetworkFaults(t)
 	c := startClusterWith(t, Config{Nodes: 3, Candidates: 3, Netns: true})
 	active, err := c.ActiveController(30*time.Second, 0)
 	require.NoError(t, err)

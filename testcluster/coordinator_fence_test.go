@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -24,12 +23,7 @@ import (
 // harness saw it in raft-controller-isolated). It answers NotCoordinator,
 // and the client finds the new one.
 func TestCutOffCoordinatorDoesNotServeStaleOffsets(t *testing.T) {
-	if err := Netns(); err != nil {
-		if os.Getenv("GOSTREAM_REQUIRE_NETNS") == "1" {
-			t.Fatalf("GOSTREAM_REQUIRE_NETNS=1 but there are no network faults here: %v", err)
-		}
-		t.Skipf("no network faults here: %v", err)
-	}
+	requireNetworkFaults(t)
 	c := startClusterWith(t, Config{Nodes: 3, Netns: true})
 	cl := newClient(t, c)
 	createTopic(t, cl, "fenced", 1, 3)

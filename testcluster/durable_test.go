@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -221,12 +220,7 @@ func TestDSFollowerAnswersWhilePausedLeader(t *testing.T) {
 // only: the controller, which places a stream's replicas on the brokers
 // that answer it, still reaches it.
 func TestDSCreateIsAcknowledgedOnlyWhenReplicated(t *testing.T) {
-	if err := Netns(); err != nil {
-		if os.Getenv("GOSTREAM_REQUIRE_NETNS") == "1" {
-			t.Fatalf("GOSTREAM_REQUIRE_NETNS=1 but there are no network faults here: %v", err)
-		}
-		t.Skipf("no network faults here: %v", err)
-	}
+	requireNetworkFaults(t)
 	c := startClusterWith(t, Config{Nodes: 3, Netns: true})
 	// Streams are led in turn by the broker leading the fewest, each
 	// followed by the next ones: the second is led by broker 2,
@@ -309,12 +303,7 @@ func TestDSCreateDuringAnOutageCreatesNothing(t *testing.T) {
 // again, not at its next metadata poll, seconds later: a stream it does
 // not know it asks the controller about before it answers 404.
 func TestDSNodeBehindAsksTheController(t *testing.T) {
-	if err := Netns(); err != nil {
-		if os.Getenv("GOSTREAM_REQUIRE_NETNS") == "1" {
-			t.Fatalf("GOSTREAM_REQUIRE_NETNS=1 but there are no network faults here: %v", err)
-		}
-		t.Skipf("no network faults here: %v", err)
-	}
+	requireNetworkFaults(t)
 	c := startClusterWith(t, Config{Nodes: 3, Netns: true, NodeArgs: []string{"--ds-replication-factor", "2"}})
 	// Streams are led in turn by the broker leading the fewest, each
 	// followed by the next: after two, the third is on brokers 3 and 1.

@@ -15,3 +15,16 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
+
+// requireNetworkFaults skips a test that cuts the network when this
+// process cannot (no network namespace of its own), or fails it when
+// GOSTREAM_REQUIRE_NETNS=1 says it must.
+func requireNetworkFaults(t *testing.T) {
+	t.Helper()
+	if err := Netns(); err != nil {
+		if os.Getenv("GOSTREAM_REQUIRE_NETNS") == "1" {
+			t.Fatalf("GOSTREAM_REQUIRE_NETNS=1 but there are no network faults here: %v", err)
+		}
+		t.Skipf("no network faults here: %v", err)
+	}
+}
