@@ -195,7 +195,7 @@ func (l *Leadership) WaitAcked(ctx context.Context, end int64) error {
 	for {
 		p.mu.Lock()
 		st, hw, changed := p.mu.state, p.mu.hw, p.mu.hwChanged
-		passed := p.mu.steppedDn || p.mu.fenced > l.epoch
+		passed := p.passedLocked(l.epoch)
 		p.mu.Unlock()
 		if st.Leader != p.brokerID {
 			return fmt.Errorf("%w: partition %s/%d is led by broker %d", ErrNotLeader, p.Topic, p.Index, st.Leader)

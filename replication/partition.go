@@ -470,6 +470,14 @@ func (p *Partition) HighWatermark() int64 {
 	return p.mu.hw
 }
 
+// passedLocked reports whether a leadership of this replica at epoch has
+// been passed, whatever the metadata says yet: the replica stepped down (a
+// follower knows a newer epoch) or has itself recorded a newer epoch (a
+// newer leader asked its state or sent it batches). The caller holds p.mu.
+func (p *Partition) passedLocked(epoch int32) bool {
+	return p.mu.steppedDn || p.mu.fenced > epoch
+}
+
 // stepDown makes a leader that learned of a newer epoch stop leading until
 // new metadata says otherwise.
 func (p *Partition) stepDown(epoch int32) {
@@ -566,7 +574,7 @@ func (p *Partition) produce(batch record.Batch, as *Leadership, hold func() (rel
 	// A replica that has recorded a newer epoch than the one it leads (a
 	// new leader reached it before the controller's metadata did) no longer
 	// leads.
-	st, stepped := p.mu.state, p.mu.steppedDn || p.mu.fenced > p.mu.state.LeaderEpoch
+	st, stepped := p.mu.state, p.passedLocked(p.mu.state.LeaderEpoch)
 	problem := p.problemLocked()
 	followers := make([]*follower, 0, len(p.mu.followers))
 	for _, f := range p.mu.followers {

@@ -274,11 +274,9 @@ func (p *Partition) join(ctx context.Context, peer Peer, broker, epoch int32, fr
 	}
 	p.mu.Lock()
 	st := p.mu.state
-	// A newer epoch recorded here (a newer leader asked this replica's
-	// state or sent it batches) has passed this leadership, even before
-	// the metadata says so: what it would count the replica in is no
-	// longer acknowledged.
-	if st.Leader != p.brokerID || st.LeaderEpoch != epoch || p.mu.steppedDn || p.mu.fenced > epoch || p.mu.closed {
+	// A leadership passed before the metadata says so acknowledges
+	// nothing more: counting the replica in it would be for nothing.
+	if st.Leader != p.brokerID || st.LeaderEpoch != epoch || p.passedLocked(epoch) || p.mu.closed {
 		p.mu.Unlock()
 		return to, fmt.Errorf("%w: broker %d no longer leads %s/%d at epoch %d", ErrNotLeader, p.brokerID, p.Topic, p.Index, epoch)
 	}

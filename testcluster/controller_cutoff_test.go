@@ -13,7 +13,7 @@ import (
 // lease runs out, and one that was paused (SIGSTOP) still holds it when it
 // resumes, until a round of heartbeats tells it of the newer term (the
 // chaos harness's autopilot scenario saw a candidate paused 16 s answer
-// "active" at its old metadata epoch, 60 ms after the next controller had
+// "active" at its old metadata epoch, 107 ms after the next controller had
 // answered at a newer one). Its controller status calls it active only
 // when a quorum of the group has just confirmed it leads, so it does not
 // while it cannot reach them: an operator is never shown two active
