@@ -26,7 +26,8 @@ func startCluster(t *testing.T, nodes int) *Cluster {
 }
 
 // startClusterWith starts a cluster of cfg, in a temporary directory, with
-// the race detector when the tests have it, logging to t.
+// the race detector when the tests have it, logging to t; a race the
+// detector reports in a node fails the test.
 func startClusterWith(t *testing.T, cfg Config) *Cluster {
 	t.Helper()
 	c := newClusterWith(t, cfg)
@@ -42,6 +43,10 @@ func newClusterWith(t *testing.T, cfg Config) *Cluster {
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		c.Close()
+		// A race in a node goes to its log, not to this test: fail on it.
+		for _, r := range c.DataRaces() {
+			t.Errorf("the race detector reported, in a node process:\n%s", r)
+		}
 		if t.Failed() {
 			for _, n := range c.Nodes {
 				t.Logf("node %d log tail:\n%s", n.ID, n.LogTail(60))

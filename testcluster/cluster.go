@@ -301,6 +301,18 @@ func (c *Cluster) Close() {
 	}
 }
 
+// DataRaces are the race detector's reports in the logs of every node
+// (Node.DataRaces), each headed by the node's id.
+func (c *Cluster) DataRaces() []string {
+	var out []string
+	for _, n := range c.Nodes {
+		for _, r := range n.DataRaces() {
+			out = append(out, fmt.Sprintf("node %d: %s", n.ID, r))
+		}
+	}
+	return out
+}
+
 // Bootstrap is the --bootstrap value naming every node.
 func (c *Cluster) Bootstrap() string {
 	addrs := make([]string, len(c.Nodes))

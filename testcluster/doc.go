@@ -18,6 +18,9 @@
 //     twice).
 //   - Cluster.Close kills every node, heals the network it cut and stops
 //     its proxy; it may be called more than once.
+//   - A race the detector reports in a node is read from the node's log
+//     (Cluster.DataRaces): it fails a test that started the cluster through
+//     startClusterWith, and is a data-race violation of a chaos run.
 //
 // It imports client, and for their formats and constants transport (the
 // wire protocol), record (batches), storage (a node's files), groups (the

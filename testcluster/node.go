@@ -436,6 +436,46 @@ func (n *Node) ControllerStatus(timeout time.Duration) (transport.ControllerStat
 // LogPath is the file the process's output goes to.
 func (n *Node) LogPath() string { return n.logPath }
 
+// raceReportStart and raceReportEnd frame each report the race detector
+// prints: the line before it and the one that ends it are the same row
+// of '=' signs.
+const (
+	raceReportStart = "WARNING: DATA RACE"
+	raceReportEnd   = "\n=================="
+)
+
+// raceReportLines bounds how much of one race report DataRaces keeps.
+const raceReportLines = 40
+
+// DataRaces returns the race detector's reports in the node's log, each
+// cut to raceReportLines lines; none for a node built without it. A race
+// does not stop the node (nor change its exit before it is killed), so it
+// is seen only where something reads the log.
+func (n *Node) DataRaces() []string {
+	data, err := os.ReadFile(n.logPath)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for {
+		i := bytes.Index(data, []byte(raceReportStart))
+		if i < 0 {
+			return out
+		}
+		data = data[i:]
+		report := data
+		if end := bytes.Index(data, []byte(raceReportEnd)); end >= 0 {
+			report = data[:end]
+		}
+		lines := bytes.SplitN(report, []byte("\n"), raceReportLines+1)
+		if len(lines) > raceReportLines {
+			lines = append(lines[:raceReportLines], []byte("..."))
+		}
+		out = append(out, string(bytes.Join(lines, []byte("\n"))))
+		data = data[len(raceReportStart):]
+	}
+}
+
 // LogTail returns the last lines of the node's log.
 func (n *Node) LogTail(lines int) string {
 	data, _ := os.ReadFile(n.logPath)

@@ -322,6 +322,11 @@ func RunScenario(cfg ScenarioConfig) (res Result) {
 		r.say("controller group: %d samples", len(cs))
 		res.Violations = append(res.Violations, CheckControllerSamples(cs)...)
 	}
+	// With --race a race in a node is printed to its log, where no one
+	// would see it: it is a violation of the run.
+	for _, race := range r.c.DataRaces() {
+		res.Violations = append(res.Violations, "data-race: "+race)
+	}
 	r.say("checked: %d operations, %d produces, %d acknowledged, %d records read (%d different, found at their offsets by the final read of %d records), %d violations",
 		st.Ops, st.Produces, st.Acked, st.Reads, st.Kept, st.Final, len(res.Violations))
 	return res
